@@ -1,0 +1,229 @@
+/*
+ * ops.h - the op table, the eager dispatcher and the user-facing ops.
+ *
+ * Every op is declared once, in ops.def. From that list come the em_op enum,
+ * the name table, shape/dtype inference (used by eager dispatch and by the IR
+ * verifier), the eager kernels and the properties the passes read.
+ *
+ * Every op runs through em_op_run(), the one place where inference, output
+ * allocation, the kernel and the trace hook meet. The short functions at the
+ * end (em_add, em_sum, ...) are conveniences over it: they return a NEW
+ * reference or NULL with em_last_error() set; their tensor arguments are
+ * borrowed.
+ */
+#ifndef EMBER_OPS_H
+#define EMBER_OPS_H
+
+#include "ember/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum em_op {
+#define EM_OP(E, n, k, ni, no, dt, pr, fl, at) EM_OP_##E,
+#include "ember/ops.def"
+#undef EM_OP
+    EM_OP_COUNT
+} em_op;
+
+typedef enum em_op_kind {
+    EM_KIND_UNARY,
+    EM_KIND_BINARY,
+    EM_KIND_CAST,
+    EM_KIND_REDUCE,
+    EM_KIND_MATMUL,
+    EM_KIND_VIEW,
+    EM_KIND_COPY,
+    EM_KIND_FACTORY,
+    EM_KIND_RANDOM,
+    EM_KIND_FUSED,
+} em_op_kind;
+
+/* How an op's result dtype follows from its inputs. */
+typedef enum em_promote {
+    EM_PROMOTE_NONE,         /* not applicable (fused: types are explicit)   */
+    EM_PROMOTE_SAME,         /* PyTorch's promotion of the inputs            */
+    EM_PROMOTE_INT_TO_FLOAT, /* as SAME, then bool/int become float32        */
+    EM_PROMOTE_SUM,          /* as SAME, then bool/int become int64          */
+    EM_PROMOTE_FLOAT_ONLY,   /* input must be floating point                 */
+    EM_PROMOTE_MATCH,        /* inputs must all have the same dtype          */
+    EM_PROMOTE_ATTR,         /* from the dtype attribute                     */
+} em_promote;
+
+/* Op properties. Passes read these, never lists of op names. */
+enum {
+    EM_F_PURE = 1u << 0,        /* no side effects: may be removed or merged     */
+    EM_F_ELEMENTWISE = 1u << 1, /* out[i] = f(in[i]...) with broadcasting       */
+    EM_F_COMMUTATIVE = 1u << 2,
+    EM_F_VIEW = 1u << 3,      /* result aliases the input's storage            */
+    EM_F_BROADCAST = 1u << 4, /* a pure broadcast: fusible as index arithmetic */
+    EM_F_NO_BOOL = 1u << 5,   /* rejects bool inputs                           */
+    EM_F_RANDOM = 1u << 6,    /* draws from the random generator               */
+};
+
+/* Attribute keys, in the order IR text prints them. ORDER ATTR */
+#define EM_ATTR_LIST(X)                                                                            \
+    X(DIMS, dims)                                                                                  \
+    X(KEEPDIM, keepdim)                                                                            \
+    X(SHAPE, shape)                                                                                \
+    X(DTYPE, dtype)                                                                                \
+    X(VALUE, value)                                                                                \
+    X(START, start)                                                                                \
+    X(END, end)                                                                                    \
+    X(STEP, step)
+
+enum {
+#define X(E, n) EM_A_BIT_##E,
+    EM_ATTR_LIST(X)
+#undef X
+        EM_A_COUNT
+};
+enum {
+#define X(E, n) EM_A_##E = 1u << EM_A_BIT_##E,
+    EM_ATTR_LIST(X)
+#undef X
+};
+
+/* Attribute values of one op call. Which fields mean something is given by
+ * the op's attrs mask. shape and dtype always equal the result's, so IR text
+ * leaves them out and the parser restores them from the result type. */
+typedef struct em_attrs {
+    int n_dims;
+    int64_t dims[EM_MAX_DIMS]; /* reduce: dims reduced (sorted, >= 0); permute: order */
+    bool keepdim;
+    int n_shape;
+    int64_t shape[EM_MAX_DIMS];
+    em_dtype dtype;
+    double value; /* full: fill value */
+    double start, end, step;
+} em_attrs;
+
+/* Infers result types from input types. `in` has n_in entries; writes n_out
+ * entries of `out`. Errors name the op and the offending shapes/dtypes. */
+typedef em_status (*em_infer_fn)(em_op op, const em_type *in, int n_in, const em_attrs *attrs,
+                                 em_type *out, int n_out);
+/* Runs an eager kernel. For ops that are not views, `out` holds freshly
+ * allocated contiguous results to fill; views (and contiguous) create their
+ * own results into `out`. */
+typedef em_status (*em_kernel_fn)(em_op op, em_tensor *const *in, const em_attrs *attrs,
+                                  em_tensor **out);
+
+typedef struct em_op_info {
+    const char *name;
+    em_op_kind kind;
+    int n_in, n_out; /* -1: any */
+    em_promote promote;
+    uint32_t flags;
+    uint32_t attrs; /* EM_A_* mask */
+    em_infer_fn infer;
+    em_kernel_fn cpu;
+} em_op_info;
+
+const em_op_info *em_op_get(em_op op);
+static inline const char *em_op_name(em_op op) { return em_op_get(op)->name; }
+bool em_op_from_name(const char *name, size_t len, em_op *out);
+const char *em_attr_name(int bit);
+
+/* Runs `op` eagerly: infers result types, allocates results, runs the
+ * kernel, and reports the call to the trace hook. On success out[0..n_out)
+ * hold new references; on failure they are untouched. */
+em_status em_op_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
+                    em_tensor **out, int n_out);
+/* Infers result types through the op table (used by the IR builder and
+ * verifier, which have types but no tensors). */
+em_status em_op_infer(em_op op, const em_type *in, int n_in, const em_attrs *attrs, em_type *out,
+                      int n_out);
+
+/* ---- type promotion (PyTorch's rules) ---- */
+
+em_dtype em_promote_types(em_dtype a, em_dtype b);
+/* The dtype an op over these operands computes in: dimensioned tensors
+ * outrank 0-d ones within a category; a 0-d operand of a higher category
+ * lifts the result to its dtype. */
+em_dtype em_result_type(const em_type *const *ops, int n);
+/* The dtype a Python number of `cat` takes when combined with `t` (PyTorch's
+ * wrapped-number rule), used to materialise scalars before an op runs. */
+em_dtype em_scalar_operand_dtype(em_dtype tensor_dtype, em_dtype_category scalar_cat);
+/* The dtype elementwise op `op` computes in, given its result dtype. The
+ * eager kernels cast inputs to it; the code generators do the same. */
+em_dtype em_op_compute_dtype(em_op op, em_dtype result);
+
+/* ---- trace hook ---- */
+
+/* Called after every op that ran through em_op_run at nesting depth 0 (ops
+ * that kernels run internally are not reported). Thread-local. */
+typedef struct em_trace_hook {
+    void (*on_op)(void *ctx, em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
+                  em_tensor *const *out, int n_out);
+    /* A host synchronisation (.item(), .numpy(), printing) read a tensor's
+     * values; `what` names it. */
+    void (*on_host_sync)(void *ctx, const char *what, const em_tensor *t);
+    void *ctx;
+} em_trace_hook;
+
+/* Installs `hook` for this thread (NULL removes it); returns the previous. */
+const em_trace_hook *em_set_trace_hook(const em_trace_hook *hook);
+const em_trace_hook *em_get_trace_hook(void);
+/* Reports a host synchronisation to the current hook, if any. */
+void em_note_host_sync(const char *what, const em_tensor *t);
+
+/* ---- user-facing ops: new reference or NULL ---- */
+
+em_tensor *em_neg(em_tensor *a);
+em_tensor *em_exp(em_tensor *a);
+em_tensor *em_log(em_tensor *a);
+em_tensor *em_tanh(em_tensor *a);
+em_tensor *em_sigmoid(em_tensor *a);
+em_tensor *em_relu(em_tensor *a);
+em_tensor *em_cast(em_tensor *a, em_dtype dtype);
+em_tensor *em_add(em_tensor *a, em_tensor *b);
+em_tensor *em_sub(em_tensor *a, em_tensor *b);
+em_tensor *em_mul(em_tensor *a, em_tensor *b);
+em_tensor *em_div(em_tensor *a, em_tensor *b);
+em_tensor *em_maximum(em_tensor *a, em_tensor *b);
+em_tensor *em_pow(em_tensor *a, em_tensor *b);
+/* Generic single-result call for elementwise ops by enum. */
+em_tensor *em_unary(em_op op, em_tensor *a);
+em_tensor *em_binary(em_op op, em_tensor *a, em_tensor *b);
+
+/* dims may be negative; n_dims == 0 (or dims NULL) reduces every dim. */
+em_tensor *em_sum(em_tensor *a, const int64_t *dims, int n_dims, bool keepdim);
+em_tensor *em_mean(em_tensor *a, const int64_t *dims, int n_dims, bool keepdim);
+em_tensor *em_matmul(em_tensor *a, em_tensor *b);
+
+/* shape may contain one -1. reshape returns a view when the geometry allows,
+ * else a copy; view fails instead of copying. */
+em_tensor *em_reshape(em_tensor *a, const int64_t *shape, int n);
+em_tensor *em_view(em_tensor *a, const int64_t *shape, int n);
+em_tensor *em_permute(em_tensor *a, const int64_t *dims, int n);
+em_tensor *em_transpose(em_tensor *a, int64_t d0, int64_t d1);
+/* shape entries of -1 keep the input's size. */
+em_tensor *em_expand(em_tensor *a, const int64_t *shape, int n);
+/* Returns `a` itself (a new reference) when already contiguous. */
+em_tensor *em_contiguous(em_tensor *a);
+
+em_tensor *em_full(const int64_t *shape, int n, double value, em_dtype dtype);
+em_tensor *em_zeros(const int64_t *shape, int n, em_dtype dtype);
+em_tensor *em_ones(const int64_t *shape, int n, em_dtype dtype);
+em_tensor *em_arange(double start, double end, double step, em_dtype dtype);
+em_tensor *em_rand(const int64_t *shape, int n, em_dtype dtype);
+em_tensor *em_randn(const int64_t *shape, int n, em_dtype dtype);
+
+/* ---- geometry shared by eager views and the code generators ---- */
+
+/* Shape and strides of view op `op` applied to a tensor of the given
+ * geometry. Returns false (without setting an error) when a reshape cannot be
+ * expressed as a view of these strides. */
+bool em_view_geometry(em_op op, const int64_t *shape, const int64_t *strides, int ndim,
+                      const em_attrs *attrs, int64_t *out_shape, int64_t *out_strides,
+                      int *out_ndim);
+
+/* Broadcasts two shapes (right-aligned). Returns false if they do not fit. */
+bool em_broadcast_shapes(const int64_t *a, int na, const int64_t *b, int nb, int64_t *out,
+                         int *nout);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,34 @@
+/*
+ * parallel.h - the one thread pool every ember kernel uses.
+ *
+ * Workers sleep on a condition variable between jobs (they never spin), so
+ * they do not steal cycles from OpenBLAS's threads when a matmul runs. The
+ * calling thread takes a share of every job. A parallel_for issued from
+ * inside a job runs inline.
+ */
+#ifndef EMBER_PARALLEL_H
+#define EMBER_PARALLEL_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Processes the half-open range [begin, end). */
+typedef void (*em_parallel_fn)(void *ctx, int64_t begin, int64_t end);
+
+/* Runs fn over [0, n) in contiguous pieces of at least `grain` items, spread
+ * over the pool; returns when all are done. n <= grain runs inline. */
+void em_parallel_for(int64_t n, int64_t grain, em_parallel_fn fn, void *ctx);
+
+/* Threads used by em_parallel_for, the caller included. Default: the CPUs this
+ * process may run on, or EMBER_NUM_THREADS. */
+int em_get_num_threads(void);
+/* n >= 1. Takes effect for the next job. */
+void em_set_num_threads(int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

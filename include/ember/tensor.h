@@ -1,0 +1,120 @@
+/*
+ * tensor.h - refcounted storage and tensors (strided views of storage).
+ *
+ * Ownership (see STYLE.md): tensors and storages are refcounted. Every
+ * function that returns an em_tensor* returns a NEW reference (release it
+ * with em_tensor_release); arguments are borrowed; getters return borrowed
+ * pointers. Constructors return NULL on failure with em_last_error() set.
+ *
+ * Fields of em_tensor are readable by every layer; only runtime/ writes them.
+ * Shapes and strides count elements, not bytes. A tensor's bytes start at
+ * storage->data + offset * itemsize.
+ */
+#ifndef EMBER_TENSOR_H
+#define EMBER_TENSOR_H
+
+#include "ember/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How a storage gives its memory back. `ctx` is the owner given at creation
+ * (an allocator, a NumPy array, a DLPack capsule). */
+typedef void (*em_release_fn)(void *ctx, void *data, size_t nbytes);
+
+typedef struct em_storage {
+    int64_t refcount; /* updated atomically */
+    void *data;
+    size_t nbytes;
+    em_device device;
+    em_release_fn release;
+    void *release_ctx;
+    /* Bumped by every in-place write through any view of this storage, so
+     * autograd and guards can notice mutation (shared by all views). */
+    uint64_t version;
+} em_storage;
+
+typedef struct em_tensor {
+    int64_t refcount; /* updated atomically */
+    em_storage *storage;
+    int64_t offset; /* elements */
+    int64_t numel;  /* product of shape, cached */
+    em_dtype dtype;
+    em_device device;
+    int ndim;
+    int64_t shape[EM_MAX_DIMS];
+    int64_t strides[EM_MAX_DIMS]; /* elements; may be 0 (expanded dims) */
+    /* A 0-d tensor made from a Python number: it takes part in type
+     * promotion by category only, as in PyTorch. */
+    bool is_wrapped_number;
+    /* Tracer bookkeeping (frontend/trace.c): the value this tensor has in the
+     * graph being traced, valid while trace_gen matches the tracer's. */
+    uint32_t trace_gen;
+    uint32_t trace_value;
+    /* Serial number in order of creation; the tracer uses it to tell tensors
+     * born during a trace from those that existed before. */
+    uint64_t serial;
+    /* Borrowed back-pointer to the Python object wrapping this tensor, so the
+     * same tensor always surfaces as the same Python object. */
+    void *pyobj;
+} em_tensor;
+
+/* ---- storage ---- */
+
+/* Allocates `nbytes` on `device` (uninitialised). */
+em_storage *em_storage_new(em_device device, size_t nbytes);
+/* Wraps memory owned elsewhere; `release(ctx, data, nbytes)` runs when the
+ * last reference goes. On failure `release` is NOT called. */
+em_storage *em_storage_wrap(void *data, size_t nbytes, em_device device, em_release_fn release,
+                            void *ctx);
+void em_storage_retain(em_storage *s);
+void em_storage_release(em_storage *s);
+
+/* ---- tensors ---- */
+
+/* A new contiguous tensor with uninitialised data. */
+em_tensor *em_tensor_empty(const int64_t *shape, int ndim, em_dtype dtype, em_device device);
+/* A new tensor over `storage` (retained) with the given geometry. Checks that
+ * every reachable element lies inside the storage. */
+em_tensor *em_tensor_from_storage(em_storage *storage, em_dtype dtype, int64_t offset,
+                                  const int64_t *shape, const int64_t *strides, int ndim);
+/* A view of `base`'s storage with new geometry (no bounds re-check: callers
+ * derive the geometry from base's). */
+em_tensor *em_tensor_alias(const em_tensor *base, int64_t offset, const int64_t *shape,
+                           const int64_t *strides, int ndim);
+/* A 0-d CPU tensor holding `value` converted to `dtype`. */
+em_tensor *em_tensor_scalar(double value, em_dtype dtype);
+/* Same for int64 values that a double cannot hold exactly. */
+em_tensor *em_tensor_scalar_i64(int64_t value, em_dtype dtype);
+
+void em_tensor_retain(em_tensor *t);
+void em_tensor_release(em_tensor *t);
+
+static inline void *em_tensor_data(const em_tensor *t) {
+    return (char *)t->storage->data + t->offset * (int64_t)em_dtype_size(t->dtype);
+}
+static inline em_type em_tensor_type(const em_tensor *t) {
+    em_type ty;
+    ty.dtype = t->dtype;
+    ty.device = t->device;
+    ty.ndim = t->ndim;
+    for (int i = 0; i < EM_MAX_DIMS; i++) ty.shape[i] = i < t->ndim ? t->shape[i] : 0;
+    return ty;
+}
+
+/* True when strides are row-major for the shape (size-1 dims ignored). */
+bool em_tensor_is_contiguous(const em_tensor *t);
+/* Row-major strides for `shape`. */
+void em_contiguous_strides(const int64_t *shape, int ndim, int64_t *strides);
+/* Reads element `linear` (row-major order over the shape) as a double. */
+double em_tensor_get_f64(const em_tensor *t, int64_t linear);
+
+/* Live object counters, for leak tests. */
+int64_t em_tensor_live_count(void);
+int64_t em_storage_live_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,194 @@
+/*
+ * alloc_cpu.c - the CPU caching allocator and the runtime's malloc.
+ *
+ * Large blocks (>= 1 MiB) are mmapped in 2 MiB multiples, aligned to 2 MiB
+ * and advised as huge pages; when freed they go to a cache (up to a byte
+ * limit) instead of back to the kernel. Large sizes are rounded to size
+ * classes (2 MiB steps up to 32 MiB, then eight steps per power of two, so at
+ * most 12.5% is wasted) and a request reuses only a block of its own class:
+ * free() recomputes the class from the requested size, so both always agree
+ * on a block's length. Small blocks come from aligned_alloc. Thread-safe:
+ * tensors may be freed from any thread.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ember/alloc.h"
+#include "ember/status.h"
+
+#define LARGE_MIN ((size_t)1 << 20)
+#define HUGE_PAGE ((size_t)2 << 20)
+#define SMALL_ALIGN 64
+
+typedef struct block {
+    void *ptr;
+    size_t size;
+} block;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static block *cache;
+static size_t cache_len, cache_cap;
+static em_cpu_alloc_stats stats;
+static bool limit_set;
+
+/* Fault injection: countdown to the allocation that fails (-1: never). */
+static int64_t fail_countdown = -1;
+static int64_t attempts;
+
+static bool should_fail(void) {
+    int64_t c = __atomic_load_n(&fail_countdown, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&attempts, 1, __ATOMIC_RELAXED);
+    if (c < 0) return false;
+    if (c == 0) return true;
+    __atomic_fetch_sub(&fail_countdown, 1, __ATOMIC_RELAXED);
+    return false;
+}
+
+int64_t em_alloc_fail_after(int64_t n) {
+    __atomic_store_n(&fail_countdown, n, __ATOMIC_RELAXED);
+    return __atomic_exchange_n(&attempts, 0, __ATOMIC_RELAXED);
+}
+
+static void set_limit_locked(void) {
+    if (limit_set) return;
+    limit_set = true;
+    const char *env = getenv("EMBER_CPU_CACHE_MB");
+    if (env && *env) {
+        stats.cache_limit = (size_t)strtoull(env, NULL, 10) << 20;
+        return;
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t ram = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : (size_t)4 << 30;
+    stats.cache_limit = ram / 4;
+}
+
+static size_t size_class(size_t nbytes) {
+    if (nbytes <= ((size_t)32 << 20)) return (nbytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    size_t p = (size_t)1 << (63 - __builtin_clzll((unsigned long long)nbytes));
+    size_t step = p / 8;
+    return (nbytes + step - 1) & ~(step - 1);
+}
+
+static void *map_large(size_t size) {
+    /* Over-map by one huge page and trim, so the block is 2 MiB aligned and
+     * every page of it can be a huge page. */
+    size_t span = size + HUGE_PAGE;
+    char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    uintptr_t start = ((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+    size_t head = start - (uintptr_t)raw, tail = span - head - size;
+    if (head) munmap(raw, head);
+    if (tail) munmap((char *)start + size, tail);
+#ifdef MADV_HUGEPAGE
+    madvise((void *)start, size, MADV_HUGEPAGE);
+#endif
+    return (void *)start;
+}
+
+static void unmap_all_locked(void) {
+    for (size_t i = 0; i < cache_len; i++) munmap(cache[i].ptr, cache[i].size);
+    stats.cached = 0;
+    cache_len = 0;
+}
+
+void *em_cpu_alloc(size_t nbytes) {
+    if (should_fail()) {
+        em_error(EM_ERR_NOMEM, "out of memory allocating %zu bytes (injected failure)", nbytes);
+        return NULL;
+    }
+    if (nbytes < LARGE_MIN) {
+        size_t sz = nbytes ? (nbytes + SMALL_ALIGN - 1) & ~(size_t)(SMALL_ALIGN - 1) : SMALL_ALIGN;
+        void *p = aligned_alloc(SMALL_ALIGN, sz);
+        if (!p) em_error(EM_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
+        return p;
+    }
+    size_t size = size_class(nbytes);
+    pthread_mutex_lock(&lock);
+    set_limit_locked();
+    size_t found = cache_len;
+    for (size_t i = cache_len; i-- > 0;) /* newest first: likeliest still in cache */
+        if (cache[i].size == size) {
+            found = i;
+            break;
+        }
+    void *p = NULL;
+    if (found < cache_len) {
+        p = cache[found].ptr;
+        cache[found] = cache[--cache_len];
+        stats.cached -= size;
+        stats.hits++;
+    } else {
+        p = map_large(size);
+        if (!p) { /* give the cache back to the kernel and try once more */
+            unmap_all_locked();
+            p = map_large(size);
+        }
+        stats.misses++;
+    }
+    if (p) stats.in_use += size;
+    pthread_mutex_unlock(&lock);
+    if (!p) em_error(EM_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
+    return p;
+}
+
+void em_cpu_free(void *ptr, size_t nbytes) {
+    if (!ptr) return;
+    if (nbytes < LARGE_MIN) {
+        free(ptr);
+        return;
+    }
+    size_t size = size_class(nbytes);
+    pthread_mutex_lock(&lock);
+    set_limit_locked();
+    stats.in_use -= size;
+    bool cached = false;
+    if (stats.cached + size <= stats.cache_limit) {
+        if (cache_len == cache_cap) {
+            size_t cap = cache_cap ? cache_cap * 2 : 64;
+            block *nc = realloc(cache, cap * sizeof *nc);
+            if (nc) {
+                cache = nc;
+                cache_cap = cap;
+            }
+        }
+        if (cache_len < cache_cap) {
+            cache[cache_len++] = (block){ptr, size};
+            stats.cached += size;
+            cached = true;
+        }
+    }
+    if (!cached) munmap(ptr, size);
+    pthread_mutex_unlock(&lock);
+}
+
+void em_cpu_empty_cache(void) {
+    pthread_mutex_lock(&lock);
+    unmap_all_locked();
+    pthread_mutex_unlock(&lock);
+}
+
+void em_cpu_alloc_get_stats(em_cpu_alloc_stats *out) {
+    pthread_mutex_lock(&lock);
+    set_limit_locked();
+    *out = stats;
+    pthread_mutex_unlock(&lock);
+}
+
+void *em_malloc(size_t nbytes) {
+    void *p = should_fail() ? NULL : malloc(nbytes ? nbytes : 1);
+    if (!p) em_error(EM_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
+    return p;
+}
+
+void *em_calloc(size_t n, size_t size) {
+    void *p = should_fail() ? NULL : calloc(n ? n : 1, size ? size : 1);
+    if (!p) em_error(EM_ERR_NOMEM, "out of memory allocating %zu x %zu bytes", n, size);
+    return p;
+}
+
+void em_free(void *ptr) { free(ptr); }

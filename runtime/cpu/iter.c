@@ -1,0 +1,98 @@
+/*
+ * iter.c - the strided-iteration helper every elementwise kernel uses.
+ *
+ * Operands are broadcast to the result's shape (stride 0 where a dim is
+ * broadcast), dims of size 1 are dropped and neighbouring dims merged where
+ * every operand is contiguous across them. The remaining index space is cut
+ * into linear ranges for the thread pool; each range is walked as runs along
+ * the innermost dim, and each run is one call of the inner loop, which has
+ * fast paths for contiguous and broadcast-scalar operands.
+ */
+#include "../kernels.h"
+#include "ember/parallel.h"
+
+void em_iter_init(em_iter *it, em_tensor *out, em_tensor *const *ins, int n_in) {
+    int n_ops = 1 + n_in, nd = out->ndim;
+    int64_t full[EM_ITER_MAX_OPS][EM_MAX_DIMS];
+    for (int k = 0; k < n_ops; k++) {
+        em_tensor *t = k == 0 ? out : ins[k - 1];
+        int64_t item = (int64_t)em_dtype_size(t->dtype);
+        int lead = nd - t->ndim;
+        for (int d = 0; d < nd; d++) {
+            int td = d - lead;
+            full[k][d] = (td < 0 || t->shape[td] == 1) ? 0 : t->strides[td] * item;
+        }
+        it->data[k] = em_tensor_data(t);
+    }
+    /* Drop size-1 dims, then merge dim d into the kept dim before it when
+     * every operand steps across the boundary evenly. */
+    int n = 0;
+    for (int d = 0; d < nd; d++) {
+        if (out->shape[d] == 1) continue;
+        bool merge = n > 0;
+        for (int k = 0; k < n_ops && merge; k++)
+            merge = it->strides[k][n - 1] == full[k][d] * out->shape[d];
+        if (merge) {
+            it->shape[n - 1] *= out->shape[d];
+            for (int k = 0; k < n_ops; k++) it->strides[k][n - 1] = full[k][d];
+        } else {
+            it->shape[n] = out->shape[d];
+            for (int k = 0; k < n_ops; k++) it->strides[k][n] = full[k][d];
+            n++;
+        }
+    }
+    it->n_ops = n_ops;
+    it->ndim = n;
+    it->numel = out->numel;
+}
+
+typedef struct {
+    const em_iter *it;
+    em_loop_fn loop;
+} run_ctx;
+
+static void run_range(void *arg, int64_t begin, int64_t end) {
+    const run_ctx *c = arg;
+    const em_iter *it = c->it;
+    int nd = it->ndim, last = nd - 1, n_ops = it->n_ops;
+    int64_t idx[EM_MAX_DIMS], inner_stride[EM_ITER_MAX_OPS];
+    char *ptrs[EM_ITER_MAX_OPS];
+    for (int k = 0; k < n_ops; k++) {
+        ptrs[k] = it->data[k];
+        inner_stride[k] = it->strides[k][last];
+    }
+    int64_t rem = begin;
+    for (int d = last; d >= 0; d--) {
+        idx[d] = rem % it->shape[d];
+        rem /= it->shape[d];
+        for (int k = 0; k < n_ops; k++) ptrs[k] += idx[d] * it->strides[k][d];
+    }
+    int64_t inner = it->shape[last];
+    for (int64_t pos = begin; pos < end;) {
+        int64_t count = inner - idx[last];
+        if (count > end - pos) count = end - pos;
+        c->loop(ptrs, inner_stride, count);
+        pos += count;
+        idx[last] += count;
+        for (int k = 0; k < n_ops; k++) ptrs[k] += count * inner_stride[k];
+        for (int d = last; d > 0 && idx[d] == it->shape[d]; d--) {
+            idx[d] = 0;
+            idx[d - 1]++;
+            for (int k = 0; k < n_ops; k++)
+                ptrs[k] += it->strides[k][d - 1] - it->shape[d] * it->strides[k][d];
+        }
+    }
+}
+
+void em_iter_run(const em_iter *it, em_loop_fn loop, int64_t grain) {
+    if (it->numel == 0) return;
+    if (it->ndim == 0) {
+        int64_t zero[EM_ITER_MAX_OPS] = {0};
+        char *ptrs[EM_ITER_MAX_OPS];
+        for (int k = 0; k < it->n_ops; k++) ptrs[k] = it->data[k];
+        loop(ptrs, zero, 1);
+        return;
+    }
+    run_ctx c = {it, loop};
+    em_parallel_for(it->numel, grain, run_range, &c);
+}

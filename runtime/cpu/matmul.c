@@ -1,0 +1,157 @@
+/*
+ * matmul.c - matmul with PyTorch's rules (1-D, 2-D, batched with broadcast
+ * batch dims) on OpenBLAS for float32/float64, a plain loop for int64.
+ *
+ * Each 2-D operand is handed to BLAS as it lies in memory when its strides
+ * fit a BLAS layout (row-major, or transposed: a .T or .mT view costs no
+ * copy); otherwise it is copied to a contiguous temporary first.
+ */
+#include <cblas.h>
+#include <string.h>
+
+#include "../kernels.h"
+#include "ember/parallel.h"
+
+/* A 2-D operand as BLAS sees it. */
+typedef struct {
+    bool trans;
+    int64_t ld;
+} blas_view;
+
+/* Can rows x cols with these strides be passed to BLAS directly? */
+static bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, blas_view *v) {
+    if (cs == 1 || cols == 1) {
+        int64_t ld = rows == 1 ? cols : rs;
+        if (ld >= (cols > 1 ? cols : 1)) {
+            *v = (blas_view){false, ld};
+            return true;
+        }
+    }
+    if (rs == 1 || rows == 1) {
+        int64_t ld = cols == 1 ? rows : cs;
+        if (ld >= (rows > 1 ? rows : 1)) {
+            *v = (blas_view){true, ld};
+            return true;
+        }
+    }
+    return false;
+}
+
+typedef struct {
+    const int64_t *a, *b; /* int64 operands */
+    int64_t *c;
+    int64_t m, n, k, ars, acs, brs, bcs;
+} imm_ctx;
+
+static void imm_rows(void *arg, int64_t r0, int64_t r1) {
+    const imm_ctx *x = arg;
+    for (int64_t i = r0; i < r1; i++)
+        for (int64_t j = 0; j < x->n; j++) {
+            uint64_t s = 0;
+            for (int64_t l = 0; l < x->k; l++)
+                s += (uint64_t)x->a[i * x->ars + l * x->acs] * (uint64_t)x->b[l * x->brs + j * x->bcs];
+            x->c[i * x->n + j] = (int64_t)s;
+        }
+}
+
+/* One 2-D product c[m,n] = a[m,k] @ b[k,n]; a/b given by element strides. */
+static void gemm2d(em_dtype dt, const char *a, int64_t ars, int64_t acs, const char *b,
+                   int64_t brs, int64_t bcs, char *c, int64_t m, int64_t n, int64_t k) {
+    if (dt == EM_DTYPE_I64) {
+        imm_ctx x = {(const int64_t *)a, (const int64_t *)b, (int64_t *)c, m, n, k,
+                     ars,                acs,                brs,          bcs};
+        em_parallel_for(m, (EM_GRAIN_ELEMENTWISE / (n * k + 1)) + 1, imm_rows, &x);
+        return;
+    }
+    blas_view va = {false, 0}, vb = {false, 0};
+    blas_layout(m, k, ars, acs, &va); /* callers made both operands BLAS-ready */
+    blas_layout(k, n, brs, bcs, &vb);
+    CBLAS_TRANSPOSE ta = va.trans ? CblasTrans : CblasNoTrans;
+    CBLAS_TRANSPOSE tb = vb.trans ? CblasTrans : CblasNoTrans;
+    if (dt == EM_DTYPE_F32)
+        cblas_sgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)k, 1.0f,
+                    (const float *)a, (blasint)va.ld, (const float *)b, (blasint)vb.ld, 0.0f,
+                    (float *)c, (blasint)n);
+    else
+        cblas_dgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)k, 1.0,
+                    (const double *)a, (blasint)va.ld, (const double *)b, (blasint)vb.ld, 0.0,
+                    (double *)c, (blasint)n);
+}
+
+/* Makes a contiguous copy of `t` if its last two dims (as a matrix of
+ * rows x cols) do not suit BLAS; returns a new reference either way. */
+static em_tensor *blas_ready(em_tensor *t, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+    blas_view v;
+    if (t->dtype == EM_DTYPE_I64 || blas_layout(rows, cols, rs, cs, &v)) {
+        em_tensor_retain(t);
+        return t;
+    }
+    em_tensor *c = em_tensor_empty(t->shape, t->ndim, t->dtype, t->device);
+    if (c && em_copy_into(c, t) != EM_OK) {
+        em_tensor_release(c);
+        return NULL;
+    }
+    return c;
+}
+
+em_status cpu_matmul(em_op op, em_tensor *const *in, const em_attrs *attrs, em_tensor **out) {
+    (void)op;
+    (void)attrs;
+    em_tensor *x = in[0], *y = in[1], *z = out[0];
+    /* View 1-D operands as matrices: x[k] -> [1,k], y[k] -> [k,1]. */
+    int64_t m = x->ndim >= 2 ? x->shape[x->ndim - 2] : 1, k = x->shape[x->ndim - 1];
+    int64_t n = y->ndim >= 2 ? y->shape[y->ndim - 1] : 1;
+    if (k > 0x7fffffff || m > 0x7fffffff || n > 0x7fffffff)
+        return em_error(EM_ERR_VALUE, "matmul: dimensions beyond 2^31 are not supported by BLAS");
+    int64_t xrs = x->ndim >= 2 ? x->strides[x->ndim - 2] : 0, xcs = x->strides[x->ndim - 1];
+    int64_t yrs = y->strides[y->ndim >= 2 ? y->ndim - 2 : 0], ycs = y->ndim >= 2 ? y->strides[y->ndim - 1] : 0;
+    if (z->numel == 0) return EM_OK;
+    if (k == 0) {
+        memset(em_tensor_data(z), 0, (size_t)z->numel * em_dtype_size(z->dtype));
+        return EM_OK;
+    }
+    em_tensor *xa = blas_ready(x, m, k, xrs, xcs), *ya = NULL;
+    if (!xa) return em_last_status();
+    if (xa != x) {
+        xrs = xa->ndim >= 2 ? xa->strides[xa->ndim - 2] : 0;
+        xcs = xa->strides[xa->ndim - 1];
+    }
+    ya = blas_ready(y, k, n, yrs, ycs);
+    if (!ya) {
+        em_tensor_release(xa);
+        return em_last_status();
+    }
+    if (ya != y) {
+        yrs = ya->strides[ya->ndim >= 2 ? ya->ndim - 2 : 0];
+        ycs = ya->ndim >= 2 ? ya->strides[ya->ndim - 1] : 0;
+    }
+
+    /* Batch dims: the output's leading dims; operands broadcast into them. */
+    int xb = x->ndim > 2 ? x->ndim - 2 : 0, yb = y->ndim > 2 ? y->ndim - 2 : 0;
+    int zb = xb > yb ? xb : yb;
+    int64_t bshape[EM_MAX_DIMS], xbs[EM_MAX_DIMS], ybs[EM_MAX_DIMS], batches = 1;
+    for (int i = 0; i < zb; i++) {
+        int xi = i - (zb - xb), yi = i - (zb - yb);
+        bshape[i] = z->shape[i];
+        xbs[i] = (xi < 0 || xa->shape[xi] == 1) ? 0 : xa->strides[xi];
+        ybs[i] = (yi < 0 || ya->shape[yi] == 1) ? 0 : ya->strides[yi];
+        batches *= bshape[i];
+    }
+    size_t item = em_dtype_size(x->dtype);
+    const char *xd = em_tensor_data(xa), *yd = em_tensor_data(ya);
+    char *zd = em_tensor_data(z);
+    for (int64_t bi = 0; bi < batches; bi++) {
+        int64_t rem = bi, xo = 0, yo = 0;
+        for (int d = zb - 1; d >= 0; d--) {
+            int64_t idx = rem % bshape[d];
+            rem /= bshape[d];
+            xo += idx * xbs[d];
+            yo += idx * ybs[d];
+        }
+        gemm2d(x->dtype, xd + xo * (int64_t)item, xrs, xcs, yd + yo * (int64_t)item, yrs, ycs,
+               zd + bi * m * n * (int64_t)item, m, n, k);
+    }
+    em_tensor_release(xa);
+    em_tensor_release(ya);
+    return EM_OK;
+}

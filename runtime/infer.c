@@ -1,0 +1,397 @@
+/*
+ * infer.c - shape, dtype and device inference for every op, and PyTorch's
+ * type promotion.
+ *
+ * These functions see only em_types, never tensors, so the eager dispatcher
+ * and the IR verifier share them: a graph the verifier accepts is a graph
+ * eager mode would have run. Errors name the op and the offending types.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels.h"
+
+#define TYPE_STR(t, buf) (em_type_str((t), (buf), sizeof(buf)), (buf))
+
+/* ---- promotion ---- */
+
+em_dtype em_promote_types(em_dtype a, em_dtype b) {
+    if (a == b) return a;
+    em_dtype_category ca = em_dtype_category_of(a), cb = em_dtype_category_of(b);
+    if (ca != cb) return ca > cb ? a : b;
+    /* Same category, different dtypes: the wider one. (With f16/bf16 the
+     * float lattice gains its special cases.) */
+    return em_dtype_size(a) >= em_dtype_size(b) ? a : b;
+}
+
+em_dtype em_result_type(const em_type *const *ops, int n) {
+    /* PyTorch: dimensioned operands decide; 0-d operands only matter when
+     * their category is higher than every dimensioned operand's. */
+    bool have_dim = false, have_zero = false;
+    em_dtype dim_dt = EM_DTYPE_BOOL, zero_dt = EM_DTYPE_BOOL;
+    for (int i = 0; i < n; i++) {
+        if (ops[i]->ndim > 0) {
+            dim_dt = have_dim ? em_promote_types(dim_dt, ops[i]->dtype) : ops[i]->dtype;
+            have_dim = true;
+        } else {
+            zero_dt = have_zero ? em_promote_types(zero_dt, ops[i]->dtype) : ops[i]->dtype;
+            have_zero = true;
+        }
+    }
+    if (!have_dim) return zero_dt;
+    if (!have_zero) return dim_dt;
+    return em_dtype_category_of(zero_dt) > em_dtype_category_of(dim_dt) ? zero_dt : dim_dt;
+}
+
+em_dtype em_scalar_operand_dtype(em_dtype tensor_dtype, em_dtype_category scalar_cat) {
+    if (em_dtype_category_of(tensor_dtype) >= scalar_cat) return tensor_dtype;
+    return scalar_cat == EM_CAT_FLOAT ? EM_DEFAULT_FLOAT
+           : scalar_cat == EM_CAT_INT ? EM_DTYPE_I64
+                                      : EM_DTYPE_BOOL;
+}
+
+em_dtype em_op_compute_dtype(em_op op, em_dtype result) {
+    (void)op; /* every elementwise op so far computes in its result dtype */
+    return result;
+}
+
+/* Applies an op's promotion rule to the promoted input dtype. */
+static em_status promote_result(em_op op, em_dtype in, em_dtype *out) {
+    const em_op_info *info = em_op_get(op);
+    switch (info->promote) {
+    case EM_PROMOTE_INT_TO_FLOAT: *out = em_dtype_is_float(in) ? in : EM_DEFAULT_FLOAT; break;
+    case EM_PROMOTE_SUM: *out = em_dtype_is_float(in) ? in : EM_DTYPE_I64; break;
+    case EM_PROMOTE_FLOAT_ONLY:
+        if (!em_dtype_is_float(in))
+            return em_error(EM_ERR_DTYPE,
+                            "%s: could not infer output dtype. Input dtype must be floating "
+                            "point, got %s",
+                            info->name, em_dtype_name(in));
+        *out = in;
+        break;
+    default: *out = in; break;
+    }
+    return EM_OK;
+}
+
+static em_status check_no_bool(em_op op, const em_type *in, int n) {
+    if (!(em_op_get(op)->flags & EM_F_NO_BOOL)) return EM_OK;
+    for (int i = 0; i < n; i++)
+        if (in[i].dtype == EM_DTYPE_BOOL) {
+            if (op == EM_OP_SUB)
+                return em_error(EM_ERR_DTYPE,
+                                "sub: subtraction with bool tensors is not supported; to invert "
+                                "a mask use logical_not() or ~");
+            if (op == EM_OP_NEG)
+                return em_error(EM_ERR_DTYPE,
+                                "neg: negation of a bool tensor is not supported; to invert a "
+                                "mask use logical_not() or ~");
+            return em_error(EM_ERR_DTYPE, "%s: not supported for bool tensors",
+                            em_op_name(op));
+        }
+    return EM_OK;
+}
+
+static em_status check_same_device(em_op op, const em_type *in, int n) {
+    for (int i = 1; i < n; i++)
+        if (!em_device_eq(in[i].device, in[0].device)) {
+            char a[16], b[16];
+            return em_error(EM_ERR_DEVICE,
+                            "%s: expected all tensors to be on the same device, but found %s "
+                            "and %s; move one with .to()",
+                            em_op_name(op), em_device_str(in[0].device, a),
+                            em_device_str(in[i].device, b));
+        }
+    return EM_OK;
+}
+
+bool em_broadcast_shapes(const int64_t *a, int na, const int64_t *b, int nb, int64_t *out,
+                         int *nout) {
+    int n = na > nb ? na : nb;
+    for (int i = 0; i < n; i++) {
+        int64_t da = i < n - na ? 1 : a[i - (n - na)];
+        int64_t db = i < n - nb ? 1 : b[i - (n - nb)];
+        if (da != db && da != 1 && db != 1) return false;
+        out[i] = da == 1 ? db : da;
+    }
+    *nout = n;
+    return true;
+}
+
+/* ---- elementwise ---- */
+
+em_status infer_elementwise(em_op op, const em_type *in, int n_in, const em_attrs *attrs,
+                            em_type *out, int n_out) {
+    (void)attrs;
+    (void)n_out;
+    em_status st = check_same_device(op, in, n_in);
+    if (st == EM_OK) st = check_no_bool(op, in, n_in);
+    if (st != EM_OK) return st;
+    em_type r = in[0];
+    for (int i = 1; i < n_in; i++) {
+        if (!em_broadcast_shapes(r.shape, r.ndim, in[i].shape, in[i].ndim, r.shape, &r.ndim)) {
+            char a[256], b[256];
+            return em_error(EM_ERR_SHAPE, "%s: cannot broadcast %s with %s", em_op_name(op),
+                            TYPE_STR(&in[0], a), TYPE_STR(&in[i], b));
+        }
+    }
+    const em_type *ops[EM_ITER_MAX_OPS];
+    for (int i = 0; i < n_in; i++) ops[i] = &in[i];
+    st = promote_result(op, em_result_type(ops, n_in), &r.dtype);
+    if (st != EM_OK) return st;
+    for (int i = r.ndim; i < EM_MAX_DIMS; i++) r.shape[i] = 0;
+    out[0] = r;
+    return EM_OK;
+}
+
+em_status infer_cast(em_op op, const em_type *in, int n_in, const em_attrs *attrs, em_type *out,
+                     int n_out) {
+    (void)op;
+    (void)n_in;
+    (void)n_out;
+    out[0] = in[0];
+    out[0].dtype = attrs->dtype;
+    return EM_OK;
+}
+
+/* ---- reductions ---- */
+
+em_status infer_reduce(em_op op, const em_type *in, int n_in, const em_attrs *attrs,
+                       em_type *out, int n_out) {
+    (void)n_in;
+    (void)n_out;
+    bool reduced[EM_MAX_DIMS] = {false};
+    for (int i = 0; i < attrs->n_dims; i++) {
+        int64_t d = attrs->dims[i];
+        if (d < 0 || d >= (in[0].ndim ? in[0].ndim : 1))
+            return em_error(EM_ERR_INDEX, "%s: dimension %lld out of range for a %d-d tensor",
+                            em_op_name(op), (long long)d, in[0].ndim);
+        if (in[0].ndim && reduced[d])
+            return em_error(EM_ERR_VALUE, "%s: dim %lld appears multiple times in the list of dims",
+                            em_op_name(op), (long long)d);
+        if (in[0].ndim) reduced[d] = true;
+    }
+    em_type r = in[0];
+    r.ndim = 0;
+    for (int i = 0; i < in[0].ndim; i++) {
+        if (!reduced[i])
+            r.shape[r.ndim++] = in[0].shape[i];
+        else if (attrs->keepdim)
+            r.shape[r.ndim++] = 1;
+    }
+    for (int i = r.ndim; i < EM_MAX_DIMS; i++) r.shape[i] = 0;
+    em_status st = promote_result(op, in[0].dtype, &r.dtype);
+    if (st != EM_OK) return st;
+    out[0] = r;
+    return EM_OK;
+}
+
+/* ---- matmul: PyTorch's rules for 1-D, 2-D and batched operands ---- */
+
+em_status infer_matmul(em_op op, const em_type *in, int n_in, const em_attrs *attrs, em_type *out,
+                       int n_out) {
+    (void)attrs;
+    (void)n_out;
+    char a[256], b[256];
+    em_status st = check_same_device(op, in, n_in);
+    if (st != EM_OK) return st;
+    const em_type *x = &in[0], *y = &in[1];
+    if (x->ndim == 0 || y->ndim == 0)
+        return em_error(EM_ERR_SHAPE, "matmul: both arguments need to be at least 1-D, got %s and %s",
+                        TYPE_STR(x, a), TYPE_STR(y, b));
+    if (x->dtype != y->dtype)
+        return em_error(EM_ERR_DTYPE,
+                        "matmul: expected both operands to have the same dtype, got %s and %s",
+                        em_dtype_name(x->dtype), em_dtype_name(y->dtype));
+    if (x->dtype == EM_DTYPE_BOOL)
+        return em_error(EM_ERR_DTYPE, "matmul: not supported for bool tensors");
+    int64_t k1 = x->shape[x->ndim - 1];
+    int64_t k2 = y->ndim == 1 ? y->shape[0] : y->shape[y->ndim - 2];
+    if (k1 != k2)
+        return em_error(EM_ERR_SHAPE,
+                        "matmul: shapes %s and %s cannot be multiplied (%lld != %lld)",
+                        TYPE_STR(x, a), TYPE_STR(y, b), (long long)k1, (long long)k2);
+    em_type r = *x;
+    int xb = x->ndim > 2 ? x->ndim - 2 : 0, yb = y->ndim > 2 ? y->ndim - 2 : 0;
+    if (!em_broadcast_shapes(x->shape, xb, y->shape, yb, r.shape, &r.ndim))
+        return em_error(EM_ERR_SHAPE, "matmul: batch dimensions of %s and %s cannot broadcast",
+                        TYPE_STR(x, a), TYPE_STR(y, b));
+    if (x->ndim >= 2) r.shape[r.ndim++] = x->shape[x->ndim - 2];
+    if (y->ndim >= 2) r.shape[r.ndim++] = y->shape[y->ndim - 1];
+    for (int i = r.ndim; i < EM_MAX_DIMS; i++) r.shape[i] = 0;
+    out[0] = r;
+    return EM_OK;
+}
+
+/* ---- views ---- */
+
+static em_status infer_reshape(const em_type *in, const em_attrs *attrs, em_type *r) {
+    char a[256], s[256];
+    int64_t known = 1;
+    int infer_at = -1;
+    for (int i = 0; i < attrs->n_shape; i++) {
+        if (attrs->shape[i] == -1) {
+            if (infer_at >= 0)
+                return em_error(EM_ERR_VALUE, "reshape: only one dimension can be inferred");
+            infer_at = i;
+        } else if (attrs->shape[i] < 0) {
+            return em_error(EM_ERR_VALUE, "reshape: invalid shape dimension %lld",
+                            (long long)attrs->shape[i]);
+        } else {
+            known *= attrs->shape[i];
+        }
+    }
+    int64_t numel = em_shape_numel(in->shape, in->ndim);
+    r->ndim = attrs->n_shape;
+    memcpy(r->shape, attrs->shape, sizeof r->shape);
+    if (infer_at >= 0) {
+        if (known == 0 || numel % known != 0) goto bad;
+        r->shape[infer_at] = numel / known;
+    } else if (known != numel) {
+        goto bad;
+    }
+    return EM_OK;
+bad:
+    em_shape_str(attrs->shape, attrs->n_shape, s, sizeof s);
+    return em_error(EM_ERR_SHAPE, "reshape: shape %s is invalid for input %s of %lld elements", s,
+                    TYPE_STR(in, a), (long long)numel);
+}
+
+static em_status infer_permute(const em_type *in, const em_attrs *attrs, em_type *r) {
+    char a[256];
+    if (attrs->n_dims != in->ndim)
+        return em_error(EM_ERR_VALUE,
+                        "permute: number of dims in the permutation (%d) does not match the "
+                        "input %s",
+                        attrs->n_dims, TYPE_STR(in, a));
+    bool seen[EM_MAX_DIMS] = {false};
+    for (int i = 0; i < attrs->n_dims; i++) {
+        int64_t d = attrs->dims[i];
+        if (d < 0 || d >= in->ndim || seen[d])
+            return em_error(EM_ERR_VALUE, "permute: dims are not a permutation of 0..%d",
+                            in->ndim - 1);
+        seen[d] = true;
+        r->shape[i] = in->shape[d];
+    }
+    return EM_OK;
+}
+
+static em_status infer_expand(const em_type *in, const em_attrs *attrs, em_type *r) {
+    char a[256], s[256];
+    int n = attrs->n_shape, lead = n - in->ndim;
+    if (lead < 0) goto bad;
+    for (int i = 0; i < n; i++) {
+        int64_t want = attrs->shape[i];
+        if (i < lead) {
+            if (want < 0) goto bad;
+            r->shape[i] = want;
+            continue;
+        }
+        int64_t have = in->shape[i - lead];
+        if (want == -1) want = have;
+        if (want != have && have != 1) goto bad;
+        if (want < 0) goto bad;
+        r->shape[i] = want;
+    }
+    return EM_OK;
+bad:
+    em_shape_str(attrs->shape, attrs->n_shape, s, sizeof s);
+    return em_error(EM_ERR_SHAPE,
+                    "expand: cannot expand %s to shape %s (only dims of size 1 can grow, and new "
+                    "dims go in front)",
+                    TYPE_STR(in, a), s);
+}
+
+em_status infer_view(em_op op, const em_type *in, int n_in, const em_attrs *attrs, em_type *out,
+                     int n_out) {
+    (void)n_in;
+    (void)n_out;
+    em_type r = in[0];
+    memset(r.shape, 0, sizeof r.shape);
+    em_status st;
+    switch (op) {
+    case EM_OP_RESHAPE: st = infer_reshape(&in[0], attrs, &r); break;
+    case EM_OP_PERMUTE: st = infer_permute(&in[0], attrs, &r); break;
+    case EM_OP_EXPAND:
+        r.ndim = attrs->n_shape;
+        st = infer_expand(&in[0], attrs, &r);
+        break;
+    default: return em_error(EM_ERR_INTERNAL, "infer_view: %s is not a view", em_op_name(op));
+    }
+    if (st == EM_OK) out[0] = r;
+    return st;
+}
+
+em_status infer_same(em_op op, const em_type *in, int n_in, const em_attrs *attrs, em_type *out,
+                     int n_out) {
+    (void)op;
+    (void)n_in;
+    (void)attrs;
+    (void)n_out;
+    out[0] = in[0];
+    return EM_OK;
+}
+
+/* ---- creation ---- */
+
+em_status em_arange_length(double start, double end, double step, int64_t *out) {
+    if (!isfinite(start) || !isfinite(end))
+        return em_error(EM_ERR_VALUE, "arange: unsupported range %g -> %g", start, end);
+    if (step == 0 || !isfinite(step))
+        return em_error(EM_ERR_VALUE, "arange: step must be nonzero and finite");
+    if ((step > 0 && end < start) || (step < 0 && end > start))
+        return em_error(EM_ERR_VALUE,
+                        "arange: upper bound and larger bound inconsistent with step sign "
+                        "(start %g, end %g, step %g)",
+                        start, end, step);
+    double n = ceil((end - start) / step);
+    if (n > 9.0e18) return em_error(EM_ERR_VALUE, "arange: too many elements");
+    *out = (int64_t)n;
+    return EM_OK;
+}
+
+em_status infer_factory(em_op op, const em_type *in, int n_in, const em_attrs *attrs,
+                        em_type *out, int n_out) {
+    (void)in;
+    (void)n_in;
+    (void)n_out;
+    em_type r;
+    memset(&r, 0, sizeof r);
+    r.dtype = attrs->dtype;
+    r.device = em_cpu();
+    if (op == EM_OP_ARANGE) {
+        r.ndim = 1;
+        em_status st = em_arange_length(attrs->start, attrs->end, attrs->step, &r.shape[0]);
+        if (st != EM_OK) return st;
+        if (attrs->dtype == EM_DTYPE_BOOL)
+            return em_error(EM_ERR_DTYPE, "arange: not supported for bool");
+    } else {
+        if (attrs->n_shape < 0 || attrs->n_shape > EM_MAX_DIMS)
+            return em_error(EM_ERR_VALUE, "%s: at most %d dimensions", em_op_name(op), EM_MAX_DIMS);
+        r.ndim = attrs->n_shape;
+        for (int i = 0; i < r.ndim; i++) {
+            if (attrs->shape[i] < 0)
+                return em_error(EM_ERR_VALUE, "%s: negative dimension %lld", em_op_name(op),
+                                (long long)attrs->shape[i]);
+            r.shape[i] = attrs->shape[i];
+        }
+    }
+    if ((op == EM_OP_RAND || op == EM_OP_RANDN) && !em_dtype_is_float(attrs->dtype))
+        return em_error(EM_ERR_DTYPE, "%s: expected a floating point dtype, got %s",
+                        em_op_name(op), em_dtype_name(attrs->dtype));
+    out[0] = r;
+    return EM_OK;
+}
+
+em_status infer_fused(em_op op, const em_type *in, int n_in, const em_attrs *attrs, em_type *out,
+                      int n_out) {
+    (void)op;
+    (void)in;
+    (void)n_in;
+    (void)attrs;
+    (void)out;
+    (void)n_out;
+    return em_error(EM_ERR_VALUE,
+                    "fused: the types of a fused node come from its region; it has no inference");
+}

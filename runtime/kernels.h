@@ -1,0 +1,74 @@
+/*
+ * kernels.h - runtime-internal declarations: the inference functions and
+ * CPU kernels the op table points at, and the strided-iteration helper they
+ * share. Not a public header: only runtime/ includes it.
+ */
+#ifndef EMBER_RUNTIME_KERNELS_H
+#define EMBER_RUNTIME_KERNELS_H
+
+#include "ember/ops.h"
+
+/* Most operands (results + inputs) one elementwise iteration handles. */
+#define EM_ITER_MAX_OPS 4
+
+/* ---- inference (infer.c), one per kind or per op ---- */
+em_status infer_elementwise(em_op, const em_type *, int, const em_attrs *, em_type *, int);
+em_status infer_cast(em_op, const em_type *, int, const em_attrs *, em_type *, int);
+em_status infer_reduce(em_op, const em_type *, int, const em_attrs *, em_type *, int);
+em_status infer_matmul(em_op, const em_type *, int, const em_attrs *, em_type *, int);
+em_status infer_view(em_op, const em_type *, int, const em_attrs *, em_type *, int);
+em_status infer_same(em_op, const em_type *, int, const em_attrs *, em_type *, int);
+em_status infer_factory(em_op, const em_type *, int, const em_attrs *, em_type *, int);
+em_status infer_fused(em_op, const em_type *, int, const em_attrs *, em_type *, int);
+
+/* Elements arange(start, end, step) produces; error if step is 0 or points
+ * away from end. */
+em_status em_arange_length(double start, double end, double step, int64_t *out);
+
+/* ---- the strided-iteration helper (cpu/iter.c) ---- */
+
+/* An inner loop over n elements: ptrs[0] is the result, ptrs[1..] the inputs;
+ * strides are in bytes, one per operand. */
+typedef void (*em_loop_fn)(char **ptrs, const int64_t *strides, int64_t n);
+
+/* Operands broadcast to one shape, with dims of size 1 dropped and adjacent
+ * dims merged wherever every operand allows (so a contiguous tensor of any
+ * shape iterates as one flat run). */
+typedef struct em_iter {
+    int n_ops;
+    int ndim;
+    int64_t numel;
+    int64_t shape[EM_MAX_DIMS];
+    int64_t strides[EM_ITER_MAX_OPS][EM_MAX_DIMS]; /* bytes */
+    char *data[EM_ITER_MAX_OPS];
+} em_iter;
+
+/* Prepares iteration of out = f(ins...) over out's shape; every input must
+ * broadcast to it. */
+void em_iter_init(em_iter *it, em_tensor *out, em_tensor *const *ins, int n_in);
+/* Runs `loop` over the whole iteration, split across the thread pool when
+ * there are more than `grain` elements. */
+void em_iter_run(const em_iter *it, em_loop_fn loop, int64_t grain);
+
+/* Elements below which an elementwise kernel stays on one thread. */
+#define EM_GRAIN_ELEMENTWISE 32768
+
+/* ---- CPU kernels ---- */
+em_status cpu_elementwise(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
+em_status cpu_cast(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
+em_status cpu_reduce(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
+em_status cpu_matmul(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
+em_status cpu_view(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
+em_status cpu_contiguous(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
+em_status cpu_full(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
+em_status cpu_arange(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
+em_status cpu_random(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
+em_status cpu_fused(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
+
+/* Copies `src` into `dst` (same shape; src may broadcast), converting dtype.
+ * The one copy routine: contiguous(), reshape's copy and dtype casts. */
+em_status em_copy_into(em_tensor *dst, em_tensor *src);
+/* True when every (from, to) dtype pair has a cast loop (checked by a test). */
+bool em_cast_table_complete(void);
+
+#endif

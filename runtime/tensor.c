@@ -1,0 +1,223 @@
+/*
+ * tensor.c - refcounted storage and tensors: creation, views, release.
+ *
+ * A tensor is a strided window (offset, shape, strides in elements) onto a
+ * storage. Views share the storage and its version counter. Refcounts are
+ * atomic because kernels may drop references from pool threads.
+ */
+#include <string.h>
+
+#include "ember/alloc.h"
+#include "ember/tensor.h"
+
+static int64_t live_tensors, live_storages;
+static uint64_t next_serial = 1;
+
+int64_t em_tensor_live_count(void) { return __atomic_load_n(&live_tensors, __ATOMIC_RELAXED); }
+int64_t em_storage_live_count(void) { return __atomic_load_n(&live_storages, __ATOMIC_RELAXED); }
+
+/* ---- storage ---- */
+
+static void release_cpu(void *ctx, void *data, size_t nbytes) {
+    (void)ctx;
+    em_cpu_free(data, nbytes);
+}
+
+em_storage *em_storage_wrap(void *data, size_t nbytes, em_device device, em_release_fn release,
+                            void *ctx) {
+    em_storage *s = em_malloc(sizeof *s);
+    if (!s) return NULL;
+    s->refcount = 1;
+    s->data = data;
+    s->nbytes = nbytes;
+    s->device = device;
+    s->release = release;
+    s->release_ctx = ctx;
+    s->version = 0;
+    __atomic_fetch_add(&live_storages, 1, __ATOMIC_RELAXED);
+    return s;
+}
+
+em_storage *em_storage_new(em_device device, size_t nbytes) {
+    if (device.type != EM_DEVICE_CPU) {
+        char dev[16];
+        em_error(EM_ERR_NOT_IMPLEMENTED,
+                 "cannot allocate on %s: this build of ember has no CUDA device support yet",
+                 em_device_str(device, dev));
+        return NULL;
+    }
+    void *data = em_cpu_alloc(nbytes);
+    if (!data) return NULL;
+    em_storage *s = em_storage_wrap(data, nbytes, device, release_cpu, NULL);
+    if (!s) em_cpu_free(data, nbytes);
+    return s;
+}
+
+void em_storage_retain(em_storage *s) { __atomic_fetch_add(&s->refcount, 1, __ATOMIC_RELAXED); }
+
+void em_storage_release(em_storage *s) {
+    if (!s || __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+    if (s->release) s->release(s->release_ctx, s->data, s->nbytes);
+    em_free(s);
+    __atomic_fetch_sub(&live_storages, 1, __ATOMIC_RELAXED);
+}
+
+/* ---- tensors ---- */
+
+void em_contiguous_strides(const int64_t *shape, int ndim, int64_t *strides) {
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= shape[i] > 1 ? shape[i] : 1;
+    }
+}
+
+bool em_tensor_is_contiguous(const em_tensor *t) {
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] == 1) continue;
+        if (t->strides[i] != s) return false;
+        s *= t->shape[i];
+    }
+    return true;
+}
+
+static em_status check_shape(const int64_t *shape, int ndim) {
+    if (ndim < 0 || ndim > EM_MAX_DIMS)
+        return em_error(EM_ERR_VALUE, "tensors have at most %d dimensions, got %d", EM_MAX_DIMS,
+                        ndim);
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0)
+            return em_error(EM_ERR_VALUE, "negative dimension %lld in shape",
+                            (long long)shape[i]);
+    return EM_OK;
+}
+
+static em_tensor *tensor_alloc(em_storage *storage, em_dtype dtype, int64_t offset,
+                               const int64_t *shape, const int64_t *strides, int ndim) {
+    em_tensor *t = em_malloc(sizeof *t);
+    if (!t) return NULL;
+    memset(t, 0, sizeof *t);
+    t->refcount = 1;
+    t->storage = storage;
+    em_storage_retain(storage);
+    t->offset = offset;
+    t->dtype = dtype;
+    t->device = storage->device;
+    t->ndim = ndim;
+    if (ndim) {
+        memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+        memcpy(t->strides, strides, (size_t)ndim * sizeof *strides);
+    }
+    t->numel = em_shape_numel(shape, ndim);
+    t->serial = __atomic_fetch_add(&next_serial, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&live_tensors, 1, __ATOMIC_RELAXED);
+    return t;
+}
+
+em_tensor *em_tensor_empty(const int64_t *shape, int ndim, em_dtype dtype, em_device device) {
+    if (check_shape(shape, ndim) != EM_OK) return NULL;
+    size_t item = em_dtype_size(dtype);
+    uint64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] && n > (UINT64_MAX / 2) / item / (uint64_t)shape[i]) {
+            char s[256];
+            em_shape_str(shape, ndim, s, sizeof s);
+            em_error(EM_ERR_NOMEM, "tensor of shape %s is too large to allocate", s);
+            return NULL;
+        }
+        n *= (uint64_t)shape[i];
+    }
+    em_storage *s = em_storage_new(device, (size_t)n * item);
+    if (!s) return NULL;
+    int64_t strides[EM_MAX_DIMS];
+    em_contiguous_strides(shape, ndim, strides);
+    em_tensor *t = tensor_alloc(s, dtype, 0, shape, strides, ndim);
+    em_storage_release(s);
+    return t;
+}
+
+em_tensor *em_tensor_from_storage(em_storage *storage, em_dtype dtype, int64_t offset,
+                                  const int64_t *shape, const int64_t *strides, int ndim) {
+    if (check_shape(shape, ndim) != EM_OK) return NULL;
+    int64_t lo = offset, hi = offset;
+    bool empty = false;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == 0) empty = true;
+        int64_t ext = (shape[i] - 1) * strides[i];
+        if (ext < 0)
+            lo += ext;
+        else
+            hi += ext;
+    }
+    size_t item = em_dtype_size(dtype);
+    if (!empty && (lo < 0 || (uint64_t)(hi + 1) * item > storage->nbytes)) {
+        em_error(EM_ERR_VALUE,
+                 "view out of bounds: elements [%lld, %lld] of %s do not fit a storage of %zu "
+                 "bytes",
+                 (long long)lo, (long long)hi, em_dtype_name(dtype), storage->nbytes);
+        return NULL;
+    }
+    return tensor_alloc(storage, dtype, offset, shape, strides, ndim);
+}
+
+em_tensor *em_tensor_alias(const em_tensor *base, int64_t offset, const int64_t *shape,
+                           const int64_t *strides, int ndim) {
+    return tensor_alloc(base->storage, base->dtype, offset, shape, strides, ndim);
+}
+
+static em_tensor *scalar_new(em_dtype dtype) {
+    return em_tensor_empty(NULL, 0, dtype, em_cpu());
+}
+
+em_tensor *em_tensor_scalar(double value, em_dtype dtype) {
+    em_tensor *t = scalar_new(dtype);
+    if (!t) return NULL;
+    void *p = em_tensor_data(t);
+    switch (dtype) {
+    case EM_DTYPE_F32: *(float *)p = (float)value; break;
+    case EM_DTYPE_F64: *(double *)p = value; break;
+    case EM_DTYPE_I64:
+        *(int64_t *)p = value != value              ? 0
+                        : value >= 9.2233720368547758e18 ? INT64_MAX
+                        : value < -9.2233720368547758e18 ? INT64_MIN
+                                                         : (int64_t)value;
+        break;
+    case EM_DTYPE_BOOL: *(bool *)p = value != 0.0; break;
+    default: break;
+    }
+    return t;
+}
+
+em_tensor *em_tensor_scalar_i64(int64_t value, em_dtype dtype) {
+    if (dtype != EM_DTYPE_I64) return em_tensor_scalar((double)value, dtype);
+    em_tensor *t = scalar_new(dtype);
+    if (t) *(int64_t *)em_tensor_data(t) = value;
+    return t;
+}
+
+void em_tensor_retain(em_tensor *t) { __atomic_fetch_add(&t->refcount, 1, __ATOMIC_RELAXED); }
+
+void em_tensor_release(em_tensor *t) {
+    if (!t || __atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+    em_storage_release(t->storage);
+    em_free(t);
+    __atomic_fetch_sub(&live_tensors, 1, __ATOMIC_RELAXED);
+}
+
+double em_tensor_get_f64(const em_tensor *t, int64_t linear) {
+    int64_t off = 0;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        int64_t idx = linear % t->shape[i];
+        linear /= t->shape[i];
+        off += idx * t->strides[i];
+    }
+    const char *base = em_tensor_data(t);
+    switch (t->dtype) {
+    case EM_DTYPE_F32: return ((const float *)base)[off];
+    case EM_DTYPE_F64: return ((const double *)base)[off];
+    case EM_DTYPE_I64: return (double)((const int64_t *)base)[off];
+    case EM_DTYPE_BOOL: return ((const bool *)base)[off];
+    default: return 0;
+    }
+}

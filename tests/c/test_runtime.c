@@ -1,0 +1,275 @@
+/*
+ * test_runtime.c - tensors, views, refcounts, eager ops, errors and
+ * out-of-memory handling of the runtime.
+ */
+#include "check.h"
+#include "ember/alloc.h"
+#include "ember/ops.h"
+#include "ember/parallel.h"
+#include "ember/random.h"
+#include "../../runtime/kernels.h"
+
+static em_tensor *arange_f32(int64_t n) { return em_arange(0, (double)n, 1, EM_DTYPE_F32); }
+
+/* Reshapes and releases the input (keeps the tests free of temporaries). */
+static em_tensor *reshaped(em_tensor *t, const int64_t *shape, int n) {
+    em_tensor *r = em_reshape(t, shape, n);
+    em_tensor_release(t);
+    return r;
+}
+
+static float at_f32(const em_tensor *t, int64_t i) { return (float)em_tensor_get_f64(t, i); }
+
+static void test_create_and_release(void) {
+    int64_t base = em_tensor_live_count(), sbase = em_storage_live_count();
+    int64_t shape[2] = {2, 3};
+    em_tensor *t = em_zeros(shape, 2, EM_DTYPE_F32);
+    CHECK(t && t->ndim == 2 && t->numel == 6);
+    CHECK(t->strides[0] == 3 && t->strides[1] == 1);
+    CHECK(em_tensor_is_contiguous(t));
+    CHECK(em_tensor_live_count() == base + 1);
+    em_tensor_retain(t);
+    em_tensor_release(t);
+    CHECK(em_tensor_live_count() == base + 1);
+    em_tensor_release(t);
+    CHECK(em_tensor_live_count() == base);
+    CHECK(em_storage_live_count() == sbase);
+}
+
+static void test_views_share_storage(void) {
+    em_tensor *a = arange_f32(6);
+    int64_t s23[2] = {2, 3};
+    em_tensor *v = em_view(a, s23, 2);
+    CHECK(v && v->storage == a->storage);
+    em_tensor *t = em_transpose(v, 0, 1);
+    CHECK(t && t->shape[0] == 3 && t->shape[1] == 2 && !em_tensor_is_contiguous(t));
+    CHECK(at_f32(t, 1) == 3.0f); /* t[0,1] = v[1,0] */
+    /* a transposed tensor cannot be viewed flat, but can be reshaped (a copy) */
+    int64_t flat[1] = {-1};
+    CHECK(em_view(t, flat, 1) == NULL);
+    CHECK_STR_CONTAINS(em_last_error(), "reshape(...)");
+    em_tensor *r = em_reshape(t, flat, 1);
+    CHECK(r && r->storage != a->storage && r->shape[0] == 6);
+    CHECK(at_f32(r, 1) == 3.0f && at_f32(r, 2) == 1.0f);
+    em_tensor *c = em_contiguous(v);
+    CHECK(c == v); /* already contiguous: the same tensor */
+    int64_t e[3] = {4, 2, 3};
+    em_tensor *x = em_expand(v, e, 3);
+    CHECK(x && x->strides[0] == 0 && x->storage == a->storage);
+    em_tensor_release(x);
+    em_tensor_release(c);
+    em_tensor_release(r);
+    em_tensor_release(t);
+    em_tensor_release(v);
+    em_tensor_release(a);
+}
+
+static void test_broadcast_arith(void) {
+    int64_t s[2] = {3, 1};
+    em_tensor *a = reshaped(arange_f32(3), s, 2); /* [[0],[1],[2]] */
+    em_tensor *b = arange_f32(4);                    /* [0,1,2,3] */
+    em_tensor *c = em_add(a, b);
+    CHECK(c && c->ndim == 2 && c->shape[0] == 3 && c->shape[1] == 4);
+    CHECK(at_f32(c, 0) == 0 && at_f32(c, 5) == 2 && at_f32(c, 11) == 5);
+    em_tensor *bad = em_arange(0, 5, 1, EM_DTYPE_F32);
+    int64_t s2[2] = {2, 3};
+    em_tensor *m = em_full(s2, 2, 1.0, EM_DTYPE_F32);
+    CHECK(em_add(m, bad) == NULL);
+    CHECK(em_last_status() == EM_ERR_SHAPE);
+    CHECK_STR_CONTAINS(em_last_error(), "add: cannot broadcast f32[2,3] with f32[5]");
+    em_tensor_release(m);
+    em_tensor_release(bad);
+    em_tensor_release(c);
+    em_tensor_release(b);
+    em_tensor_release(a);
+}
+
+static void test_promotion(void) {
+    em_tensor *i = em_arange(0, 4, 1, EM_DTYPE_I64);
+    em_tensor *f = em_tensor_scalar(0.5, EM_DTYPE_F32);
+    em_tensor *r = em_mul(i, f); /* int tensor * 0-d float -> float32 */
+    CHECK(r && r->dtype == EM_DTYPE_F32 && at_f32(r, 3) == 1.5f);
+    em_tensor *d = em_div(i, i); /* true division of ints -> float32 */
+    CHECK(d && d->dtype == EM_DTYPE_F32);
+    em_tensor *e = em_exp(i);
+    CHECK(e && e->dtype == EM_DTYPE_F32);
+    CHECK(em_scalar_operand_dtype(EM_DTYPE_I64, EM_CAT_FLOAT) == EM_DTYPE_F32);
+    CHECK(em_scalar_operand_dtype(EM_DTYPE_F64, EM_CAT_FLOAT) == EM_DTYPE_F64);
+    CHECK(em_scalar_operand_dtype(EM_DTYPE_BOOL, EM_CAT_INT) == EM_DTYPE_I64);
+    int64_t s[1] = {3};
+    em_tensor *b = em_full(s, 1, 1, EM_DTYPE_BOOL);
+    CHECK(em_sub(b, b) == NULL && em_last_status() == EM_ERR_DTYPE);
+    CHECK(em_neg(b) == NULL);
+    em_tensor *bb = em_add(b, b);
+    CHECK(bb && bb->dtype == EM_DTYPE_BOOL && em_tensor_get_f64(bb, 0) == 1.0);
+    em_tensor_release(bb);
+    em_tensor_release(b);
+    em_tensor_release(e);
+    em_tensor_release(d);
+    em_tensor_release(r);
+    em_tensor_release(f);
+    em_tensor_release(i);
+}
+
+static void test_reductions(void) {
+    int64_t s[3] = {2, 3, 4};
+    em_tensor *a = reshaped(arange_f32(24), s, 3);
+    em_tensor *all = em_sum(a, NULL, 0, false);
+    CHECK(all && all->ndim == 0 && at_f32(all, 0) == 276.0f);
+    int64_t d1[1] = {1};
+    em_tensor *s1 = em_sum(a, d1, 1, true);
+    CHECK(s1 && s1->ndim == 3 && s1->shape[1] == 1);
+    CHECK(at_f32(s1, 0) == 0 + 4 + 8 && at_f32(s1, 7) == 15 + 19 + 23);
+    int64_t d0[2] = {0, -1};
+    em_tensor *m = em_mean(a, d0, 2, false);
+    CHECK(m && m->ndim == 1 && m->shape[0] == 3);
+    CHECK_NEAR(at_f32(m, 0), (0 + 1 + 2 + 3 + 12 + 13 + 14 + 15) / 8.0, 1e-6);
+    int64_t bad[1] = {3};
+    CHECK(em_sum(a, bad, 1, false) == NULL && em_last_status() == EM_ERR_INDEX);
+    em_tensor *i = em_arange(0, 10, 1, EM_DTYPE_I64);
+    CHECK(em_mean(i, NULL, 0, false) == NULL && em_last_status() == EM_ERR_DTYPE);
+    em_tensor *si = em_sum(i, NULL, 0, false);
+    CHECK(si && si->dtype == EM_DTYPE_I64 && em_tensor_get_f64(si, 0) == 45);
+    /* column strategy: sum over dim 0 of a transposed-free large matrix */
+    int64_t big[2] = {1000, 300};
+    em_tensor *o = em_ones(big, 2, EM_DTYPE_F32);
+    int64_t z[1] = {0};
+    em_tensor *cs = em_sum(o, z, 1, false);
+    CHECK(cs && cs->shape[0] == 300 && at_f32(cs, 299) == 1000.0f);
+    /* many blocks: a long reduction whose partial sums combine in order */
+    int64_t n1[1] = {1 << 20};
+    em_tensor *l = em_ones(n1, 1, EM_DTYPE_F32);
+    em_tensor *ls = em_sum(l, NULL, 0, false);
+    CHECK(ls && at_f32(ls, 0) == (float)(1 << 20));
+    em_tensor_release(ls);
+    em_tensor_release(l);
+    em_tensor_release(cs);
+    em_tensor_release(o);
+    em_tensor_release(si);
+    em_tensor_release(i);
+    em_tensor_release(m);
+    em_tensor_release(s1);
+    em_tensor_release(all);
+    em_tensor_release(a);
+}
+
+static void test_matmul(void) {
+    int64_t sa[2] = {2, 3}, sb[2] = {3, 2};
+    em_tensor *a = reshaped(arange_f32(6), sa, 2);
+    em_tensor *b = reshaped(arange_f32(6), sb, 2);
+    em_tensor *c = em_matmul(a, b); /* [[10,13],[28,40]] */
+    CHECK(c && c->shape[0] == 2 && c->shape[1] == 2);
+    CHECK(at_f32(c, 0) == 10 && at_f32(c, 1) == 13 && at_f32(c, 2) == 28 && at_f32(c, 3) == 40);
+    em_tensor *bt = em_transpose(a, 0, 1); /* [3,2] view, no copy needed */
+    em_tensor *c2 = em_matmul(a, bt);      /* a @ a.T = [[5,14],[14,50]] */
+    CHECK(c2 && at_f32(c2, 0) == 5 && at_f32(c2, 1) == 14 && at_f32(c2, 3) == 50);
+    em_tensor *v = arange_f32(3);
+    em_tensor *mv = em_matmul(a, v); /* [5, 14] */
+    CHECK(mv && mv->ndim == 1 && at_f32(mv, 1) == 14);
+    em_tensor *bad = em_matmul(a, a);
+    CHECK(bad == NULL && em_last_status() == EM_ERR_SHAPE);
+    CHECK_STR_CONTAINS(em_last_error(), "f32[2,3] and f32[2,3] cannot be multiplied");
+    int64_t s3[3] = {4, 2, 3};
+    em_tensor *ab = em_expand(a, s3, 3);
+    em_tensor *cb = em_matmul(ab, b); /* batched with a broadcast batch */
+    CHECK(cb && cb->ndim == 3 && at_f32(cb, 3 + 4 * 3) == 40);
+    em_tensor_release(cb);
+    em_tensor_release(ab);
+    em_tensor_release(mv);
+    em_tensor_release(v);
+    em_tensor_release(c2);
+    em_tensor_release(bt);
+    em_tensor_release(c);
+    em_tensor_release(b);
+    em_tensor_release(a);
+}
+
+static void test_random_is_reproducible(void) {
+    int64_t s[1] = {100000};
+    em_manual_seed(7);
+    em_tensor *a = em_randn(s, 1, EM_DTYPE_F32);
+    em_set_num_threads(1);
+    em_manual_seed(7);
+    em_tensor *b = em_randn(s, 1, EM_DTYPE_F32);
+    em_set_num_threads(2);
+    int same = 1;
+    double sum = 0, sq = 0;
+    for (int64_t i = 0; i < s[0]; i++) {
+        float x = at_f32(a, i);
+        same &= x == at_f32(b, i);
+        sum += x;
+        sq += (double)x * x;
+    }
+    CHECK(same);
+    CHECK_NEAR(sum / s[0], 0.0, 0.02);
+    CHECK_NEAR(sq / s[0], 1.0, 0.02);
+    em_tensor *u = em_rand(s, 1, EM_DTYPE_F64);
+    double mn = 1, mx = 0;
+    for (int64_t i = 0; i < s[0]; i++) {
+        double x = em_tensor_get_f64(u, i);
+        mn = x < mn ? x : mn;
+        mx = x > mx ? x : mx;
+    }
+    CHECK(mn >= 0 && mx < 1 && mx > 0.99);
+    em_tensor_release(u);
+    em_tensor_release(b);
+    em_tensor_release(a);
+}
+
+static void test_cast_table(void) {
+    CHECK(em_cast_table_complete());
+    em_tensor *f = em_tensor_scalar(-2.7, EM_DTYPE_F64);
+    em_tensor *i = em_cast(f, EM_DTYPE_I64);
+    CHECK(i && em_tensor_get_f64(i, 0) == -2);
+    em_tensor *nan = em_tensor_scalar(0.0 / 0.0, EM_DTYPE_F32);
+    em_tensor *ni = em_cast(nan, EM_DTYPE_I64);
+    CHECK(ni && em_tensor_get_f64(ni, 0) == 0); /* NaN -> 0, never UB */
+    em_tensor_release(ni);
+    em_tensor_release(nan);
+    em_tensor_release(i);
+    em_tensor_release(f);
+}
+
+/* Every allocation an op makes can fail: the op must return NULL with
+ * EM_ERR_NOMEM, leak nothing and leave its inputs intact. */
+static void test_out_of_memory(void) {
+    int64_t s[2] = {64, 64};
+    em_tensor *a = em_ones(s, 2, EM_DTYPE_F32);
+    em_tensor *b = em_arange(0, 64, 1, EM_DTYPE_I64);
+    int64_t live = em_tensor_live_count();
+    int completed = 0;
+    for (int64_t n = 0; n < 40 && !completed; n++) {
+        em_alloc_fail_after(n);
+        em_tensor *r = em_add(a, b); /* needs a cast temporary and a result */
+        em_tensor *m = r ? em_matmul(r, r) : NULL;
+        int64_t attempts = em_alloc_fail_after(-1);
+        if (m) {
+            completed = 1;
+        } else {
+            CHECK_MSG(em_last_status() == EM_ERR_NOMEM, "n=%lld: %s", (long long)n,
+                      em_last_error());
+        }
+        em_tensor_release(m);
+        em_tensor_release(r);
+        CHECK(em_tensor_live_count() == live);
+        (void)attempts;
+    }
+    CHECK(completed);
+    em_tensor_release(b);
+    em_tensor_release(a);
+}
+
+int main(void) {
+    RUN(test_create_and_release);
+    RUN(test_views_share_storage);
+    RUN(test_broadcast_arith);
+    RUN(test_promotion);
+    RUN(test_reductions);
+    RUN(test_matmul);
+    RUN(test_random_is_reproducible);
+    RUN(test_cast_table);
+    RUN(test_out_of_memory);
+    CHECK(em_tensor_live_count() == 0);
+    CHECK(em_storage_live_count() == 0);
+    return check_report();
+}
