@@ -1,0 +1,148 @@
+/*
+ * ir.h - ember's SSA graph: types, builder, text form, verifier, interpreter.
+ *
+ * A graph is a body block: parameters (the graph's inputs), nodes in
+ * topological order, and results (its outputs). A node applies one op of the
+ * op table to values and defines result values; a `fused` node also owns a
+ * region, a block whose parameters are bound to the node's inputs and whose
+ * results are the node's results. Regions are isolated: their nodes use only
+ * the region's own parameters and values.
+ *
+ * Ownership: a graph owns everything in it (nodes, values, blocks, strings)
+ * in one arena, freed at once by em_ir_graph_free. Pointers into a graph are
+ * borrowed and live as long as it does. Removed nodes stay in the arena.
+ *
+ * The text form (docs/ir.md) is the contract: em_ir_print writes exactly
+ * what em_ir_parse reads, so print(parse(t)) == t for printer output.
+ */
+#ifndef EMBER_IR_H
+#define EMBER_IR_H
+
+#include "ember/ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct em_ir_graph em_ir_graph;
+typedef struct em_ir_block em_ir_block;
+typedef struct em_ir_node em_ir_node;
+typedef struct em_ir_value em_ir_value;
+
+/* Where an op came from in the user's program: file and a line range. */
+typedef struct em_ir_loc {
+    const char *file; /* interned in the graph; NULL when unknown */
+    int line, line_end;
+} em_ir_loc;
+
+struct em_ir_value {
+    em_type type;
+    em_ir_node *def;    /* defining node; NULL for a block parameter */
+    em_ir_block *block; /* block the value is defined in */
+    int index;          /* result index in def, or parameter index */
+    int id;             /* unique within the graph, dense from 0 */
+    const char *name;   /* optional, interned: printed as %name */
+};
+
+struct em_ir_node {
+    em_op op;
+    int n_in, n_out;
+    em_ir_value **in;
+    em_ir_value **out;
+    em_attrs attrs;
+    em_ir_loc loc;
+    em_ir_block *region; /* fused nodes: the kernel body */
+    em_ir_block *block;  /* block containing this node */
+    em_ir_node *prev, *next;
+    int id; /* unique within the graph, dense from 0 */
+};
+
+struct em_ir_block {
+    em_ir_graph *graph;
+    em_ir_node *owner; /* node whose region this is; NULL for the body */
+    int n_params, cap_params;
+    em_ir_value **params;
+    int n_results;
+    em_ir_value **results;
+    em_ir_node *first, *last;
+};
+
+struct em_ir_graph {
+    const char *name;
+    em_ir_block *body;
+    int n_values; /* ids handed out so far */
+    int n_nodes;
+    struct em_ir_arena *arena;
+};
+
+/* ---- building ---- */
+
+/* A new empty graph; `name` is kept with characters outside [A-Za-z0-9_.]
+ * replaced by '_'. NULL on allocation failure. */
+em_ir_graph *em_ir_graph_new(const char *name);
+void em_ir_graph_free(em_ir_graph *g);
+
+/* Arena allocation (zeroed) and string interning; NULL on failure. */
+void *em_ir_alloc(em_ir_graph *g, size_t size);
+const char *em_ir_intern(em_ir_graph *g, const char *s, size_t len);
+
+em_ir_block *em_ir_block_new(em_ir_graph *g, em_ir_node *owner);
+/* Appends a parameter of type `t`; name may be NULL. */
+em_ir_value *em_ir_add_param(em_ir_block *b, const em_type *t, const char *name);
+/* Creates a node and its result values without inserting it. Types are
+ * taken as given (use em_ir_build to infer them). */
+em_ir_node *em_ir_node_new(em_ir_graph *g, em_op op, em_ir_value *const *in, int n_in,
+                           const em_attrs *attrs, const em_type *out_types, int n_out,
+                           em_ir_loc loc);
+/* Inserts `n` into `b` before `before` (NULL: at the end). */
+void em_ir_insert(em_ir_block *b, em_ir_node *n, em_ir_node *before);
+/* Unlinks `n` from its block (it stays in the arena). */
+void em_ir_remove(em_ir_node *n);
+/* Infers the result types through the op table, then creates and appends the
+ * node. NULL with the inference error on failure. */
+em_ir_node *em_ir_build(em_ir_block *b, em_op op, em_ir_value *const *in, int n_in,
+                        const em_attrs *attrs, em_ir_loc loc);
+em_status em_ir_set_results(em_ir_block *b, em_ir_value *const *values, int n);
+/* Replaces every use of `from` by `to` among the nodes and results of `b`. */
+void em_ir_replace_uses(em_ir_block *b, em_ir_value *from, em_ir_value *to);
+/* counts[value id] = number of uses (node inputs and block results), over
+ * the whole graph including regions. `counts` has g->n_values entries. */
+void em_ir_count_uses(const em_ir_graph *g, int *counts);
+/* The smallest location covering both (same file), else a. */
+em_ir_loc em_ir_loc_merge(em_ir_loc a, em_ir_loc b);
+
+/* ---- text ---- */
+
+/* The graph as text; a malloc'd string the caller frees, NULL on failure. */
+char *em_ir_print(const em_ir_graph *g);
+/* Parses one graph. On error returns NULL and sets a message of the form
+ * "file:line:col: error: what\n<the line>\n<caret>". */
+em_ir_graph *em_ir_parse(const char *text, const char *filename);
+
+/* Checks arity, types (by re-running inference), dominance, region
+ * isolation and the fused-region invariants. EM_OK or an error naming the
+ * node as it prints. */
+em_status em_ir_verify(const em_ir_graph *g);
+
+/* ---- interpretation: the reference backend ---- */
+
+typedef struct em_interp em_interp;
+/* Runs one node: in[] are its inputs, out[] receives n_out new references. */
+typedef em_status (*em_interp_kernel_fn)(void *ctx, const em_ir_node *node, em_tensor *const *in,
+                                         em_tensor **out);
+
+/* Prepares to run `g` (which must outlive the interpreter) with the eager
+ * kernels; fused nodes run their regions op by op. */
+em_interp *em_interp_new(const em_ir_graph *g);
+/* Runs `node` with `fn` instead (how a backend plugs compiled kernels in). */
+void em_interp_set_kernel(em_interp *it, const em_ir_node *node, em_interp_kernel_fn fn, void *ctx);
+/* Runs the graph: in[] borrowed, out[] receives new references. */
+em_status em_interp_run(em_interp *it, em_tensor *const *in, int n_in, em_tensor **out, int n_out);
+/* Runs one fused node's region with the eager kernels. */
+em_status em_interp_run_region(const em_ir_node *node, em_tensor *const *in, em_tensor **out);
+void em_interp_free(em_interp *it);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

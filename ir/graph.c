@@ -1,0 +1,325 @@
+/*
+ * graph.c - the graph arena, building and editing nodes, use counts.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ember/alloc.h"
+#include "ir_internal.h"
+
+/* ---- arena: bump allocation in chunks, freed all at once ---- */
+
+typedef struct chunk {
+    struct chunk *next;
+    size_t used, size;
+    _Alignas(16) char data[];
+} chunk;
+
+struct em_ir_arena {
+    chunk *head;
+};
+
+#define CHUNK_SIZE (64 * 1024)
+
+void *em_ir_alloc(em_ir_graph *g, size_t size) {
+    size = (size + 15) & ~(size_t)15;
+    chunk *c = g->arena->head;
+    if (!c || c->used + size > c->size) {
+        size_t cs = size > CHUNK_SIZE ? size : CHUNK_SIZE;
+        chunk *n = em_malloc(sizeof *n + cs);
+        if (!n) return NULL;
+        n->used = 0;
+        n->size = cs;
+        /* A big one-off allocation gets its own chunk behind the current. */
+        if (c && size > CHUNK_SIZE) {
+            n->next = c->next;
+            c->next = n;
+        } else {
+            n->next = c;
+            g->arena->head = n;
+        }
+        c = n;
+    }
+    void *p = c->data + c->used;
+    c->used += size;
+    memset(p, 0, size);
+    return p;
+}
+
+const char *em_ir_intern(em_ir_graph *g, const char *s, size_t len) {
+    char *p = em_ir_alloc(g, len + 1);
+    if (!p) return NULL;
+    memcpy(p, s, len);
+    p[len] = '\0';
+    return p;
+}
+
+em_ir_graph *em_ir_graph_new(const char *name) {
+    em_ir_graph *g = em_calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->arena = em_calloc(1, sizeof *g->arena);
+    if (!g->arena) {
+        em_free(g);
+        return NULL;
+    }
+    size_t n = strlen(name ? name : "graph");
+    char *nm = em_ir_alloc(g, n + 1);
+    g->body = nm ? em_ir_block_new(g, NULL) : NULL;
+    if (!g->body) {
+        em_ir_graph_free(g);
+        return NULL;
+    }
+    memcpy(nm, name ? name : "graph", n + 1);
+    for (size_t i = 0; i < n; i++) {
+        char c = nm[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.'))
+            nm[i] = '_';
+    }
+    g->name = nm;
+    return g;
+}
+
+void em_ir_graph_free(em_ir_graph *g) {
+    if (!g) return;
+    if (g->arena) {
+        for (chunk *c = g->arena->head, *n; c; c = n) {
+            n = c->next;
+            em_free(c);
+        }
+        em_free(g->arena);
+    }
+    em_free(g);
+}
+
+/* ---- building ---- */
+
+em_ir_block *em_ir_block_new(em_ir_graph *g, em_ir_node *owner) {
+    em_ir_block *b = em_ir_alloc(g, sizeof *b);
+    if (!b) return NULL;
+    b->graph = g;
+    b->owner = owner;
+    return b;
+}
+
+static em_ir_value *value_new(em_ir_graph *g, const em_type *t) {
+    em_ir_value *v = em_ir_alloc(g, sizeof *v);
+    if (!v) return NULL;
+    v->type = *t;
+    v->id = g->n_values++;
+    return v;
+}
+
+em_ir_value *em_ir_add_param(em_ir_block *b, const em_type *t, const char *name) {
+    em_ir_graph *g = b->graph;
+    if (b->n_params == b->cap_params) {
+        int cap = b->cap_params ? b->cap_params * 2 : 8;
+        em_ir_value **p = em_ir_alloc(g, (size_t)cap * sizeof *p);
+        if (!p) return NULL;
+        if (b->n_params) memcpy(p, b->params, (size_t)b->n_params * sizeof *p);
+        b->params = p;
+        b->cap_params = cap;
+    }
+    em_ir_value *v = value_new(g, t);
+    if (!v) return NULL;
+    v->block = b;
+    v->index = b->n_params;
+    if (name && !(v->name = em_ir_intern(g, name, strlen(name)))) return NULL;
+    b->params[b->n_params++] = v;
+    return v;
+}
+
+em_ir_node *em_ir_node_new(em_ir_graph *g, em_op op, em_ir_value *const *in, int n_in,
+                           const em_attrs *attrs, const em_type *out_types, int n_out,
+                           em_ir_loc loc) {
+    em_ir_node *n = em_ir_alloc(g, sizeof *n);
+    if (!n) return NULL;
+    n->op = op;
+    n->n_in = n_in;
+    n->n_out = n_out;
+    n->in = em_ir_alloc(g, (size_t)(n_in ? n_in : 1) * sizeof *n->in);
+    n->out = em_ir_alloc(g, (size_t)(n_out ? n_out : 1) * sizeof *n->out);
+    if (!n->in || !n->out) return NULL;
+    if (n_in) memcpy(n->in, in, (size_t)n_in * sizeof *in);
+    if (attrs) n->attrs = *attrs;
+    n->loc = loc;
+    n->id = g->n_nodes++;
+    for (int i = 0; i < n_out; i++) {
+        em_ir_value *v = value_new(g, &out_types[i]);
+        if (!v) return NULL;
+        v->def = n;
+        v->index = i;
+        n->out[i] = v;
+    }
+    return n;
+}
+
+void em_ir_insert(em_ir_block *b, em_ir_node *n, em_ir_node *before) {
+    n->block = b;
+    for (int i = 0; i < n->n_out; i++) n->out[i]->block = b;
+    n->next = before;
+    n->prev = before ? before->prev : b->last;
+    if (n->prev)
+        n->prev->next = n;
+    else
+        b->first = n;
+    if (before)
+        before->prev = n;
+    else
+        b->last = n;
+}
+
+void em_ir_remove(em_ir_node *n) {
+    em_ir_block *b = n->block;
+    if (!b) return;
+    if (n->prev)
+        n->prev->next = n->next;
+    else
+        b->first = n->next;
+    if (n->next)
+        n->next->prev = n->prev;
+    else
+        b->last = n->prev;
+    n->prev = n->next = NULL;
+    n->block = NULL;
+}
+
+em_ir_node *em_ir_build(em_ir_block *b, em_op op, em_ir_value *const *in, int n_in,
+                        const em_attrs *attrs, em_ir_loc loc) {
+    em_type it[16], ot[1];
+    if (n_in > 16) {
+        em_error(EM_ERR_VALUE, "%s: too many inputs", em_op_name(op));
+        return NULL;
+    }
+    for (int i = 0; i < n_in; i++) it[i] = in[i]->type;
+    if (em_op_infer(op, it, n_in, attrs, ot, 1) != EM_OK) return NULL;
+    em_ir_node *n = em_ir_node_new(b->graph, op, in, n_in, attrs, ot, 1, loc);
+    if (n) em_ir_insert(b, n, NULL);
+    return n;
+}
+
+em_status em_ir_set_results(em_ir_block *b, em_ir_value *const *values, int n) {
+    em_ir_value **r = em_ir_alloc(b->graph, (size_t)(n ? n : 1) * sizeof *r);
+    if (!r) return EM_ERR_NOMEM;
+    if (n) memcpy(r, values, (size_t)n * sizeof *r);
+    b->results = r;
+    b->n_results = n;
+    return EM_OK;
+}
+
+void em_ir_replace_uses(em_ir_block *b, em_ir_value *from, em_ir_value *to) {
+    for (em_ir_node *n = b->first; n; n = n->next)
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] == from) n->in[i] = to;
+    for (int i = 0; i < b->n_results; i++)
+        if (b->results[i] == from) b->results[i] = to;
+}
+
+static void count_block(const em_ir_block *b, int *counts) {
+    for (const em_ir_node *n = b->first; n; n = n->next) {
+        for (int i = 0; i < n->n_in; i++) counts[n->in[i]->id]++;
+        if (n->region) count_block(n->region, counts);
+    }
+    for (int i = 0; i < b->n_results; i++) counts[b->results[i]->id]++;
+}
+
+void em_ir_count_uses(const em_ir_graph *g, int *counts) {
+    memset(counts, 0, (size_t)g->n_values * sizeof *counts);
+    count_block(g->body, counts);
+}
+
+em_ir_loc em_ir_loc_merge(em_ir_loc a, em_ir_loc b) {
+    if (!a.file) return b;
+    if (!b.file || strcmp(a.file, b.file) != 0) return a;
+    em_ir_loc r = a;
+    if (b.line < r.line) r.line = b.line;
+    if (b.line_end > r.line_end) r.line_end = b.line_end;
+    return r;
+}
+
+void em_ir_walk(const em_ir_block *b, void (*fn)(const em_ir_node *, void *), void *ctx) {
+    for (const em_ir_node *n = b->first; n; n = n->next) {
+        fn(n, ctx);
+        if (n->region) em_ir_walk(n->region, fn, ctx);
+    }
+}
+
+/* ---- printer numbering ---- */
+
+static void number_block(const em_ir_block *b, int *num, int *next) {
+    for (int i = 0; i < b->n_params; i++)
+        num[b->params[i]->id] = b->params[i]->name ? -1 : (*next)++;
+    for (const em_ir_node *n = b->first; n; n = n->next) {
+        for (int i = 0; i < n->n_out; i++) num[n->out[i]->id] = n->out[i]->name ? -1 : (*next)++;
+        if (n->region) number_block(n->region, num, next);
+    }
+}
+
+void em_ir_number_values(const em_ir_graph *g, int *num) {
+    int next = 0;
+    for (int i = 0; i < g->n_values; i++) num[i] = -2; /* not in the graph any more */
+    number_block(g->body, num, &next);
+}
+
+const char *em_ir_value_ref(const em_ir_value *v, const int *num, char *buf) {
+    if (v->name)
+        snprintf(buf, 64, "%%%s", v->name);
+    else if (num && num[v->id] >= 0)
+        snprintf(buf, 64, "%%%d", num[v->id]);
+    else
+        snprintf(buf, 64, "%%<value %d>", v->id);
+    return buf;
+}
+
+/* ---- string map ---- */
+
+void em_strmap_init(em_strmap *m) { memset(m, 0, sizeof *m); }
+
+void em_strmap_free(em_strmap *m) {
+    free(m->keys);
+    free(m->lens);
+    free(m->vals);
+    em_strmap_init(m);
+}
+
+static size_t hash(const char *k, size_t len) {
+    size_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)k[i]) * 1099511628211ull;
+    return h;
+}
+
+void *em_strmap_get(const em_strmap *m, const char *k, size_t len) {
+    if (!m->cap) return NULL;
+    for (size_t i = hash(k, len) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        if (!m->keys[i]) return NULL;
+        if (m->lens[i] == len && memcmp(m->keys[i], k, len) == 0) return m->vals[i];
+    }
+}
+
+bool em_strmap_put(em_strmap *m, const char *k, size_t len, void *v) {
+    if ((m->len + 1) * 2 > m->cap) {
+        em_strmap bigger;
+        bigger.cap = m->cap ? m->cap * 2 : 64;
+        bigger.len = 0;
+        bigger.keys = calloc(bigger.cap, sizeof *bigger.keys);
+        bigger.lens = calloc(bigger.cap, sizeof *bigger.lens);
+        bigger.vals = calloc(bigger.cap, sizeof *bigger.vals);
+        if (!bigger.keys || !bigger.lens || !bigger.vals) {
+            em_strmap_free(&bigger);
+            return false;
+        }
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->keys[i]) em_strmap_put(&bigger, m->keys[i], m->lens[i], m->vals[i]);
+        em_strmap_free(m);
+        *m = bigger;
+    }
+    size_t i = hash(k, len) & (m->cap - 1);
+    while (m->keys[i] && !(m->lens[i] == len && memcmp(m->keys[i], k, len) == 0))
+        i = (i + 1) & (m->cap - 1);
+    if (!m->keys[i]) m->len++;
+    m->keys[i] = k;
+    m->lens[i] = len;
+    m->vals[i] = v;
+    return true;
+}

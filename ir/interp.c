@@ -1,0 +1,175 @@
+/*
+ * interp.c - runs a graph with the eager kernels: the reference backend.
+ *
+ * Every node runs through em_op_run (or a kernel a backend installed for it;
+ * fused nodes without one run their region op by op). Each value is released
+ * right after its last use, so peak memory follows the graph's liveness.
+ * The LLVM backend is this interpreter with compiled kernels installed for
+ * its fused nodes: one executor, not two.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ember/alloc.h"
+#include "ir_internal.h"
+
+typedef struct {
+    em_interp_kernel_fn fn;
+    void *ctx;
+} kernel_slot;
+
+struct em_interp {
+    const em_ir_graph *g;
+    kernel_slot *kernels;   /* by node id */
+    const em_ir_node **order; /* body nodes in order */
+    int n_order;
+    int *release_start;      /* per node: range in release_ids of values dying after it */
+    int *release_ids;
+};
+
+em_interp *em_interp_new(const em_ir_graph *g) {
+    em_interp *it = em_calloc(1, sizeof *it);
+    if (!it) return NULL;
+    it->g = g;
+    int nv = g->n_values ? g->n_values : 1, nn = g->n_nodes ? g->n_nodes : 1;
+    int *last = em_malloc((size_t)nv * sizeof *last);
+    it->kernels = em_calloc((size_t)nn, sizeof *it->kernels);
+    it->order = em_calloc((size_t)nn, sizeof *it->order);
+    it->release_start = em_calloc((size_t)nn + 1, sizeof *it->release_start);
+    it->release_ids = em_calloc((size_t)nv, sizeof *it->release_ids);
+    if (!last || !it->kernels || !it->order || !it->release_start || !it->release_ids) {
+        em_free(last);
+        em_interp_free(it);
+        return NULL;
+    }
+    /* last[v] = index of the last node using v; -1 unused; n+1 for results. */
+    for (int i = 0; i < nv; i++) last[i] = -1;
+    int k = 0;
+    for (const em_ir_node *n = g->body->first; n; n = n->next, k++) {
+        it->order[k] = n;
+        for (int i = 0; i < n->n_in; i++) last[n->in[i]->id] = k;
+        for (int i = 0; i < n->n_out; i++)
+            if (last[n->out[i]->id] < k) last[n->out[i]->id] = k; /* unused: dies at once */
+    }
+    it->n_order = k;
+    for (int i = 0; i < g->body->n_results; i++) last[g->body->results[i]->id] = k + 1;
+    /* Bucket the values by the node after which they die (params unused by
+     * any node die after node 0's slot, which is harmless: they are only
+     * references to the caller's tensors). */
+    int *count = em_calloc((size_t)k + 1, sizeof *count);
+    if (!count) {
+        em_free(last);
+        em_interp_free(it);
+        return NULL;
+    }
+    for (int v = 0; v < g->n_values; v++)
+        if (last[v] >= 0 && last[v] < k) count[last[v]]++;
+    for (int i = 0; i < k; i++) it->release_start[i + 1] = it->release_start[i] + count[i];
+    memset(count, 0, (size_t)(k + 1) * sizeof *count);
+    for (int v = 0; v < g->n_values; v++)
+        if (last[v] >= 0 && last[v] < k) it->release_ids[it->release_start[last[v]] + count[last[v]]++] = v;
+    em_free(count);
+    em_free(last);
+    return it;
+}
+
+void em_interp_set_kernel(em_interp *it, const em_ir_node *node, em_interp_kernel_fn fn, void *ctx) {
+    it->kernels[node->id] = (kernel_slot){fn, ctx};
+}
+
+void em_interp_free(em_interp *it) {
+    if (!it) return;
+    em_free(it->kernels);
+    em_free(it->order);
+    em_free(it->release_start);
+    em_free(it->release_ids);
+    em_free(it);
+}
+
+static em_status node_error(const em_ir_node *n) {
+    char where[300] = "";
+    if (n->loc.file) snprintf(where, sizeof where, " at %s:%d", n->loc.file, n->loc.line);
+    return em_error_prefix(em_last_status() ? em_last_status() : EM_ERR_RUNTIME, "%s%s",
+                           em_op_name(n->op), where);
+}
+
+/* Runs one node of a block whose values live in `slots`. */
+static em_status run_node(const em_interp *it, const em_ir_node *n, em_tensor **slots) {
+    em_tensor *in[64], *out[16] = {NULL};
+    if (n->n_in > 64 || n->n_out > 16) return em_error(EM_ERR_INTERNAL, "node too wide to run");
+    for (int i = 0; i < n->n_in; i++) in[i] = slots[n->in[i]->id];
+    em_status st;
+    const kernel_slot *ks = it ? &it->kernels[n->id] : NULL;
+    if (ks && ks->fn)
+        st = ks->fn(ks->ctx, n, in, out);
+    else if (n->region)
+        st = em_interp_run_region(n, in, out);
+    else
+        st = em_op_run(n->op, in, n->n_in, &n->attrs, out, n->n_out);
+    if (st != EM_OK) return node_error(n);
+    for (int i = 0; i < n->n_out; i++) slots[n->out[i]->id] = out[i];
+    return EM_OK;
+}
+
+em_status em_interp_run_region(const em_ir_node *node, em_tensor *const *in, em_tensor **out) {
+    const em_ir_block *r = node->region;
+    const em_ir_graph *g = r->graph;
+    em_tensor **slots = em_calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *slots);
+    if (!slots) return EM_ERR_NOMEM;
+    em_status st = EM_OK;
+    for (int i = 0; i < r->n_params; i++) {
+        em_tensor_retain(in[i]);
+        slots[r->params[i]->id] = in[i];
+    }
+    for (const em_ir_node *n = r->first; n && st == EM_OK; n = n->next) st = run_node(NULL, n, slots);
+    if (st == EM_OK)
+        for (int i = 0; i < r->n_results; i++) {
+            out[i] = slots[r->results[i]->id];
+            em_tensor_retain(out[i]);
+        }
+    for (int i = 0; i < g->n_values; i++) em_tensor_release(slots[i]);
+    em_free(slots);
+    return st;
+}
+
+em_status em_interp_run(em_interp *it, em_tensor *const *in, int n_in, em_tensor **out, int n_out) {
+    const em_ir_graph *g = it->g;
+    const em_ir_block *b = g->body;
+    if (n_in != b->n_params || n_out != b->n_results)
+        return em_error(EM_ERR_VALUE, "@%s takes %d inputs and returns %d results, got %d and %d",
+                        g->name, b->n_params, b->n_results, n_in, n_out);
+    for (int i = 0; i < n_in; i++) {
+        em_type t = em_tensor_type(in[i]);
+        if (!em_type_eq(&t, &b->params[i]->type)) {
+            char x[256], y[256];
+            em_type_str(&t, x, sizeof x);
+            em_type_str(&b->params[i]->type, y, sizeof y);
+            return em_error(EM_ERR_VALUE, "@%s: input %d is %s, the graph expects %s", g->name, i,
+                            x, y);
+        }
+    }
+    em_tensor **slots = em_calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *slots);
+    if (!slots) return EM_ERR_NOMEM;
+    for (int i = 0; i < n_in; i++) {
+        em_tensor_retain(in[i]);
+        slots[b->params[i]->id] = in[i];
+    }
+    em_status st = EM_OK;
+    for (int k = 0; k < it->n_order && st == EM_OK; k++) {
+        st = run_node(it, it->order[k], slots);
+        for (int j = it->release_start[k]; j < it->release_start[k + 1]; j++) {
+            int v = it->release_ids[j];
+            em_tensor_release(slots[v]);
+            slots[v] = NULL;
+        }
+    }
+    if (st == EM_OK)
+        for (int i = 0; i < n_out; i++) {
+            out[i] = slots[b->results[i]->id];
+            em_tensor_retain(out[i]);
+        }
+    for (int i = 0; i < g->n_values; i++) em_tensor_release(slots[i]);
+    em_free(slots);
+    return st;
+}
