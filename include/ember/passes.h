@@ -1,0 +1,49 @@
+/*
+ * passes.h - graph-to-graph rewrites. One file per pass in passes/, each
+ * with one entry point; all rewrite the graph in place and leave it valid
+ * for em_ir_verify.
+ */
+#ifndef EMBER_PASSES_H
+#define EMBER_PASSES_H
+
+#include "ember/ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Every pass, once: X(name, help). ORDER PASS */
+#define EM_PASS_LIST(X)                                                                            \
+    X(dce, "remove nodes whose results are never used (pure ops only)")                            \
+    X(fuse, "group chains of elementwise ops and broadcasts into fused kernel nodes")
+
+#define X(name, help) em_status em_pass_##name(em_ir_graph *g);
+EM_PASS_LIST(X)
+#undef X
+
+typedef struct em_pass_info {
+    const char *name;
+    em_status (*run)(em_ir_graph *g);
+    const char *help;
+} em_pass_info;
+
+/* The pass called `name`, or NULL. */
+const em_pass_info *em_pass_find(const char *name);
+/* All passes; *n receives their number. */
+const em_pass_info *em_pass_all(int *n);
+
+/* The pipeline @ember.compile runs, NULL-terminated. */
+extern const char *const em_default_pipeline[];
+
+/* Called after each pass with the graph as it now is. */
+typedef void (*em_pass_observer)(void *ctx, int index, const char *pass, const em_ir_graph *g);
+
+/* Runs the named passes in order, verifying after each when `verify` is set.
+ * Errors name the pass that failed. */
+em_status em_pass_run_pipeline(em_ir_graph *g, const char *const *names, int n, bool verify,
+                               em_pass_observer observer, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
