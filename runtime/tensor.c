@@ -13,6 +13,8 @@
 static int64_t live_tensors, live_storages;
 static uint64_t next_serial = 1;
 
+uint64_t em_tensor_next_serial(void) { return __atomic_load_n(&next_serial, __ATOMIC_RELAXED); }
+
 int64_t em_tensor_live_count(void) { return __atomic_load_n(&live_tensors, __ATOMIC_RELAXED); }
 int64_t em_storage_live_count(void) { return __atomic_load_n(&live_storages, __ATOMIC_RELAXED); }
 

@@ -110,6 +110,10 @@ void em_contiguous_strides(const int64_t *shape, int ndim, int64_t *strides);
 /* Reads element `linear` (row-major order over the shape) as a double. */
 double em_tensor_get_f64(const em_tensor *t, int64_t linear);
 
+/* The serial number the next tensor created will get (tensors are numbered
+ * in order of creation). */
+uint64_t em_tensor_next_serial(void);
+
 /* Live object counters, for leak tests. */
 int64_t em_tensor_live_count(void);
 int64_t em_storage_live_count(void);

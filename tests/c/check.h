@@ -35,8 +35,13 @@ static int check_failures, check_count;
 
 #define CHECK_NEAR(a, b, tol) CHECK_MSG(fabs((double)(a) - (double)(b)) <= (tol), "%.9g vs %.9g", \
                                         (double)(a), (double)(b))
+static inline int check_contains(const char *hay, const char *needle) {
+    return hay && strstr(hay, needle);
+}
+static inline const char *check_str(const char *s) { return s ? s : "(null)"; }
 #define CHECK_STR_CONTAINS(hay, needle)                                                            \
-    CHECK_MSG((hay) && strstr((hay), (needle)), "\"%s\" does not contain \"%s\"", (hay), (needle))
+    CHECK_MSG(check_contains((hay), (needle)), "\"%s\" does not contain \"%s\"", check_str(hay),  \
+              (needle))
 
 #define RUN(test)                                                                                  \
     do {                                                                                           \

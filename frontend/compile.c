@@ -1,0 +1,215 @@
+/*
+ * compile.c - the compile driver: passes, then a backend, with dumps.
+ *
+ * The pipeline is em_default_pipeline, verified after every pass. The
+ * backend is LLVM when ember was built with it, else the interpreter; if a
+ * backend fails on a graph the driver falls back to the interpreter, which
+ * runs every graph, and records why. Dumps (EMBER_DUMP) go to one directory
+ * per compiled graph: the traced IR, the IR after every pass, the backend's
+ * code and the guards, as text a person can read and ember-opt can parse.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ember/alloc.h"
+#include "ember/frontend.h"
+#include "ember/passes.h"
+
+struct em_compiled {
+    em_ir_graph *graph;
+    const em_backend *backend;
+    void *state;
+    char dump_path[1024];
+    char note[512];
+};
+
+/* ---- the interpreter as a backend ---- */
+
+static em_status interp_compile(const em_ir_graph *g, const em_backend_opts *opts, void **state) {
+    (void)opts;
+    *state = em_interp_new(g);
+    return *state ? EM_OK : EM_ERR_NOMEM;
+}
+
+static em_status interp_run(void *state, em_tensor *const *in, int n_in, em_tensor **out, int n_out) {
+    return em_interp_run(state, in, n_in, out, n_out);
+}
+
+static char *interp_describe(void *state) {
+    (void)state;
+    char *s = malloc(64);
+    if (s) snprintf(s, 64, "every node runs its eager kernel (IR interpreter)\n");
+    return s;
+}
+
+static void interp_free(void *state) { em_interp_free(state); }
+
+static const em_backend interp_backend = {"interp", interp_compile, interp_run, interp_describe,
+                                          interp_free};
+
+const em_backend *em_interp_backend(void) { return &interp_backend; }
+
+/* ---- dumps ---- */
+
+unsigned em_dump_mask_from_env(void) {
+    const char *env = getenv("EMBER_DUMP");
+    if (!env || !*env || strcmp(env, "0") == 0) return 0;
+    unsigned mask = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", env);
+    for (char *tok = strtok(buf, ", "); tok; tok = strtok(NULL, ", ")) {
+        if (!strcmp(tok, "all") || !strcmp(tok, "1"))
+            mask |= EM_DUMP_IR | EM_DUMP_PASSES | EM_DUMP_LLVM | EM_DUMP_GUARDS;
+        else if (!strcmp(tok, "ir"))
+            mask |= EM_DUMP_IR | EM_DUMP_GUARDS;
+        else if (!strcmp(tok, "passes"))
+            mask |= EM_DUMP_PASSES;
+        else if (!strcmp(tok, "llvm"))
+            mask |= EM_DUMP_LLVM;
+        else if (!strcmp(tok, "guards"))
+            mask |= EM_DUMP_GUARDS;
+    }
+    return mask;
+}
+
+const char *em_dump_dir_from_env(void) {
+    const char *env = getenv("EMBER_DUMP_DIR");
+    return env && *env ? env : "ember_dump";
+}
+
+static bool make_dirs(const char *path) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return false;
+            *p = '/';
+        }
+    return mkdir(buf, 0777) == 0 || errno == EEXIST;
+}
+
+static void write_file(const char *dir, const char *name, const char *text) {
+    char path[1400];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) return; /* dumps are best effort: never fail a compile */
+    fputs(text, f);
+    fclose(f);
+}
+
+static void dump_graph(const char *dir, const char *name, const em_ir_graph *g) {
+    char *text = em_ir_print(g);
+    if (text) write_file(dir, name, text);
+    free(text);
+}
+
+typedef struct {
+    const char *dir;
+} dump_ctx;
+
+static void dump_after_pass(void *ctx, int index, const char *pass, const em_ir_graph *g) {
+    char name[64];
+    snprintf(name, sizeof name, "%d-after-%s.ir", index + 1, pass);
+    dump_graph(((dump_ctx *)ctx)->dir, name, g);
+}
+
+static void dump_backend_text(void *ctx, const char *name, const char *text) {
+    write_file(((dump_ctx *)ctx)->dir, name, text);
+}
+
+/* ---- the driver ---- */
+
+static int dump_counter;
+
+em_status em_compile(em_ir_graph *graph, em_tensor *const *examples, int n_examples,
+                     const em_compile_opts *opts, em_compiled **out) {
+    em_compiled *c = em_calloc(1, sizeof *c);
+    if (!c) {
+        em_ir_graph_free(graph);
+        return EM_ERR_NOMEM;
+    }
+    c->graph = graph;
+    dump_ctx dc = {NULL};
+    if (opts->dump_mask && opts->dump_dir) {
+        int k = __atomic_fetch_add(&dump_counter, 1, __ATOMIC_RELAXED);
+        snprintf(c->dump_path, sizeof c->dump_path, "%s/%s-%d", opts->dump_dir, graph->name, k);
+        if (make_dirs(c->dump_path))
+            dc.dir = c->dump_path;
+        else
+            c->dump_path[0] = '\0';
+    }
+    if (dc.dir && (opts->dump_mask & EM_DUMP_IR)) dump_graph(dc.dir, "0-traced.ir", graph);
+    if (dc.dir && (opts->dump_mask & EM_DUMP_GUARDS) && opts->guards) {
+        char *text = em_guards_print(opts->guards);
+        if (text) write_file(dc.dir, "guards.txt", text);
+        free(text);
+    }
+    int n_passes = 0;
+    while (em_default_pipeline[n_passes]) n_passes++;
+    em_status st = em_pass_run_pipeline(graph, em_default_pipeline, n_passes, true,
+                                        dc.dir && (opts->dump_mask & EM_DUMP_PASSES) ? dump_after_pass : NULL,
+                                        &dc);
+    if (st != EM_OK) {
+        em_compiled_free(c);
+        return st;
+    }
+    if (dc.dir && (opts->dump_mask & EM_DUMP_IR)) dump_graph(dc.dir, "final.ir", graph);
+
+    const em_backend *want = em_llvm_backend();
+    if (opts->backend && strcmp(opts->backend, "interp") == 0) want = NULL;
+    if (opts->backend && strcmp(opts->backend, "llvm") == 0 && !want)
+        snprintf(c->note, sizeof c->note, "ember was built without LLVM; using the interpreter");
+    em_backend_opts bo = {examples, n_examples, NULL, NULL};
+    if (dc.dir && (opts->dump_mask & EM_DUMP_LLVM)) {
+        bo.dump = dump_backend_text;
+        bo.dump_ctx = &dc;
+    }
+    if (want) {
+        if (want->compile(graph, &bo, &c->state) == EM_OK) {
+            c->backend = want;
+        } else {
+            snprintf(c->note, sizeof c->note, "the %s backend failed (%s); using the interpreter",
+                     want->name, em_last_error());
+            c->state = NULL;
+        }
+    }
+    if (!c->backend) {
+        if ((st = interp_backend.compile(graph, &bo, &c->state)) != EM_OK) {
+            em_compiled_free(c);
+            return st;
+        }
+        c->backend = &interp_backend;
+    }
+    if (dc.dir) {
+        char *desc = c->backend->describe(c->state);
+        if (desc) write_file(dc.dir, "backend.txt", desc);
+        free(desc);
+    }
+    *out = c;
+    return EM_OK;
+}
+
+em_status em_compiled_run(em_compiled *c, em_tensor *const *in, int n_in, em_tensor **out,
+                          int n_out) {
+    return c->backend->run(c->state, in, n_in, out, n_out);
+}
+
+void em_compiled_free(em_compiled *c) {
+    if (!c) return;
+    if (c->backend && c->state) c->backend->free(c->state);
+    em_ir_graph_free(c->graph);
+    em_free(c);
+}
+
+const char *em_compiled_backend(const em_compiled *c) { return c->backend->name; }
+const char *em_compiled_dump_path(const em_compiled *c) { return c->dump_path; }
+const char *em_compiled_note(const em_compiled *c) { return c->note; }
+const em_ir_graph *em_compiled_graph(const em_compiled *c) { return c->graph; }
+
+#ifndef EMBER_HAVE_LLVM
+const em_backend *em_llvm_backend(void) { return NULL; }
+#endif

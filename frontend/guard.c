@@ -1,0 +1,210 @@
+/*
+ * guard.c - the conditions under which a compiled specialisation is valid.
+ *
+ * A guard set is a snapshot of one call: for each argument its kind, and for
+ * a tensor its dtype, device, shape and strides (strides of dims of size 0
+ * or 1 do not matter and are normalised away), for a Python scalar or string
+ * its value. Checking compares a new call against the snapshot field by
+ * field; the first mismatch is described in words for warnings and explain().
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ember/alloc.h"
+#include "ember/frontend.h"
+#include "ember/strbuf.h"
+
+typedef struct {
+    em_arg_kind kind;
+    char *name;
+    em_dtype dtype;
+    em_device device;
+    int ndim;
+    int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS];
+    int64_t i;
+    double f;
+    char *s;
+    size_t slen;
+} guard;
+
+struct em_guards {
+    int n;
+    guard *g;
+};
+
+static const char *kind_name(em_arg_kind k) {
+    switch (k) {
+    case EM_ARG_TENSOR: return "a tensor";
+    case EM_ARG_INT: return "an int";
+    case EM_ARG_FLOAT: return "a float";
+    case EM_ARG_BOOL: return "a bool";
+    case EM_ARG_NONE: return "None";
+    case EM_ARG_STR: return "a str";
+    }
+    return "?";
+}
+
+static void norm_strides(const em_tensor *t, int64_t *out) {
+    for (int d = 0; d < t->ndim; d++) out[d] = t->shape[d] > 1 ? t->strides[d] : 0;
+    if (t->numel == 0)
+        for (int d = 0; d < t->ndim; d++) out[d] = 0;
+}
+
+static char *dup(const char *s, size_t n) {
+    char *d = em_malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+em_guards *em_guards_new(const em_arg *args, int n) {
+    em_guards *gs = em_calloc(1, sizeof *gs);
+    if (!gs) return NULL;
+    gs->g = em_calloc((size_t)(n ? n : 1), sizeof *gs->g);
+    if (!gs->g) {
+        em_free(gs);
+        return NULL;
+    }
+    gs->n = n;
+    for (int k = 0; k < n; k++) {
+        const em_arg *a = &args[k];
+        guard *g = &gs->g[k];
+        g->kind = a->kind;
+        const char *nm = a->name ? a->name : "?";
+        if (!(g->name = dup(nm, strlen(nm)))) goto fail;
+        switch (a->kind) {
+        case EM_ARG_TENSOR:
+            g->dtype = a->tensor->dtype;
+            g->device = a->tensor->device;
+            g->ndim = a->tensor->ndim;
+            memcpy(g->shape, a->tensor->shape, sizeof g->shape);
+            norm_strides(a->tensor, g->strides);
+            break;
+        case EM_ARG_INT:
+        case EM_ARG_BOOL: g->i = a->i; break;
+        case EM_ARG_FLOAT: g->f = a->f; break;
+        case EM_ARG_STR:
+            if (!(g->s = dup(a->s, a->slen))) goto fail;
+            g->slen = a->slen;
+            break;
+        case EM_ARG_NONE: break;
+        }
+    }
+    return gs;
+fail:
+    em_guards_free(gs);
+    return NULL;
+}
+
+void em_guards_free(em_guards *gs) {
+    if (!gs) return;
+    for (int k = 0; k < gs->n; k++) {
+        em_free(gs->g[k].name);
+        em_free(gs->g[k].s);
+    }
+    em_free(gs->g);
+    em_free(gs);
+}
+
+static bool mismatch(char *why, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static bool mismatch(char *why, size_t size, const char *fmt, ...) {
+    if (why && size) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, size, fmt, ap);
+        va_end(ap);
+    }
+    return false;
+}
+
+bool em_guards_check(const em_guards *gs, const em_arg *args, int n, char *why, size_t ws) {
+    if (n != gs->n)
+        return mismatch(why, ws, "called with %d arguments instead of %d", n, gs->n);
+    for (int k = 0; k < n; k++) {
+        const guard *g = &gs->g[k];
+        const em_arg *a = &args[k];
+        if (a->kind != g->kind)
+            return mismatch(why, ws, "%s: %s instead of %s", g->name, kind_name(a->kind),
+                            kind_name(g->kind));
+        switch (g->kind) {
+        case EM_ARG_TENSOR: {
+            const em_tensor *t = a->tensor;
+            char x[256], y[256];
+            if (t->dtype != g->dtype)
+                return mismatch(why, ws, "%s: dtype %s != %s", g->name, em_dtype_name(t->dtype),
+                                em_dtype_name(g->dtype));
+            if (!em_device_eq(t->device, g->device)) {
+                char d1[16], d2[16];
+                return mismatch(why, ws, "%s: device %s != %s", g->name,
+                                em_device_str(t->device, d1), em_device_str(g->device, d2));
+            }
+            if (!em_shape_eq(t->shape, t->ndim, g->shape, g->ndim)) {
+                em_shape_str(t->shape, t->ndim, x, sizeof x);
+                em_shape_str(g->shape, g->ndim, y, sizeof y);
+                return mismatch(why, ws, "%s: shape %s != %s", g->name, x, y);
+            }
+            int64_t st[EM_MAX_DIMS];
+            norm_strides(t, st);
+            if (memcmp(st, g->strides, (size_t)t->ndim * sizeof *st) != 0) {
+                em_shape_str(t->strides, t->ndim, x, sizeof x);
+                em_shape_str(g->strides, g->ndim, y, sizeof y);
+                return mismatch(why, ws, "%s: strides %s != %s", g->name, x, y);
+            }
+            break;
+        }
+        case EM_ARG_INT:
+            if (a->i != g->i)
+                return mismatch(why, ws, "%s: value %lld != %lld", g->name, (long long)a->i,
+                                (long long)g->i);
+            break;
+        case EM_ARG_BOOL:
+            if (a->i != g->i)
+                return mismatch(why, ws, "%s: value %s != %s", g->name, a->i ? "True" : "False",
+                                g->i ? "True" : "False");
+            break;
+        case EM_ARG_FLOAT:
+            /* Bitwise, so NaN matches NaN and 0.0 does not match -0.0. */
+            if (memcmp(&a->f, &g->f, sizeof g->f) != 0) {
+                char x[32], y[32];
+                return mismatch(why, ws, "%s: value %s != %s", g->name, em_format_double(a->f, x),
+                                em_format_double(g->f, y));
+            }
+            break;
+        case EM_ARG_STR:
+            if (a->slen != g->slen || memcmp(a->s, g->s, g->slen) != 0)
+                return mismatch(why, ws, "%s: value '%.*s' != '%s'", g->name, (int)a->slen, a->s,
+                                g->s);
+            break;
+        case EM_ARG_NONE: break;
+        }
+    }
+    return true;
+}
+
+char *em_guards_print(const em_guards *gs) {
+    em_strbuf b;
+    em_strbuf_init(&b);
+    for (int k = 0; k < gs->n; k++) {
+        const guard *g = &gs->g[k];
+        em_strbuf_printf(&b, "%s: ", g->name);
+        char x[256], y[256], d[16];
+        switch (g->kind) {
+        case EM_ARG_TENSOR:
+            em_shape_str(g->shape, g->ndim, x, sizeof x);
+            em_shape_str(g->strides, g->ndim, y, sizeof y);
+            em_strbuf_printf(&b, "tensor dtype=%s device=%s shape=%s strides=%s\n",
+                             em_dtype_name(g->dtype), em_device_str(g->device, d), x, y);
+            break;
+        case EM_ARG_INT: em_strbuf_printf(&b, "int == %lld\n", (long long)g->i); break;
+        case EM_ARG_BOOL: em_strbuf_printf(&b, "bool == %s\n", g->i ? "True" : "False"); break;
+        case EM_ARG_FLOAT: em_strbuf_printf(&b, "float == %s\n", em_format_double(g->f, x)); break;
+        case EM_ARG_STR: em_strbuf_printf(&b, "str == '%s'\n", g->s); break;
+        case EM_ARG_NONE: em_strbuf_puts(&b, "None\n"); break;
+        }
+    }
+    return em_strbuf_take(&b);
+}

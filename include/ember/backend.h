@@ -1,0 +1,47 @@
+/*
+ * backend.h - the one interface between the compile driver and a code
+ * generator: compile a graph into an executable, run it, free it.
+ *
+ * Backends: the IR interpreter (always there, frontend/) and LLVM
+ * (codegen_llvm/, when built). A backend may keep pointers into the graph:
+ * the caller keeps the graph alive as long as the executable.
+ */
+#ifndef EMBER_BACKEND_H
+#define EMBER_BACKEND_H
+
+#include "ember/ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct em_backend_opts {
+    /* Example inputs of the traced call, one per graph input, borrowed and
+     * valid during compile only. Backends specialise on their strides; the
+     * guards make sure later calls have the same geometry. */
+    em_tensor *const *examples;
+    int n_examples;
+    /* Receives generated code for dumps (NULL: no dumps). `name` is a file
+     * name such as "kernel0.ll". */
+    void (*dump)(void *ctx, const char *name, const char *text);
+    void *dump_ctx;
+} em_backend_opts;
+
+typedef struct em_backend {
+    const char *name;
+    /* Prepares `g` to run; *state receives the executable. */
+    em_status (*compile)(const em_ir_graph *g, const em_backend_opts *opts, void **state);
+    /* Runs: in[] borrowed, out[] receives new references. */
+    em_status (*run)(void *state, em_tensor *const *in, int n_in, em_tensor **out, int n_out);
+    /* Describes what was built (kernels, how each node runs) for explain(). */
+    char *(*describe)(void *state);
+    void (*free)(void *state);
+} em_backend;
+
+/* The LLVM CPU backend, or NULL when ember was built without LLVM. */
+const em_backend *em_llvm_backend(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
