@@ -1,0 +1,174 @@
+/*
+ * jit.c - the process-wide ORC LLJIT, the host target machine, and modules
+ * prepared with the scalar library.
+ *
+ * One LLJIT serves every compiled function; each compiled graph's code lives
+ * under its own resource tracker, so freeing a compiled function frees its
+ * machine code. A mutex serialises JIT access (compiles are rare).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <llvm-c/BitReader.h>
+#include <llvm-c/Error.h>
+#include <llvm-c/LLJIT.h>
+#include <llvm-c/Linker.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include "llvm_internal.h"
+
+extern const unsigned char em_scalar_bitcode[];
+extern const size_t em_scalar_bitcode_size;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static LLVMOrcLLJITRef jit;
+static LLVMTargetMachineRef host_tm;
+static char *host_cpu, *host_features, *host_triple, *host_layout;
+static em_status init_status = EM_OK;
+static bool initialised;
+
+static em_status llvm_error(const char *what, LLVMErrorRef err) {
+    char *msg = LLVMGetErrorMessage(err);
+    em_status st = em_error(EM_ERR_RUNTIME, "llvm: %s: %s", what, msg);
+    LLVMDisposeErrorMessage(msg);
+    return st;
+}
+
+static em_status init_locked(void) {
+    if (initialised) return init_status;
+    initialised = true;
+    if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter())
+        return init_status = em_error(EM_ERR_RUNTIME, "llvm: no native target");
+    host_triple = LLVMGetDefaultTargetTriple();
+    host_cpu = LLVMGetHostCPUName();
+    host_features = LLVMGetHostCPUFeatures();
+    LLVMTargetRef target;
+    char *msg = NULL;
+    if (LLVMGetTargetFromTriple(host_triple, &target, &msg)) {
+        init_status = em_error(EM_ERR_RUNTIME, "llvm: %s", msg);
+        LLVMDisposeMessage(msg);
+        return init_status;
+    }
+    host_tm = LLVMCreateTargetMachine(target, host_triple, host_cpu, host_features,
+                                      LLVMCodeGenLevelAggressive, LLVMRelocDefault,
+                                      LLVMCodeModelJITDefault);
+    LLVMTargetDataRef td = LLVMCreateTargetDataLayout(host_tm);
+    host_layout = LLVMCopyStringRepOfTargetData(td);
+    LLVMDisposeTargetData(td);
+    /* The JIT compiles for the same machine (detected host, O3 codegen). */
+    LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
+    LLVMTargetMachineRef jit_tm = LLVMCreateTargetMachine(target, host_triple, host_cpu, host_features,
+                                                          LLVMCodeGenLevelAggressive,
+                                                          LLVMRelocDefault, LLVMCodeModelJITDefault);
+    LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(
+        builder, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(jit_tm));
+    LLVMErrorRef err = LLVMOrcCreateLLJIT(&jit, builder);
+    if (err) return init_status = llvm_error("creating the JIT", err);
+    /* Let kernels call libm (powf, exp for float64, ...) from this process. */
+    LLVMOrcDefinitionGeneratorRef gen;
+    err = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(&gen, LLVMOrcLLJITGetGlobalPrefix(jit),
+                                                               NULL, NULL);
+    if (err) return init_status = llvm_error("process symbols", err);
+    LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(jit), gen);
+    return init_status = EM_OK;
+}
+
+em_status em_llvm_init(void) {
+    pthread_mutex_lock(&lock);
+    em_status st = init_locked();
+    pthread_mutex_unlock(&lock);
+    if (st != EM_OK) em_error(st, "llvm backend unavailable");
+    return st;
+}
+
+LLVMTargetMachineRef em_llvm_host_tm(void) { return host_tm; }
+const char *em_llvm_host_cpu(void) { return host_cpu; }
+const char *em_llvm_host_features(void) { return host_features; }
+
+em_status em_llvm_new_module(const char *name, LLVMOrcThreadSafeContextRef *tsctx,
+                             LLVMModuleRef *mod) {
+    *tsctx = LLVMOrcCreateNewThreadSafeContext();
+    LLVMContextRef ctx = LLVMOrcThreadSafeContextGetContext(*tsctx);
+    LLVMModuleRef m = LLVMModuleCreateWithNameInContext(name, ctx);
+    LLVMSetTarget(m, host_triple);
+    LLVMSetDataLayout(m, host_layout);
+    /* Link the scalar library: a fresh parse per module (it is small). */
+    LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRange(
+        (const char *)em_scalar_bitcode, em_scalar_bitcode_size, "scalar_library", 0);
+    LLVMModuleRef lib;
+    if (LLVMParseBitcodeInContext2(ctx, buf, &lib)) {
+        LLVMDisposeMemoryBuffer(buf);
+        LLVMDisposeModule(m);
+        LLVMOrcDisposeThreadSafeContext(*tsctx);
+        return em_error(EM_ERR_INTERNAL, "llvm: cannot read the embedded scalar library");
+    }
+    LLVMDisposeMemoryBuffer(buf);
+    LLVMSetTarget(lib, host_triple);
+    LLVMSetDataLayout(lib, host_layout);
+    if (LLVMLinkModules2(m, lib)) { /* consumes lib */
+        LLVMDisposeModule(m);
+        LLVMOrcDisposeThreadSafeContext(*tsctx);
+        return em_error(EM_ERR_INTERNAL, "llvm: cannot link the scalar library");
+    }
+    /* Library functions become private and always inlined: each kernel keeps
+     * only what it uses, compiled for this CPU. */
+    unsigned inl = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
+    unsigned noinl = LLVMGetEnumAttributeKindForName("noinline", 8);
+    for (LLVMValueRef f = LLVMGetFirstFunction(m); f; f = LLVMGetNextFunction(f)) {
+        if (LLVMIsDeclaration(f)) continue;
+        LLVMSetLinkage(f, LLVMPrivateLinkage);
+        LLVMRemoveEnumAttributeAtIndex(f, LLVMAttributeFunctionIndex, noinl);
+        LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ctx, inl, 0));
+        LLVMRemoveStringAttributeAtIndex(f, LLVMAttributeFunctionIndex, "target-cpu", 10);
+        LLVMRemoveStringAttributeAtIndex(f, LLVMAttributeFunctionIndex, "target-features", 15);
+        LLVMRemoveStringAttributeAtIndex(f, LLVMAttributeFunctionIndex, "tune-cpu", 8);
+    }
+    *mod = m;
+    return EM_OK;
+}
+
+em_status em_llvm_optimize(LLVMModuleRef mod) {
+    LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
+    LLVMPassBuilderOptionsSetLoopVectorization(opts, 1);
+    LLVMPassBuilderOptionsSetSLPVectorization(opts, 1);
+    LLVMErrorRef err = LLVMRunPasses(mod, "default<O3>", host_tm, opts);
+    LLVMDisposePassBuilderOptions(opts);
+    return err ? llvm_error("optimising", err) : EM_OK;
+}
+
+em_status em_llvm_add_module(LLVMOrcThreadSafeContextRef tsctx, LLVMModuleRef mod,
+                             LLVMOrcResourceTrackerRef *rt) {
+    pthread_mutex_lock(&lock);
+    LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(mod, tsctx);
+    LLVMOrcDisposeThreadSafeContext(tsctx); /* the module keeps it alive */
+    *rt = LLVMOrcJITDylibCreateResourceTracker(LLVMOrcLLJITGetMainJITDylib(jit));
+    LLVMErrorRef err = LLVMOrcLLJITAddLLVMIRModuleWithRT(jit, *rt, tsm);
+    pthread_mutex_unlock(&lock);
+    if (err) {
+        LLVMOrcReleaseResourceTracker(*rt);
+        *rt = NULL;
+        return llvm_error("adding a module", err);
+    }
+    return EM_OK;
+}
+
+em_status em_llvm_lookup(const char *name, void **addr) {
+    LLVMOrcExecutorAddress a = 0;
+    pthread_mutex_lock(&lock);
+    LLVMErrorRef err = LLVMOrcLLJITLookup(jit, &a, name);
+    pthread_mutex_unlock(&lock);
+    if (err) return llvm_error("looking up a kernel", err);
+    *addr = (void *)(uintptr_t)a;
+    return EM_OK;
+}
+
+void em_llvm_remove(LLVMOrcResourceTrackerRef rt) {
+    if (!rt) return;
+    pthread_mutex_lock(&lock);
+    LLVMErrorRef err = LLVMOrcResourceTrackerRemove(rt);
+    if (err) LLVMConsumeError(err);
+    LLVMOrcReleaseResourceTracker(rt);
+    pthread_mutex_unlock(&lock);
+}

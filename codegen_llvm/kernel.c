@@ -1,0 +1,287 @@
+/*
+ * kernel.c - a fused node's region -> one LLVM function.
+ *
+ *   void kernel(i64 begin, i64 end, ptr ptrs)   ; ptrs: outputs, then inputs
+ *
+ * The kernel walks elements [begin, end) of the iteration space (the first
+ * result's shape, row-major) so the executor can split it across threads.
+ * The space is coalesced at compile time exactly like the eager iterator
+ * does (size-1 dims dropped, contiguous neighbours merged), leaving rows of
+ * an innermost dim. Per row, the operands' offsets come from dividing the
+ * row number by constant dim sizes; the inner loop is a plain counted loop
+ * whose operand strides are constants (usually 0 or 1), which the loop
+ * vectoriser turns into SIMD code.
+ *
+ * The loop body evaluates the region per element: parameters are loads
+ * (through broadcast strides), `full` constants are immediates, `expand` is
+ * the identity (broadcasting lives in the strides), and every elementwise op
+ * is a call to em_scalar_<op>_<dtype> from the linked scalar library, which
+ * inlines: the same definition the eager kernels run.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llvm_internal.h"
+
+static const char *const dtype_sfx[EM_DTYPE_COUNT] = {
+#define SFX(unused, S, T, sfx) [EM_DTYPE_##S] = #sfx,
+    EM_FOR_DTYPES_ALL(SFX, _)
+#undef SFX
+};
+
+typedef struct {
+    LLVMContextRef ctx;
+    LLVMModuleRef mod;
+    LLVMBuilderRef b;
+    LLVMTypeRef i64, i1, i8, f32, f64, ptr;
+} emitter;
+
+/* The type a value of `dt` has in registers (bool: i1) and in memory (i8). */
+static LLVMTypeRef reg_type(const emitter *e, em_dtype dt) {
+    switch (dt) {
+    case EM_DTYPE_F32: return e->f32;
+    case EM_DTYPE_F64: return e->f64;
+    case EM_DTYPE_I64: return e->i64;
+    default: return e->i1;
+    }
+}
+static LLVMTypeRef mem_type(const emitter *e, em_dtype dt) {
+    return dt == EM_DTYPE_BOOL ? e->i8 : reg_type(e, dt);
+}
+
+static LLVMValueRef konst(const emitter *e, em_dtype dt, double v) {
+    switch (dt) {
+    case EM_DTYPE_F32:
+    case EM_DTYPE_F64: return LLVMConstReal(reg_type(e, dt), v);
+    case EM_DTYPE_I64: return LLVMConstInt(e->i64, (unsigned long long)(int64_t)v, 1);
+    default: return LLVMConstInt(e->i1, v != 0, 0);
+    }
+}
+
+static LLVMValueRef i64c(const emitter *e, int64_t v) {
+    return LLVMConstInt(e->i64, (unsigned long long)v, 1);
+}
+
+/* Calls em_scalar_<name> (from the linked library) on args. */
+static em_status call_lib(const emitter *e, const char *name, LLVMValueRef *args, int n,
+                          LLVMValueRef *out) {
+    char fname[96];
+    snprintf(fname, sizeof fname, "em_scalar_%s", name);
+    LLVMValueRef fn = LLVMGetNamedFunction(e->mod, fname);
+    if (!fn) return em_error(EM_ERR_NOT_IMPLEMENTED, "llvm: the scalar library has no %s", fname);
+    *out = LLVMBuildCall2(e->b, LLVMGlobalGetValueType(fn), fn, args, (unsigned)n, "");
+    return EM_OK;
+}
+
+static em_status convert(const emitter *e, LLVMValueRef v, em_dtype from, em_dtype to,
+                         LLVMValueRef *out) {
+    if (from == to) {
+        *out = v;
+        return EM_OK;
+    }
+    char name[64];
+    snprintf(name, sizeof name, "cast_%s_%s", dtype_sfx[from], dtype_sfx[to]);
+    return call_lib(e, name, &v, 1, out);
+}
+
+/* Emits the region's ops for one element. vals[] maps value ids to registers;
+ * params already hold their loaded values. */
+static em_status emit_body(const emitter *e, const em_ir_block *r, LLVMValueRef *vals) {
+    for (const em_ir_node *n = r->first; n; n = n->next) {
+        const em_op_info *info = em_op_get(n->op);
+        em_dtype odt = n->out[0]->type.dtype;
+        LLVMValueRef res = NULL;
+        em_status st = EM_OK;
+        if (n->op == EM_OP_FULL) {
+            res = konst(e, odt, n->attrs.value);
+        } else if (info->flags & EM_F_BROADCAST) {
+            res = vals[n->in[0]->id]; /* broadcasting is in the strides */
+        } else if (info->kind == EM_KIND_CAST) {
+            st = convert(e, vals[n->in[0]->id], n->in[0]->type.dtype, odt, &res);
+        } else if (info->flags & EM_F_ELEMENTWISE) {
+            em_dtype cd = em_op_compute_dtype(n->op, odt);
+            LLVMValueRef args[4];
+            for (int i = 0; i < n->n_in && st == EM_OK; i++)
+                st = convert(e, vals[n->in[i]->id], n->in[i]->type.dtype, cd, &args[i]);
+            char name[64];
+            snprintf(name, sizeof name, "%s_%s", info->name, dtype_sfx[cd]);
+            if (st == EM_OK) st = call_lib(e, name, args, n->n_in, &res);
+        } else {
+            return em_error(EM_ERR_NOT_IMPLEMENTED, "llvm: %s cannot appear in a kernel", info->name);
+        }
+        if (st != EM_OK) return st;
+        vals[n->out[0]->id] = res;
+    }
+    return EM_OK;
+}
+
+/* Iteration geometry after coalescing: n_ops operands (outputs, then inputs). */
+typedef struct {
+    int nd, n_ops;
+    int64_t shape[EM_MAX_DIMS];
+    int64_t strides[80][EM_MAX_DIMS];
+} geometry;
+
+static em_status plan(const em_ir_node *node, int64_t (*const in_strides)[EM_MAX_DIMS],
+                      geometry *g) {
+    const em_type *it = &node->out[0]->type;
+    int n_ops = node->n_out + node->n_in, nd = it->ndim;
+    if (n_ops > 80) return em_error(EM_ERR_NOT_IMPLEMENTED, "llvm: kernel with %d operands", n_ops);
+    int64_t full[80][EM_MAX_DIMS], contig[EM_MAX_DIMS];
+    em_contiguous_strides(it->shape, nd, contig);
+    for (int k = 0; k < n_ops; k++) {
+        bool is_out = k < node->n_out;
+        const em_type *t = is_out ? &node->out[k]->type : &node->in[k - node->n_out]->type;
+        const int64_t *st = is_out ? contig : in_strides[k - node->n_out];
+        int lead = nd - t->ndim;
+        for (int d = 0; d < nd; d++) {
+            int td = d - lead;
+            full[k][d] = (td < 0 || t->shape[td] == 1) ? 0 : st[td];
+        }
+    }
+    int n = 0;
+    for (int d = 0; d < nd; d++) {
+        if (it->shape[d] == 1) continue;
+        bool merge = n > 0;
+        for (int k = 0; k < n_ops && merge; k++) merge = g->strides[k][n - 1] == full[k][d] * it->shape[d];
+        if (merge) {
+            g->shape[n - 1] *= it->shape[d];
+            for (int k = 0; k < n_ops; k++) g->strides[k][n - 1] = full[k][d];
+        } else {
+            g->shape[n] = it->shape[d];
+            for (int k = 0; k < n_ops; k++) g->strides[k][n] = full[k][d];
+            n++;
+        }
+    }
+    if (n == 0) { /* a single element */
+        g->shape[0] = 1;
+        for (int k = 0; k < n_ops; k++) g->strides[k][0] = 0;
+        n = 1;
+    }
+    g->nd = n;
+    g->n_ops = n_ops;
+    return EM_OK;
+}
+
+em_status em_llvm_emit_kernel(LLVMModuleRef mod, const char *name, const em_ir_node *node,
+                              int64_t (*const in_strides)[EM_MAX_DIMS]) {
+    geometry g = {0};
+    em_status st = plan(node, in_strides, &g);
+    if (st != EM_OK) return st;
+    emitter e;
+    e.ctx = LLVMGetModuleContext(mod);
+    e.mod = mod;
+    e.i64 = LLVMInt64TypeInContext(e.ctx);
+    e.i1 = LLVMInt1TypeInContext(e.ctx);
+    e.i8 = LLVMInt8TypeInContext(e.ctx);
+    e.f32 = LLVMFloatTypeInContext(e.ctx);
+    e.f64 = LLVMDoubleTypeInContext(e.ctx);
+    e.ptr = LLVMPointerTypeInContext(e.ctx, 0);
+    LLVMTypeRef params[3] = {e.i64, e.i64, e.ptr};
+    LLVMValueRef fn = LLVMAddFunction(mod, name, LLVMFunctionType(LLVMVoidTypeInContext(e.ctx), params, 3, 0));
+    LLVMAddTargetDependentFunctionAttr(fn, "target-cpu", em_llvm_host_cpu());
+    LLVMAddTargetDependentFunctionAttr(fn, "target-features", em_llvm_host_features());
+    LLVMValueRef begin = LLVMGetParam(fn, 0), end = LLVMGetParam(fn, 1), ptrs = LLVMGetParam(fn, 2);
+    e.b = LLVMCreateBuilderInContext(e.ctx);
+    LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e.ctx, fn, "entry");
+    LLVMBasicBlockRef row_head = LLVMAppendBasicBlockInContext(e.ctx, fn, "row");
+    LLVMBasicBlockRef row_body = LLVMAppendBasicBlockInContext(e.ctx, fn, "row.body");
+    LLVMBasicBlockRef loop = LLVMAppendBasicBlockInContext(e.ctx, fn, "inner");
+    LLVMBasicBlockRef latch = LLVMAppendBasicBlockInContext(e.ctx, fn, "row.next");
+    LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(e.ctx, fn, "exit");
+    LLVMBuilderRef b = e.b;
+    const em_ir_block *r = node->region;
+    const em_ir_graph *gr = r->graph;
+    LLVMValueRef base[80], *vals = calloc((size_t)gr->n_values, sizeof *vals);
+    if (!vals) {
+        LLVMDisposeBuilder(b);
+        return em_error(EM_ERR_NOMEM, "out of memory");
+    }
+
+    /* entry: operand base pointers; first row */
+    LLVMPositionBuilderAtEnd(b, entry);
+    for (int k = 0; k < g.n_ops; k++) {
+        LLVMValueRef idx = i64c(&e, k);
+        LLVMValueRef slot = LLVMBuildGEP2(b, e.ptr, ptrs, &idx, 1, "");
+        base[k] = LLVMBuildLoad2(b, e.ptr, slot, "");
+    }
+    int last = g.nd - 1;
+    LLVMValueRef inner = i64c(&e, g.shape[last]);
+    LLVMValueRef row0 = LLVMBuildSDiv(b, begin, inner, "row0");
+    LLVMBuildBr(b, row_head);
+
+    /* row: r = phi; stop when the row starts at or after end */
+    LLVMPositionBuilderAtEnd(b, row_head);
+    LLVMValueRef row = LLVMBuildPhi(b, e.i64, "r");
+    LLVMValueRef row_start = LLVMBuildMul(b, row, inner, "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, row_start, end, ""), row_body, exit);
+
+    /* row.body: clip [j0, j1) to [begin, end); operand offsets of the row */
+    LLVMPositionBuilderAtEnd(b, row_body);
+    LLVMValueRef lo = LLVMBuildSub(b, begin, row_start, "");
+    LLVMValueRef j0 = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, lo, i64c(&e, 0), ""), lo,
+                                      i64c(&e, 0), "j0");
+    LLVMValueRef hi = LLVMBuildSub(b, end, row_start, "");
+    LLVMValueRef j1 = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, hi, inner, ""), hi, inner, "j1");
+    LLVMValueRef off[80];
+    for (int k = 0; k < g.n_ops; k++) off[k] = i64c(&e, 0);
+    LLVMValueRef rem = row;
+    for (int d = last - 1; d >= 0; d--) {
+        LLVMValueRef size = i64c(&e, g.shape[d]);
+        LLVMValueRef idx = LLVMBuildSRem(b, rem, size, "");
+        rem = LLVMBuildSDiv(b, rem, size, "");
+        for (int k = 0; k < g.n_ops; k++)
+            if (g.strides[k][d])
+                off[k] = LLVMBuildAdd(b, off[k], LLVMBuildMul(b, idx, i64c(&e, g.strides[k][d]), ""), "");
+    }
+    LLVMBasicBlockRef row_body_end = LLVMGetInsertBlock(b);
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, j0, j1, ""), loop, latch);
+
+    /* inner: j = phi; loads, body, stores */
+    LLVMPositionBuilderAtEnd(b, loop);
+    LLVMValueRef j = LLVMBuildPhi(b, e.i64, "j");
+    LLVMValueRef addr[80];
+    for (int k = 0; k < g.n_ops; k++) {
+        bool is_out = k < node->n_out;
+        em_dtype dt = is_out ? node->out[k]->type.dtype : node->in[k - node->n_out]->type.dtype;
+        LLVMValueRef ix = off[k];
+        if (g.strides[k][last])
+            ix = LLVMBuildAdd(b, ix, LLVMBuildMul(b, j, i64c(&e, g.strides[k][last]), ""), "");
+        addr[k] = LLVMBuildGEP2(b, mem_type(&e, dt), base[k], &ix, 1, "");
+        if (is_out) continue;
+        LLVMValueRef v = LLVMBuildLoad2(b, mem_type(&e, dt), addr[k], "");
+        LLVMSetAlignment(v, (unsigned)em_dtype_size(dt));
+        if (dt == EM_DTYPE_BOOL) v = LLVMBuildICmp(b, LLVMIntNE, v, LLVMConstInt(e.i8, 0, 0), "");
+        vals[r->params[k - node->n_out]->id] = v;
+    }
+    st = emit_body(&e, r, vals);
+    if (st == EM_OK) {
+        for (int k = 0; k < node->n_out; k++) {
+            em_dtype dt = node->out[k]->type.dtype;
+            LLVMValueRef v = vals[r->results[k]->id];
+            if (dt == EM_DTYPE_BOOL) v = LLVMBuildZExt(b, v, e.i8, "");
+            LLVMValueRef s = LLVMBuildStore(b, v, addr[k]);
+            LLVMSetAlignment(s, (unsigned)em_dtype_size(dt));
+        }
+        LLVMValueRef jn = LLVMBuildAdd(b, j, i64c(&e, 1), "");
+        LLVMBasicBlockRef loop_end = LLVMGetInsertBlock(b);
+        LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, jn, j1, ""), loop, latch);
+        LLVMAddIncoming(j, &j0, &row_body_end, 1);
+        LLVMAddIncoming(j, &jn, &loop_end, 1);
+
+        /* row.next */
+        LLVMPositionBuilderAtEnd(b, latch);
+        LLVMValueRef rn = LLVMBuildAdd(b, row, i64c(&e, 1), "");
+        LLVMBuildBr(b, row_head);
+        LLVMAddIncoming(row, &row0, &entry, 1);
+        LLVMAddIncoming(row, &rn, &latch, 1);
+
+        LLVMPositionBuilderAtEnd(b, exit);
+        LLVMBuildRetVoid(b);
+    }
+    free(vals);
+    LLVMDisposeBuilder(b);
+    if (st != EM_OK) LLVMDeleteFunction(fn);
+    return st;
+}

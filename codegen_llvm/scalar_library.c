@@ -1,0 +1,41 @@
+/*
+ * scalar_library.c - ops_math.h as functions with external names, compiled
+ * by clang to LLVM bitcode at build time (not by the host compiler).
+ *
+ * The LLVM backend links this bitcode into every module it generates and
+ * calls em_scalar_<op>_<dtype> / em_scalar_cast_<from>_<to>; the functions
+ * inline into the kernels. Because the eager kernels compile the very same
+ * ops_math.h, compiled and eager results agree to the last bit.
+ */
+#include "ember/ops.h"
+#include "ember/ops_math.h"
+
+#define LIB_UNARY(name, S, T, sfx)                                                                 \
+    T em_scalar_##name##_##sfx(T x);                                                               \
+    T em_scalar_##name##_##sfx(T x) { return sc_##name##_##sfx(x); }
+#define LIB_BINARY(name, S, T, sfx)                                                                \
+    T em_scalar_##name##_##sfx(T a, T b);                                                          \
+    T em_scalar_##name##_##sfx(T a, T b) { return sc_##name##_##sfx(a, b); }
+
+#define GEN_UNARY(n, dts) EM_FOR_DTYPES_##dts(LIB_UNARY, n)
+#define GEN_BINARY(n, dts) EM_FOR_DTYPES_##dts(LIB_BINARY, n)
+#define GEN_CAST(n, dts)
+#define GEN_REDUCE(n, dts)
+#define GEN_MATMUL(n, dts)
+#define GEN_VIEW(n, dts)
+#define GEN_COPY(n, dts)
+#define GEN_FACTORY(n, dts)
+#define GEN_RANDOM(n, dts)
+#define GEN_FUSED(n, dts)
+#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) GEN_##kind(n, dts)
+#include "ember/ops.def"
+#undef EM_OP
+
+#define LIB_CAST(FS, FT, fsfx, TS, TT, tsfx)                                                       \
+    TT em_scalar_cast_##fsfx##_##tsfx(FT x);                                                       \
+    TT em_scalar_cast_##fsfx##_##tsfx(FT x) { return sc_cast_##fsfx##_##tsfx(x); }
+#define UNPACK(...) __VA_ARGS__
+#define APPLY(m, ...) m(__VA_ARGS__)
+#define CAST_INNER(from, S, T, sfx) APPLY(LIB_CAST, UNPACK from, S, T, sfx)
+#define CAST_OUTER(unused, S, T, sfx) EM_FOR_DTYPES_ALL_INNER(CAST_INNER, (S, T, sfx))
+EM_FOR_DTYPES_ALL(CAST_OUTER, _)
