@@ -64,7 +64,7 @@ void em_strbuf_free(em_strbuf *b) {
     em_strbuf_init(b);
 }
 
-const char *em_format_double(double v, char *buf) {
+static const char *format_shortest(double v, bool as_float, char *buf) {
     char tmp[32];
     if (isnan(v))
         strcpy(tmp, "nan");
@@ -73,8 +73,12 @@ const char *em_format_double(double v, char *buf) {
     else
         for (int p = 1; p <= 17; p++) {
             snprintf(tmp, sizeof tmp, "%.*g", p, v);
-            if (strtod(tmp, NULL) == v) break;
+            double back = strtod(tmp, NULL);
+            if (as_float ? (float)back == (float)v : back == v) break;
         }
     memcpy(buf, tmp, strlen(tmp) + 1);
     return buf;
 }
+
+const char *em_format_double(double v, char *buf) { return format_shortest(v, false, buf); }
+const char *em_format_float(float v, char *buf) { return format_shortest(v, true, buf); }

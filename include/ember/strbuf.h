@@ -33,6 +33,9 @@ void em_strbuf_free(em_strbuf *b);
 /* Shortest decimal text that reads back as exactly `v` ("inf", "-inf" and
  * "nan" for the special values). buf needs 32 bytes. */
 const char *em_format_double(double v, char *buf);
+/* Same for a value that is a float32 (shortest text that reads back as the
+ * same float32: 0.044715 rather than 0.044714998453855515). */
+const char *em_format_float(float v, char *buf);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,548 @@
+/*
+ * compiled_function.c - the object @ember.compile returns.
+ *
+ * A call turns its arguments into em_args, then:
+ *   - compilation disabled (EMBER_COMPILE=0), or already tracing (a compiled
+ *     function called from one being traced): call the function as is;
+ *   - a cached specialisation's guards pass: run its executable, or call the
+ *     function eagerly if that specialisation could not be compiled;
+ *   - otherwise, below the cache limit: trace the call (it runs eagerly and
+ *     its result is returned), compile, cache under the call's guards;
+ *   - at the limit: run eagerly, warning once with the guard that failed.
+ * Warnings say why a function runs eagerly, once per function and reason.
+ */
+#include <string.h>
+
+#include "ember/strbuf.h"
+#include "ember_py.h"
+
+bool em_py_compile_enabled = true;
+static char *package_dir; /* frames in here are ember's own, not the user's */
+
+enum { OUT_TENSOR, OUT_TUPLE, OUT_LIST, OUT_NONE };
+
+typedef struct {
+    em_guards *guards;
+    em_compiled *compiled; /* NULL: this specialisation runs eagerly */
+    em_tensor **captured;
+    int n_captured;
+    int out_kind, n_out;
+    char reason[512];
+} entry;
+
+typedef struct {
+    PyObject_HEAD PyObject *fn;
+    PyObject *dict;
+    PyObject *weakreflist;
+    char name[128];
+    PyObject *arg_names; /* tuple of the positional parameter names, or NULL */
+    int cache_limit;
+    entry *entries;
+    int n_entries;
+    bool warned_limit, warned_args;
+    int64_t n_compiled_calls, n_eager_calls, n_traces;
+} compiled_fn;
+
+#define MAX_ARGS 64
+
+/* ---- arguments ---- */
+
+/* Fills args[] from a call; returns the count, or -1 if an argument has a
+ * type guards cannot describe (*bad names it). */
+static int collect_args(compiled_fn *cf, PyObject *args, PyObject *kwargs, em_arg *out,
+                        const char **bad, PyObject **bad_obj) {
+    Py_ssize_t np = PyTuple_GET_SIZE(args), nk = kwargs ? PyDict_GET_SIZE(kwargs) : 0;
+    if (np + nk > MAX_ARGS) {
+        *bad = "(too many arguments)";
+        *bad_obj = NULL;
+        return -1;
+    }
+    int n = 0;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    for (Py_ssize_t i = 0; i < np + nk; i++) {
+        PyObject *o;
+        const char *name;
+        if (i < np) {
+            o = PyTuple_GET_ITEM(args, i);
+            name = cf->arg_names && i < PyTuple_GET_SIZE(cf->arg_names)
+                       ? PyUnicode_AsUTF8(PyTuple_GET_ITEM(cf->arg_names, i))
+                       : "*args";
+        } else {
+            PyDict_Next(kwargs, &pos, &key, &value);
+            o = value;
+            name = PyUnicode_AsUTF8(key);
+        }
+        em_arg *a = &out[n++];
+        memset(a, 0, sizeof *a);
+        a->name = name ? name : "?";
+        if (em_py_is_tensor(o)) {
+            a->kind = EM_ARG_TENSOR;
+            a->tensor = em_py_tensor_of(o);
+        } else if (PyBool_Check(o)) {
+            a->kind = EM_ARG_BOOL;
+            a->i = o == Py_True;
+        } else if (PyLong_Check(o)) {
+            int overflow;
+            a->kind = EM_ARG_INT;
+            a->i = PyLong_AsLongLongAndOverflow(o, &overflow);
+            if (overflow) goto unsupported;
+        } else if (PyFloat_Check(o)) {
+            a->kind = EM_ARG_FLOAT;
+            a->f = PyFloat_AS_DOUBLE(o);
+        } else if (o == Py_None) {
+            a->kind = EM_ARG_NONE;
+        } else if (PyUnicode_Check(o)) {
+            Py_ssize_t len;
+            a->kind = EM_ARG_STR;
+            a->s = PyUnicode_AsUTF8AndSize(o, &len);
+            if (!a->s) return -2;
+            a->slen = (size_t)len;
+        } else {
+            goto unsupported;
+        }
+        continue;
+    unsupported:
+        *bad = a->name;
+        *bad_obj = o;
+        return -1;
+    }
+    return n;
+}
+
+/* ---- source locations for the tracer ---- */
+
+static bool user_location(void *ctx, const char **file, int *line) {
+    (void)ctx;
+    PyFrameObject *f = PyEval_GetFrame(); /* borrowed */
+    Py_XINCREF(f);
+    bool found = false;
+    while (f && !found) {
+        PyCodeObject *code = PyFrame_GetCode(f);
+        const char *fn = PyUnicode_AsUTF8(code->co_filename);
+        if (fn && !(package_dir && strncmp(fn, package_dir, strlen(package_dir)) == 0)) {
+            *file = fn; /* owned by the code object, which outlives the trace */
+            *line = PyFrame_GetLineNumber(f);
+            found = true;
+        }
+        Py_DECREF(code);
+        PyFrameObject *back = PyFrame_GetBack(f);
+        Py_DECREF(f);
+        f = back;
+    }
+    Py_XDECREF(f);
+    if (!found) PyErr_Clear();
+    return found;
+}
+
+/* ---- results ---- */
+
+/* Flattens a result into tensors; false (with *why) when it is not a tensor,
+ * None, or a tuple/list of tensors. */
+static bool flatten(PyObject *r, em_tensor **outs, int *n, int *kind, char *why, size_t ws) {
+    *n = 0;
+    if (em_py_is_tensor(r)) {
+        *kind = OUT_TENSOR;
+        outs[(*n)++] = em_py_tensor_of(r);
+        return true;
+    }
+    if (r == Py_None) {
+        *kind = OUT_NONE;
+        return true;
+    }
+    if (PyTuple_CheckExact(r) || PyList_CheckExact(r)) {
+        *kind = PyTuple_CheckExact(r) ? OUT_TUPLE : OUT_LIST;
+        Py_ssize_t len = PySequence_Fast_GET_SIZE(r);
+        if (len > 256) {
+            snprintf(why, ws, "it returns more than 256 values");
+            return false;
+        }
+        for (Py_ssize_t i = 0; i < len; i++) {
+            PyObject *o = PySequence_Fast_GET_ITEM(r, i);
+            if (!em_py_is_tensor(o)) {
+                snprintf(why, ws,
+                         "it returns a %s holding a %s; compiled functions can return a tensor, "
+                         "None, or a tuple or list of tensors",
+                         Py_TYPE(r)->tp_name, Py_TYPE(o)->tp_name);
+                return false;
+            }
+            outs[(*n)++] = em_py_tensor_of(o);
+        }
+        return true;
+    }
+    snprintf(why, ws,
+             "it returns a %s; compiled functions can return a tensor, None, or a tuple or list "
+             "of tensors",
+             Py_TYPE(r)->tp_name);
+    return false;
+}
+
+static PyObject *build_result(int kind, em_tensor **outs, int n) {
+    if (kind == OUT_NONE) Py_RETURN_NONE;
+    if (kind == OUT_TENSOR) return em_py_wrap(outs[0]);
+    PyObject *r = kind == OUT_TUPLE ? PyTuple_New(n) : PyList_New(n);
+    if (!r) {
+        for (int i = 0; i < n; i++) em_tensor_release(outs[i]);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        PyObject *t = em_py_wrap(outs[i]);
+        if (!t) {
+            for (int j = i + 1; j < n; j++) em_tensor_release(outs[j]);
+            Py_DECREF(r);
+            return NULL;
+        }
+        if (kind == OUT_TUPLE)
+            PyTuple_SET_ITEM(r, i, t);
+        else
+            PyList_SET_ITEM(r, i, t);
+    }
+    return r;
+}
+
+/* ---- specialisations ---- */
+
+static void entry_clear(entry *e) {
+    em_guards_free(e->guards);
+    em_compiled_free(e->compiled);
+    for (int i = 0; i < e->n_captured; i++) em_tensor_release(e->captured[i]);
+    free(e->captured);
+    memset(e, 0, sizeof *e);
+}
+
+static entry *add_entry(compiled_fn *cf, const em_arg *args, int n) {
+    entry *ne = realloc(cf->entries, (size_t)(cf->n_entries + 1) * sizeof *ne);
+    if (!ne) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    cf->entries = ne;
+    entry *e = &ne[cf->n_entries];
+    memset(e, 0, sizeof *e);
+    if (!(e->guards = em_guards_new(args, n))) {
+        em_py_raise();
+        return NULL;
+    }
+    cf->n_entries++;
+    return e;
+}
+
+static int warn(compiled_fn *cf, const char *fmt, ...) {
+    char msg[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = snprintf(msg, sizeof msg, "ember.compile(%s): ", cf->name);
+    vsnprintf(msg + k, sizeof msg - (size_t)k, fmt, ap);
+    va_end(ap);
+    return PyErr_WarnEx(PyExc_UserWarning, msg, 2);
+}
+
+static PyObject *run_entry(compiled_fn *cf, entry *e, PyObject *args, PyObject *kwargs,
+                           const em_arg *a, int n) {
+    if (!e->compiled) {
+        cf->n_eager_calls++;
+        return PyObject_Call(cf->fn, args, kwargs);
+    }
+    em_tensor *in[MAX_ARGS + 256];
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (a[i].kind == EM_ARG_TENSOR) in[k++] = a[i].tensor;
+    if (k + e->n_captured > MAX_ARGS + 256) return em_py_error(PyExc_RuntimeError, "too many inputs");
+    for (int i = 0; i < e->n_captured; i++) in[k++] = e->captured[i];
+    em_tensor *outs[256];
+    em_status st;
+    Py_BEGIN_ALLOW_THREADS st = em_compiled_run(e->compiled, in, k, outs, e->n_out);
+    Py_END_ALLOW_THREADS if (st != EM_OK) return em_py_raise();
+    cf->n_compiled_calls++;
+    return build_result(e->out_kind, outs, e->n_out);
+}
+
+/* Traces one call, compiles it, caches it; returns the call's (eager) result. */
+static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, const em_arg *a,
+                            int n) {
+    em_tracer *tr = em_trace_begin(cf->name, user_location, NULL);
+    if (!tr) return em_py_raise();
+    cf->n_traces++;
+    for (int i = 0; i < n; i++)
+        if (a[i].kind == EM_ARG_TENSOR && em_trace_add_input(tr, a[i].tensor, a[i].name) != EM_OK)
+            em_trace_fail(tr, "out of memory while tracing");
+    PyObject *res = PyObject_Call(cf->fn, args, kwargs);
+    em_trace_result tres;
+    if (!res) { /* the function raised: nothing to cache */
+        em_trace_fail(tr, "the function raised");
+        em_trace_end(tr, NULL, 0, &tres);
+        return NULL;
+    }
+    em_tensor *outs[256];
+    int n_out = 0, kind = OUT_NONE;
+    char why[512] = "";
+    if (!flatten(res, outs, &n_out, &kind, why, sizeof why)) em_trace_fail(tr, "%s", why);
+    em_status st = em_trace_end(tr, outs, n_out, &tres);
+    entry *e = add_entry(cf, a, n);
+    if (!e) {
+        em_trace_result_clear(&tres);
+        Py_DECREF(res);
+        return NULL;
+    }
+    e->out_kind = kind;
+    e->n_out = n_out;
+    if (st != EM_OK) {
+        snprintf(e->reason, sizeof e->reason, "%s", em_last_error());
+        if (warn(cf, "running eagerly: %s", e->reason) < 0) {
+            Py_DECREF(res);
+            return NULL;
+        }
+        return res;
+    }
+    /* Compile: inputs are the tensor arguments, then the captured tensors. */
+    em_tensor *examples[MAX_ARGS + 256];
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (a[i].kind == EM_ARG_TENSOR) examples[k++] = a[i].tensor;
+    for (int i = 0; i < tres.n_captured && k < MAX_ARGS + 256; i++) examples[k++] = tres.captured[i];
+    em_compile_opts opts = {em_dump_mask_from_env(), em_dump_dir_from_env(), getenv("EMBER_BACKEND"),
+                            e->guards};
+    em_ir_graph *graph = tres.graph;
+    tres.graph = NULL; /* em_compile owns it now, whatever happens */
+    if (em_compile(graph, examples, k, &opts, &e->compiled) != EM_OK) {
+        e->compiled = NULL;
+        snprintf(e->reason, sizeof e->reason, "compiling failed: %s", em_last_error());
+        em_trace_result_clear(&tres);
+        if (warn(cf, "running eagerly: %s", e->reason) < 0) {
+            Py_DECREF(res);
+            return NULL;
+        }
+        return res;
+    }
+    e->captured = tres.captured;
+    e->n_captured = tres.n_captured;
+    tres.captured = NULL;
+    tres.n_captured = 0;
+    em_trace_result_clear(&tres);
+    return res;
+}
+
+static PyObject *cf_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+    compiled_fn *cf = (compiled_fn *)self;
+    if (!em_py_compile_enabled || em_trace_active()) return PyObject_Call(cf->fn, args, kwargs);
+    em_arg a[MAX_ARGS];
+    const char *bad = NULL;
+    PyObject *bad_obj = NULL;
+    int n = collect_args(cf, args, kwargs, a, &bad, &bad_obj);
+    if (n == -2) return NULL;
+    if (n < 0) {
+        if (!cf->warned_args) {
+            cf->warned_args = true;
+            if (warn(cf, "argument '%s' is a %s, which compiled functions do not support yet "
+                         "(tensors, Python numbers, strings and None are); running eagerly",
+                     bad, bad_obj ? Py_TYPE(bad_obj)->tp_name : "?") < 0)
+                return NULL;
+        }
+        cf->n_eager_calls++;
+        return PyObject_Call(cf->fn, args, kwargs);
+    }
+    for (int i = 0; i < cf->n_entries; i++)
+        if (em_guards_check(cf->entries[i].guards, a, n, NULL, 0))
+            return run_entry(cf, &cf->entries[i], args, kwargs, a, n);
+    if (cf->n_entries >= cf->cache_limit) {
+        if (!cf->warned_limit) {
+            cf->warned_limit = true;
+            char why[512] = "";
+            if (cf->n_entries) em_guards_check(cf->entries[cf->n_entries - 1].guards, a, n, why, sizeof why);
+            if (warn(cf, "cache limit of %d specialisations reached; calls that match none of them "
+                         "run eagerly (this call failed the guard %s)",
+                     cf->cache_limit, why) < 0)
+                return NULL;
+        }
+        cf->n_eager_calls++;
+        return PyObject_Call(cf->fn, args, kwargs);
+    }
+    return trace_call(cf, args, kwargs, a, n);
+}
+
+/* ---- the type ---- */
+
+static PyObject *cf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    static char *kw[] = {"fn", "cache_limit", NULL};
+    PyObject *fn;
+    int limit = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|i:CompiledFunction", kw, &fn, &limit))
+        return NULL;
+    if (!PyCallable_Check(fn))
+        return em_py_error(PyExc_TypeError, "ember.compile: expected a function, got %s",
+                           Py_TYPE(fn)->tp_name);
+    compiled_fn *cf = (compiled_fn *)type->tp_alloc(type, 0);
+    if (!cf) return NULL;
+    Py_INCREF(fn);
+    cf->fn = fn;
+    if (limit < 0) {
+        const char *env = getenv("EMBER_CACHE_LIMIT");
+        limit = env && *env ? atoi(env) : 8;
+    }
+    cf->cache_limit = limit;
+    PyObject *qn = PyObject_GetAttrString(fn, "__qualname__");
+    if (!qn) {
+        PyErr_Clear();
+        qn = PyObject_GetAttrString(fn, "__name__");
+    }
+    const char *s = qn ? PyUnicode_AsUTF8(qn) : NULL;
+    snprintf(cf->name, sizeof cf->name, "%s", s ? s : "fn");
+    Py_XDECREF(qn);
+    PyErr_Clear();
+    /* positional parameter names, for graph input names and messages */
+    PyObject *code = PyObject_GetAttrString(fn, "__code__");
+    if (code) {
+        PyObject *names = PyObject_GetAttrString(code, "co_varnames");
+        PyObject *argc = PyObject_GetAttrString(code, "co_argcount");
+        if (names && argc && PyTuple_Check(names))
+            cf->arg_names = PyTuple_GetSlice(names, 0, PyLong_AsSsize_t(argc));
+        Py_XDECREF(names);
+        Py_XDECREF(argc);
+        Py_DECREF(code);
+    }
+    PyErr_Clear();
+    return (PyObject *)cf;
+}
+
+static void cf_dealloc(PyObject *self) {
+    compiled_fn *cf = (compiled_fn *)self;
+    PyObject_GC_UnTrack(self);
+    if (cf->weakreflist) PyObject_ClearWeakRefs(self);
+    for (int i = 0; i < cf->n_entries; i++) entry_clear(&cf->entries[i]);
+    free(cf->entries);
+    Py_CLEAR(cf->fn);
+    Py_CLEAR(cf->dict);
+    Py_CLEAR(cf->arg_names);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static int cf_traverse(PyObject *self, visitproc visit, void *arg) {
+    compiled_fn *cf = (compiled_fn *)self;
+    Py_VISIT(cf->fn);
+    Py_VISIT(cf->dict);
+    return 0;
+}
+
+static int cf_clear(PyObject *self) {
+    compiled_fn *cf = (compiled_fn *)self;
+    Py_CLEAR(cf->fn);
+    Py_CLEAR(cf->dict);
+    return 0;
+}
+
+/* Bound methods: decorating a method compiles calls with self as an argument. */
+static PyObject *cf_descr_get(PyObject *self, PyObject *obj, PyObject *type) {
+    (void)type;
+    if (!obj || obj == Py_None) {
+        Py_INCREF(self);
+        return self;
+    }
+    return PyMethod_New(self, obj);
+}
+
+/* [{backend, dump_path, guards, reason, note}] for tests, explain and demos. */
+static PyObject *cf_specializations(PyObject *self, PyObject *unused) {
+    (void)unused;
+    compiled_fn *cf = (compiled_fn *)self;
+    PyObject *list = PyList_New(0);
+    for (int i = 0; list && i < cf->n_entries; i++) {
+        entry *e = &cf->entries[i];
+        char *g = em_guards_print(e->guards);
+        PyObject *d = Py_BuildValue(
+            "{s:s,s:s,s:s,s:s,s:s,s:i}", "backend", e->compiled ? em_compiled_backend(e->compiled) : "eager",
+            "dump_path", e->compiled ? em_compiled_dump_path(e->compiled) : "", "guards", g ? g : "",
+            "reason", e->reason, "note", e->compiled ? em_compiled_note(e->compiled) : "",
+            "captured", e->n_captured);
+        free(g);
+        if (!d || PyList_Append(list, d) < 0) {
+            Py_XDECREF(d);
+            Py_DECREF(list);
+            return NULL;
+        }
+        Py_DECREF(d);
+    }
+    return list;
+}
+
+static PyObject *cf_graph(PyObject *self, PyObject *arg) {
+    compiled_fn *cf = (compiled_fn *)self;
+    long i = PyLong_AsLong(arg);
+    if (i == -1 && PyErr_Occurred()) return NULL;
+    if (i < 0 || i >= cf->n_entries || !cf->entries[i].compiled)
+        return em_py_error(PyExc_IndexError, "no compiled specialisation %ld", i);
+    char *text = em_ir_print(em_compiled_graph(cf->entries[i].compiled));
+    if (!text) return em_py_raise();
+    PyObject *r = PyUnicode_FromString(text);
+    free(text);
+    return r;
+}
+
+static PyObject *cf_stats(PyObject *self, PyObject *unused) {
+    (void)unused;
+    compiled_fn *cf = (compiled_fn *)self;
+    return Py_BuildValue("{s:L,s:L,s:L,s:i,s:i}", "compiled_calls", (long long)cf->n_compiled_calls,
+                         "eager_calls", (long long)cf->n_eager_calls, "traces", (long long)cf->n_traces,
+                         "specializations", cf->n_entries, "cache_limit", cf->cache_limit);
+}
+
+static PyObject *cf_reset(PyObject *self, PyObject *unused) {
+    (void)unused;
+    compiled_fn *cf = (compiled_fn *)self;
+    for (int i = 0; i < cf->n_entries; i++) entry_clear(&cf->entries[i]);
+    cf->n_entries = 0;
+    cf->warned_limit = cf->warned_args = false;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef cf_methods[] = {
+    {"_specializations", cf_specializations, METH_NOARGS, "the cached specialisations"},
+    {"_graph", cf_graph, METH_O, "the optimised IR of specialisation i"},
+    {"_stats", cf_stats, METH_NOARGS, "call counters"},
+    {"_reset", cf_reset, METH_NOARGS, "forget every specialisation"},
+    {NULL, NULL, 0, NULL},
+};
+
+/* functools.update_wrapper fills __dict__ (__name__, __doc__, __wrapped__). */
+static PyGetSetDef cf_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject em_py_CompiledFunction = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ember.CompiledFunction",
+    .tp_basicsize = sizeof(compiled_fn),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = cf_new,
+    .tp_dealloc = cf_dealloc,
+    .tp_traverse = cf_traverse,
+    .tp_clear = cf_clear,
+    .tp_call = cf_call,
+    .tp_descr_get = cf_descr_get,
+    .tp_methods = cf_methods,
+    .tp_getset = cf_getset,
+    .tp_dictoffset = offsetof(compiled_fn, dict),
+    .tp_weaklistoffset = offsetof(compiled_fn, weakreflist),
+    .tp_doc = "A function compiled by ember.compile: traced on first call, then run from "
+              "cached specialisations while their guards hold.",
+};
+
+int em_py_compile_init(PyObject *module) {
+    const char *env = getenv("EMBER_COMPILE");
+    em_py_compile_enabled = !(env && strcmp(env, "0") == 0);
+    if (PyType_Ready(&em_py_CompiledFunction) < 0) return -1;
+    Py_INCREF(&em_py_CompiledFunction);
+    return PyModule_AddObject(module, "CompiledFunction", (PyObject *)&em_py_CompiledFunction);
+}
+
+PyObject *em_py_set_package_dir(PyObject *self, PyObject *arg) {
+    (void)self;
+    const char *s = PyUnicode_AsUTF8(arg);
+    if (!s) return NULL;
+    size_t n = strlen(s) + 1;
+    char *copy = malloc(n);
+    if (!copy) return PyErr_NoMemory();
+    memcpy(copy, s, n);
+    free(package_dir);
+    package_dir = copy;
+    Py_RETURN_NONE;
+}

@@ -1,0 +1,187 @@
+/*
+ * convert.c - Python arguments to ember values: dtypes, shapes, dims,
+ * devices, and Python numbers as operands.
+ */
+#include "ember_py.h"
+
+/* ---- dtype objects: ember.float32, ... ---- */
+
+typedef struct {
+    PyObject_HEAD em_dtype dt;
+} dtype_object;
+
+static PyObject *dtype_objects[EM_DTYPE_COUNT];
+
+static PyObject *dtype_repr(PyObject *self) {
+    return PyUnicode_FromFormat("ember.%s", em_dtype_long_name(((dtype_object *)self)->dt));
+}
+
+static PyObject *dtype_is_floating_point(PyObject *self, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(em_dtype_is_float(((dtype_object *)self)->dt));
+}
+
+static PyObject *dtype_itemsize(PyObject *self, void *closure) {
+    (void)closure;
+    return PyLong_FromSize_t(em_dtype_size(((dtype_object *)self)->dt));
+}
+
+static PyObject *dtype_reduce(PyObject *self, PyObject *unused) {
+    (void)unused; /* pickles as the module attribute it is */
+    return PyUnicode_FromString(em_dtype_long_name(((dtype_object *)self)->dt));
+}
+
+static PyGetSetDef dtype_getset[] = {
+    {"is_floating_point", dtype_is_floating_point, NULL, "True for float dtypes", NULL},
+    {"itemsize", dtype_itemsize, NULL, "bytes per element", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef dtype_methods[] = {
+    {"__reduce__", dtype_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject em_py_dtype_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ember.dtype",
+    .tp_basicsize = sizeof(dtype_object),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_repr = dtype_repr,
+    .tp_getset = dtype_getset,
+    .tp_methods = dtype_methods,
+    .tp_doc = "The element type of a tensor: ember.float32, ember.float64, ember.int64, "
+              "ember.bool.",
+};
+
+int em_py_module_init_dtypes(PyObject *module) {
+    if (PyType_Ready(&em_py_dtype_type) < 0) return -1;
+    Py_INCREF(&em_py_dtype_type);
+    if (PyModule_AddObject(module, "dtype", (PyObject *)&em_py_dtype_type) < 0) return -1;
+    for (int i = 0; i < EM_DTYPE_COUNT; i++) {
+        dtype_object *d = PyObject_New(dtype_object, &em_py_dtype_type);
+        if (!d) return -1;
+        d->dt = (em_dtype)i;
+        dtype_objects[i] = (PyObject *)d;
+        Py_INCREF(d);
+        if (PyModule_AddObject(module, em_dtype_long_name((em_dtype)i), (PyObject *)d) < 0) {
+            Py_DECREF(d);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+PyObject *em_py_dtype_object(em_dtype dt) { return dtype_objects[dt]; }
+
+int em_py_dtype_arg(PyObject *o, em_dtype dflt, em_dtype *out) {
+    if (!o || o == Py_None) {
+        *out = dflt;
+        return 0;
+    }
+    if (Py_TYPE(o) != &em_py_dtype_type) {
+        PyErr_Format(PyExc_TypeError, "dtype must be an ember dtype such as ember.float32, not %s",
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    *out = ((dtype_object *)o)->dt;
+    return 0;
+}
+
+/* ---- shapes and dims ---- */
+
+static int int_item(PyObject *o, const char *what, int64_t *out) {
+    if (PyBool_Check(o) || !PyIndex_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected an int, got %s", what, Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    *out = v;
+    return 0;
+}
+
+static int int_sequence(PyObject *seq, const char *what, int64_t *out, int *n) {
+    PyObject *fast = PySequence_Fast(seq, "expected a sequence of ints");
+    if (!fast) return -1;
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(fast);
+    if (len > EM_MAX_DIMS) {
+        Py_DECREF(fast);
+        PyErr_Format(PyExc_ValueError, "%s: at most %d dimensions, got %zd", what, EM_MAX_DIMS, len);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < len; i++)
+        if (int_item(PySequence_Fast_GET_ITEM(fast, i), what, &out[i]) < 0) {
+            Py_DECREF(fast);
+            return -1;
+        }
+    *n = (int)len;
+    Py_DECREF(fast);
+    return 0;
+}
+
+int em_py_shape_args(PyObject *args, const char *what, int64_t *shape, int *n) {
+    Py_ssize_t na = PyTuple_GET_SIZE(args);
+    if (na == 1 && !PyIndex_Check(PyTuple_GET_ITEM(args, 0)))
+        return int_sequence(PyTuple_GET_ITEM(args, 0), what, shape, n);
+    return int_sequence(args, what, shape, n);
+}
+
+int em_py_dims_arg(PyObject *o, const char *what, int64_t *dims, int *n) {
+    if (!o || o == Py_None) {
+        *n = 0;
+        return 0;
+    }
+    if (PyIndex_Check(o)) {
+        *n = 1;
+        return int_item(o, what, dims);
+    }
+    return int_sequence(o, what, dims, n); /* an empty list reduces all, as in PyTorch */
+}
+
+int em_py_device_arg(PyObject *o, const char *what) {
+    if (!o || o == Py_None) return 0;
+    PyObject *s = PyObject_Str(o);
+    if (!s) return -1;
+    const char *d = PyUnicode_AsUTF8(s);
+    int ok = d && strcmp(d, "cpu") == 0;
+    if (!ok && d)
+        PyErr_Format(strncmp(d, "cuda", 4) == 0 ? PyExc_NotImplementedError : PyExc_RuntimeError,
+                     "%s: device '%s' is not available; this build of ember runs on the CPU only",
+                     what, d);
+    Py_DECREF(s);
+    return ok ? 0 : -1;
+}
+
+/* ---- Python numbers as operands ---- */
+
+em_tensor *em_py_operand(PyObject *o, const em_tensor *other) {
+    if (em_py_is_tensor(o)) {
+        em_tensor *t = em_py_tensor_of(o);
+        em_tensor_retain(t);
+        return t;
+    }
+    em_tensor *t = NULL;
+    if (PyBool_Check(o)) {
+        t = em_tensor_scalar(o == Py_True, em_scalar_operand_dtype(other->dtype, EM_CAT_BOOL));
+    } else if (PyLong_Check(o)) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+        em_dtype dt = em_scalar_operand_dtype(other->dtype, EM_CAT_INT);
+        if (overflow && !em_dtype_is_float(dt)) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "value cannot be converted to type int64 without overflow");
+            return NULL;
+        }
+        t = overflow ? em_tensor_scalar(PyLong_AsDouble(o), dt) : em_tensor_scalar_i64(v, dt);
+    } else if (PyFloat_Check(o)) {
+        t = em_tensor_scalar(PyFloat_AS_DOUBLE(o), em_scalar_operand_dtype(other->dtype, EM_CAT_FLOAT));
+    } else {
+        return NULL; /* not an operand: the caller returns NotImplemented */
+    }
+    if (!t) {
+        em_py_raise();
+        return NULL;
+    }
+    t->is_wrapped_number = true;
+    return t;
+}

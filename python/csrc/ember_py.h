@@ -1,0 +1,75 @@
+/*
+ * ember_py.h - shared declarations of the ember._C extension.
+ *
+ * Ownership conventions (CPython's): functions returning PyObject* return a
+ * new reference or NULL with an exception set. em_py_wrap STEALS the tensor
+ * reference it is given (it becomes the Python object's). Borrowed pointers
+ * are marked as such where they appear.
+ */
+#ifndef EMBER_PY_H
+#define EMBER_PY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "ember/frontend.h"
+#include "ember/ops.h"
+
+/* The C part of every ember.Tensor: one reference to an em_tensor. */
+typedef struct {
+    PyObject_HEAD em_tensor *t;
+    PyObject *weakreflist;
+} em_py_tensor;
+
+extern PyTypeObject em_py_TensorBase;
+extern PyTypeObject em_py_dtype_type;
+extern PyTypeObject em_py_Size;
+extern PyTypeObject em_py_CompiledFunction;
+
+/* The Python class instances are created as (ember.Tensor, set at import). */
+extern PyTypeObject *em_py_tensor_class;
+
+/* ---- tensors (tensor.c) ---- */
+bool em_py_is_tensor(PyObject *o);
+static inline em_tensor *em_py_tensor_of(PyObject *o) { return ((em_py_tensor *)o)->t; }
+/* Wraps t (stolen), reusing its live Python object if it has one. NULL
+ * (with the pending ember error raised) if t is NULL. */
+PyObject *em_py_wrap(em_tensor *t);
+PyObject *em_py_shape_tuple(const int64_t *shape, int ndim);
+int em_py_tensor_type_init(PyObject *module);
+
+/* ---- errors (errors.c) ---- */
+/* Raises the Python exception for em_last_status() with em_last_error(). */
+PyObject *em_py_raise(void);
+/* Raises `exc` with a message; returns NULL. */
+PyObject *em_py_error(PyObject *exc, const char *fmt, ...);
+
+/* ---- conversions (convert.c) ---- */
+/* The ember dtype object for dt (borrowed). */
+PyObject *em_py_dtype_object(em_dtype dt);
+/* Parses a dtype argument (an ember dtype or None -> dflt). */
+int em_py_dtype_arg(PyObject *o, em_dtype dflt, em_dtype *out);
+/* Shape from f(2, 3), f((2, 3)) or f([2, 3]); `what` names the function. */
+int em_py_shape_args(PyObject *args, const char *what, int64_t *shape, int *n);
+/* A sequence or int of dims (dim=1, dim=(0, 2)); None means all. */
+int em_py_dims_arg(PyObject *o, const char *what, int64_t *dims, int *n);
+/* Rejects any device but the CPU (None and "cpu" are fine). */
+int em_py_device_arg(PyObject *o, const char *what);
+/* Operand conversion for binary ops: a tensor (new reference) from a tensor
+ * or a Python number combined with `other` (PyTorch's wrapped-number
+ * promotion). NULL with no exception set when o is neither. */
+em_tensor *em_py_operand(PyObject *o, const em_tensor *other);
+int em_py_module_init_dtypes(PyObject *module);
+
+/* ---- construction (tensor_new.c) ---- */
+PyObject *em_py_tensor_new(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *em_py_from_numpy(PyObject *self, PyObject *arr);
+PyObject *em_py_tensor_item(em_tensor *t);
+
+/* ---- compile (compiled_function.c) ---- */
+int em_py_compile_init(PyObject *module);
+/* Frames from files under this directory are ember's, not the user's. */
+PyObject *em_py_set_package_dir(PyObject *self, PyObject *arg);
+extern bool em_py_compile_enabled;
+
+#endif

@@ -1,0 +1,32 @@
+/*
+ * errors.c - ember statuses become the exceptions PyTorch raises for the
+ * same mistake, carrying the C layer's message.
+ */
+#include "ember_py.h"
+
+PyObject *em_py_error(PyObject *exc, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    PyErr_SetString(exc, msg);
+    return NULL;
+}
+
+PyObject *em_py_raise(void) {
+    PyObject *exc;
+    switch (em_last_status()) {
+    case EM_ERR_TYPE: exc = PyExc_TypeError; break;
+    case EM_ERR_INDEX: exc = PyExc_IndexError; break;
+    case EM_ERR_NOMEM: exc = PyExc_MemoryError; break;
+    case EM_ERR_NOT_IMPLEMENTED: exc = PyExc_NotImplementedError; break;
+    /* PyTorch reports shape, dtype, device and value mistakes of ops as
+     * RuntimeError; ValueError/TypeError come from argument parsing, which
+     * the binding raises itself. */
+    default: exc = PyExc_RuntimeError; break;
+    }
+    const char *msg = em_last_error();
+    PyErr_SetString(exc, msg && *msg ? msg : "ember: unknown error");
+    return NULL;
+}

@@ -1,0 +1,327 @@
+/*
+ * module.c - the ember._C module: functions, types and dtypes.
+ *
+ * The Python package (python/ember) re-exports these under PyTorch's names
+ * and adds what is better written in Python (printing, the compile
+ * decorator's wrapper).
+ */
+#include "ember/alloc.h"
+#include "ember/parallel.h"
+#include "ember/random.h"
+#include "ember_py.h"
+
+/* ---- functional forms of the ops ---- */
+
+static PyObject *need_tensor(PyObject *o, const char *what) {
+    if (em_py_is_tensor(o)) return o;
+    return em_py_error(PyExc_TypeError, "%s(): argument 'input' must be a Tensor, not %s", what,
+                       Py_TYPE(o)->tp_name);
+}
+
+#define UNARY_FN(name, fn)                                                                         \
+    static PyObject *f_##name(PyObject *self, PyObject *x) {                                       \
+        (void)self;                                                                                \
+        if (!need_tensor(x, #name)) return NULL;                                                   \
+        return em_py_wrap(fn(em_py_tensor_of(x)));                                                 \
+    }
+UNARY_FN(neg, em_neg)
+UNARY_FN(exp, em_exp)
+UNARY_FN(log, em_log)
+UNARY_FN(tanh, em_tanh)
+UNARY_FN(sigmoid, em_sigmoid)
+UNARY_FN(relu, em_relu)
+UNARY_FN(contiguous, em_contiguous)
+
+/* Binary functions reuse the operators (numbers allowed on either side). */
+static PyObject *binary_fn(PyObject *args, const char *name, em_op op) {
+    PyObject *a, *b;
+    if (!PyArg_UnpackTuple(args, name, 2, 2, &a, &b)) return NULL;
+    if (!em_py_is_tensor(a) && !em_py_is_tensor(b))
+        return em_py_error(PyExc_TypeError, "%s(): expected at least one Tensor argument", name);
+    PyObject *m;
+    switch (op) {
+    case EM_OP_ADD: m = PyNumber_Add(a, b); break;
+    case EM_OP_SUB: m = PyNumber_Subtract(a, b); break;
+    case EM_OP_MUL: m = PyNumber_Multiply(a, b); break;
+    case EM_OP_DIV: m = PyNumber_TrueDivide(a, b); break;
+    case EM_OP_POW: m = PyNumber_Power(a, b, Py_None); break;
+    default: { /* maximum: no operator */
+        PyObject *t = em_py_is_tensor(a) ? a : b, *o = t == a ? b : a;
+        m = PyObject_CallMethod(t, "maximum", "O", o);
+    }
+    }
+    return m;
+}
+#define BINARY_FN(name, op)                                                                        \
+    static PyObject *f_##name(PyObject *self, PyObject *args) {                                    \
+        (void)self;                                                                                \
+        return binary_fn(args, #name, op);                                                         \
+    }
+BINARY_FN(add, EM_OP_ADD)
+BINARY_FN(sub, EM_OP_SUB)
+BINARY_FN(mul, EM_OP_MUL)
+BINARY_FN(div, EM_OP_DIV)
+BINARY_FN(pow, EM_OP_POW)
+BINARY_FN(maximum, EM_OP_MAXIMUM)
+
+static PyObject *f_matmul(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *a, *b;
+    if (!PyArg_UnpackTuple(args, "matmul", 2, 2, &a, &b)) return NULL;
+    if (!need_tensor(a, "matmul") || !need_tensor(b, "matmul")) return NULL;
+    return em_py_wrap(em_matmul(em_py_tensor_of(a), em_py_tensor_of(b)));
+}
+
+/* ---- creation ---- */
+
+/* zeros(*shape, dtype=None, device=None) and friends. */
+static PyObject *factory(PyObject *args, PyObject *kwargs, const char *name, em_op op, double value,
+                         bool has_fill) {
+    PyObject *dtype = Py_None, *device = Py_None, *fill = NULL;
+    if (kwargs) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(kwargs, &pos, &k, &v)) {
+            const char *s = PyUnicode_AsUTF8(k);
+            if (s && !strcmp(s, "dtype"))
+                dtype = v;
+            else if (s && !strcmp(s, "device"))
+                device = v;
+            else if (s && !strcmp(s, "requires_grad") && !PyObject_IsTrue(v))
+                continue;
+            else
+                return em_py_error(PyExc_TypeError, "%s() got an unexpected keyword argument '%s'",
+                                   name, s ? s : "?");
+        }
+    }
+    PyObject *shape_args = args;
+    if (has_fill) { /* full(size, fill_value) */
+        if (PyTuple_GET_SIZE(args) != 2)
+            return em_py_error(PyExc_TypeError, "full() takes a size and a fill_value");
+        shape_args = PyTuple_GetSlice(args, 0, 1);
+        fill = PyTuple_GET_ITEM(args, 1);
+        if (!shape_args) return NULL;
+    }
+    int64_t shape[EM_MAX_DIMS];
+    int n;
+    int rc = em_py_shape_args(shape_args, name, shape, &n);
+    if (has_fill) Py_DECREF(shape_args);
+    if (rc < 0 || em_py_device_arg(device, name) < 0) return NULL;
+    em_dtype dflt = EM_DEFAULT_FLOAT;
+    if (fill) { /* PyTorch infers full()'s dtype from the fill value */
+        if (PyBool_Check(fill))
+            dflt = EM_DTYPE_BOOL;
+        else if (PyLong_Check(fill))
+            dflt = EM_DTYPE_I64;
+        value = PyFloat_AsDouble(fill);
+        if (value == -1.0 && PyErr_Occurred()) return NULL;
+    }
+    em_dtype dt;
+    if (em_py_dtype_arg(dtype, dflt, &dt) < 0) return NULL;
+    switch (op) {
+    case EM_OP_RAND: return em_py_wrap(em_rand(shape, n, dt));
+    case EM_OP_RANDN: return em_py_wrap(em_randn(shape, n, dt));
+    default: return em_py_wrap(em_full(shape, n, value, dt));
+    }
+}
+
+static PyObject *f_zeros(PyObject *s, PyObject *a, PyObject *k) {
+    (void)s;
+    return factory(a, k, "zeros", EM_OP_FULL, 0.0, false);
+}
+static PyObject *f_ones(PyObject *s, PyObject *a, PyObject *k) {
+    (void)s;
+    return factory(a, k, "ones", EM_OP_FULL, 1.0, false);
+}
+static PyObject *f_full(PyObject *s, PyObject *a, PyObject *k) {
+    (void)s;
+    return factory(a, k, "full", EM_OP_FULL, 0.0, true);
+}
+static PyObject *f_rand(PyObject *s, PyObject *a, PyObject *k) {
+    (void)s;
+    return factory(a, k, "rand", EM_OP_RAND, 0.0, false);
+}
+static PyObject *f_randn(PyObject *s, PyObject *a, PyObject *k) {
+    (void)s;
+    return factory(a, k, "randn", EM_OP_RANDN, 0.0, false);
+}
+
+/* arange(end) / arange(start, end, step=1), dtype inferred like PyTorch. */
+static PyObject *f_arange(PyObject *self, PyObject *args, PyObject *kwargs) {
+    (void)self;
+    static char *kw[] = {"start", "end", "step", "dtype", "device", NULL};
+    PyObject *a = NULL, *b = Py_None, *c = NULL, *dtype = Py_None, *device = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO$OO:arange", kw, &a, &b, &c, &dtype, &device))
+        return NULL;
+    if (em_py_device_arg(device, "arange") < 0) return NULL;
+    PyObject *start = b == Py_None ? NULL : a, *end = b == Py_None ? a : b;
+    double v[3] = {0, 0, 1};
+    PyObject *objs[3] = {start, end, c};
+    bool any_float = false;
+    for (int i = 0; i < 3; i++) {
+        if (!objs[i]) continue;
+        if (em_py_is_tensor(objs[i])) {
+            PyObject *it = em_py_tensor_item(em_py_tensor_of(objs[i]));
+            if (!it) return NULL;
+            any_float |= PyFloat_Check(it);
+            v[i] = PyFloat_AsDouble(it);
+            Py_DECREF(it);
+        } else {
+            if (!PyNumber_Check(objs[i]))
+                return em_py_error(PyExc_TypeError, "arange(): expected numbers, got %s",
+                                   Py_TYPE(objs[i])->tp_name);
+            any_float |= !PyIndex_Check(objs[i]);
+            v[i] = PyFloat_AsDouble(objs[i]);
+        }
+        if (v[i] == -1.0 && PyErr_Occurred()) return NULL;
+    }
+    em_dtype dt;
+    if (em_py_dtype_arg(dtype, any_float ? EM_DEFAULT_FLOAT : EM_DTYPE_I64, &dt) < 0) return NULL;
+    return em_py_wrap(em_arange(v[0], v[1], v[2], dt));
+}
+
+/* ---- reductions and shapes as functions ---- */
+
+static PyObject *call_method(PyObject *args, PyObject *kwargs, const char *name) {
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (n < 1) return em_py_error(PyExc_TypeError, "%s() missing the input tensor", name);
+    PyObject *x = PyTuple_GET_ITEM(args, 0);
+    if (!need_tensor(x, name)) return NULL;
+    PyObject *m = PyObject_GetAttrString(x, name), *rest = PyTuple_GetSlice(args, 1, n), *r = NULL;
+    if (m && rest) r = PyObject_Call(m, rest, kwargs);
+    Py_XDECREF(m);
+    Py_XDECREF(rest);
+    return r;
+}
+#define METHOD_FN(name)                                                                            \
+    static PyObject *f_##name(PyObject *s, PyObject *a, PyObject *k) {                             \
+        (void)s;                                                                                   \
+        return call_method(a, k, #name);                                                           \
+    }
+METHOD_FN(sum)
+METHOD_FN(mean)
+METHOD_FN(reshape)
+METHOD_FN(permute)
+METHOD_FN(transpose)
+
+/* ---- runtime controls ---- */
+
+static PyObject *f_manual_seed(PyObject *self, PyObject *arg) {
+    (void)self;
+    unsigned long long s = PyLong_AsUnsignedLongLongMask(arg);
+    if (PyErr_Occurred()) return NULL;
+    em_manual_seed(s);
+    Py_RETURN_NONE;
+}
+static PyObject *f_get_num_threads(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return PyLong_FromLong(em_get_num_threads());
+}
+static PyObject *f_set_num_threads(PyObject *self, PyObject *arg) {
+    (void)self;
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 1) return em_py_error(PyExc_ValueError, "set_num_threads: expected a positive number");
+    em_set_num_threads((int)n);
+    Py_RETURN_NONE;
+}
+static PyObject *f_empty_cache(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    em_cpu_empty_cache();
+    Py_RETURN_NONE;
+}
+static PyObject *f_memory_stats(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    em_cpu_alloc_stats s;
+    em_cpu_alloc_get_stats(&s);
+    return Py_BuildValue("{s:n,s:n,s:n,s:L,s:L,s:L}", "in_use", (Py_ssize_t)s.in_use, "cached",
+                         (Py_ssize_t)s.cached, "cache_limit", (Py_ssize_t)s.cache_limit, "hits",
+                         (long long)s.hits, "misses", (long long)s.misses, "live_tensors",
+                         (long long)em_tensor_live_count());
+}
+static PyObject *f_set_tensor_class(PyObject *self, PyObject *cls) {
+    (void)self;
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &em_py_TensorBase))
+        return em_py_error(PyExc_TypeError, "expected a subclass of _TensorBase");
+    Py_INCREF(cls);
+    em_py_tensor_class = (PyTypeObject *)cls;
+    Py_RETURN_NONE;
+}
+static PyObject *f_set_compile_enabled(PyObject *self, PyObject *arg) {
+    (void)self;
+    int b = PyObject_IsTrue(arg);
+    if (b < 0) return NULL;
+    em_py_compile_enabled = b;
+    Py_RETURN_NONE;
+}
+static PyObject *f_compile_enabled(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(em_py_compile_enabled);
+}
+static PyObject *f_has_llvm(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(em_llvm_backend() != NULL);
+}
+
+#define KW (PyCFunction)(void (*)(void))
+static PyMethodDef module_methods[] = {
+    {"neg", f_neg, METH_O, "-x"},
+    {"exp", f_exp, METH_O, "e ** x"},
+    {"log", f_log, METH_O, "natural logarithm"},
+    {"tanh", f_tanh, METH_O, "hyperbolic tangent"},
+    {"sigmoid", f_sigmoid, METH_O, "logistic sigmoid"},
+    {"relu", f_relu, METH_O, "max(x, 0)"},
+    {"contiguous", f_contiguous, METH_O, "contiguous copy unless already contiguous"},
+    {"add", f_add, METH_VARARGS, "a + b"},
+    {"sub", f_sub, METH_VARARGS, "a - b"},
+    {"mul", f_mul, METH_VARARGS, "a * b"},
+    {"div", f_div, METH_VARARGS, "a / b"},
+    {"pow", f_pow, METH_VARARGS, "a ** b"},
+    {"maximum", f_maximum, METH_VARARGS, "elementwise maximum"},
+    {"matmul", f_matmul, METH_VARARGS, "matrix product"},
+    {"sum", KW f_sum, METH_VARARGS | METH_KEYWORDS, "sum(x, dim=None, keepdim=False)"},
+    {"mean", KW f_mean, METH_VARARGS | METH_KEYWORDS, "mean(x, dim=None, keepdim=False)"},
+    {"reshape", KW f_reshape, METH_VARARGS | METH_KEYWORDS, "reshape(x, shape)"},
+    {"permute", KW f_permute, METH_VARARGS | METH_KEYWORDS, "permute(x, dims)"},
+    {"transpose", KW f_transpose, METH_VARARGS | METH_KEYWORDS, "transpose(x, dim0, dim1)"},
+    {"zeros", KW f_zeros, METH_VARARGS | METH_KEYWORDS, "zeros(*shape, dtype=None)"},
+    {"ones", KW f_ones, METH_VARARGS | METH_KEYWORDS, "ones(*shape, dtype=None)"},
+    {"full", KW f_full, METH_VARARGS | METH_KEYWORDS, "full(shape, fill_value, dtype=None)"},
+    {"rand", KW f_rand, METH_VARARGS | METH_KEYWORDS, "uniform [0, 1) samples"},
+    {"randn", KW f_randn, METH_VARARGS | METH_KEYWORDS, "standard normal samples"},
+    {"arange", KW f_arange, METH_VARARGS | METH_KEYWORDS, "arange([start,] end[, step])"},
+    {"tensor", KW em_py_tensor_new, METH_VARARGS | METH_KEYWORDS, "tensor(data, dtype=None)"},
+    {"from_numpy", em_py_from_numpy, METH_O, "a tensor sharing a NumPy array's memory"},
+    {"manual_seed", f_manual_seed, METH_O, "seed the random generator"},
+    {"get_num_threads", f_get_num_threads, METH_NOARGS, "threads used by kernels"},
+    {"set_num_threads", f_set_num_threads, METH_O, "set the threads used by kernels"},
+    {"empty_cache", f_empty_cache, METH_NOARGS, "free cached CPU memory blocks"},
+    {"memory_stats", f_memory_stats, METH_NOARGS, "CPU allocator statistics"},
+    {"_set_tensor_class", f_set_tensor_class, METH_O, NULL},
+    {"_set_package_dir", em_py_set_package_dir, METH_O, NULL},
+    {"_set_compile_enabled", f_set_compile_enabled, METH_O, NULL},
+    {"_compile_enabled", f_compile_enabled, METH_NOARGS, NULL},
+    {"_has_llvm", f_has_llvm, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "ember._C", "ember's C core", -1, module_methods,
+    NULL,                  NULL,       NULL,             NULL,
+};
+
+PyMODINIT_FUNC PyInit__C(void) {
+    PyObject *m = PyModule_Create(&module_def);
+    if (!m) return NULL;
+    if (em_py_tensor_type_init(m) < 0 || em_py_module_init_dtypes(m) < 0 ||
+        em_py_compile_init(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,537 @@
+/*
+ * tensor.c - ember._C._TensorBase: the C half of ember.Tensor.
+ *
+ * A Python tensor owns one reference to an em_tensor, and the em_tensor
+ * points back at its Python object while it lives, so a tensor that comes
+ * back from C (an op returning its input, a compiled function returning an
+ * argument) is the same Python object. Operators accept Python numbers,
+ * which become 0-d "wrapped" tensors of the dtype PyTorch's promotion rules
+ * give them. Host reads (.item(), NumPy export) are reported to the tracer.
+ */
+#include "ember_py.h"
+
+PyTypeObject *em_py_tensor_class = &em_py_TensorBase;
+
+bool em_py_is_tensor(PyObject *o) { return PyObject_TypeCheck(o, &em_py_TensorBase); }
+
+PyObject *em_py_wrap(em_tensor *t) {
+    if (!t) return em_py_raise();
+    if (t->pyobj) {
+        PyObject *o = t->pyobj;
+        Py_INCREF(o);
+        em_tensor_release(t); /* the Python object already holds one */
+        return o;
+    }
+    PyObject *o = em_py_tensor_class->tp_alloc(em_py_tensor_class, 0);
+    if (!o) {
+        em_tensor_release(t);
+        return NULL;
+    }
+    ((em_py_tensor *)o)->t = t;
+    t->pyobj = o;
+    return o;
+}
+
+static void tensor_dealloc(PyObject *self) {
+    em_py_tensor *p = (em_py_tensor *)self;
+    if (p->weakreflist) PyObject_ClearWeakRefs(self);
+    if (p->t) {
+        p->t->pyobj = NULL;
+        em_tensor_release(p->t);
+        p->t = NULL;
+    }
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *tensor_new_direct(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    (void)type;
+    (void)args;
+    (void)kwargs;
+    return em_py_error(PyExc_TypeError,
+                       "ember.Tensor cannot be constructed directly; use ember.tensor(data), "
+                       "ember.from_numpy(array) or a factory such as ember.zeros(shape)");
+}
+
+#define T(o) em_py_tensor_of(o)
+
+/* ---- ember.Size: a tuple that prints like torch.Size ---- */
+
+static PyObject *size_repr(PyObject *self) {
+    PyObject *list = PySequence_List(self);
+    if (!list) return NULL;
+    PyObject *r = PyUnicode_FromFormat("ember.Size(%R)", list);
+    Py_DECREF(list);
+    return r;
+}
+
+PyTypeObject em_py_Size = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ember.Size",
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_repr = size_repr,
+    .tp_doc = "The shape of a tensor: a tuple of ints.",
+};
+
+PyObject *em_py_shape_tuple(const int64_t *shape, int ndim) {
+    PyObject *t = PyTuple_New(ndim);
+    if (!t) return NULL;
+    for (int i = 0; i < ndim; i++) {
+        PyObject *v = PyLong_FromLongLong(shape[i]);
+        if (!v) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, v);
+    }
+    PyObject *args = PyTuple_Pack(1, t);
+    Py_DECREF(t);
+    if (!args) return NULL;
+    PyObject *s = PyTuple_Type.tp_new(&em_py_Size, args, NULL);
+    Py_DECREF(args);
+    return s;
+}
+
+/* ---- properties ---- */
+
+static PyObject *get_shape(PyObject *self, void *c) {
+    (void)c;
+    return em_py_shape_tuple(T(self)->shape, T(self)->ndim);
+}
+static PyObject *get_dtype(PyObject *self, void *c) {
+    (void)c;
+    PyObject *d = em_py_dtype_object(T(self)->dtype);
+    Py_INCREF(d);
+    return d;
+}
+static PyObject *get_ndim(PyObject *self, void *c) {
+    (void)c;
+    return PyLong_FromLong(T(self)->ndim);
+}
+static PyObject *get_is_cpu(PyObject *self, void *c) {
+    (void)c;
+    return PyBool_FromLong(T(self)->device.type == EM_DEVICE_CPU);
+}
+
+static PyObject *get_T(PyObject *self, void *c) {
+    (void)c;
+    em_tensor *t = T(self);
+    int64_t perm[EM_MAX_DIMS];
+    for (int i = 0; i < t->ndim; i++) perm[i] = t->ndim - 1 - i;
+    return em_py_wrap(em_permute(t, perm, t->ndim));
+}
+
+/* NumPy's view of the tensor: zero-copy; NumPy keeps this object alive. */
+static PyObject *get_array_interface(PyObject *self, void *c) {
+    (void)c;
+    em_tensor *t = T(self);
+    if (t->device.type != EM_DEVICE_CPU)
+        return em_py_error(PyExc_TypeError,
+                           "can't convert a CUDA tensor to NumPy; copy it to the CPU with .cpu()");
+    em_note_host_sync("NumPy conversion", t);
+    static const char *typestr[EM_DTYPE_COUNT] = {
+        [EM_DTYPE_F32] = "<f4", [EM_DTYPE_F64] = "<f8", [EM_DTYPE_I64] = "<i8", [EM_DTYPE_BOOL] = "|b1"};
+    PyObject *shape = PyTuple_New(t->ndim), *strides = PyTuple_New(t->ndim);
+    if (!shape || !strides) goto fail;
+    for (int i = 0; i < t->ndim; i++) {
+        PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(t->shape[i]));
+        PyTuple_SET_ITEM(strides, i,
+                         PyLong_FromLongLong(t->strides[i] * (int64_t)em_dtype_size(t->dtype)));
+    }
+    PyObject *d = Py_BuildValue("{s:N,s:s,s:(N,O),s:N,s:i}", "shape", shape, "typestr",
+                                typestr[t->dtype], "data", PyLong_FromVoidPtr(em_tensor_data(t)),
+                                Py_False, "strides", strides, "version", 3);
+    return d;
+fail:
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    return NULL;
+}
+
+static PyGetSetDef tensor_getset[] = {
+    {"shape", get_shape, NULL, "the size of each dimension (an ember.Size)", NULL},
+    {"dtype", get_dtype, NULL, "the element type", NULL},
+    {"ndim", get_ndim, NULL, "number of dimensions", NULL},
+    {"is_cpu", get_is_cpu, NULL, "True for tensors in CPU memory", NULL},
+    {"T", get_T, NULL, "the tensor with its dimensions reversed", NULL},
+    {"__array_interface__", get_array_interface, NULL, "NumPy array interface (zero-copy)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+/* ---- operators ---- */
+
+/* a op b where either may be a Python number; NotImplemented if neither
+ * is a tensor or the other is not a number. */
+static PyObject *binary(PyObject *a, PyObject *b, em_op op) {
+    bool at = em_py_is_tensor(a), bt = em_py_is_tensor(b);
+    if (!at && !bt) Py_RETURN_NOTIMPLEMENTED;
+    em_tensor *x = em_py_operand(a, at ? T(a) : T(b));
+    if (!x) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    em_tensor *y = em_py_operand(b, at ? T(a) : T(b));
+    if (!y) {
+        em_tensor_release(x);
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    em_tensor *r = op == EM_OP_POW ? em_pow(x, y) : em_binary(op, x, y);
+    em_tensor_release(x);
+    em_tensor_release(y);
+    return em_py_wrap(r);
+}
+
+static PyObject *nb_add(PyObject *a, PyObject *b) { return binary(a, b, EM_OP_ADD); }
+static PyObject *nb_sub(PyObject *a, PyObject *b) { return binary(a, b, EM_OP_SUB); }
+static PyObject *nb_mul(PyObject *a, PyObject *b) { return binary(a, b, EM_OP_MUL); }
+static PyObject *nb_div(PyObject *a, PyObject *b) { return binary(a, b, EM_OP_DIV); }
+static PyObject *nb_matmul(PyObject *a, PyObject *b) {
+    if (!em_py_is_tensor(a) || !em_py_is_tensor(b)) Py_RETURN_NOTIMPLEMENTED;
+    return em_py_wrap(em_matmul(T(a), T(b)));
+}
+static PyObject *nb_pow(PyObject *a, PyObject *b, PyObject *mod) {
+    if (mod != Py_None) return em_py_error(PyExc_TypeError, "pow() with a modulus is not supported");
+    return binary(a, b, EM_OP_POW);
+}
+static PyObject *nb_neg(PyObject *a) { return em_py_wrap(em_neg(T(a))); }
+static PyObject *nb_pos(PyObject *a) {
+    Py_INCREF(a);
+    return a;
+}
+
+/* In-place arithmetic must mutate the tensor (other references see it);
+ * until in-place ops exist, say so rather than silently rebinding. */
+static PyObject *inplace_missing(PyObject *a, PyObject *b) {
+    (void)a;
+    (void)b;
+    return em_py_error(PyExc_NotImplementedError,
+                       "in-place operators (x += y, x *= y, ...) are not implemented in ember yet; "
+                       "write x = x + y");
+}
+
+static PyObject *item_or_error(PyObject *self, const char *what) {
+    em_tensor *t = T(self);
+    if (t->numel != 1)
+        return em_py_error(PyExc_RuntimeError,
+                           "%s: a tensor with %lld elements cannot be converted to a Python scalar",
+                           what, (long long)t->numel);
+    return em_py_tensor_item(t);
+}
+
+static int nb_bool(PyObject *self) {
+    em_tensor *t = T(self);
+    if (t->numel != 1) {
+        PyErr_Format(PyExc_RuntimeError, "Boolean value of Tensor with %s is ambiguous",
+                     t->numel ? "more than one value" : "no values");
+        return -1;
+    }
+    em_note_host_sync("bool(tensor)", t);
+    return em_tensor_get_f64(t, 0) != 0.0;
+}
+
+static PyObject *nb_float(PyObject *self) {
+    PyObject *v = item_or_error(self, "float()");
+    if (!v) return NULL;
+    PyObject *f = PyNumber_Float(v);
+    Py_DECREF(v);
+    return f;
+}
+
+static PyObject *nb_int(PyObject *self) {
+    PyObject *v = item_or_error(self, "int()");
+    if (!v) return NULL;
+    PyObject *i = PyNumber_Long(v);
+    Py_DECREF(v);
+    return i;
+}
+
+static PyNumberMethods tensor_as_number = {
+    .nb_add = nb_add,
+    .nb_subtract = nb_sub,
+    .nb_multiply = nb_mul,
+    .nb_true_divide = nb_div,
+    .nb_power = nb_pow,
+    .nb_negative = nb_neg,
+    .nb_positive = nb_pos,
+    .nb_bool = nb_bool,
+    .nb_float = nb_float,
+    .nb_int = nb_int,
+    .nb_matrix_multiply = nb_matmul,
+    .nb_inplace_add = inplace_missing,
+    .nb_inplace_subtract = inplace_missing,
+    .nb_inplace_multiply = inplace_missing,
+    .nb_inplace_true_divide = inplace_missing,
+    .nb_inplace_matrix_multiply = inplace_missing,
+};
+
+static PyObject *richcompare(PyObject *a, PyObject *b, int op) {
+    (void)a;
+    (void)b;
+    static const char *names[] = {"<", "<=", "==", "!=", ">", ">="};
+    return em_py_error(PyExc_NotImplementedError,
+                       "comparison operators on tensors (%s) are not implemented in ember yet",
+                       names[op]);
+}
+
+static Py_hash_t tensor_hash(PyObject *self) { /* by identity, like PyTorch */
+    Py_hash_t h = (Py_hash_t)((uintptr_t)self >> 4);
+    return h == -1 ? -2 : h;
+}
+
+static Py_ssize_t tensor_len(PyObject *self) {
+    em_tensor *t = T(self);
+    if (t->ndim == 0) {
+        PyErr_SetString(PyExc_TypeError, "len() of a 0-d tensor");
+        return -1;
+    }
+    return (Py_ssize_t)t->shape[0];
+}
+
+static PyObject *subscript(PyObject *self, PyObject *key) {
+    (void)self;
+    (void)key;
+    return em_py_error(PyExc_NotImplementedError,
+                       "tensor indexing (x[...]) is not implemented in ember yet");
+}
+static int ass_subscript(PyObject *self, PyObject *key, PyObject *value) {
+    (void)self;
+    (void)key;
+    (void)value;
+    PyErr_SetString(PyExc_NotImplementedError,
+                    "tensor index assignment (x[...] = v) is not implemented in ember yet");
+    return -1;
+}
+
+static PyMappingMethods tensor_as_mapping = {tensor_len, subscript, ass_subscript};
+
+/* ---- methods ---- */
+
+#define UNARY_METHOD(name, fn)                                                                     \
+    static PyObject *m_##name(PyObject *self, PyObject *unused) {                                  \
+        (void)unused;                                                                              \
+        return em_py_wrap(fn(T(self)));                                                            \
+    }
+UNARY_METHOD(neg, em_neg)
+UNARY_METHOD(exp, em_exp)
+UNARY_METHOD(log, em_log)
+UNARY_METHOD(tanh, em_tanh)
+UNARY_METHOD(sigmoid, em_sigmoid)
+UNARY_METHOD(relu, em_relu)
+UNARY_METHOD(contiguous, em_contiguous)
+
+static PyObject *m_add(PyObject *self, PyObject *o) { return binary(self, o, EM_OP_ADD); }
+static PyObject *m_sub(PyObject *self, PyObject *o) { return binary(self, o, EM_OP_SUB); }
+static PyObject *m_mul(PyObject *self, PyObject *o) { return binary(self, o, EM_OP_MUL); }
+static PyObject *m_div(PyObject *self, PyObject *o) { return binary(self, o, EM_OP_DIV); }
+static PyObject *m_pow(PyObject *self, PyObject *o) { return binary(self, o, EM_OP_POW); }
+static PyObject *m_maximum(PyObject *self, PyObject *o) { return binary(self, o, EM_OP_MAXIMUM); }
+static PyObject *m_matmul(PyObject *self, PyObject *o) {
+    if (!em_py_is_tensor(o))
+        return em_py_error(PyExc_TypeError, "matmul: expected a tensor, got %s", Py_TYPE(o)->tp_name);
+    return em_py_wrap(em_matmul(T(self), T(o)));
+}
+
+static PyObject *reduce_method(PyObject *self, PyObject *args, PyObject *kwargs, em_op op) {
+    static char *kw[] = {"dim", "keepdim", "dtype", NULL};
+    PyObject *dim = Py_None, *dtype = Py_None;
+    int keepdim = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OpO", kw, &dim, &keepdim, &dtype)) return NULL;
+    int64_t dims[EM_MAX_DIMS];
+    int n;
+    if (em_py_dims_arg(dim, em_op_name(op), dims, &n) < 0) return NULL;
+    em_tensor *x = T(self), *cast = NULL;
+    if (dtype != Py_None) {
+        em_dtype dt;
+        if (em_py_dtype_arg(dtype, x->dtype, &dt) < 0) return NULL;
+        if (!(cast = em_cast(x, dt))) return em_py_raise();
+        x = cast;
+    }
+    em_tensor *r = op == EM_OP_SUM ? em_sum(x, dims, n, keepdim) : em_mean(x, dims, n, keepdim);
+    em_tensor_release(cast);
+    return em_py_wrap(r);
+}
+static PyObject *m_sum(PyObject *self, PyObject *args, PyObject *kwargs) {
+    return reduce_method(self, args, kwargs, EM_OP_SUM);
+}
+static PyObject *m_mean(PyObject *self, PyObject *args, PyObject *kwargs) {
+    return reduce_method(self, args, kwargs, EM_OP_MEAN);
+}
+
+static PyObject *m_reshape(PyObject *self, PyObject *args) {
+    int64_t s[EM_MAX_DIMS];
+    int n;
+    if (em_py_shape_args(args, "reshape", s, &n) < 0) return NULL;
+    return em_py_wrap(em_reshape(T(self), s, n));
+}
+static PyObject *m_view(PyObject *self, PyObject *args) {
+    int64_t s[EM_MAX_DIMS];
+    int n;
+    if (PyTuple_GET_SIZE(args) == 1 && Py_TYPE(PyTuple_GET_ITEM(args, 0)) == &em_py_dtype_type)
+        return em_py_error(PyExc_NotImplementedError, "view(dtype) is not implemented in ember yet");
+    if (em_py_shape_args(args, "view", s, &n) < 0) return NULL;
+    return em_py_wrap(em_view(T(self), s, n));
+}
+static PyObject *m_expand(PyObject *self, PyObject *args) {
+    int64_t s[EM_MAX_DIMS];
+    int n;
+    if (em_py_shape_args(args, "expand", s, &n) < 0) return NULL;
+    return em_py_wrap(em_expand(T(self), s, n));
+}
+static PyObject *m_permute(PyObject *self, PyObject *args) {
+    int64_t s[EM_MAX_DIMS];
+    int n;
+    if (em_py_shape_args(args, "permute", s, &n) < 0) return NULL;
+    return em_py_wrap(em_permute(T(self), s, n));
+}
+static PyObject *m_transpose(PyObject *self, PyObject *args) {
+    long long d0, d1;
+    if (!PyArg_ParseTuple(args, "LL:transpose", &d0, &d1)) return NULL;
+    return em_py_wrap(em_transpose(T(self), d0, d1));
+}
+static PyObject *m_t(PyObject *self, PyObject *unused) {
+    (void)unused;
+    if (T(self)->ndim > 2)
+        return em_py_error(PyExc_RuntimeError,
+                           "t() expects a tensor with <= 2 dimensions, but self is %d-D",
+                           T(self)->ndim);
+    return em_py_wrap(em_transpose(T(self), 0, -1));
+}
+
+static PyObject *cast_to(PyObject *self, em_dtype dt) {
+    if (T(self)->dtype == dt) { /* PyTorch returns the tensor itself */
+        Py_INCREF(self);
+        return self;
+    }
+    return em_py_wrap(em_cast(T(self), dt));
+}
+static PyObject *m_to(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *kw[] = {"dtype", "device", NULL};
+    PyObject *a = Py_None, *device = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:to", kw, &a, &device)) return NULL;
+    if (a != Py_None && Py_TYPE(a) != &em_py_dtype_type) { /* to("cpu") */
+        device = a;
+        a = Py_None;
+    }
+    if (em_py_device_arg(device, "to") < 0) return NULL;
+    em_dtype dt;
+    if (em_py_dtype_arg(a, T(self)->dtype, &dt) < 0) return NULL;
+    return cast_to(self, dt);
+}
+static PyObject *m_float(PyObject *s, PyObject *u) { (void)u; return cast_to(s, EM_DTYPE_F32); }
+static PyObject *m_double(PyObject *s, PyObject *u) { (void)u; return cast_to(s, EM_DTYPE_F64); }
+static PyObject *m_long(PyObject *s, PyObject *u) { (void)u; return cast_to(s, EM_DTYPE_I64); }
+static PyObject *m_bool(PyObject *s, PyObject *u) { (void)u; return cast_to(s, EM_DTYPE_BOOL); }
+
+static PyObject *m_item(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return item_or_error(self, "item()");
+}
+static PyObject *m_numel(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return PyLong_FromLongLong(T(self)->numel);
+}
+static PyObject *m_dim(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return PyLong_FromLong(T(self)->ndim);
+}
+static PyObject *m_is_contiguous(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return PyBool_FromLong(em_tensor_is_contiguous(T(self)));
+}
+static PyObject *m_element_size(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return PyLong_FromSize_t(em_dtype_size(T(self)->dtype));
+}
+static PyObject *m_data_ptr(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return PyLong_FromVoidPtr(em_tensor_data(T(self)));
+}
+
+static PyObject *dim_or_all(PyObject *self, PyObject *args, const int64_t *vals, const char *what) {
+    em_tensor *t = T(self);
+    PyObject *dim = Py_None;
+    if (!PyArg_ParseTuple(args, "|O", &dim)) return NULL;
+    if (dim == Py_None) {
+        if (vals == t->shape) return em_py_shape_tuple(vals, t->ndim);
+        PyObject *r = PyTuple_New(t->ndim);
+        for (int i = 0; r && i < t->ndim; i++) PyTuple_SET_ITEM(r, i, PyLong_FromLongLong(vals[i]));
+        return r;
+    }
+    long long d = PyLong_AsLongLong(dim);
+    if (d == -1 && PyErr_Occurred()) return NULL;
+    int w;
+    if (em_wrap_dim(what, d, t->ndim, &w) != EM_OK) return em_py_raise();
+    return PyLong_FromLongLong(t->ndim ? vals[w] : 1);
+}
+static PyObject *m_size(PyObject *self, PyObject *args) {
+    return dim_or_all(self, args, T(self)->shape, "size");
+}
+static PyObject *m_stride(PyObject *self, PyObject *args) {
+    return dim_or_all(self, args, T(self)->strides, "stride");
+}
+
+static PyMethodDef tensor_methods[] = {
+    {"neg", m_neg, METH_NOARGS, "-x"},
+    {"exp", m_exp, METH_NOARGS, "e ** x, elementwise"},
+    {"log", m_log, METH_NOARGS, "natural logarithm, elementwise"},
+    {"tanh", m_tanh, METH_NOARGS, "hyperbolic tangent, elementwise"},
+    {"sigmoid", m_sigmoid, METH_NOARGS, "1 / (1 + exp(-x)), elementwise"},
+    {"relu", m_relu, METH_NOARGS, "max(x, 0), elementwise"},
+    {"add", m_add, METH_O, "x + other"},
+    {"sub", m_sub, METH_O, "x - other"},
+    {"mul", m_mul, METH_O, "x * other"},
+    {"div", m_div, METH_O, "x / other (true division)"},
+    {"pow", m_pow, METH_O, "x ** exponent"},
+    {"maximum", m_maximum, METH_O, "elementwise maximum (propagates NaN)"},
+    {"matmul", m_matmul, METH_O, "matrix product with PyTorch's broadcasting rules"},
+    {"sum", (PyCFunction)(void (*)(void))m_sum, METH_VARARGS | METH_KEYWORDS,
+     "sum(dim=None, keepdim=False, dtype=None)"},
+    {"mean", (PyCFunction)(void (*)(void))m_mean, METH_VARARGS | METH_KEYWORDS,
+     "mean(dim=None, keepdim=False, dtype=None)"},
+    {"reshape", m_reshape, METH_VARARGS, "reshape(*shape): a view when possible, else a copy"},
+    {"view", m_view, METH_VARARGS, "view(*shape): a view sharing memory, or an error"},
+    {"expand", m_expand, METH_VARARGS, "expand(*sizes): broadcast view (-1 keeps a size)"},
+    {"permute", m_permute, METH_VARARGS, "permute(*dims): view with dims reordered"},
+    {"transpose", m_transpose, METH_VARARGS, "transpose(dim0, dim1): view with two dims swapped"},
+    {"t", m_t, METH_NOARGS, "transpose of a tensor with at most 2 dims"},
+    {"contiguous", m_contiguous, METH_NOARGS, "the tensor itself if contiguous, else a copy"},
+    {"to", (PyCFunction)(void (*)(void))m_to, METH_VARARGS | METH_KEYWORDS, "to(dtype)"},
+    {"float", m_float, METH_NOARGS, "to(ember.float32)"},
+    {"double", m_double, METH_NOARGS, "to(ember.float64)"},
+    {"long", m_long, METH_NOARGS, "to(ember.int64)"},
+    {"bool", m_bool, METH_NOARGS, "to(ember.bool)"},
+    {"item", m_item, METH_NOARGS, "the value of a one-element tensor as a Python number"},
+    {"numel", m_numel, METH_NOARGS, "number of elements"},
+    {"dim", m_dim, METH_NOARGS, "number of dimensions"},
+    {"size", m_size, METH_VARARGS, "size(dim=None)"},
+    {"stride", m_stride, METH_VARARGS, "stride(dim=None), in elements"},
+    {"is_contiguous", m_is_contiguous, METH_NOARGS, "row-major without gaps?"},
+    {"element_size", m_element_size, METH_NOARGS, "bytes per element"},
+    {"data_ptr", m_data_ptr, METH_NOARGS, "address of the first element"},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject em_py_TensorBase = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ember._C._TensorBase",
+    .tp_basicsize = sizeof(em_py_tensor),
+    .tp_dealloc = tensor_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = tensor_new_direct,
+    .tp_as_number = &tensor_as_number,
+    .tp_as_mapping = &tensor_as_mapping,
+    .tp_richcompare = richcompare,
+    .tp_hash = tensor_hash,
+    .tp_methods = tensor_methods,
+    .tp_getset = tensor_getset,
+    .tp_weaklistoffset = offsetof(em_py_tensor, weakreflist),
+    .tp_doc = "The C part of ember.Tensor.",
+};
+
+int em_py_tensor_type_init(PyObject *module) {
+    em_py_Size.tp_base = &PyTuple_Type;
+    if (PyType_Ready(&em_py_TensorBase) < 0 || PyType_Ready(&em_py_Size) < 0) return -1;
+    Py_INCREF(&em_py_TensorBase);
+    Py_INCREF(&em_py_Size);
+    if (PyModule_AddObject(module, "_TensorBase", (PyObject *)&em_py_TensorBase) < 0) return -1;
+    if (PyModule_AddObject(module, "Size", (PyObject *)&em_py_Size) < 0) return -1;
+    return 0;
+}

@@ -1,0 +1,309 @@
+/*
+ * tensor_new.c - tensors from Python data: ember.tensor (always a copy),
+ * ember.from_numpy (zero-copy, through the buffer protocol), and back to
+ * Python numbers (.item()).
+ */
+#include "ember_py.h"
+
+/* ---- zero-copy from buffers ---- */
+
+static void release_buffer(void *ctx, void *data, size_t nbytes) {
+    (void)data;
+    (void)nbytes;
+    PyGILState_STATE gs = PyGILState_Ensure(); /* the last reference may drop anywhere */
+    PyBuffer_Release((Py_buffer *)ctx);
+    PyMem_RawFree(ctx);
+    PyGILState_Release(gs);
+}
+
+static bool format_dtype(const char *f, Py_ssize_t itemsize, em_dtype *out) {
+    if (!f) f = "B";
+    if (*f == '<' || *f == '=' || *f == '@') f++;
+    if (f[1]) return false;
+    switch (*f) {
+    case 'f': *out = EM_DTYPE_F32; return itemsize == 4;
+    case 'd': *out = EM_DTYPE_F64; return itemsize == 8;
+    case 'l':
+    case 'q': *out = EM_DTYPE_I64; return itemsize == 8;
+    case '?': *out = EM_DTYPE_BOOL; return itemsize == 1;
+    default: return false;
+    }
+}
+
+/* A tensor sharing the memory of a buffer-protocol object (a NumPy array). */
+static em_tensor *from_buffer(PyObject *obj) {
+    Py_buffer *view = PyMem_RawMalloc(sizeof *view);
+    if (!view) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    if (PyObject_GetBuffer(obj, view, PyBUF_RECORDS) < 0) { /* strided, writable, with format */
+        PyErr_Clear();
+        if (PyObject_GetBuffer(obj, view, PyBUF_RECORDS_RO) < 0) {
+            PyMem_RawFree(view);
+            return NULL;
+        }
+        if (PyErr_WarnEx(PyExc_UserWarning,
+                         "the given NumPy array is not writable; ember does not support "
+                         "read-only tensors, so writing to this tensor is undefined behaviour",
+                         1) < 0)
+            goto fail;
+    }
+    em_dtype dt;
+    if (!format_dtype(view->format, view->itemsize, &dt)) {
+        PyErr_Format(PyExc_TypeError,
+                     "can't convert an array of element format '%s' (itemsize %zd); the "
+                     "supported types are float32, float64, int64 and bool",
+                     view->format ? view->format : "B", view->itemsize);
+        goto fail;
+    }
+    if (view->ndim > EM_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "arrays with more than %d dimensions are not supported",
+                     EM_MAX_DIMS);
+        goto fail;
+    }
+    int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS];
+    int64_t extent = 1;
+    bool empty = false;
+    for (int i = 0; i < view->ndim; i++) {
+        shape[i] = view->shape[i];
+        Py_ssize_t st = view->strides ? view->strides[i] : 0;
+        if (st < 0) {
+            PyErr_SetString(PyExc_ValueError,
+                            "at least one stride in the given array is negative; ember tensors "
+                            "cannot have negative strides (copy the array first)");
+            goto fail;
+        }
+        if (st % view->itemsize) {
+            PyErr_SetString(PyExc_ValueError,
+                            "the given array has strides that are not a multiple of its element "
+                            "size (copy the array first)");
+            goto fail;
+        }
+        strides[i] = st / view->itemsize;
+        if (shape[i] == 0) empty = true;
+        extent += (shape[i] - 1) * strides[i];
+    }
+    if (!view->strides) em_contiguous_strides(shape, view->ndim, strides);
+    size_t nbytes = empty ? 0 : (size_t)extent * (size_t)view->itemsize;
+    em_storage *s = em_storage_wrap(view->buf, nbytes, em_cpu(), release_buffer, view);
+    if (!s) {
+        em_py_raise();
+        goto fail;
+    }
+    em_tensor *t = em_tensor_from_storage(s, dt, 0, shape, strides, view->ndim);
+    em_storage_release(s); /* on failure this also releases the buffer */
+    if (!t) em_py_raise();
+    return t;
+fail:
+    PyBuffer_Release(view);
+    PyMem_RawFree(view);
+    return NULL;
+}
+
+PyObject *em_py_from_numpy(PyObject *self, PyObject *arr) {
+    (void)self;
+    if (!PyObject_CheckBuffer(arr) || PyBytes_Check(arr) || PyByteArray_Check(arr))
+        return em_py_error(PyExc_TypeError, "from_numpy: expected a NumPy array, got %s",
+                           Py_TYPE(arr)->tp_name);
+    em_tensor *t = from_buffer(arr);
+    return t ? em_py_wrap(t) : NULL;
+}
+
+/* ---- nested Python data ---- */
+
+static bool is_seq(PyObject *o) { return PyList_Check(o) || PyTuple_Check(o); }
+
+/* The promotion category of a leaf, or -1 (with TypeError) if it is not a
+ * number. */
+static int leaf_category(PyObject *o) {
+    if (PyBool_Check(o)) return EM_CAT_BOOL;
+    if (PyLong_Check(o)) return EM_CAT_INT;
+    if (PyFloat_Check(o)) return EM_CAT_FLOAT;
+    if (em_py_is_tensor(o) && em_py_tensor_of(o)->numel == 1)
+        return em_dtype_category_of(em_py_tensor_of(o)->dtype);
+    if (PyIndex_Check(o)) return EM_CAT_INT;
+    if (PyNumber_Check(o) && !is_seq(o)) return EM_CAT_FLOAT;
+    PyErr_Format(PyExc_TypeError, "tensor(): could not convert an element of type %s to a number",
+                 Py_TYPE(o)->tp_name);
+    return -1;
+}
+
+typedef struct {
+    int ndim;
+    int64_t shape[EM_MAX_DIMS];
+    int cat;
+    char *out;
+    em_dtype dt;
+    int64_t pos;
+} walker;
+
+static int store_leaf(walker *w, PyObject *o) {
+    if (em_py_is_tensor(o)) {
+        em_tensor *t = em_py_tensor_of(o);
+        em_note_host_sync("tensor() from a tensor element", t);
+        PyObject *v = em_py_tensor_item(t);
+        if (!v) return -1;
+        int r = store_leaf(w, v);
+        Py_DECREF(v);
+        return r;
+    }
+    char *p = w->out + w->pos * (int64_t)em_dtype_size(w->dt);
+    w->pos++;
+    switch (w->dt) {
+    case EM_DTYPE_F32:
+    case EM_DTYPE_F64: {
+        double v = PyFloat_AsDouble(o);
+        if (v == -1.0 && PyErr_Occurred()) return -1;
+        if (w->dt == EM_DTYPE_F32)
+            *(float *)p = (float)v;
+        else
+            *(double *)p = v;
+        return 0;
+    }
+    case EM_DTYPE_I64: {
+        long long v;
+        if (PyFloat_Check(o)) {
+            double d = PyFloat_AS_DOUBLE(o);
+            if (!(d > -9.3e18 && d < 9.3e18)) {
+                PyErr_SetString(PyExc_RuntimeError, "value cannot be converted to int64 without overflow");
+                return -1;
+            }
+            v = (long long)d;
+        } else {
+            v = PyLong_AsLongLong(o);
+            if (v == -1 && PyErr_Occurred()) {
+                if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                    PyErr_Clear();
+                    PyErr_SetString(PyExc_RuntimeError, "Overflow when unpacking long into int64");
+                }
+                return -1;
+            }
+        }
+        *(int64_t *)p = v;
+        return 0;
+    }
+    default: {
+        int b = PyObject_IsTrue(o);
+        if (b < 0) return -1;
+        *(bool *)p = b;
+        return 0;
+    }
+    }
+}
+
+/* Checks the nesting of `o` below dim `d` against the inferred shape; with
+ * w->out set, stores the leaves; otherwise collects their category. */
+static int walk(walker *w, PyObject *o, int d) {
+    if (d == w->ndim) {
+        if (is_seq(o)) {
+            PyErr_Format(PyExc_ValueError, "expected a number at dim %d, got a sequence", d);
+            return -1;
+        }
+        if (w->out) return store_leaf(w, o);
+        int c = leaf_category(o);
+        if (c < 0) return -1;
+        if (c > w->cat) w->cat = c;
+        return 0;
+    }
+    if (!is_seq(o)) {
+        PyErr_Format(PyExc_ValueError, "expected a sequence of length %lld at dim %d (got %s)",
+                     (long long)w->shape[d], d, Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    if (n != w->shape[d]) {
+        PyErr_Format(PyExc_ValueError, "expected sequence of length %lld at dim %d (got %zd)",
+                     (long long)w->shape[d], d, n);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (walk(w, PySequence_Fast_GET_ITEM(o, i), d + 1) < 0) return -1;
+    return 0;
+}
+
+static em_tensor *from_nested(PyObject *data, PyObject *dtype_arg) {
+    walker w = {0};
+    w.cat = EM_CAT_BOOL;
+    for (PyObject *o = data; is_seq(o); o = PySequence_Fast_GET_ITEM(o, 0)) {
+        if (w.ndim == EM_MAX_DIMS) {
+            PyErr_Format(PyExc_ValueError, "tensor(): at most %d dimensions", EM_MAX_DIMS);
+            return NULL;
+        }
+        w.shape[w.ndim++] = PySequence_Fast_GET_SIZE(o);
+        if (PySequence_Fast_GET_SIZE(o) == 0) break;
+    }
+    bool empty = em_shape_numel(w.shape, w.ndim) == 0;
+    if (!empty && walk(&w, data, 0) < 0) return NULL;
+    em_dtype dflt = w.cat == EM_CAT_FLOAT ? EM_DEFAULT_FLOAT
+                    : w.cat == EM_CAT_INT ? EM_DTYPE_I64
+                    : empty ? EM_DEFAULT_FLOAT
+                            : EM_DTYPE_BOOL;
+    if (em_py_dtype_arg(dtype_arg, dflt, &w.dt) < 0) return NULL;
+    em_tensor *t = em_tensor_empty(w.shape, w.ndim, w.dt, em_cpu());
+    if (!t) {
+        em_py_raise();
+        return NULL;
+    }
+    w.out = em_tensor_data(t);
+    if (!empty && walk(&w, data, 0) < 0) {
+        em_tensor_release(t);
+        return NULL;
+    }
+    return t;
+}
+
+PyObject *em_py_tensor_new(PyObject *self, PyObject *args, PyObject *kwargs) {
+    (void)self;
+    static char *kw[] = {"data", "dtype", "device", NULL};
+    PyObject *data, *dtype = Py_None, *device = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$O:tensor", kw, &data, &dtype, &device))
+        return NULL;
+    if (em_py_device_arg(device, "tensor") < 0) return NULL;
+    em_tensor *src = NULL;
+    if (em_py_is_tensor(data)) {
+        src = em_py_tensor_of(data);
+        em_tensor_retain(src);
+    } else if (PyObject_CheckBuffer(data) && !PyBytes_Check(data) && !PyByteArray_Check(data)) {
+        if (!(src = from_buffer(data))) return NULL;
+    }
+    if (src) { /* always a copy, like torch.tensor */
+        em_dtype dt;
+        if (em_py_dtype_arg(dtype, src->dtype, &dt) < 0) {
+            em_tensor_release(src);
+            return NULL;
+        }
+        em_tensor *t = em_cast(src, dt);
+        em_tensor_release(src);
+        return em_py_wrap(t);
+    }
+    if (PyList_Check(data) || PyTuple_Check(data)) {
+        /* Fast sequences throughout: lists and tuples only. */
+        em_tensor *t = from_nested(data, dtype);
+        return t ? em_py_wrap(t) : NULL;
+    }
+    walker w = {0};
+    int c = leaf_category(data);
+    if (c < 0) return NULL;
+    em_dtype dflt = c == EM_CAT_FLOAT ? EM_DEFAULT_FLOAT : c == EM_CAT_INT ? EM_DTYPE_I64 : EM_DTYPE_BOOL;
+    if (em_py_dtype_arg(dtype, dflt, &w.dt) < 0) return NULL;
+    em_tensor *t = em_tensor_empty(NULL, 0, w.dt, em_cpu());
+    if (!t) return em_py_raise();
+    w.out = em_tensor_data(t);
+    if (store_leaf(&w, data) < 0) {
+        em_tensor_release(t);
+        return NULL;
+    }
+    return em_py_wrap(t);
+}
+
+PyObject *em_py_tensor_item(em_tensor *t) {
+    em_note_host_sync(".item()", t);
+    const void *p = em_tensor_data(t);
+    switch (t->dtype) {
+    case EM_DTYPE_F32: return PyFloat_FromDouble(*(const float *)p);
+    case EM_DTYPE_F64: return PyFloat_FromDouble(*(const double *)p);
+    case EM_DTYPE_I64: return PyLong_FromLongLong(*(const int64_t *)p);
+    default: return PyBool_FromLong(*(const bool *)p);
+    }
+}

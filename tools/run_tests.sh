@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs every ember test on a fresh Debian 12 machine: installs what is
+# missing, builds from scratch, then
+#   1. a clang build (warnings are errors) and its C tests,
+#   2. a sanitizer build (ASan + UBSan): C tests with leak checking, then the
+#      Python tests with the sanitizers preloaded,
+#   3. the release build: C unit tests and lit pass tests (ctest), then the
+#      Python tests (pytest), whose summaries end the output.
+set -euo pipefail
+source "$(dirname "$0")/setup.sh"
+cd "$EMBER_ROOT"
+
+ensure_packages "${BUILD_PACKAGES[@]}" python3-pytest python3-hypothesis python3-torch
+pick_python
+echo "== python: $PYTHON"
+
+echo "== clang build"
+build build-clang -DCMAKE_C_COMPILER=clang-19 -DEMBER_WERROR=ON -DEMBER_PYTHON=OFF
+quiet "clang ctest" ctest --test-dir build-clang --output-on-failure -E lit_ir
+
+echo "== sanitizer build (ASan + UBSan)"
+build build-asan -DEMBER_SANITIZE=ON -DEMBER_WERROR=ON
+quiet "asan ctest" env ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -E lit_ir
+# CPython itself is not instrumented: preload the runtime and skip its leak
+# report (the interpreter keeps objects alive at exit by design).
+quiet "asan pytest" env ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
+    PYTHONPATH=python:build-asan/python EMBER_TEST_SANITIZER=1 \
+    "$PYTHON" -m pytest -q -x -p no:cacheprovider tests/python
+
+echo "== release build"
+build build -DEMBER_WERROR=ON
+ctest --test-dir build --output-on-failure
+PYTHONPATH=python:build/python "$PYTHON" -m pytest -q -p no:cacheprovider tests/python
