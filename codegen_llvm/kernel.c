@@ -128,38 +128,21 @@ static em_status plan(const em_ir_node *node, int64_t (*const in_strides)[EM_MAX
     const em_type *it = &node->out[0]->type;
     int n_ops = node->n_out + node->n_in, nd = it->ndim;
     if (n_ops > 80) return em_error(EM_ERR_NOT_IMPLEMENTED, "llvm: kernel with %d operands", n_ops);
-    int64_t full[80][EM_MAX_DIMS], contig[EM_MAX_DIMS];
+    int64_t contig[EM_MAX_DIMS];
     em_contiguous_strides(it->shape, nd, contig);
     for (int k = 0; k < n_ops; k++) {
         bool is_out = k < node->n_out;
         const em_type *t = is_out ? &node->out[k]->type : &node->in[k - node->n_out]->type;
-        const int64_t *st = is_out ? contig : in_strides[k - node->n_out];
-        int lead = nd - t->ndim;
-        for (int d = 0; d < nd; d++) {
-            int td = d - lead;
-            full[k][d] = (td < 0 || t->shape[td] == 1) ? 0 : st[td];
-        }
+        em_broadcast_strides(t->shape, is_out ? contig : in_strides[k - node->n_out], t->ndim, nd,
+                             g->strides[k]);
     }
-    int n = 0;
-    for (int d = 0; d < nd; d++) {
-        if (it->shape[d] == 1) continue;
-        bool merge = n > 0;
-        for (int k = 0; k < n_ops && merge; k++) merge = g->strides[k][n - 1] == full[k][d] * it->shape[d];
-        if (merge) {
-            g->shape[n - 1] *= it->shape[d];
-            for (int k = 0; k < n_ops; k++) g->strides[k][n - 1] = full[k][d];
-        } else {
-            g->shape[n] = it->shape[d];
-            for (int k = 0; k < n_ops; k++) g->strides[k][n] = full[k][d];
-            n++;
-        }
-    }
-    if (n == 0) { /* a single element */
+    memcpy(g->shape, it->shape, sizeof g->shape);
+    g->nd = em_coalesce_dims(g->shape, nd, g->strides, n_ops);
+    if (g->nd == 0) { /* a single element */
         g->shape[0] = 1;
         for (int k = 0; k < n_ops; k++) g->strides[k][0] = 0;
-        n = 1;
+        g->nd = 1;
     }
-    g->nd = n;
     g->n_ops = n_ops;
     return EM_OK;
 }

@@ -17,17 +17,10 @@
     T em_scalar_##name##_##sfx(T a, T b);                                                          \
     T em_scalar_##name##_##sfx(T a, T b) { return sc_##name##_##sfx(a, b); }
 
-#define GEN_UNARY(n, dts) EM_FOR_DTYPES_##dts(LIB_UNARY, n)
-#define GEN_BINARY(n, dts) EM_FOR_DTYPES_##dts(LIB_BINARY, n)
-#define GEN_CAST(n, dts)
-#define GEN_REDUCE(n, dts)
-#define GEN_MATMUL(n, dts)
-#define GEN_VIEW(n, dts)
-#define GEN_COPY(n, dts)
-#define GEN_FACTORY(n, dts)
-#define GEN_RANDOM(n, dts)
-#define GEN_FUSED(n, dts)
-#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) GEN_##kind(n, dts)
+#define LIB_1 LIB_UNARY
+#define LIB_2 LIB_BINARY
+#define GEN_LIB(E, n, dts, arity) EM_FOR_DTYPES_##dts(LIB_##arity, n)
+#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_EW_ROW_##kind(GEN_LIB, E, n, dts)
 #include "ember/ops.def"
 #undef EM_OP
 

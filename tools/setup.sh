@@ -57,7 +57,7 @@ quiet() {
     local log
     log="$(mktemp)"
     if "$@" >"$log" 2>&1; then
-        echo "$label: $(tail -n 1 "$log")"
+        echo "$label: $(grep -E "tests passed|passed|failed" "$log" | tail -n 1)"
         rm -f "$log"
     else
         cat "$log"

@@ -27,6 +27,21 @@ typedef enum em_op {
     EM_OP_COUNT
 } em_op;
 
+/* Selects the elementwise rows of ops.def: with
+ *   #define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_EW_ROW_##kind(X, E, n, dts)
+ * an expansion of ops.def calls X(E, name, dtype_class, arity) for each UNARY
+ * and BINARY row and nothing for the others. */
+#define EM_EW_ROW_UNARY(X, E, n, dts) X(E, n, dts, 1)
+#define EM_EW_ROW_BINARY(X, E, n, dts) X(E, n, dts, 2)
+#define EM_EW_ROW_CAST(X, E, n, dts)
+#define EM_EW_ROW_REDUCE(X, E, n, dts)
+#define EM_EW_ROW_MATMUL(X, E, n, dts)
+#define EM_EW_ROW_VIEW(X, E, n, dts)
+#define EM_EW_ROW_COPY(X, E, n, dts)
+#define EM_EW_ROW_FACTORY(X, E, n, dts)
+#define EM_EW_ROW_RANDOM(X, E, n, dts)
+#define EM_EW_ROW_FUSED(X, E, n, dts)
+
 typedef enum em_op_kind {
     EM_KIND_UNARY,
     EM_KIND_BINARY,
@@ -218,6 +233,18 @@ em_tensor *em_randn(const int64_t *shape, int n, em_dtype dtype);
 bool em_view_geometry(em_op op, const int64_t *shape, const int64_t *strides, int ndim,
                       const em_attrs *attrs, int64_t *out_shape, int64_t *out_strides,
                       int *out_ndim);
+
+/* Strides (in any unit) of an operand of the given shape read over a
+ * to_ndim-dim iteration space it broadcasts to: right-aligned, 0 where the
+ * operand is missing the dim or has size 1. */
+void em_broadcast_strides(const int64_t *shape, const int64_t *strides, int ndim, int to_ndim,
+                          int64_t *out);
+/* Simplifies an iteration over `shape` (ndim dims) by n_ops operands with
+ * strides[k][d]: drops dims of size 1 and merges neighbouring dims that every
+ * operand steps across evenly, in place. Returns the new number of dims (0
+ * when one element remains). The eager iterator and the code generators use
+ * it alike, so they walk memory the same way. */
+int em_coalesce_dims(int64_t *shape, int ndim, int64_t (*strides)[EM_MAX_DIMS], int n_ops);
 
 /* Broadcasts two shapes (right-aligned). Returns false if they do not fit. */
 bool em_broadcast_shapes(const int64_t *a, int na, const int64_t *b, int nb, int64_t *out,

@@ -52,35 +52,19 @@
         }                                                                                          \
     }
 
-#define GEN_UNARY(n, dts) EM_FOR_DTYPES_##dts(DEF_UNARY, n)
-#define GEN_BINARY(n, dts) EM_FOR_DTYPES_##dts(DEF_BINARY, n)
-#define GEN_CAST(n, dts)
-#define GEN_REDUCE(n, dts)
-#define GEN_MATMUL(n, dts)
-#define GEN_VIEW(n, dts)
-#define GEN_COPY(n, dts)
-#define GEN_FACTORY(n, dts)
-#define GEN_RANDOM(n, dts)
-#define GEN_FUSED(n, dts)
-#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) GEN_##kind(n, dts)
+#define GEN_LOOPS(E, n, dts, arity) EM_FOR_DTYPES_##dts(DEF_LOOP_##arity, n)
+#define DEF_LOOP_1 DEF_UNARY
+#define DEF_LOOP_2 DEF_BINARY
+#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_EW_ROW_##kind(GEN_LOOPS, E, n, dts)
 #include "ember/ops.def"
 #undef EM_OP
 
 /* ---- the loop table: ew_loops[op][compute dtype] ---- */
 
 #define ENTRY(name, S, T, sfx) [EM_DTYPE_##S] = loop_##name##_##sfx,
-#define TBL_UNARY(E, n, dts) [EM_OP_##E] = {EM_FOR_DTYPES_##dts(ENTRY, n)},
-#define TBL_BINARY TBL_UNARY
-#define TBL_CAST(E, n, dts)
-#define TBL_REDUCE(E, n, dts)
-#define TBL_MATMUL(E, n, dts)
-#define TBL_VIEW(E, n, dts)
-#define TBL_COPY(E, n, dts)
-#define TBL_FACTORY(E, n, dts)
-#define TBL_RANDOM(E, n, dts)
-#define TBL_FUSED(E, n, dts)
+#define TABLE_ROW(E, n, dts, arity) [EM_OP_##E] = {EM_FOR_DTYPES_##dts(ENTRY, n)},
 static const em_loop_fn ew_loops[EM_OP_COUNT][EM_DTYPE_COUNT] = {
-#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) TBL_##kind(E, n, dts)
+#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_EW_ROW_##kind(TABLE_ROW, E, n, dts)
 #include "ember/ops.def"
 #undef EM_OP
 };

@@ -12,37 +12,17 @@
 #include "ember/parallel.h"
 
 void em_iter_init(em_iter *it, em_tensor *out, em_tensor *const *ins, int n_in) {
-    int n_ops = 1 + n_in, nd = out->ndim;
-    int64_t full[EM_ITER_MAX_OPS][EM_MAX_DIMS];
+    int n_ops = 1 + n_in;
     for (int k = 0; k < n_ops; k++) {
         em_tensor *t = k == 0 ? out : ins[k - 1];
         int64_t item = (int64_t)em_dtype_size(t->dtype);
-        int lead = nd - t->ndim;
-        for (int d = 0; d < nd; d++) {
-            int td = d - lead;
-            full[k][d] = (td < 0 || t->shape[td] == 1) ? 0 : t->strides[td] * item;
-        }
+        em_broadcast_strides(t->shape, t->strides, t->ndim, out->ndim, it->strides[k]);
+        for (int d = 0; d < out->ndim; d++) it->strides[k][d] *= item; /* bytes */
         it->data[k] = em_tensor_data(t);
     }
-    /* Drop size-1 dims, then merge dim d into the kept dim before it when
-     * every operand steps across the boundary evenly. */
-    int n = 0;
-    for (int d = 0; d < nd; d++) {
-        if (out->shape[d] == 1) continue;
-        bool merge = n > 0;
-        for (int k = 0; k < n_ops && merge; k++)
-            merge = it->strides[k][n - 1] == full[k][d] * out->shape[d];
-        if (merge) {
-            it->shape[n - 1] *= out->shape[d];
-            for (int k = 0; k < n_ops; k++) it->strides[k][n - 1] = full[k][d];
-        } else {
-            it->shape[n] = out->shape[d];
-            for (int k = 0; k < n_ops; k++) it->strides[k][n] = full[k][d];
-            n++;
-        }
-    }
+    for (int d = 0; d < out->ndim; d++) it->shape[d] = out->shape[d];
     it->n_ops = n_ops;
-    it->ndim = n;
+    it->ndim = em_coalesce_dims(it->shape, out->ndim, it->strides, n_ops);
     it->numel = out->numel;
 }
 

@@ -130,11 +130,10 @@ em_status cpu_matmul(em_op op, em_tensor *const *in, const em_attrs *attrs, em_t
     int xb = x->ndim > 2 ? x->ndim - 2 : 0, yb = y->ndim > 2 ? y->ndim - 2 : 0;
     int zb = xb > yb ? xb : yb;
     int64_t bshape[EM_MAX_DIMS], xbs[EM_MAX_DIMS], ybs[EM_MAX_DIMS], batches = 1;
+    em_broadcast_strides(xa->shape, xa->strides, xb, zb, xbs);
+    em_broadcast_strides(ya->shape, ya->strides, yb, zb, ybs);
     for (int i = 0; i < zb; i++) {
-        int xi = i - (zb - xb), yi = i - (zb - yb);
         bshape[i] = z->shape[i];
-        xbs[i] = (xi < 0 || xa->shape[xi] == 1) ? 0 : xa->strides[xi];
-        ybs[i] = (yi < 0 || ya->shape[yi] == 1) ? 0 : ya->strides[yi];
         batches *= bshape[i];
     }
     size_t item = em_dtype_size(x->dtype);

@@ -39,33 +39,29 @@ typedef struct {
     bool mean;
 } plan_t;
 
-/* Sum of n elements at p with `stride` (elements). Unrolled into independent
- * accumulators so the compiler vectorises the contiguous case. */
+/* Sum in double of n floats at p with `stride` (elements), unrolled into
+ * independent accumulators so the compiler vectorises the contiguous case
+ * while the order of additions stays fixed. */
+#define SUM_FLOAT(T, sfx)                                                                          \
+    static double sum_float_##sfx(const char *p, int64_t stride, int64_t n) {                     \
+        const T *x = (const T *)p;                                                                 \
+        double a[8] = {0};                                                                         \
+        int64_t i = 0;                                                                             \
+        if (stride == 1)                                                                           \
+            for (; i + 8 <= n; i += 8)                                                             \
+                for (int j = 0; j < 8; j++) a[j] += x[i + j];                                      \
+        for (; i < n; i++) a[0] += x[i * stride];                                                  \
+        return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));                 \
+    }
+SUM_FLOAT(float, f32)
+SUM_FLOAT(double, f64)
+
+/* Sum of n elements at p with `stride` (elements), in the accumulator type. */
 static acc_t run_sum(em_dtype dt, const char *p, int64_t stride, int64_t n) {
     acc_t r;
     switch (dt) {
-    case EM_DTYPE_F32: {
-        const float *x = (const float *)p;
-        double a[8] = {0};
-        int64_t i = 0;
-        if (stride == 1)
-            for (; i + 8 <= n; i += 8)
-                for (int j = 0; j < 8; j++) a[j] += x[i + j];
-        for (; i < n; i++) a[0] += x[i * stride];
-        r.f = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-        return r;
-    }
-    case EM_DTYPE_F64: {
-        const double *x = (const double *)p;
-        double a[8] = {0};
-        int64_t i = 0;
-        if (stride == 1)
-            for (; i + 8 <= n; i += 8)
-                for (int j = 0; j < 8; j++) a[j] += x[i + j];
-        for (; i < n; i++) a[0] += x[i * stride];
-        r.f = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-        return r;
-    }
+    case EM_DTYPE_F32: r.f = sum_float_f32(p, stride, n); return r;
+    case EM_DTYPE_F64: r.f = sum_float_f64(p, stride, n); return r;
     case EM_DTYPE_I64: {
         const int64_t *x = (const int64_t *)p;
         uint64_t a = 0;
@@ -179,22 +175,15 @@ static void columns_task(void *arg, int64_t b, int64_t e) {
     }
 }
 
-/* Keeps dims of size > 1 and merges neighbours that are contiguous. */
-static int coalesce(const int64_t *shape, const int64_t *stride, const int *dims, int n,
-                    int64_t *oshape, int64_t *ostride) {
-    int m = 0;
+/* Gathers the given dims of x into shape/stride and coalesces them. */
+static int group_dims(const em_tensor *x, const int *dims, int n, int64_t *shape, int64_t *stride) {
+    int64_t st[1][EM_MAX_DIMS];
     for (int i = 0; i < n; i++) {
-        int d = dims[i];
-        if (shape[d] == 1) continue;
-        if (m > 0 && ostride[m - 1] == stride[d] * shape[d]) {
-            oshape[m - 1] *= shape[d];
-            ostride[m - 1] = stride[d];
-        } else {
-            oshape[m] = shape[d];
-            ostride[m] = stride[d];
-            m++;
-        }
+        shape[i] = x->shape[dims[i]];
+        st[0][i] = x->strides[dims[i]];
     }
+    int m = em_coalesce_dims(shape, n, st, 1);
+    for (int i = 0; i < m; i++) stride[i] = st[0][i];
     return m;
 }
 
@@ -217,8 +206,8 @@ em_status cpu_reduce(em_op op, em_tensor *const *in, const em_attrs *attrs, em_t
         else
             kd[nk++] = d;
     }
-    p.nk = coalesce(x->shape, x->strides, kd, nk, p.kshape, p.kstride);
-    p.nr = coalesce(x->shape, x->strides, rd, nr, p.rshape, p.rstride);
+    p.nk = group_dims(x, kd, nk, p.kshape, p.kstride);
+    p.nr = group_dims(x, rd, nr, p.rshape, p.rstride);
     p.knumel = out[0]->numel;
     p.rnumel = 1;
     for (int i = 0; i < nr; i++) p.rnumel *= x->shape[rd[i]];
