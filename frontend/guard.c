@@ -127,6 +127,9 @@ bool em_guards_check(const em_guards *gs, const em_arg *args, int n, char *why, 
     for (int k = 0; k < n; k++) {
         const guard *g = &gs->g[k];
         const em_arg *a = &args[k];
+        if (a->name != g->name && strcmp(a->name ? a->name : "?", g->name) != 0)
+            return mismatch(why, ws, "argument %d is '%s' instead of '%s'", k + 1,
+                            a->name ? a->name : "?", g->name);
         if (a->kind != g->kind)
             return mismatch(why, ws, "%s: %s instead of %s", g->name, kind_name(a->kind),
                             kind_name(g->kind));

@@ -130,11 +130,13 @@ em_status infer_elementwise(em_op op, const em_type *in, int n_in, const em_attr
     if (st != EM_OK) return st;
     em_type r = in[0];
     for (int i = 1; i < n_in; i++) {
-        if (!em_broadcast_shapes(r.shape, r.ndim, in[i].shape, in[i].ndim, r.shape, &r.ndim)) {
+        int64_t shape[EM_MAX_DIMS]; /* not r.shape: the inputs must not alias the output */
+        if (!em_broadcast_shapes(r.shape, r.ndim, in[i].shape, in[i].ndim, shape, &r.ndim)) {
             char a[256], b[256];
             return em_error(EM_ERR_SHAPE, "%s: cannot broadcast %s with %s", em_op_name(op),
                             TYPE_STR(&in[0], a), TYPE_STR(&in[i], b));
         }
+        memcpy(r.shape, shape, sizeof shape);
     }
     const em_type *ops[EM_ITER_MAX_OPS];
     for (int i = 0; i < n_in; i++) ops[i] = &in[i];

@@ -246,7 +246,8 @@ void em_broadcast_strides(const int64_t *shape, const int64_t *strides, int ndim
  * it alike, so they walk memory the same way. */
 int em_coalesce_dims(int64_t *shape, int ndim, int64_t (*strides)[EM_MAX_DIMS], int n_ops);
 
-/* Broadcasts two shapes (right-aligned). Returns false if they do not fit. */
+/* Broadcasts two shapes (right-aligned) into `out`, which must not alias a or
+ * b. Returns false if they do not fit. */
 bool em_broadcast_shapes(const int64_t *a, int na, const int64_t *b, int nb, int64_t *out,
                          int *nout);
 

@@ -10,6 +10,13 @@
  *     its result is returned), compile, cache under the call's guards;
  *   - at the limit: run eagerly, warning once with the guard that failed.
  * Warnings say why a function runs eagerly, once per function and reason.
+ *
+ * A trace runs the function on proxies of its tensor arguments: new tensor
+ * objects viewing the same memory. So every use the trace sees of an
+ * argument really came through that argument, even when the caller passes
+ * one tensor twice or passes a tensor the function also reaches as a global
+ * (which is then captured on its own). Results that are proxies are handed
+ * back as the caller's original objects.
  */
 #include <string.h>
 
@@ -40,6 +47,8 @@ typedef struct {
     entry *entries;
     int n_entries;
     bool warned_limit, warned_args;
+    char **warned; /* fallback reasons already warned about */
+    int n_warned;
     int64_t n_compiled_calls, n_eager_calls, n_traces;
 } compiled_fn;
 
@@ -47,19 +56,36 @@ typedef struct {
 
 /* ---- arguments ---- */
 
-/* Fills args[] from a call; returns the count, or -1 if an argument has a
- * type guards cannot describe (*bad names it). */
+typedef struct {
+    const char *name;
+    PyObject *key, *value; /* borrowed */
+} kwarg;
+
+static int kwarg_cmp(const void *a, const void *b) {
+    return strcmp(((const kwarg *)a)->name, ((const kwarg *)b)->name);
+}
+
+/* Fills args[] (and objs[]/keys[], the Python objects and keyword names,
+ * NULL for positional ones) from a call: positional arguments, then keyword
+ * arguments sorted by name, so f(x=a, y=b) and f(y=b, x=a) are one call.
+ * Returns the count, -1 if an argument has a type guards cannot describe
+ * (*bad names it), -2 with an exception set. */
 static int collect_args(compiled_fn *cf, PyObject *args, PyObject *kwargs, em_arg *out,
-                        const char **bad, PyObject **bad_obj) {
+                        PyObject **objs, PyObject **keys, const char **bad, PyObject **bad_obj) {
     Py_ssize_t np = PyTuple_GET_SIZE(args), nk = kwargs ? PyDict_GET_SIZE(kwargs) : 0;
     if (np + nk > MAX_ARGS) {
         *bad = "(too many arguments)";
         *bad_obj = NULL;
         return -1;
     }
-    int n = 0;
+    kwarg kw[MAX_ARGS];
     Py_ssize_t pos = 0;
-    PyObject *key, *value;
+    for (Py_ssize_t j = 0; j < nk; j++) {
+        PyDict_Next(kwargs, &pos, &kw[j].key, &kw[j].value);
+        if (!(kw[j].name = PyUnicode_AsUTF8(kw[j].key))) return -2;
+    }
+    qsort(kw, (size_t)nk, sizeof *kw, kwarg_cmp);
+    int n = 0;
     for (Py_ssize_t i = 0; i < np + nk; i++) {
         PyObject *o;
         const char *name;
@@ -68,11 +94,13 @@ static int collect_args(compiled_fn *cf, PyObject *args, PyObject *kwargs, em_ar
             name = cf->arg_names && i < PyTuple_GET_SIZE(cf->arg_names)
                        ? PyUnicode_AsUTF8(PyTuple_GET_ITEM(cf->arg_names, i))
                        : "*args";
+            keys[n] = NULL;
         } else {
-            PyDict_Next(kwargs, &pos, &key, &value);
-            o = value;
-            name = PyUnicode_AsUTF8(key);
+            o = kw[i - np].value;
+            name = kw[i - np].name;
+            keys[n] = kw[i - np].key;
         }
+        objs[n] = o;
         em_arg *a = &out[n++];
         memset(a, 0, sizeof *a);
         a->name = name ? name : "?";
@@ -234,7 +262,26 @@ static int warn(compiled_fn *cf, const char *fmt, ...) {
     int k = snprintf(msg, sizeof msg, "ember.compile(%s): ", cf->name);
     vsnprintf(msg + k, sizeof msg - (size_t)k, fmt, ap);
     va_end(ap);
-    return PyErr_WarnEx(PyExc_UserWarning, msg, 2);
+    return PyErr_WarnEx(PyExc_UserWarning, msg, 1); /* 1: the line calling the function */
+}
+
+/* Warns about a fallback unless this function already warned for `reason`. */
+static int warn_fallback(compiled_fn *cf, const char *reason) {
+    for (int i = 0; i < cf->n_warned; i++)
+        if (strcmp(cf->warned[i], reason) == 0) return 0;
+    char **w = realloc(cf->warned, (size_t)(cf->n_warned + 1) * sizeof *w);
+    size_t len = strlen(reason) + 1;
+    char *copy = malloc(len);
+    if (!w || !copy) {
+        free(copy);
+        if (w) cf->warned = w;
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(copy, reason, len);
+    cf->warned = w;
+    cf->warned[cf->n_warned++] = copy;
+    return warn(cf, "running eagerly: %s", reason);
 }
 
 static PyObject *run_entry(compiled_fn *cf, entry *e, PyObject *args, PyObject *kwargs,
@@ -257,42 +304,102 @@ static PyObject *run_entry(compiled_fn *cf, entry *e, PyObject *args, PyObject *
     return build_result(e->out_kind, outs, e->n_out);
 }
 
+/* The call with every tensor argument replaced by a proxy (a new tensor
+ * object viewing the same memory); proxies[i] is the proxy of args[i] or NULL. */
+static int proxy_call(PyObject *args, PyObject *kwargs, const em_arg *a, PyObject *const *objs,
+                      PyObject *const *keys, int n, PyObject **pargs, PyObject **pkwargs,
+                      PyObject **proxies) {
+    Py_ssize_t np = PyTuple_GET_SIZE(args);
+    *pargs = PyTuple_New(np);
+    *pkwargs = kwargs ? PyDict_Copy(kwargs) : NULL;
+    if (!*pargs || (kwargs && !*pkwargs)) return -1;
+    for (int i = 0; i < n; i++) {
+        PyObject *o = objs[i];
+        proxies[i] = NULL;
+        if (a[i].kind == EM_ARG_TENSOR) {
+            const em_tensor *t = a[i].tensor;
+            o = proxies[i] = em_py_wrap(em_tensor_alias(t, t->offset, t->shape, t->strides, t->ndim));
+            if (!o) return -1;
+        }
+        if (i < np) {
+            Py_INCREF(o);
+            PyTuple_SET_ITEM(*pargs, i, o);
+        } else if (PyDict_SetItem(*pkwargs, keys[i], o) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Hands proxies in a result back as the caller's objects (new reference). */
+static PyObject *unproxy(PyObject *res, PyObject *const *objs, PyObject *const *proxies, int n) {
+    for (int i = 0; i < n; i++)
+        if (proxies[i] && res == proxies[i]) {
+            Py_INCREF(objs[i]);
+            return objs[i];
+        }
+    if (!PyTuple_CheckExact(res) && !PyList_CheckExact(res)) {
+        Py_INCREF(res);
+        return res;
+    }
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(res);
+    PyObject *r = PyTuple_CheckExact(res) ? PyTuple_New(len) : PyList_New(len);
+    for (Py_ssize_t k = 0; r && k < len; k++) {
+        PyObject *item = unproxy(PySequence_Fast_GET_ITEM(res, k), objs, proxies, n);
+        if (!item) {
+            Py_CLEAR(r);
+            break;
+        }
+        if (PyTuple_CheckExact(res))
+            PyTuple_SET_ITEM(r, k, item);
+        else
+            PyList_SET_ITEM(r, k, item);
+    }
+    return r;
+}
+
 /* Traces one call, compiles it, caches it; returns the call's (eager) result. */
 static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, const em_arg *a,
-                            int n) {
+                            PyObject *const *objs, PyObject *const *keys, int n) {
+    PyObject *pargs = NULL, *pkwargs = NULL, *proxies[MAX_ARGS] = {NULL}, *res = NULL, *out = NULL;
+    if (proxy_call(args, kwargs, a, objs, keys, n, &pargs, &pkwargs, proxies) < 0) goto done;
     em_tracer *tr = em_trace_begin(cf->name, user_location, NULL);
-    if (!tr) return em_py_raise();
+    if (!tr) {
+        em_py_raise();
+        goto done;
+    }
     cf->n_traces++;
     for (int i = 0; i < n; i++)
-        if (a[i].kind == EM_ARG_TENSOR && em_trace_add_input(tr, a[i].tensor, a[i].name) != EM_OK)
+        if (proxies[i] && em_trace_add_input(tr, em_py_tensor_of(proxies[i]), a[i].name) != EM_OK)
             em_trace_fail(tr, "out of memory while tracing");
-    PyObject *res = PyObject_Call(cf->fn, args, kwargs);
+    res = PyObject_Call(cf->fn, pargs, pkwargs);
     em_trace_result tres;
     if (!res) { /* the function raised: nothing to cache */
         em_trace_fail(tr, "the function raised");
         em_trace_end(tr, NULL, 0, &tres);
-        return NULL;
+        goto done;
     }
     em_tensor *outs[256];
     int n_out = 0, kind = OUT_NONE;
     char why[512] = "";
     if (!flatten(res, outs, &n_out, &kind, why, sizeof why)) em_trace_fail(tr, "%s", why);
     em_status st = em_trace_end(tr, outs, n_out, &tres);
+    if (!(out = unproxy(res, objs, proxies, n))) {
+        em_trace_result_clear(&tres);
+        goto done;
+    }
     entry *e = add_entry(cf, a, n);
     if (!e) {
         em_trace_result_clear(&tres);
-        Py_DECREF(res);
-        return NULL;
+        Py_CLEAR(out);
+        goto done;
     }
     e->out_kind = kind;
     e->n_out = n_out;
     if (st != EM_OK) {
         snprintf(e->reason, sizeof e->reason, "%s", em_last_error());
-        if (warn(cf, "running eagerly: %s", e->reason) < 0) {
-            Py_DECREF(res);
-            return NULL;
-        }
-        return res;
+        if (warn_fallback(cf, e->reason) < 0) Py_CLEAR(out);
+        goto done;
     }
     /* Compile: inputs are the tensor arguments, then the captured tensors. */
     em_tensor *examples[MAX_ARGS + 256];
@@ -308,27 +415,33 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
         e->compiled = NULL;
         snprintf(e->reason, sizeof e->reason, "compiling failed: %s", em_last_error());
         em_trace_result_clear(&tres);
-        if (warn(cf, "running eagerly: %s", e->reason) < 0) {
-            Py_DECREF(res);
-            return NULL;
-        }
-        return res;
+        if (warn_fallback(cf, e->reason) < 0) Py_CLEAR(out);
+        goto done;
     }
     e->captured = tres.captured;
     e->n_captured = tres.n_captured;
     tres.captured = NULL;
     tres.n_captured = 0;
     em_trace_result_clear(&tres);
-    return res;
+done:
+    Py_XDECREF(res);
+    Py_XDECREF(pargs);
+    Py_XDECREF(pkwargs);
+    for (int i = 0; i < n; i++) Py_XDECREF(proxies[i]);
+    return out;
 }
 
 static PyObject *cf_call(PyObject *self, PyObject *args, PyObject *kwargs) {
     compiled_fn *cf = (compiled_fn *)self;
-    if (!em_py_compile_enabled || em_trace_active()) return PyObject_Call(cf->fn, args, kwargs);
+    if (!em_py_compile_enabled || em_trace_active()) {
+        cf->n_eager_calls++;
+        return PyObject_Call(cf->fn, args, kwargs);
+    }
     em_arg a[MAX_ARGS];
+    PyObject *objs[MAX_ARGS], *keys[MAX_ARGS];
     const char *bad = NULL;
     PyObject *bad_obj = NULL;
-    int n = collect_args(cf, args, kwargs, a, &bad, &bad_obj);
+    int n = collect_args(cf, args, kwargs, a, objs, keys, &bad, &bad_obj);
     if (n == -2) return NULL;
     if (n < 0) {
         if (!cf->warned_args) {
@@ -357,7 +470,7 @@ static PyObject *cf_call(PyObject *self, PyObject *args, PyObject *kwargs) {
         cf->n_eager_calls++;
         return PyObject_Call(cf->fn, args, kwargs);
     }
-    return trace_call(cf, args, kwargs, a, n);
+    return trace_call(cf, args, kwargs, a, objs, keys, n);
 }
 
 /* ---- the type ---- */
@@ -410,6 +523,8 @@ static void cf_dealloc(PyObject *self) {
     if (cf->weakreflist) PyObject_ClearWeakRefs(self);
     for (int i = 0; i < cf->n_entries; i++) entry_clear(&cf->entries[i]);
     free(cf->entries);
+    for (int i = 0; i < cf->n_warned; i++) free(cf->warned[i]);
+    free(cf->warned);
     Py_CLEAR(cf->fn);
     Py_CLEAR(cf->dict);
     Py_CLEAR(cf->arg_names);
@@ -491,6 +606,8 @@ static PyObject *cf_reset(PyObject *self, PyObject *unused) {
     for (int i = 0; i < cf->n_entries; i++) entry_clear(&cf->entries[i]);
     cf->n_entries = 0;
     cf->warned_limit = cf->warned_args = false;
+    for (int i = 0; i < cf->n_warned; i++) free(cf->warned[i]);
+    cf->n_warned = 0;
     Py_RETURN_NONE;
 }
 

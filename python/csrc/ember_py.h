@@ -64,7 +64,8 @@ int em_py_module_init_dtypes(PyObject *module);
 /* ---- construction (tensor_new.c) ---- */
 PyObject *em_py_tensor_new(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *em_py_from_numpy(PyObject *self, PyObject *arr);
-PyObject *em_py_tensor_item(em_tensor *t);
+/* The value of a one-element tensor; `what` names the host read for the tracer. */
+PyObject *em_py_tensor_item(em_tensor *t, const char *what);
 
 /* ---- compile (compiled_function.c) ---- */
 int em_py_compile_init(PyObject *module);

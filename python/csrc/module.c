@@ -161,7 +161,7 @@ static PyObject *f_arange(PyObject *self, PyObject *args, PyObject *kwargs) {
     for (int i = 0; i < 3; i++) {
         if (!objs[i]) continue;
         if (em_py_is_tensor(objs[i])) {
-            PyObject *it = em_py_tensor_item(em_py_tensor_of(objs[i]));
+            PyObject *it = em_py_tensor_item(em_py_tensor_of(objs[i]), "arange() of a tensor");
             if (!it) return NULL;
             any_float |= PyFloat_Check(it);
             v[i] = PyFloat_AsDouble(it);

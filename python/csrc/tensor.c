@@ -214,7 +214,7 @@ static PyObject *item_or_error(PyObject *self, const char *what) {
         return em_py_error(PyExc_RuntimeError,
                            "%s: a tensor with %lld elements cannot be converted to a Python scalar",
                            what, (long long)t->numel);
-    return em_py_tensor_item(t);
+    return em_py_tensor_item(t, what);
 }
 
 static int nb_bool(PyObject *self) {
@@ -229,7 +229,7 @@ static int nb_bool(PyObject *self) {
 }
 
 static PyObject *nb_float(PyObject *self) {
-    PyObject *v = item_or_error(self, "float()");
+    PyObject *v = item_or_error(self, "float(tensor)");
     if (!v) return NULL;
     PyObject *f = PyNumber_Float(v);
     Py_DECREF(v);
@@ -237,7 +237,7 @@ static PyObject *nb_float(PyObject *self) {
 }
 
 static PyObject *nb_int(PyObject *self) {
-    PyObject *v = item_or_error(self, "int()");
+    PyObject *v = item_or_error(self, "int(tensor)");
     if (!v) return NULL;
     PyObject *i = PyNumber_Long(v);
     Py_DECREF(v);
@@ -423,7 +423,7 @@ static PyObject *m_bool(PyObject *s, PyObject *u) { (void)u; return cast_to(s, E
 
 static PyObject *m_item(PyObject *self, PyObject *unused) {
     (void)unused;
-    return item_or_error(self, "item()");
+    return item_or_error(self, ".item()");
 }
 static PyObject *m_numel(PyObject *self, PyObject *unused) {
     (void)unused;

@@ -141,8 +141,7 @@ typedef struct {
 static int store_leaf(walker *w, PyObject *o) {
     if (em_py_is_tensor(o)) {
         em_tensor *t = em_py_tensor_of(o);
-        em_note_host_sync("tensor() from a tensor element", t);
-        PyObject *v = em_py_tensor_item(t);
+        PyObject *v = em_py_tensor_item(t, "tensor() of a tensor element");
         if (!v) return -1;
         int r = store_leaf(w, v);
         Py_DECREF(v);
@@ -297,8 +296,8 @@ PyObject *em_py_tensor_new(PyObject *self, PyObject *args, PyObject *kwargs) {
     return em_py_wrap(t);
 }
 
-PyObject *em_py_tensor_item(em_tensor *t) {
-    em_note_host_sync(".item()", t);
+PyObject *em_py_tensor_item(em_tensor *t, const char *what) {
+    em_note_host_sync(what, t);
     const void *p = em_tensor_data(t);
     switch (t->dtype) {
     case EM_DTYPE_F32: return PyFloat_FromDouble(*(const float *)p);

@@ -133,6 +133,11 @@ static void test_guards(void) {
     CHECK(!em_guards_check(g, other, 3, why, sizeof why));
     CHECK_STR_CONTAINS(why, "lr: an int instead of a float");
     CHECK(!em_guards_check(g, other, 2, why, sizeof why));
+    other[1].kind = EM_ARG_FLOAT;
+    other[1].name = "momentum"; /* same kind and value, another keyword */
+    other[1].f = 0.1;
+    CHECK(!em_guards_check(g, other, 3, why, sizeof why));
+    CHECK_STR_CONTAINS(why, "argument 2 is 'momentum' instead of 'lr'");
     char *text = em_guards_print(g);
     CHECK_STR_CONTAINS(text, "x: tensor dtype=f32 device=cpu shape=[3,4] strides=[4,1]");
     free(text);

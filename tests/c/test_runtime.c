@@ -71,6 +71,11 @@ static void test_broadcast_arith(void) {
     em_tensor *c = em_add(a, b);
     CHECK(c && c->ndim == 2 && c->shape[0] == 3 && c->shape[1] == 4);
     CHECK(at_f32(c, 0) == 0 && at_f32(c, 5) == 2 && at_f32(c, 11) == 5);
+    /* the first operand with fewer dims: [4] * [3,1] -> [3,4] */
+    em_tensor *c2 = em_mul(b, a);
+    CHECK(c2 && c2->ndim == 2 && c2->shape[0] == 3 && c2->shape[1] == 4);
+    CHECK(at_f32(c2, 7) == 3 * 1); /* c2[1,3] = b[3] * a[1,0] */
+    em_tensor_release(c2);
     em_tensor *bad = em_arange(0, 5, 1, EM_DTYPE_F32);
     int64_t s2[2] = {2, 3};
     em_tensor *m = em_full(s2, 2, 1.0, EM_DTYPE_F32);

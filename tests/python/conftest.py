@@ -1,0 +1,58 @@
+"""Shared helpers for ember's Python tests.
+
+- `torch` is PyTorch or None; tests that compare with it use the
+  `requires_torch` mark (or the `torch_module` fixture), which skips them with
+  a reason when PyTorch is not installed.
+- `assert_close(t, expected, rtol, atol)` checks an ember tensor against a
+  NumPy array: dtype and shape first, then values (NaNs must match NaNs).
+- `NP_DTYPES` / `EM_DTYPES` map dtype names to NumPy and ember dtypes.
+"""
+
+import numpy as np
+import pytest
+
+import ember
+
+try:
+    import torch
+except ImportError:  # the tests that need it skip
+    torch = None
+
+HAVE_TORCH = torch is not None
+requires_torch = pytest.mark.skipif(
+    not HAVE_TORCH, reason="PyTorch is not installed (Debian: python3-torch); "
+                           "this test compares ember with PyTorch")
+
+NP_DTYPES = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "bool": np.bool_}
+EM_DTYPES = {"float32": ember.float32, "float64": ember.float64, "int64": ember.int64,
+             "bool": ember.bool}
+
+
+@pytest.fixture
+def torch_module():
+    """PyTorch, or a skip when it is not installed."""
+    if torch is None:
+        pytest.skip("PyTorch is not installed (Debian: python3-torch)")
+    return torch
+
+
+def dtype_name(dt):
+    """'float32' for ember.float32, torch.float32 or np.float32; 'bool' for bools."""
+    s = str(np.dtype(dt)) if isinstance(dt, type) or isinstance(dt, np.dtype) else str(dt)
+    return s.split(".")[-1]
+
+
+def assert_close(t, expected, rtol=0.0, atol=0.0):
+    """Asserts that ember tensor `t` has `expected`'s dtype and shape and that
+    its values match to rtol/atol (exactly for int64 and bool)."""
+    expected = np.asarray(expected)
+    assert isinstance(t, ember.Tensor), f"expected an ember.Tensor, got {type(t).__name__}"
+    assert dtype_name(t.dtype) == dtype_name(expected.dtype), \
+        f"dtype: ember gives {t.dtype}, expected {expected.dtype}"
+    assert tuple(t.shape) == expected.shape, f"shape: ember gives {tuple(t.shape)}, " \
+                                             f"expected {expected.shape}"
+    got = t.numpy()
+    if expected.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, expected)
+    else:
+        np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
