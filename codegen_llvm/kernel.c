@@ -50,12 +50,13 @@ static LLVMTypeRef mem_type(const emitter *e, em_dtype dt) {
     return dt == EM_DTYPE_BOOL ? e->i8 : reg_type(e, dt);
 }
 
-static LLVMValueRef konst(const emitter *e, em_dtype dt, double v) {
+/* The value of a `full` constant of dtype dt. */
+static LLVMValueRef konst(const emitter *e, em_dtype dt, const em_attrs *a) {
     switch (dt) {
     case EM_DTYPE_F32:
-    case EM_DTYPE_F64: return LLVMConstReal(reg_type(e, dt), v);
-    case EM_DTYPE_I64: return LLVMConstInt(e->i64, (unsigned long long)(int64_t)v, 1);
-    default: return LLVMConstInt(e->i1, v != 0, 0);
+    case EM_DTYPE_F64: return LLVMConstReal(reg_type(e, dt), a->value);
+    case EM_DTYPE_I64: return LLVMConstInt(e->i64, (unsigned long long)a->value_i, 1);
+    default: return LLVMConstInt(e->i1, a->value != 0, 0);
     }
 }
 
@@ -94,7 +95,7 @@ static em_status emit_body(const emitter *e, const em_ir_block *r, LLVMValueRef 
         LLVMValueRef res = NULL;
         em_status st = EM_OK;
         if (n->op == EM_OP_FULL) {
-            res = konst(e, odt, n->attrs.value);
+            res = konst(e, odt, &n->attrs);
         } else if (info->flags & EM_F_BROADCAST) {
             res = vals[n->in[0]->id]; /* broadcasting is in the strides */
         } else if (info->kind == EM_KIND_CAST) {

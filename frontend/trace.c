@@ -112,16 +112,11 @@ static em_ir_value *capture(em_tracer *tr, em_tensor *t) {
 static em_ir_value *value_of(em_tracer *tr, em_tensor *t, const char *op) {
     if (t->trace_gen == tr->gen) return tr->values[t->trace_value];
     if (t->is_wrapped_number && t->ndim == 0) {
-        double v = em_tensor_get_f64(t, 0);
-        if (t->dtype == EM_DTYPE_I64 && (v > 9007199254740992.0 || v < -9007199254740992.0)) {
-            em_trace_fail(tr, "%s: the integer constant %lld is too large to record exactly", op,
-                          (long long)*(int64_t *)em_tensor_data(t));
-            return NULL;
-        }
         em_attrs a;
         memset(&a, 0, sizeof a);
         a.dtype = t->dtype;
-        a.value = v;
+        a.value = em_tensor_get_f64(t, 0);
+        if (t->dtype == EM_DTYPE_I64) a.value_i = *(const int64_t *)em_tensor_data(t);
         em_type ty = em_tensor_type(t);
         em_ir_node *n = em_ir_node_new(tr->g, EM_OP_FULL, NULL, 0, &a, &ty, 1, current_loc(tr));
         if (!n || !remember(tr, n->out[0])) return NULL;

@@ -195,6 +195,30 @@ static double parse_double(parser *p) {
     return neg ? -v : v;
 }
 
+/* A fill value: integer literals are read exactly (an int64 fill value may
+ * exceed 2^53), everything else as a double. */
+static void parse_value(parser *p, double *d, int64_t *i) {
+    bool neg = is_punct(p, '-');
+    token num = p->tok;
+    if (neg) { /* peek past the sign without consuming it */
+        const char *q = p->pos;
+        while (*q == ' ') q++;
+        num.s = q;
+        num.len = 0;
+        while (q[num.len] >= '0' && q[num.len] <= '9') num.len++;
+        if (!num.len || (q[num.len] && strchr(".eE", q[num.len]))) num.len = 0;
+    } else if (p->tok.kind != T_NUMBER || strcspn(p->tok.s, ".eE") < p->tok.len) {
+        num.len = 0;
+    }
+    if (num.len) {
+        *i = parse_int(p);
+        *d = (double)*i;
+    } else {
+        *d = parse_double(p);
+        *i = *d >= -9.2233720368547758e18 && *d < 9.2233720368547758e18 ? (int64_t)*d : 0;
+    }
+}
+
 static int parse_int_list(parser *p, int64_t *out, int max) {
     expect_punct(p, '[');
     int n = 0;
@@ -291,7 +315,7 @@ static void parse_attrs(parser *p, em_op op, em_attrs *a) {
                     FAIL("expected true or false");
                 next(p);
                 break;
-            case EM_A_VALUE: a->value = parse_double(p); break;
+            case EM_A_VALUE: parse_value(p, &a->value, &a->value_i); break;
             case EM_A_START: a->start = parse_double(p); break;
             case EM_A_END: a->end = parse_double(p); break;
             case EM_A_STEP: a->step = parse_double(p); break;

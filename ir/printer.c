@@ -54,10 +54,13 @@ static void put_attrs(printer *p, const em_ir_node *n) {
         switch (1u << bit) {
         case EM_A_DIMS: put_ints(p, a->dims, a->n_dims); break;
         case EM_A_KEEPDIM: em_strbuf_puts(p->b, a->keepdim ? "true" : "false"); break;
-        case EM_A_VALUE: /* a float32 constant prints at float32 precision */
-            em_strbuf_puts(p->b, n->out[0]->type.dtype == EM_DTYPE_F32
-                                     ? em_format_float((float)a->value, num)
-                                     : em_format_double(a->value, num));
+        case EM_A_VALUE: /* at the precision of the value's dtype */
+            if (n->out[0]->type.dtype == EM_DTYPE_I64)
+                em_strbuf_printf(p->b, "%lld", (long long)a->value_i);
+            else if (n->out[0]->type.dtype == EM_DTYPE_F32)
+                em_strbuf_puts(p->b, em_format_float((float)a->value, num));
+            else
+                em_strbuf_puts(p->b, em_format_double(a->value, num));
             break;
         case EM_A_START: em_strbuf_puts(p->b, em_format_double(a->start, num)); break;
         case EM_A_END: em_strbuf_puts(p->b, em_format_double(a->end, num)); break;

@@ -87,6 +87,8 @@ static em_status check_no_bool(em_op op, const em_type *in, int n) {
                 return em_error(EM_ERR_DTYPE,
                                 "neg: negation of a bool tensor is not supported; to invert a "
                                 "mask use logical_not() or ~");
+            if (op == EM_OP_RELU)
+                return em_error(EM_ERR_DTYPE, "relu: bool inputs are not supported");
             return em_error(EM_ERR_DTYPE, "%s: not supported for bool tensors",
                             em_op_name(op));
         }
@@ -142,6 +144,11 @@ em_status infer_elementwise(em_op op, const em_type *in, int n_in, const em_attr
     for (int i = 0; i < n_in; i++) ops[i] = &in[i];
     st = promote_result(op, em_result_type(ops, n_in), &r.dtype);
     if (st != EM_OK) return st;
+    uint32_t defined = em_op_get(op)->dtypes;
+    em_dtype cd = em_op_compute_dtype(op, r.dtype);
+    if (defined && !(defined & (1u << cd)))
+        return em_error(EM_ERR_DTYPE, "%s: not implemented for %s tensors", em_op_name(op),
+                        em_dtype_long_name(cd));
     for (int i = r.ndim; i < EM_MAX_DIMS; i++) r.shape[i] = 0;
     out[0] = r;
     return EM_OK;

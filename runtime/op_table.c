@@ -46,9 +46,18 @@
 #define CPU_FOR_RANDOM(n) CPU_RANDOM
 #define CPU_FOR_FUSED(n) CPU_FUSED
 
+#define DTYPE_BIT(unused, S, T, sfx) | (1u << EM_DTYPE_##S)
 static const em_op_info op_table[EM_OP_COUNT] = {
 #define EM_OP(E, n, kind, ni, no, dts, pr, fl, at)                                                 \
-    [EM_OP_##E] = {#n, EM_KIND_##kind, ni, no, EM_PROMOTE_##pr, fl, at, INFER_##kind,             \
+    [EM_OP_##E] = {#n,                                                                             \
+                   EM_KIND_##kind,                                                                 \
+                   ni,                                                                             \
+                   no,                                                                             \
+                   EM_PROMOTE_##pr,                                                                \
+                   fl,                                                                             \
+                   at,                                                                             \
+                   0u EM_FOR_DTYPES_##dts(DTYPE_BIT, _),                                           \
+                   INFER_##kind,                                                                   \
                    CPU_FOR(kind, n)},
 #include "ember/ops.def"
 #undef EM_OP

@@ -73,13 +73,12 @@ static em_status reduce_dims(const char *op, const em_tensor *a, const int64_t *
         int d;
         em_status st = em_wrap_dim(op, dims[i], a->ndim, &d);
         if (st != EM_OK) return st;
-        if (a->ndim == 0) continue; /* dim 0 / -1 of a 0-d tensor: nothing to reduce */
         if (seen[d])
             return em_error(EM_ERR_VALUE, "%s: dim %d appears multiple times in the list of dims",
                             op, d);
         seen[d] = true;
     }
-    at->n_dims = 0;
+    at->n_dims = 0; /* (dim 0 or -1 of a 0-d tensor reduces nothing) */
     for (int d = 0; d < a->ndim; d++)
         if (seen[d]) at->dims[at->n_dims++] = d;
     return EM_OK;
@@ -181,7 +180,8 @@ em_tensor *em_expand(em_tensor *a, const int64_t *shape, int n) {
 
 em_tensor *em_contiguous(em_tensor *a) { return em_unary(EM_OP_CONTIGUOUS, a); }
 
-static em_tensor *factory(em_op op, const int64_t *shape, int n, em_dtype dtype, double value) {
+static em_tensor *factory(em_op op, const int64_t *shape, int n, em_dtype dtype, double value,
+                          int64_t value_i) {
     em_attrs at;
     memset(&at, 0, sizeof at);
     if (n < 0 || n > EM_MAX_DIMS) {
@@ -193,23 +193,40 @@ static em_tensor *factory(em_op op, const int64_t *shape, int n, em_dtype dtype,
     if (n) memcpy(at.shape, shape, (size_t)n * sizeof *shape);
     at.dtype = dtype;
     at.value = value;
+    at.value_i = value_i;
     return run1(op, NULL, 0, &at);
 }
 
+/* A float fill value for an integer tensor: truncated, like PyTorch; NaN and
+ * values out of range are refused. */
+static bool float_to_i64(double v, int64_t *out) {
+    if (!(v >= -9.2233720368547758e18 && v < 9.2233720368547758e18)) {
+        em_error(EM_ERR_VALUE, "full: value %g cannot be converted to int64 without overflow", v);
+        return false;
+    }
+    *out = (int64_t)v;
+    return true;
+}
+
 em_tensor *em_full(const int64_t *shape, int n, double value, em_dtype dtype) {
-    return factory(EM_OP_FULL, shape, n, dtype, value);
+    int64_t vi = 0;
+    if (dtype == EM_DTYPE_I64 && !float_to_i64(value, &vi)) return NULL;
+    return factory(EM_OP_FULL, shape, n, dtype, value, vi);
+}
+em_tensor *em_full_i64(const int64_t *shape, int n, int64_t value, em_dtype dtype) {
+    return factory(EM_OP_FULL, shape, n, dtype, (double)value, value);
 }
 em_tensor *em_zeros(const int64_t *shape, int n, em_dtype dtype) {
-    return factory(EM_OP_FULL, shape, n, dtype, 0.0);
+    return factory(EM_OP_FULL, shape, n, dtype, 0.0, 0);
 }
 em_tensor *em_ones(const int64_t *shape, int n, em_dtype dtype) {
-    return factory(EM_OP_FULL, shape, n, dtype, 1.0);
+    return factory(EM_OP_FULL, shape, n, dtype, 1.0, 1);
 }
 em_tensor *em_rand(const int64_t *shape, int n, em_dtype dtype) {
-    return factory(EM_OP_RAND, shape, n, dtype, 0.0);
+    return factory(EM_OP_RAND, shape, n, dtype, 0.0, 0);
 }
 em_tensor *em_randn(const int64_t *shape, int n, em_dtype dtype) {
-    return factory(EM_OP_RANDN, shape, n, dtype, 0.0);
+    return factory(EM_OP_RANDN, shape, n, dtype, 0.0, 0);
 }
 
 em_tensor *em_arange(double start, double end, double step, em_dtype dtype) {

@@ -21,11 +21,12 @@ quiet "clang ctest" ctest --test-dir build-clang --output-on-failure -E lit_ir
 echo "== sanitizer build (ASan + UBSan)"
 build build-asan -DEMBER_SANITIZE=ON -DEMBER_WERROR=ON
 quiet "asan ctest" env ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -E lit_ir
-# CPython itself is not instrumented: preload the runtime and skip its leak
-# report (the interpreter keeps objects alive at exit by design).
-quiet "asan pytest" env ASAN_OPTIONS=detect_leaks=0 LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
-    PYTHONPATH=python:build-asan/python EMBER_TEST_SANITIZER=1 \
-    "$PYTHON" -m pytest -q -x -p no:cacheprovider tests/python
+# CPython itself is not instrumented: preload the sanitizer runtime (with
+# libstdc++, so ASan can intercept PyTorch's C++ exceptions) and skip its
+# leak report (the interpreter keeps objects alive at exit by design).
+quiet "asan pytest" env ASAN_OPTIONS=detect_leaks=0 \
+    LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)" \
+    PYTHONPATH=python:build-asan/python "$PYTHON" -m pytest -q -x -p no:cacheprovider tests/python
 
 echo "== release build"
 build build -DEMBER_WERROR=ON

@@ -110,7 +110,8 @@ typedef struct em_attrs {
     int n_shape;
     int64_t shape[EM_MAX_DIMS];
     em_dtype dtype;
-    double value; /* full: fill value */
+    double value;    /* full: fill value for float and bool dtypes */
+    int64_t value_i; /* full: fill value for integer dtypes (exact beyond 2^53) */
     double start, end, step;
 } em_attrs;
 
@@ -130,7 +131,8 @@ typedef struct em_op_info {
     int n_in, n_out; /* -1: any */
     em_promote promote;
     uint32_t flags;
-    uint32_t attrs; /* EM_A_* mask */
+    uint32_t attrs;  /* EM_A_* mask */
+    uint32_t dtypes; /* elementwise: compute dtypes defined (1 << em_dtype); 0: any */
     em_infer_fn infer;
     em_kernel_fn cpu;
 } em_op_info;
@@ -219,6 +221,8 @@ em_tensor *em_expand(em_tensor *a, const int64_t *shape, int n);
 em_tensor *em_contiguous(em_tensor *a);
 
 em_tensor *em_full(const int64_t *shape, int n, double value, em_dtype dtype);
+/* full() with an integer fill value, exact for int64 tensors. */
+em_tensor *em_full_i64(const int64_t *shape, int n, int64_t value, em_dtype dtype);
 em_tensor *em_zeros(const int64_t *shape, int n, em_dtype dtype);
 em_tensor *em_ones(const int64_t *shape, int n, em_dtype dtype);
 em_tensor *em_arange(double start, double end, double step, em_dtype dtype);

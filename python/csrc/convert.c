@@ -78,9 +78,16 @@ int em_py_dtype_arg(PyObject *o, em_dtype dflt, em_dtype *out) {
         *out = dflt;
         return 0;
     }
+    if (o == (PyObject *)&PyFloat_Type || o == (PyObject *)&PyLong_Type ||
+        o == (PyObject *)&PyBool_Type) { /* dtype=float etc., as in PyTorch */
+        *out = o == (PyObject *)&PyFloat_Type  ? EM_DTYPE_F64
+               : o == (PyObject *)&PyLong_Type ? EM_DTYPE_I64
+                                               : EM_DTYPE_BOOL;
+        return 0;
+    }
     if (Py_TYPE(o) != &em_py_dtype_type) {
         PyErr_Format(PyExc_TypeError, "dtype must be an ember dtype such as ember.float32, not %s",
-                     Py_TYPE(o)->tp_name);
+                     PyUnicode_Check(o) ? "a str" : Py_TYPE(o)->tp_name);
         return -1;
     }
     *out = ((dtype_object *)o)->dt;
@@ -162,7 +169,9 @@ em_tensor *em_py_operand(PyObject *o, const em_tensor *other) {
     }
     em_tensor *t = NULL;
     if (PyBool_Check(o)) {
-        t = em_tensor_scalar(o == Py_True, em_scalar_operand_dtype(other->dtype, EM_CAT_BOOL));
+        /* bool is the lowest category, so a 0-d bool promotes exactly like a
+         * wrapped bool, and ops that refuse bool operands (x - True) see it. */
+        t = em_tensor_scalar(o == Py_True, EM_DTYPE_BOOL);
     } else if (PyLong_Check(o)) {
         int overflow = 0;
         long long v = PyLong_AsLongLongAndOverflow(o, &overflow);

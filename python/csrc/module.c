@@ -108,11 +108,17 @@ static PyObject *factory(PyObject *args, PyObject *kwargs, const char *name, em_
     if (has_fill) Py_DECREF(shape_args);
     if (rc < 0 || em_py_device_arg(device, name) < 0) return NULL;
     em_dtype dflt = EM_DEFAULT_FLOAT;
+    bool exact_int = false;
+    long long ivalue = 0;
     if (fill) { /* PyTorch infers full()'s dtype from the fill value */
-        if (PyBool_Check(fill))
+        if (PyBool_Check(fill)) {
             dflt = EM_DTYPE_BOOL;
-        else if (PyLong_Check(fill))
+        } else if (PyLong_Check(fill)) {
             dflt = EM_DTYPE_I64;
+            int overflow;
+            ivalue = PyLong_AsLongLongAndOverflow(fill, &overflow);
+            exact_int = !overflow;
+        }
         value = PyFloat_AsDouble(fill);
         if (value == -1.0 && PyErr_Occurred()) return NULL;
     }
@@ -121,7 +127,9 @@ static PyObject *factory(PyObject *args, PyObject *kwargs, const char *name, em_
     switch (op) {
     case EM_OP_RAND: return em_py_wrap(em_rand(shape, n, dt));
     case EM_OP_RANDN: return em_py_wrap(em_randn(shape, n, dt));
-    default: return em_py_wrap(em_full(shape, n, value, dt));
+    default:
+        return em_py_wrap(exact_int && dt == EM_DTYPE_I64 ? em_full_i64(shape, n, ivalue, dt)
+                                                          : em_full(shape, n, value, dt));
     }
 }
 

@@ -318,12 +318,25 @@ UNARY_METHOD(sigmoid, em_sigmoid)
 UNARY_METHOD(relu, em_relu)
 UNARY_METHOD(contiguous, em_contiguous)
 
-static PyObject *m_add(PyObject *self, PyObject *o) { return binary(self, o, EM_OP_ADD); }
-static PyObject *m_sub(PyObject *self, PyObject *o) { return binary(self, o, EM_OP_SUB); }
-static PyObject *m_mul(PyObject *self, PyObject *o) { return binary(self, o, EM_OP_MUL); }
-static PyObject *m_div(PyObject *self, PyObject *o) { return binary(self, o, EM_OP_DIV); }
-static PyObject *m_pow(PyObject *self, PyObject *o) { return binary(self, o, EM_OP_POW); }
-static PyObject *m_maximum(PyObject *self, PyObject *o) { return binary(self, o, EM_OP_MAXIMUM); }
+/* Methods take a tensor or a number; anything else is a TypeError (the
+ * operators instead return NotImplemented, so Python can try the other side). */
+static PyObject *binary_method(PyObject *self, PyObject *o, em_op op) {
+    PyObject *r = binary(self, o, op);
+    if (r == Py_NotImplemented) {
+        Py_DECREF(r);
+        return em_py_error(PyExc_TypeError, "%s(): argument 'other' must be a Tensor or a number, not %s",
+                           em_op_name(op), Py_TYPE(o)->tp_name);
+    }
+    return r;
+}
+static PyObject *m_add(PyObject *self, PyObject *o) { return binary_method(self, o, EM_OP_ADD); }
+static PyObject *m_sub(PyObject *self, PyObject *o) { return binary_method(self, o, EM_OP_SUB); }
+static PyObject *m_mul(PyObject *self, PyObject *o) { return binary_method(self, o, EM_OP_MUL); }
+static PyObject *m_div(PyObject *self, PyObject *o) { return binary_method(self, o, EM_OP_DIV); }
+static PyObject *m_pow(PyObject *self, PyObject *o) { return binary_method(self, o, EM_OP_POW); }
+static PyObject *m_maximum(PyObject *self, PyObject *o) {
+    return binary_method(self, o, EM_OP_MAXIMUM);
+}
 static PyObject *m_matmul(PyObject *self, PyObject *o) {
     if (!em_py_is_tensor(o))
         return em_py_error(PyExc_TypeError, "matmul: expected a tensor, got %s", Py_TYPE(o)->tp_name);
@@ -403,17 +416,23 @@ static PyObject *cast_to(PyObject *self, em_dtype dt) {
     }
     return em_py_wrap(em_cast(T(self), dt));
 }
+/* to(dtype), to(device), to(device, dtype), to(dtype=..., device=...). */
 static PyObject *m_to(PyObject *self, PyObject *args, PyObject *kwargs) {
-    static char *kw[] = {"dtype", "device", NULL};
-    PyObject *a = Py_None, *device = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:to", kw, &a, &device)) return NULL;
-    if (a != Py_None && Py_TYPE(a) != &em_py_dtype_type) { /* to("cpu") */
-        device = a;
-        a = Py_None;
+    static char *kw[] = {"arg0", "arg1", "dtype", "device", NULL};
+    PyObject *a0 = Py_None, *a1 = Py_None, *dtype = Py_None, *device = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO$OO:to", kw, &a0, &a1, &dtype, &device))
+        return NULL;
+    PyObject *pos[2] = {a0, a1};
+    for (int i = 0; i < 2; i++) { /* a positional dtype (or Python type) or device */
+        if (pos[i] == Py_None) continue;
+        if (Py_TYPE(pos[i]) == &em_py_dtype_type || PyType_Check(pos[i]))
+            dtype = pos[i];
+        else
+            device = pos[i];
     }
     if (em_py_device_arg(device, "to") < 0) return NULL;
     em_dtype dt;
-    if (em_py_dtype_arg(a, T(self)->dtype, &dt) < 0) return NULL;
+    if (em_py_dtype_arg(dtype, T(self)->dtype, &dt) < 0) return NULL;
     return cast_to(self, dt);
 }
 static PyObject *m_float(PyObject *s, PyObject *u) { (void)u; return cast_to(s, EM_DTYPE_F32); }
@@ -458,9 +477,12 @@ static PyObject *dim_or_all(PyObject *self, PyObject *args, const int64_t *vals,
     }
     long long d = PyLong_AsLongLong(dim);
     if (d == -1 && PyErr_Occurred()) return NULL;
+    if (t->ndim == 0)
+        return em_py_error(PyExc_IndexError,
+                           "%s: dimension specified as %lld but the tensor has no dimensions", what, d);
     int w;
     if (em_wrap_dim(what, d, t->ndim, &w) != EM_OK) return em_py_raise();
-    return PyLong_FromLongLong(t->ndim ? vals[w] : 1);
+    return PyLong_FromLongLong(vals[w]);
 }
 static PyObject *m_size(PyObject *self, PyObject *args) {
     return dim_or_all(self, args, T(self)->shape, "size");

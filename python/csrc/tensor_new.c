@@ -101,6 +101,49 @@ fail:
     return NULL;
 }
 
+/* Copies element by element through byte strides of any sign. */
+static void copy_strided(char *dst, const char *src, const Py_buffer *v, int d, size_t item,
+                         int64_t *pos) {
+    if (d == v->ndim) {
+        memcpy(dst + (size_t)*pos * item, src, item);
+        (*pos)++;
+        return;
+    }
+    for (Py_ssize_t i = 0; i < v->shape[d]; i++)
+        copy_strided(dst, src + i * (v->strides ? v->strides[d] : 0), v, d + 1, item, pos);
+}
+
+/* A new contiguous tensor with a copy of a buffer's contents: what
+ * ember.tensor(array) does, for any strides and read-only arrays alike. */
+static em_tensor *copy_buffer(PyObject *obj) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_RECORDS_RO) < 0) return NULL;
+    em_tensor *t = NULL;
+    em_dtype dt;
+    if (!format_dtype(view.format, view.itemsize, &dt)) {
+        PyErr_Format(PyExc_TypeError,
+                     "can't convert an array of element format '%s' (itemsize %zd); the "
+                     "supported types are float32, float64, int64 and bool",
+                     view.format ? view.format : "B", view.itemsize);
+    } else if (view.ndim > EM_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "arrays with more than %d dimensions are not supported",
+                     EM_MAX_DIMS);
+    } else {
+        int64_t shape[EM_MAX_DIMS];
+        for (int i = 0; i < view.ndim; i++) shape[i] = view.shape[i];
+        if (!(t = em_tensor_empty(shape, view.ndim, dt, em_cpu()))) {
+            em_py_raise();
+        } else if (!view.strides && t->numel) { /* contiguous */
+            memcpy(em_tensor_data(t), view.buf, (size_t)t->numel * em_dtype_size(dt));
+        } else if (t->numel) {
+            int64_t pos = 0;
+            copy_strided(em_tensor_data(t), view.buf, &view, 0, (size_t)view.itemsize, &pos);
+        }
+    }
+    PyBuffer_Release(&view);
+    return t;
+}
+
 PyObject *em_py_from_numpy(PyObject *self, PyObject *arr) {
     (void)self;
     if (!PyObject_CheckBuffer(arr) || PyBytes_Check(arr) || PyByteArray_Check(arr))
@@ -196,7 +239,7 @@ static int store_leaf(walker *w, PyObject *o) {
 static int walk(walker *w, PyObject *o, int d) {
     if (d == w->ndim) {
         if (is_seq(o)) {
-            PyErr_Format(PyExc_ValueError, "expected a number at dim %d, got a sequence", d);
+            PyErr_Format(PyExc_TypeError, "expected a number at dim %d, got a sequence", d);
             return -1;
         }
         if (w->out) return store_leaf(w, o);
@@ -206,7 +249,7 @@ static int walk(walker *w, PyObject *o, int d) {
         return 0;
     }
     if (!is_seq(o)) {
-        PyErr_Format(PyExc_ValueError, "expected a sequence of length %lld at dim %d (got %s)",
+        PyErr_Format(PyExc_TypeError, "expected sequence of length %lld at dim %d (got %s)",
                      (long long)w->shape[d], d, Py_TYPE(o)->tp_name);
         return -1;
     }
@@ -264,14 +307,15 @@ PyObject *em_py_tensor_new(PyObject *self, PyObject *args, PyObject *kwargs) {
         src = em_py_tensor_of(data);
         em_tensor_retain(src);
     } else if (PyObject_CheckBuffer(data) && !PyBytes_Check(data) && !PyByteArray_Check(data)) {
-        if (!(src = from_buffer(data))) return NULL;
+        if (!(src = copy_buffer(data))) return NULL;
     }
-    if (src) { /* always a copy, like torch.tensor */
+    if (src) { /* always a copy, like torch.tensor (a buffer is copied already) */
         em_dtype dt;
         if (em_py_dtype_arg(dtype, src->dtype, &dt) < 0) {
             em_tensor_release(src);
             return NULL;
         }
+        if (dt == src->dtype && !em_py_is_tensor(data)) return em_py_wrap(src);
         em_tensor *t = em_cast(src, dt);
         em_tensor_release(src);
         return em_py_wrap(t);

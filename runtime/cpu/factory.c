@@ -37,13 +37,7 @@ static void full_range(void *arg, int64_t b, int64_t e) {
 em_status cpu_full(em_op op, em_tensor *const *in, const em_attrs *attrs, em_tensor **out) {
     (void)op;
     (void)in;
-    double v = attrs->value;
-    fill_ctx c = {.t = out[0], .value = v};
-    if (out[0]->dtype == EM_DTYPE_I64) {
-        if (v != v || v >= 9.2233720368547758e18 || v < -9.2233720368547758e18)
-            return em_error(EM_ERR_VALUE, "full: value %g cannot be converted to int64", v);
-        c.istart = (int64_t)v;
-    }
+    fill_ctx c = {.t = out[0], .value = attrs->value, .istart = attrs->value_i};
     em_parallel_for(out[0]->numel, EM_GRAIN_ELEMENTWISE, full_range, &c);
     return EM_OK;
 }

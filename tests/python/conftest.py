@@ -38,7 +38,7 @@ def torch_module():
 
 def dtype_name(dt):
     """'float32' for ember.float32, torch.float32 or np.float32; 'bool' for bools."""
-    s = str(np.dtype(dt)) if isinstance(dt, type) or isinstance(dt, np.dtype) else str(dt)
+    s = str(np.dtype(dt)) if isinstance(dt, (type, np.dtype)) else str(dt)
     return s.split(".")[-1]
 
 
