@@ -6,8 +6,8 @@
 #                         against: $PYTHON if set, else the first of
 #                         /usr/bin/python3 and python3 that can import numpy
 #                         (Debian's packages are invisible to other Pythons).
-# build DIR [CMAKE ARGS]  configures and builds ember into DIR (log in DIR.log,
-#                         shown when the build fails).
+# build DIR [CMAKE ARGS]  configures and builds ember into DIR (log in
+#                         DIR/ember-build.log, shown when the build fails).
 # quiet LABEL CMD...      runs CMD; prints its last lines on success, all of
 #                         its output on failure.
 
@@ -44,10 +44,11 @@ pick_python() {
 
 build() {
     local dir="$1"; shift
+    mkdir -p "$dir"
     if ! { cmake -S "$EMBER_ROOT" -B "$dir" -DPython3_EXECUTABLE="$PYTHON" "$@" &&
-           cmake --build "$dir" -j "$JOBS"; } >"$dir.log" 2>&1; then
-        cat "$dir.log"
-        echo "build of $dir failed (log: $dir.log)" >&2
+           cmake --build "$dir" -j "$JOBS"; } >"$dir/ember-build.log" 2>&1; then
+        cat "$dir/ember-build.log"
+        echo "build of $dir failed (log: $dir/ember-build.log)" >&2
         return 1
     fi
 }
