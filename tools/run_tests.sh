@@ -2,9 +2,11 @@
 # Runs every ember test on a fresh Debian 12 machine: installs what is
 # missing, builds from scratch, then
 #   1. a clang build (warnings are errors) and its C tests,
-#   2. a sanitizer build (ASan + UBSan): C tests with leak checking, then the
+#   2. a build without LLVM: C tests, and the Python tests with every
+#      compiled function running on the IR interpreter,
+#   3. a sanitizer build (ASan + UBSan): C tests with leak checking, then the
 #      Python tests with the sanitizers preloaded,
-#   3. the release build: C unit tests and lit pass tests (ctest), then the
+#   4. the release build: C unit tests and lit pass tests (ctest), then the
 #      Python tests (pytest), whose summaries end the output.
 set -euo pipefail
 source "$(dirname "$0")/setup.sh"
@@ -15,8 +17,14 @@ pick_python
 echo "== python: $PYTHON"
 
 echo "== clang build"
-build build-clang -DCMAKE_C_COMPILER=clang-19 -DEMBER_WERROR=ON -DEMBER_PYTHON=OFF
+build build-clang -DCMAKE_C_COMPILER=clang-19 -DEMBER_WERROR=ON
 quiet "clang ctest" ctest --test-dir build-clang --output-on-failure -E lit_ir
+
+echo "== build without LLVM (compiled functions run on the interpreter)"
+build build-nollvm -DEMBER_LLVM=OFF -DEMBER_WERROR=ON
+quiet "no-LLVM ctest" ctest --test-dir build-nollvm --output-on-failure -E lit_ir
+quiet "no-LLVM pytest" env PYTHONPATH=python:build-nollvm/python \
+    "$PYTHON" -m pytest -q -x -p no:cacheprovider tests/python
 
 echo "== sanitizer build (ASan + UBSan)"
 build build-asan -DEMBER_SANITIZE=ON -DEMBER_WERROR=ON
