@@ -61,13 +61,8 @@ static void propagate_layouts(const em_ir_graph *g, em_tensor *const *examples, 
             int nd;
             if (em_view_geometry(n->op, in->shape, is, in->ndim, &n->attrs, shape, st, &nd))
                 memcpy(strides[n->out[0]->id], st, sizeof st);
-        } else if (info->kind == EM_KIND_COPY) {
-            em_tensor probe; /* geometry only, to ask is_contiguous */
-            memset(&probe, 0, sizeof probe);
-            probe.ndim = in->ndim;
-            memcpy(probe.shape, in->shape, sizeof probe.shape);
-            memcpy(probe.strides, is, sizeof probe.strides);
-            if (em_tensor_is_contiguous(&probe)) memcpy(strides[n->out[0]->id], is, sizeof probe.strides);
+        } else if (info->kind == EM_KIND_COPY && em_strides_are_contiguous(in->shape, is, in->ndim)) {
+            memcpy(strides[n->out[0]->id], is, sizeof strides[0]); /* contiguous() returns its input */
         }
     }
 }

@@ -74,14 +74,18 @@ void em_contiguous_strides(const int64_t *shape, int ndim, int64_t *strides) {
     }
 }
 
-bool em_tensor_is_contiguous(const em_tensor *t) {
+bool em_strides_are_contiguous(const int64_t *shape, const int64_t *strides, int ndim) {
     int64_t s = 1;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-        if (t->shape[i] == 1) continue;
-        if (t->strides[i] != s) return false;
-        s *= t->shape[i];
+    for (int i = ndim - 1; i >= 0; i--) {
+        if (shape[i] == 1) continue;
+        if (strides[i] != s) return false;
+        s *= shape[i];
     }
     return true;
+}
+
+bool em_tensor_is_contiguous(const em_tensor *t) {
+    return em_strides_are_contiguous(t->shape, t->strides, t->ndim);
 }
 
 static em_status check_shape(const int64_t *shape, int ndim) {

@@ -105,6 +105,7 @@ static inline em_type em_tensor_type(const em_tensor *t) {
 
 /* True when strides are row-major for the shape (size-1 dims ignored). */
 bool em_tensor_is_contiguous(const em_tensor *t);
+bool em_strides_are_contiguous(const int64_t *shape, const int64_t *strides, int ndim);
 /* Row-major strides for `shape`. */
 void em_contiguous_strides(const int64_t *shape, int ndim, int64_t *strides);
 /* Reads element `linear` (row-major order over the shape) as a double. */

@@ -6,7 +6,11 @@
 - `assert_close(t, expected, rtol, atol)` checks an ember tensor against a
   NumPy array: dtype and shape first, then values (NaNs must match NaNs).
 - `NP_DTYPES` / `EM_DTYPES` map dtype names to NumPy and ember dtypes.
+- `subprocess_env(**overrides)`: an environment for running a script that
+  imports this same ember build.
 """
+
+import os
 
 import numpy as np
 import pytest
@@ -56,3 +60,14 @@ def assert_close(t, expected, rtol=0.0, atol=0.0):
         np.testing.assert_array_equal(got, expected)
     else:
         np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def subprocess_env(**overrides):
+    """os.environ without EMBER_* switches, with PYTHONPATH reaching the same
+    ember package and extension this process uses, plus `overrides`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(ember.__file__)))
+    ext_parent = os.path.dirname(os.path.dirname(os.path.abspath(ember._C.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([pkg_parent, ext_parent]))
+    env.update({k: str(v) for k, v in overrides.items()})
+    return env

@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 import ember
+from conftest import subprocess_env
 
 RTOL, ATOL = 1e-5, 1e-6
 THIS_FILE = os.path.abspath(__file__)
@@ -134,17 +135,6 @@ def line_of(fn, needle):
         if needle in text:
             return start + i
     raise AssertionError(f"{needle!r} not in {fn.__name__}")
-
-
-def subprocess_env(**overrides):
-    """os.environ without EMBER_* switches, with PYTHONPATH reaching the same
-    ember package and extension this process uses, plus `overrides`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
-    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(ember.__file__)))
-    ext_parent = os.path.dirname(os.path.dirname(os.path.abspath(ember._C.__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([pkg_parent, ext_parent]))
-    env.update({k: str(v) for k, v in overrides.items()})
-    return env
 
 
 def run_script(code, **env):

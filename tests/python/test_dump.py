@@ -15,6 +15,7 @@ import textwrap
 import pytest
 
 import ember
+from conftest import subprocess_env
 
 HAS_LLVM = ember.compiler.has_llvm()
 EMBER_OPT = os.path.normpath(os.path.join(os.path.dirname(ember._C.__file__), "..", "..",
@@ -57,17 +58,6 @@ s(ember.randn(4), ember.arange(4), ember.from_numpy(np.array([True, False, True,
 for cf in (g, m, s):
     print(cf.__name__, cf._specializations()[0]["dump_path"])
 '''
-
-
-def subprocess_env(**overrides):
-    """os.environ without EMBER_* switches, with PYTHONPATH reaching the same
-    ember package and extension this process uses, plus `overrides`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
-    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(ember.__file__)))
-    ext_parent = os.path.dirname(os.path.dirname(os.path.abspath(ember._C.__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([pkg_parent, ext_parent]))
-    env.update({k: str(v) for k, v in overrides.items()})
-    return env
 
 
 def run_script(path, cwd, **env):
