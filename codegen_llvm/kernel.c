@@ -26,7 +26,7 @@
 
 static const char *const dtype_sfx[EM_DTYPE_COUNT] = {
 #define SFX(unused, S, T, sfx) [EM_DTYPE_##S] = #sfx,
-    EM_FOR_DTYPES_ALL(SFX, _)
+    EM_FOR_DTYPES_STORED(SFX, _)
 #undef SFX
 };
 
@@ -34,15 +34,22 @@ typedef struct {
     LLVMContextRef ctx;
     LLVMModuleRef mod;
     LLVMBuilderRef b;
-    LLVMTypeRef i64, i1, i8, f32, f64, ptr;
+    LLVMTypeRef i64, i32, i16, i1, i8, f32, f64, ptr;
 } emitter;
 
-/* The type a value of `dt` has in registers (bool: i1) and in memory (i8). */
+/* The type a value of `dt` has in registers (bool: i1; the 16-bit floats:
+ * their bit patterns, i16) and in memory (bool: i8). */
 static LLVMTypeRef reg_type(const emitter *e, em_dtype dt) {
     switch (dt) {
     case EM_DTYPE_F32: return e->f32;
     case EM_DTYPE_F64: return e->f64;
     case EM_DTYPE_I64: return e->i64;
+    case EM_DTYPE_I32: return e->i32;
+    case EM_DTYPE_I16:
+    case EM_DTYPE_F16:
+    case EM_DTYPE_BF16: return e->i16;
+    case EM_DTYPE_I8:
+    case EM_DTYPE_U8: return e->i8;
     default: return e->i1;
     }
 }
@@ -50,14 +57,28 @@ static LLVMTypeRef mem_type(const emitter *e, em_dtype dt) {
     return dt == EM_DTYPE_BOOL ? e->i8 : reg_type(e, dt);
 }
 
-/* The value of a `full` constant of dtype dt. */
+/* The value of a `full` constant of dtype dt: made by the runtime's own
+ * conversion (a 0-d tensor), so it has exactly the eager value's bits. */
 static LLVMValueRef konst(const emitter *e, em_dtype dt, const em_attrs *a) {
+    em_tensor *t = dt == EM_DTYPE_BOOL || em_dtype_is_float(dt) ? em_tensor_scalar(a->value, dt)
+                                                                : em_tensor_scalar_i64(a->value_i, dt);
+    if (!t) return NULL;
+    const void *p = em_tensor_data(t);
+    LLVMValueRef v;
     switch (dt) {
-    case EM_DTYPE_F32:
-    case EM_DTYPE_F64: return LLVMConstReal(reg_type(e, dt), a->value);
-    case EM_DTYPE_I64: return LLVMConstInt(e->i64, (unsigned long long)a->value_i, 1);
-    default: return LLVMConstInt(e->i1, a->value != 0, 0);
+    case EM_DTYPE_F32: v = LLVMConstReal(e->f32, *(const float *)p); break;
+    case EM_DTYPE_F64: v = LLVMConstReal(e->f64, *(const double *)p); break;
+    case EM_DTYPE_I64: v = LLVMConstInt(e->i64, (unsigned long long)*(const int64_t *)p, 1); break;
+    case EM_DTYPE_I32: v = LLVMConstInt(e->i32, (unsigned long long)(int64_t)*(const int32_t *)p, 1); break;
+    case EM_DTYPE_I16: v = LLVMConstInt(e->i16, (unsigned long long)(int64_t)*(const int16_t *)p, 1); break;
+    case EM_DTYPE_F16:
+    case EM_DTYPE_BF16: v = LLVMConstInt(e->i16, *(const uint16_t *)p, 0); break;
+    case EM_DTYPE_I8: v = LLVMConstInt(e->i8, (unsigned long long)(int64_t)*(const int8_t *)p, 1); break;
+    case EM_DTYPE_U8: v = LLVMConstInt(e->i8, *(const uint8_t *)p, 0); break;
+    default: v = LLVMConstInt(e->i1, *(const bool *)p, 0); break;
     }
+    em_tensor_release(t);
+    return v;
 }
 
 static LLVMValueRef i64c(const emitter *e, int64_t v) {
@@ -95,19 +116,25 @@ static em_status emit_body(const emitter *e, const em_ir_block *r, LLVMValueRef 
         LLVMValueRef res = NULL;
         em_status st = EM_OK;
         if (n->op == EM_OP_FULL) {
-            res = konst(e, odt, &n->attrs);
+            if (!(res = konst(e, odt, &n->attrs))) return em_last_status();
         } else if (info->flags & EM_F_BROADCAST) {
             res = vals[n->in[0]->id]; /* broadcasting is in the strides */
         } else if (info->kind == EM_KIND_CAST) {
             st = convert(e, vals[n->in[0]->id], n->in[0]->type.dtype, odt, &res);
         } else if (info->flags & EM_F_ELEMENTWISE) {
-            em_dtype cd = em_op_compute_dtype(n->op, odt);
+            /* as the eager kernel: operands into their dtypes, the call in the
+             * compute dtype, its result rounded to the node's dtype */
+            em_type it[4];
+            for (int i = 0; i < n->n_in; i++) it[i] = n->in[i]->type;
+            em_dtype cd = em_ew_compute_dtype(n->op, it, n->n_in, odt);
             LLVMValueRef args[4];
             for (int i = 0; i < n->n_in && st == EM_OK; i++)
-                st = convert(e, vals[n->in[i]->id], n->in[i]->type.dtype, cd, &args[i]);
+                st = convert(e, vals[n->in[i]->id], n->in[i]->type.dtype,
+                             em_ew_operand_dtype(n->op, i, cd), &args[i]);
             char name[64];
             snprintf(name, sizeof name, "%s_%s", info->name, dtype_sfx[cd]);
             if (st == EM_OK) st = call_lib(e, name, args, n->n_in, &res);
+            if (st == EM_OK) st = convert(e, res, em_ew_native_result(n->op, cd), odt, &res);
         } else {
             return em_error(EM_ERR_NOT_IMPLEMENTED, "llvm: %s cannot appear in a kernel", info->name);
         }
@@ -157,6 +184,8 @@ em_status em_llvm_emit_kernel(LLVMModuleRef mod, const char *name, const em_ir_n
     e.ctx = LLVMGetModuleContext(mod);
     e.mod = mod;
     e.i64 = LLVMInt64TypeInContext(e.ctx);
+    e.i32 = LLVMInt32TypeInContext(e.ctx);
+    e.i16 = LLVMInt16TypeInContext(e.ctx);
     e.i1 = LLVMInt1TypeInContext(e.ctx);
     e.i8 = LLVMInt8TypeInContext(e.ctx);
     e.f32 = LLVMFloatTypeInContext(e.ctx);

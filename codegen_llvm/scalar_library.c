@@ -10,25 +10,38 @@
 #include "ember/ops.h"
 #include "ember/ops_math.h"
 
-#define LIB_UNARY(name, S, T, sfx)                                                                 \
-    T em_scalar_##name##_##sfx(T x);                                                               \
-    T em_scalar_##name##_##sfx(T x) { return sc_##name##_##sfx(x); }
-#define LIB_BINARY(name, S, T, sfx)                                                                \
-    T em_scalar_##name##_##sfx(T a, T b);                                                          \
-    T em_scalar_##name##_##sfx(T a, T b) { return sc_##name##_##sfx(a, b); }
+/* em_scalar_<op>_<dtype>, by shape and arity (see EM_EW_SHAPE_* in ops.h) */
+#define LIB_SAME_1(op, T, sfx)                                                                     \
+    T em_scalar_##op##_##sfx(T a);                                                                 \
+    T em_scalar_##op##_##sfx(T a) { return sc_##op##_##sfx(a); }
+#define LIB_SAME_2(op, T, sfx)                                                                     \
+    T em_scalar_##op##_##sfx(T a, T b);                                                            \
+    T em_scalar_##op##_##sfx(T a, T b) { return sc_##op##_##sfx(a, b); }
+#define LIB_SAME_3(op, T, sfx)                                                                     \
+    T em_scalar_##op##_##sfx(T a, T b, T c);                                                       \
+    T em_scalar_##op##_##sfx(T a, T b, T c) { return sc_##op##_##sfx(a, b, c); }
+#define LIB_PRED_1(op, T, sfx)                                                                     \
+    bool em_scalar_##op##_##sfx(T a);                                                              \
+    bool em_scalar_##op##_##sfx(T a) { return sc_##op##_##sfx(a); }
+#define LIB_PRED_2(op, T, sfx)                                                                     \
+    bool em_scalar_##op##_##sfx(T a, T b);                                                         \
+    bool em_scalar_##op##_##sfx(T a, T b) { return sc_##op##_##sfx(a, b); }
+#define LIB_WHERE_3(op, T, sfx)                                                                    \
+    T em_scalar_##op##_##sfx(bool c, T a, T b);                                                    \
+    T em_scalar_##op##_##sfx(bool c, T a, T b) { return sc_##op##_##sfx(c, a, b); }
 
-#define LIB_1 LIB_UNARY
-#define LIB_2 LIB_BINARY
-#define GEN_LIB(E, n, dts, arity) EM_FOR_DTYPES_##dts(LIB_##arity, n)
-#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_EW_ROW_##kind(GEN_LIB, E, n, dts)
+#define APPLY(m, ...) m(__VA_ARGS__)
+#define UNPACK(...) __VA_ARGS__
+#define LIB_(op, arity, shape, T, sfx) LIB_##shape##_##arity(op, T, sfx)
+#define LIB(arg, S, T, sfx) APPLY(LIB_, UNPACK arg, T, sfx)
+#define GEN_LIB(E, n, dts, arity, shape) EM_FOR_DTYPES_##dts(LIB, (n, arity, shape))
+#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_EW_ROW_##kind(GEN_LIB, E, n, dts, pr)
 #include "ember/ops.def"
 #undef EM_OP
 
 #define LIB_CAST(FS, FT, fsfx, TS, TT, tsfx)                                                       \
     TT em_scalar_cast_##fsfx##_##tsfx(FT x);                                                       \
     TT em_scalar_cast_##fsfx##_##tsfx(FT x) { return sc_cast_##fsfx##_##tsfx(x); }
-#define UNPACK(...) __VA_ARGS__
-#define APPLY(m, ...) m(__VA_ARGS__)
 #define CAST_INNER(from, S, T, sfx) APPLY(LIB_CAST, UNPACK from, S, T, sfx)
-#define CAST_OUTER(unused, S, T, sfx) EM_FOR_DTYPES_ALL_INNER(CAST_INNER, (S, T, sfx))
-EM_FOR_DTYPES_ALL(CAST_OUTER, _)
+#define CAST_OUTER(unused, S, T, sfx) EM_FOR_DTYPES_STORED_INNER(CAST_INNER, (S, T, sfx))
+EM_FOR_DTYPES_STORED(CAST_OUTER, _)

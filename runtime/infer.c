@@ -16,12 +16,19 @@
 
 /* ---- promotion ---- */
 
+/* PyTorch's lattice: a higher category wins; within floats float16 with
+ * bfloat16 is float32; within integers uint8 with a signed type needs the
+ * next signed type wide enough (uint8 with int8 is int16); otherwise the
+ * wider dtype. */
 em_dtype em_promote_types(em_dtype a, em_dtype b) {
     if (a == b) return a;
     em_dtype_category ca = em_dtype_category_of(a), cb = em_dtype_category_of(b);
     if (ca != cb) return ca > cb ? a : b;
-    /* Same category, different dtypes: the wider one. (With f16/bf16 the
-     * float lattice gains its special cases.) */
+    if (em_dtype_is_half(a) && em_dtype_is_half(b)) return EM_DTYPE_F32;
+    if (a == EM_DTYPE_U8 || b == EM_DTYPE_U8) {
+        em_dtype other = a == EM_DTYPE_U8 ? b : a; /* a signed integer type */
+        return other == EM_DTYPE_I8 ? EM_DTYPE_I16 : other;
+    }
     return em_dtype_size(a) >= em_dtype_size(b) ? a : b;
 }
 
@@ -51,9 +58,26 @@ em_dtype em_scalar_operand_dtype(em_dtype tensor_dtype, em_dtype_category scalar
                                       : EM_DTYPE_BOOL;
 }
 
-em_dtype em_op_compute_dtype(em_op op, em_dtype result) {
-    (void)op; /* every elementwise op so far computes in its result dtype */
-    return result;
+em_dtype em_ew_compute_dtype(em_op op, const em_type *in, int n_in, em_dtype result) {
+    switch (em_op_get(op)->promote) {
+    case EM_PROMOTE_LOGICAL: return EM_DTYPE_BOOL;
+    case EM_PROMOTE_PRED: return em_dtype_compute(in[0].dtype);
+    case EM_PROMOTE_COMPARE: {
+        const em_type *ops[EM_ITER_MAX_OPS];
+        for (int i = 0; i < n_in; i++) ops[i] = &in[i];
+        return em_dtype_compute(em_result_type(ops, n_in));
+    }
+    default: return em_dtype_compute(result);
+    }
+}
+
+em_dtype em_ew_operand_dtype(em_op op, int i, em_dtype compute) {
+    return (i == 0 && em_op_get(op)->promote == EM_PROMOTE_WHERE) ? EM_DTYPE_BOOL : compute;
+}
+
+em_dtype em_ew_native_result(em_op op, em_dtype compute) {
+    em_promote p = em_op_get(op)->promote;
+    return (p == EM_PROMOTE_COMPARE || p == EM_PROMOTE_PRED) ? EM_DTYPE_BOOL : compute;
 }
 
 /* Applies an op's promotion rule to the promoted input dtype. */
@@ -62,6 +86,10 @@ static em_status promote_result(em_op op, em_dtype in, em_dtype *out) {
     switch (info->promote) {
     case EM_PROMOTE_INT_TO_FLOAT: *out = em_dtype_is_float(in) ? in : EM_DEFAULT_FLOAT; break;
     case EM_PROMOTE_SUM: *out = em_dtype_is_float(in) ? in : EM_DTYPE_I64; break;
+    case EM_PROMOTE_COMPARE:
+    case EM_PROMOTE_PRED:
+    case EM_PROMOTE_LOGICAL: *out = EM_DTYPE_BOOL; break;
+    case EM_PROMOTE_INDEX: *out = EM_DTYPE_I64; break;
     case EM_PROMOTE_FLOAT_ONLY:
         if (!em_dtype_is_float(in))
             return em_error(EM_ERR_DTYPE,
@@ -140,12 +168,20 @@ em_status infer_elementwise(em_op op, const em_type *in, int n_in, const em_attr
         }
         memcpy(r.shape, shape, sizeof shape);
     }
+    const em_op_info *info = em_op_get(op);
     const em_type *ops[EM_ITER_MAX_OPS];
-    for (int i = 0; i < n_in; i++) ops[i] = &in[i];
-    st = promote_result(op, em_result_type(ops, n_in), &r.dtype);
+    int first = 0; /* where(cond, a, b): the condition takes no part in promotion */
+    if (info->promote == EM_PROMOTE_WHERE) {
+        if (in[0].dtype != EM_DTYPE_BOOL)
+            return em_error(EM_ERR_DTYPE, "where: expected the condition to be a bool tensor, got %s",
+                            em_dtype_name(in[0].dtype));
+        first = 1;
+    }
+    for (int i = first; i < n_in; i++) ops[i - first] = &in[i];
+    st = promote_result(op, em_result_type(ops, n_in - first), &r.dtype);
     if (st != EM_OK) return st;
-    uint32_t defined = em_op_get(op)->dtypes;
-    em_dtype cd = em_op_compute_dtype(op, r.dtype);
+    uint32_t defined = info->dtypes;
+    em_dtype cd = em_ew_compute_dtype(op, in, n_in, r.dtype);
     if (defined && !(defined & (1u << cd)))
         return em_error(EM_ERR_DTYPE, "%s: not implemented for %s tensors", em_op_name(op),
                         em_dtype_long_name(cd));
@@ -181,6 +217,8 @@ em_status infer_reduce(em_op op, const em_type *in, int n_in, const em_attrs *at
                             em_op_name(op), (long long)d);
         if (in[0].ndim) reduced[d] = true;
     }
+    const em_op_info *info = em_op_get(op);
+    bool picks = info->promote == EM_PROMOTE_SAME || info->promote == EM_PROMOTE_INDEX;
     em_type r = in[0];
     r.ndim = 0;
     for (int i = 0; i < in[0].ndim; i++) {
@@ -188,7 +226,16 @@ em_status infer_reduce(em_op op, const em_type *in, int n_in, const em_attrs *at
             r.shape[r.ndim++] = in[0].shape[i];
         else if (attrs->keepdim)
             r.shape[r.ndim++] = 1;
+        if (reduced[i] && in[0].shape[i] == 0 && picks)
+            return em_error(EM_ERR_VALUE,
+                            "%s: cannot reduce over dimension %d of size 0 (an empty "
+                            "reduction has no %s)",
+                            info->name, i, info->promote == EM_PROMOTE_INDEX ? "index" : "value");
     }
+    if ((op == EM_OP_ARGMAX || op == EM_OP_ARGMIN) && attrs->n_dims != 1 &&
+        attrs->n_dims != in[0].ndim)
+        return em_error(EM_ERR_VALUE, "%s: takes one dim, or none for the index into the flattened "
+                                      "tensor", info->name);
     for (int i = r.ndim; i < EM_MAX_DIMS; i++) r.shape[i] = 0;
     em_status st = promote_result(op, in[0].dtype, &r.dtype);
     if (st != EM_OK) return st;
@@ -330,6 +377,19 @@ em_status infer_view(em_op op, const em_type *in, int n_in, const em_attrs *attr
     }
     if (st == EM_OK) out[0] = r;
     return st;
+}
+
+/* Scans and normalisations along one dim: the shape is kept. */
+em_status infer_scan(em_op op, const em_type *in, int n_in, const em_attrs *attrs, em_type *out,
+                     int n_out) {
+    (void)n_in;
+    (void)n_out;
+    int64_t d = attrs->n_dims == 1 ? attrs->dims[0] : -1;
+    if (d < 0 || d >= (in[0].ndim ? in[0].ndim : 1))
+        return em_error(EM_ERR_INDEX, "%s: dimension out of range for a %d-d tensor",
+                        em_op_name(op), in[0].ndim);
+    out[0] = in[0];
+    return promote_result(op, in[0].dtype, &out[0].dtype);
 }
 
 em_status infer_same(em_op op, const em_type *in, int n_in, const em_attrs *attrs, em_type *out,

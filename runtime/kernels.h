@@ -18,6 +18,7 @@ em_status infer_reduce(em_op, const em_type *, int, const em_attrs *, em_type *,
 em_status infer_matmul(em_op, const em_type *, int, const em_attrs *, em_type *, int);
 em_status infer_view(em_op, const em_type *, int, const em_attrs *, em_type *, int);
 em_status infer_same(em_op, const em_type *, int, const em_attrs *, em_type *, int);
+em_status infer_scan(em_op, const em_type *, int, const em_attrs *, em_type *, int);
 em_status infer_factory(em_op, const em_type *, int, const em_attrs *, em_type *, int);
 em_status infer_fused(em_op, const em_type *, int, const em_attrs *, em_type *, int);
 
@@ -57,6 +58,7 @@ void em_iter_run(const em_iter *it, em_loop_fn loop, int64_t grain);
 em_status cpu_elementwise(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
 em_status cpu_cast(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
 em_status cpu_reduce(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
+em_status cpu_scan(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
 em_status cpu_matmul(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
 em_status cpu_view(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
 em_status cpu_contiguous(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
@@ -64,6 +66,11 @@ em_status cpu_full(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
 em_status cpu_arange(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
 em_status cpu_random(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
 em_status cpu_fused(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
+
+/* Runs elementwise op `op` into an existing result tensor (fresh or, for
+ * in-place ops, any strided tensor of the broadcast shape), converting
+ * dtypes as em_ew_* say. */
+em_status em_elementwise_into(em_op op, em_tensor *const *in, em_tensor *out);
 
 /* Copies `src` into `dst` (same shape; src may broadcast), converting dtype.
  * The one copy routine: contiguous(), reshape's copy and dtype casts. */

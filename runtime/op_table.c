@@ -12,8 +12,10 @@
 
 #define INFER_UNARY infer_elementwise
 #define INFER_BINARY infer_elementwise
+#define INFER_TERNARY infer_elementwise
 #define INFER_CAST infer_cast
 #define INFER_REDUCE infer_reduce
+#define INFER_SCAN infer_scan
 #define INFER_MATMUL infer_matmul
 #define INFER_VIEW infer_view
 #define INFER_COPY infer_same
@@ -23,8 +25,10 @@
 
 #define CPU_UNARY cpu_elementwise
 #define CPU_BINARY cpu_elementwise
+#define CPU_TERNARY cpu_elementwise
 #define CPU_CAST cpu_cast
 #define CPU_REDUCE cpu_reduce
+#define CPU_SCAN cpu_scan
 #define CPU_MATMUL cpu_matmul
 #define CPU_VIEW cpu_view
 #define CPU_COPY cpu_contiguous
@@ -37,8 +41,10 @@
 #define CPU_FOR(kind, name) CPU_FOR_##kind(name)
 #define CPU_FOR_UNARY(n) CPU_UNARY
 #define CPU_FOR_BINARY(n) CPU_BINARY
+#define CPU_FOR_TERNARY(n) CPU_TERNARY
 #define CPU_FOR_CAST(n) CPU_CAST
 #define CPU_FOR_REDUCE(n) CPU_REDUCE
+#define CPU_FOR_SCAN(n) CPU_SCAN
 #define CPU_FOR_MATMUL(n) CPU_MATMUL
 #define CPU_FOR_VIEW(n) CPU_VIEW
 #define CPU_FOR_COPY(n) CPU_COPY

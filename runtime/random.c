@@ -106,6 +106,15 @@ static void fill_range(void *arg, int64_t b, int64_t e) {
 em_status cpu_random(em_op op, em_tensor *const *in, const em_attrs *attrs, em_tensor **out) {
     (void)in;
     (void)attrs;
+    if (em_dtype_is_half(out[0]->dtype)) { /* drawn in float32, then rounded */
+        em_tensor *f = em_tensor_empty(out[0]->shape, out[0]->ndim, EM_DTYPE_F32, out[0]->device);
+        if (!f) return em_last_status();
+        em_tensor *tmp[1] = {f};
+        em_status st = cpu_random(op, in, attrs, tmp);
+        if (st == EM_OK) st = em_copy_into(out[0], f);
+        em_tensor_release(f);
+        return st;
+    }
     em_tensor *t = out[0];
     rng_ctx c = {.op = op, .dt = t->dtype, .out = em_tensor_data(t)};
     c.per_block = op == EM_OP_RANDN ? 2 : t->dtype == EM_DTYPE_F32 ? 4 : 2;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ember/alloc.h"
+#include "ember/ops_math.h"
 #include "ember/tensor.h"
 
 static int64_t live_tensors, live_storages;
@@ -176,29 +177,28 @@ static em_tensor *scalar_new(em_dtype dtype) {
     return em_tensor_empty(NULL, 0, dtype, em_cpu());
 }
 
+/* A 0-d tensor of dtype dt holding `value` converted by the one set of
+ * conversions every backend uses (ops_math.h). */
+#define SET_FROM(FROM, S, T, sfx)                                                                  \
+    case EM_DTYPE_##S: *(T *)em_tensor_data(t) = sc_cast_##FROM##_##sfx(value); break;
+
 em_tensor *em_tensor_scalar(double value, em_dtype dtype) {
     em_tensor *t = scalar_new(dtype);
     if (!t) return NULL;
-    void *p = em_tensor_data(t);
     switch (dtype) {
-    case EM_DTYPE_F32: *(float *)p = (float)value; break;
-    case EM_DTYPE_F64: *(double *)p = value; break;
-    case EM_DTYPE_I64:
-        *(int64_t *)p = value != value              ? 0
-                        : value >= 9.2233720368547758e18 ? INT64_MAX
-                        : value < -9.2233720368547758e18 ? INT64_MIN
-                                                         : (int64_t)value;
-        break;
-    case EM_DTYPE_BOOL: *(bool *)p = value != 0.0; break;
+        EM_FOR_DTYPES_STORED(SET_FROM, f64)
     default: break;
     }
     return t;
 }
 
 em_tensor *em_tensor_scalar_i64(int64_t value, em_dtype dtype) {
-    if (dtype != EM_DTYPE_I64) return em_tensor_scalar((double)value, dtype);
     em_tensor *t = scalar_new(dtype);
-    if (t) *(int64_t *)em_tensor_data(t) = value;
+    if (!t) return NULL;
+    switch (dtype) {
+        EM_FOR_DTYPES_STORED(SET_FROM, i64)
+    default: break;
+    }
     return t;
 }
 
@@ -220,10 +220,10 @@ double em_tensor_get_f64(const em_tensor *t, int64_t linear) {
     }
     const char *base = em_tensor_data(t);
     switch (t->dtype) {
-    case EM_DTYPE_F32: return ((const float *)base)[off];
-    case EM_DTYPE_F64: return ((const double *)base)[off];
-    case EM_DTYPE_I64: return (double)((const int64_t *)base)[off];
-    case EM_DTYPE_BOOL: return ((const bool *)base)[off];
+#define GET(unused, S, T, sfx)                                                                     \
+    case EM_DTYPE_##S: return sc_cast_##sfx##_f64(((const T *)base)[off]);
+        EM_FOR_DTYPES_STORED(GET, _)
+#undef GET
     default: return 0;
     }
 }

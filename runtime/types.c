@@ -20,6 +20,7 @@ static const struct {
 size_t em_dtype_size(em_dtype dt) { return dtype_info[dt].size; }
 em_dtype_category em_dtype_category_of(em_dtype dt) { return dtype_info[dt].cat; }
 bool em_dtype_is_float(em_dtype dt) { return dtype_info[dt].cat == EM_CAT_FLOAT; }
+bool em_dtype_is_signed(em_dtype dt) { return dt != EM_DTYPE_U8 && dt != EM_DTYPE_BOOL; }
 const char *em_dtype_name(em_dtype dt) {
     return (unsigned)dt < EM_DTYPE_COUNT ? dtype_info[dt].name : "?";
 }

@@ -28,25 +28,39 @@ typedef enum em_op {
 } em_op;
 
 /* Selects the elementwise rows of ops.def: with
- *   #define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_EW_ROW_##kind(X, E, n, dts)
- * an expansion of ops.def calls X(E, name, dtype_class, arity) for each UNARY
- * and BINARY row and nothing for the others. */
-#define EM_EW_ROW_UNARY(X, E, n, dts) X(E, n, dts, 1)
-#define EM_EW_ROW_BINARY(X, E, n, dts) X(E, n, dts, 2)
-#define EM_EW_ROW_CAST(X, E, n, dts)
-#define EM_EW_ROW_REDUCE(X, E, n, dts)
-#define EM_EW_ROW_MATMUL(X, E, n, dts)
-#define EM_EW_ROW_VIEW(X, E, n, dts)
-#define EM_EW_ROW_COPY(X, E, n, dts)
-#define EM_EW_ROW_FACTORY(X, E, n, dts)
-#define EM_EW_ROW_RANDOM(X, E, n, dts)
-#define EM_EW_ROW_FUSED(X, E, n, dts)
+ *   #define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_EW_ROW_##kind(X, E, n, dts, pr)
+ * an expansion of ops.def calls X(E, name, dtype_class, arity, shape) for
+ * each UNARY, BINARY and TERNARY row and nothing for the others. */
+#define EM_EW_ROW_UNARY(X, E, n, dts, pr) X(E, n, dts, 1, EM_EW_SHAPE_##pr)
+#define EM_EW_ROW_BINARY(X, E, n, dts, pr) X(E, n, dts, 2, EM_EW_SHAPE_##pr)
+#define EM_EW_ROW_TERNARY(X, E, n, dts, pr) X(E, n, dts, 3, EM_EW_SHAPE_##pr)
+#define EM_EW_ROW_CAST(X, E, n, dts, pr)
+#define EM_EW_ROW_REDUCE(X, E, n, dts, pr)
+#define EM_EW_ROW_SCAN(X, E, n, dts, pr)
+#define EM_EW_ROW_MATMUL(X, E, n, dts, pr)
+#define EM_EW_ROW_VIEW(X, E, n, dts, pr)
+#define EM_EW_ROW_COPY(X, E, n, dts, pr)
+#define EM_EW_ROW_FACTORY(X, E, n, dts, pr)
+#define EM_EW_ROW_RANDOM(X, E, n, dts, pr)
+#define EM_EW_ROW_FUSED(X, E, n, dts, pr)
+/* The C signature of an elementwise op's scalar definition, by promotion
+ * rule: SAME (every operand and the result in the compute dtype), PRED (the
+ * result is bool) or WHERE (the first operand is bool). */
+#define EM_EW_SHAPE_SAME SAME
+#define EM_EW_SHAPE_INT_TO_FLOAT SAME
+#define EM_EW_SHAPE_FLOAT_ONLY SAME
+#define EM_EW_SHAPE_LOGICAL SAME
+#define EM_EW_SHAPE_COMPARE PRED
+#define EM_EW_SHAPE_PRED PRED
+#define EM_EW_SHAPE_WHERE WHERE
 
 typedef enum em_op_kind {
     EM_KIND_UNARY,
     EM_KIND_BINARY,
+    EM_KIND_TERNARY,
     EM_KIND_CAST,
     EM_KIND_REDUCE,
+    EM_KIND_SCAN,
     EM_KIND_MATMUL,
     EM_KIND_VIEW,
     EM_KIND_COPY,
@@ -64,6 +78,11 @@ typedef enum em_promote {
     EM_PROMOTE_FLOAT_ONLY,   /* input must be floating point                 */
     EM_PROMOTE_MATCH,        /* inputs must all have the same dtype          */
     EM_PROMOTE_ATTR,         /* from the dtype attribute                     */
+    EM_PROMOTE_COMPARE,      /* bool; computed in the promoted input dtype   */
+    EM_PROMOTE_PRED,         /* bool; a predicate of the input's values      */
+    EM_PROMOTE_LOGICAL,      /* bool; inputs read as truth values            */
+    EM_PROMOTE_WHERE,        /* where(cond, a, b): cond bool, a/b promoted   */
+    EM_PROMOTE_INDEX,        /* int64 indices (argmax)                       */
 } em_promote;
 
 /* Op properties. Passes read these, never lists of op names. */
@@ -75,6 +94,9 @@ enum {
     EM_F_BROADCAST = 1u << 4, /* a pure broadcast: fusible as index arithmetic */
     EM_F_NO_BOOL = 1u << 5,   /* rejects bool inputs                           */
     EM_F_RANDOM = 1u << 6,    /* draws from the random generator               */
+    EM_F_INT_DIV = 1u << 7,   /* integer division: on integer dtypes the eager
+                                 kernel raises on a zero divisor, so it is not
+                                 fused there (a kernel cannot raise)           */
 };
 
 /* Attribute keys, in the order IR text prints them. ORDER ATTR */
@@ -86,7 +108,9 @@ enum {
     X(VALUE, value)                                                                                \
     X(START, start)                                                                                \
     X(END, end)                                                                                    \
-    X(STEP, step)
+    X(STEP, step)                                                                                  \
+    X(CORRECTION, correction)                                                                      \
+    X(ORD, ord)
 
 enum {
 #define X(E, n) EM_A_BIT_##E,
@@ -113,6 +137,8 @@ typedef struct em_attrs {
     double value;    /* full: fill value for float and bool dtypes */
     int64_t value_i; /* full: fill value for integer dtypes (exact beyond 2^53) */
     double start, end, step;
+    double correction; /* var/std: divide by n - correction */
+    double ord;        /* norm: the p of the p-norm (inf allowed) */
 } em_attrs;
 
 /* Infers result types from input types. `in` has n_in entries; writes n_out
@@ -162,9 +188,14 @@ em_dtype em_result_type(const em_type *const *ops, int n);
 /* The dtype a Python number of `cat` takes when combined with `t` (PyTorch's
  * wrapped-number rule), used to materialise scalars before an op runs. */
 em_dtype em_scalar_operand_dtype(em_dtype tensor_dtype, em_dtype_category scalar_cat);
-/* The dtype elementwise op `op` computes in, given its result dtype. The
- * eager kernels cast inputs to it; the code generators do the same. */
-em_dtype em_op_compute_dtype(em_op op, em_dtype result);
+/* For an elementwise op: the dtype its scalar definition computes in, given
+ * its operand types and result dtype (float16/bfloat16 compute in float32);
+ * the dtype operand i is converted to before the call; and the dtype the call
+ * returns (converted to the result dtype if they differ). The eager kernels
+ * and the code generators all follow these, which is how they agree. */
+em_dtype em_ew_compute_dtype(em_op op, const em_type *in, int n_in, em_dtype result);
+em_dtype em_ew_operand_dtype(em_op op, int i, em_dtype compute);
+em_dtype em_ew_native_result(em_op op, em_dtype compute);
 
 /* ---- trace hook ---- */
 
@@ -207,6 +238,12 @@ em_tensor *em_binary(em_op op, em_tensor *a, em_tensor *b);
 /* dims may be negative; n_dims == 0 (or dims NULL) reduces every dim. */
 em_tensor *em_sum(em_tensor *a, const int64_t *dims, int n_dims, bool keepdim);
 em_tensor *em_mean(em_tensor *a, const int64_t *dims, int n_dims, bool keepdim);
+/* Any reduction row (sum, prod, amax, all, var, ...); correction and ord
+ * are read by var/std and norm. argmax/argmin take one dim or none. */
+em_tensor *em_reduce(em_op op, em_tensor *a, const int64_t *dims, int n_dims, bool keepdim,
+                     double correction, double ord);
+/* cumsum, cumprod, softmax, log_softmax along `dim`. */
+em_tensor *em_scan(em_op op, em_tensor *a, int64_t dim);
 em_tensor *em_matmul(em_tensor *a, em_tensor *b);
 
 /* shape may contain one -1. reshape returns a view when the geometry allows,

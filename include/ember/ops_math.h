@@ -2,22 +2,29 @@
  * ops_math.h - the scalar definition of every elementwise op, written once.
  *
  * For each elementwise row of ops.def this file defines sc_<name>_<dtype>
- * for every dtype of the row's class, plus sc_cast_<from>_<to> for every pair
- * of dtypes. Every backend compiles this same text:
+ * for every compute dtype of the row's class, and sc_cast_<from>_<to> for
+ * every pair of stored dtypes. Every backend compiles this same text:
  *   - the eager CPU kernels include it (gcc or clang, vectorised loops);
  *   - the LLVM backend compiles it to bitcode with clang at build time and
  *     inlines the functions into each fused kernel (codegen_llvm/);
  *   - the CUDA backend will hand it to NVRTC as source text.
  * So eager and compiled results agree to the last bit: no backend has its own
  * copy of the math. Keep to a C subset all three accept: no globals, no libc
- * beyond <math.h>, branch-free where it matters so loops vectorise. Files that
- * include this must be compiled with -ffp-contract=off (contractions would
- * make results depend on the compiler).
+ * beyond <math.h>, branch-free where it matters so loops vectorise, no
+ * undefined behaviour for any input (integers wrap; division by zero and
+ * overflowing divisions return defined values, and the eager kernels check
+ * for integer division by zero before they run). Files that include this must
+ * be compiled with -ffp-contract=off (contractions would make results depend
+ * on the compiler).
  *
- * float32 transcendentals are polynomial approximations (Cephes) that
- * vectorise; libm's scalar calls are ~40x slower here. Accuracy: exp, log
- * within 2 ulp, tanh and sigmoid within 4 ulp on their whole domains.
- * float64 uses libm.
+ * float32 transcendentals are polynomial approximations that vectorise;
+ * libm's scalar calls are ~40x slower here. Their worst errors against
+ * double-precision libm, measured over all float32 inputs (|x| <= 1e9 for
+ * the trigonometric ones; tests/c/test_ops_math.c re-checks a sample):
+ *   exp 1.02, exp2 1.03, expm1 1.48, log 0.89, log2 1.81, log1p 2.42,
+ *   sin 1.58, cos 1.56, tan 2.7, tanh 1.32, erf 2.45, sigmoid 2.71 ulp.
+ * float64 uses libm. float16 and bfloat16 are computed in float32 and
+ * rounded to nearest even.
  */
 #ifndef EMBER_OPS_MATH_H
 #define EMBER_OPS_MATH_H
@@ -28,7 +35,10 @@ typedef long long em_sc_i64;
 typedef unsigned long long em_sc_u64;
 typedef int em_sc_i32;
 typedef unsigned int em_sc_u32;
-#define EM_SC_BOOL bool
+typedef short em_sc_i16;
+typedef unsigned short em_sc_u16;
+typedef signed char em_sc_i8;
+typedef unsigned char em_sc_u8;
 static __device__ __forceinline__ float em_sc_u32_as_f32(em_sc_u32 u) { return __uint_as_float(u); }
 static __device__ __forceinline__ em_sc_u32 em_sc_f32_as_u32(float f) { return __float_as_uint(f); }
 #else
@@ -40,7 +50,10 @@ typedef int64_t em_sc_i64;
 typedef uint64_t em_sc_u64;
 typedef int32_t em_sc_i32;
 typedef uint32_t em_sc_u32;
-#define EM_SC_BOOL bool
+typedef int16_t em_sc_i16;
+typedef uint16_t em_sc_u16;
+typedef int8_t em_sc_i8;
+typedef uint8_t em_sc_u8;
 EM_SC float em_sc_u32_as_f32(em_sc_u32 u) {
     union {
         em_sc_u32 u;
@@ -58,13 +71,57 @@ EM_SC em_sc_u32 em_sc_f32_as_u32(float f) {
     return v.u;
 }
 #endif
+#define EM_SC_BOOL bool
+/* The C types of the 16-bit float dtypes (their bit patterns). */
+typedef em_sc_u16 em_sc_f16;
+typedef em_sc_u16 em_sc_bf16;
 
 #define EM_SC_I64_MAX ((em_sc_i64)0x7fffffffffffffffLL)
 #define EM_SC_I64_MIN (-EM_SC_I64_MAX - 1)
 
-/* ---- float32 building blocks ---- */
+/* ================================================================ float16 / bfloat16 */
 
-/* 2^n for integral n in [-150, 128], exact, as the product of two normal
+/* float16 bits -> float32, exactly (subnormals, inf and NaN included). */
+EM_SC float em_sc_f16_to_f32(em_sc_f16 h) {
+    em_sc_u32 o = (em_sc_u32)(h & 0x7fffu) << 13;
+    em_sc_u32 exp = o & (0x7c00u << 13);
+    em_sc_u32 normal = o + ((em_sc_u32)(127 - 15) << 23);
+    em_sc_u32 special = normal + ((em_sc_u32)(128 - 16) << 23); /* inf / NaN */
+    /* subnormal: let the float unit normalise it */
+    float sub = em_sc_u32_as_f32(o + ((em_sc_u32)(127 - 15 + 1) << 23)) -
+                em_sc_u32_as_f32((em_sc_u32)(127 - 15 + 1) << 23);
+    em_sc_u32 r = exp == (0x7c00u << 13) ? special : exp == 0 ? em_sc_f32_as_u32(sub) : normal;
+    return em_sc_u32_as_f32(r | ((em_sc_u32)(h & 0x8000u) << 16));
+}
+
+/* float32 -> float16 bits, rounding to nearest even; NaN stays NaN. */
+EM_SC em_sc_f16 em_sc_f32_to_f16(float f) {
+    em_sc_u32 x = em_sc_f32_as_u32(f);
+    em_sc_u32 sign = (x >> 16) & 0x8000u;
+    em_sc_u32 ax = x & 0x7fffffffu;
+    /* subnormal results: align the 10 mantissa bits at the bottom with one
+     * float addition (which rounds to nearest even), then subtract the bias */
+    const em_sc_u32 magic = (em_sc_u32)((127 - 15) + (23 - 10) + 1) << 23;
+    em_sc_u32 sub = em_sc_f32_as_u32(em_sc_u32_as_f32(ax) + em_sc_u32_as_f32(magic)) - magic;
+    em_sc_u32 norm = (ax + ((em_sc_u32)(15 - 127) << 23) + 0xfffu + ((ax >> 13) & 1u)) >> 13;
+    em_sc_u32 r = ax > 0x7f800000u         ? 0x7e00u /* NaN */
+                  : ax >= 0x47800000u      ? 0x7c00u /* >= 65536: inf */
+                  : ax < (113u << 23)      ? sub
+                                           : norm;
+    return (em_sc_f16)(r | sign);
+}
+
+EM_SC float em_sc_bf16_to_f32(em_sc_bf16 h) { return em_sc_u32_as_f32((em_sc_u32)h << 16); }
+
+EM_SC em_sc_bf16 em_sc_f32_to_bf16(float f) {
+    em_sc_u32 x = em_sc_f32_as_u32(f);
+    em_sc_u32 rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+    return (em_sc_bf16)(f != f ? ((x >> 16) | 0x40u) : rounded);
+}
+
+/* ================================================================ float32 building blocks */
+
+/* y * 2^n for integral n in [-150, 128], as the product of two normal
  * powers so results that land in the subnormal range round once. */
 EM_SC float em_sc_ldexp_f32(float y, float n) {
     em_sc_i32 n1 = (em_sc_i32)n / 2;
@@ -74,7 +131,18 @@ EM_SC float em_sc_ldexp_f32(float y, float n) {
     return y * s1 * s2;
 }
 
-/* exp: range reduction x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial. */
+/* e^r - 1 for |r| <= ln2/2 (degree-6 minimax, Cephes). */
+EM_SC float em_sc_expm1_core(float r) {
+    float p = 1.9875691500e-4f;
+    p = fmaf(p, r, 1.3981999507e-3f);
+    p = fmaf(p, r, 8.3334519073e-3f);
+    p = fmaf(p, r, 4.1665795894e-2f);
+    p = fmaf(p, r, 1.6666665459e-1f);
+    p = fmaf(p, r, 5.0000001201e-1f);
+    return fmaf(p * r, r, r);
+}
+
+/* exp: range reduction x = n ln2 + r, |r| <= ln2/2. */
 EM_SC float sc_exp_f32(float x) {
     float xc = x > 89.0f ? 89.0f : x;
     xc = xc < -104.0f ? -104.0f : xc;
@@ -82,27 +150,48 @@ EM_SC float sc_exp_f32(float x) {
     float n = rintf(xc * 1.44269504088896341f);
     float r = fmaf(-n, 0.693359375f, xc);
     r = fmaf(n, 2.12194440e-4f, r);
-    float p = 1.9875691500e-4f;
-    p = fmaf(p, r, 1.3981999507e-3f);
-    p = fmaf(p, r, 8.3334519073e-3f);
-    p = fmaf(p, r, 4.1665795894e-2f);
-    p = fmaf(p, r, 1.6666665459e-1f);
-    p = fmaf(p, r, 5.0000001201e-1f);
-    float y = fmaf(p * r, r, r) + 1.0f;
-    y = em_sc_ldexp_f32(y, n);
+    float y = em_sc_ldexp_f32(em_sc_expm1_core(r) + 1.0f, n);
     return x != x ? x : y;
 }
 
-/* log: x = m 2^e with m in [sqrt(1/2), sqrt(2)), degree-9 polynomial in m-1. */
-EM_SC float sc_log_f32(float x) {
-    /* Subnormals are scaled into the normal range first. */
-    bool tiny = x < 1.17549435e-38f;
+/* 2^x: the fraction is exact (x - rint(x)), so large x stays accurate. */
+EM_SC float sc_exp2_f32(float x) {
+    float xc = x > 129.0f ? 129.0f : x;
+    xc = xc < -151.0f ? -151.0f : xc;
+    xc = x != x ? 0.0f : xc;
+    float n = rintf(xc);
+    float r = (xc - n) * 0.693147180559945309f;
+    float y = em_sc_ldexp_f32(em_sc_expm1_core(r) + 1.0f, n);
+    return x != x ? x : y;
+}
+
+/* e^x - 1: with x = n ln2 + r, e^x - 1 = 2^n (e^r - 1) + (2^n - 1), which
+ * keeps full relative accuracy for every x (no cancellation near 0). */
+EM_SC float sc_expm1_f32(float x) {
+    float xc = x > 89.0f ? 89.0f : x;
+    xc = xc < -104.0f ? -104.0f : xc;
+    xc = x != x ? 0.0f : xc;
+    float n = rintf(xc * 1.44269504088896341f);
+    float r = fmaf(-n, 0.693359375f, xc);
+    r = fmaf(n, 2.12194440e-4f, r);
+    float p = em_sc_expm1_core(r);
+    float y = em_sc_ldexp_f32(p, n) + (em_sc_ldexp_f32(1.0f, n) - 1.0f);
+    /* for large n the -1 is below an ulp (and 2^n alone may overflow) */
+    y = n > 30.0f ? em_sc_ldexp_f32(p + 1.0f, n) - 1.0f : y;
+    return x != x ? x : y;
+}
+
+/* log(m) for m in [sqrt(1/2), sqrt(2)) written as 1 + f: degree-9 Cephes
+ * polynomial; *e receives the binary exponent of x. Special inputs give
+ * garbage: callers select the special results. */
+EM_SC float em_sc_log_core(float x, float *e) {
+    bool tiny = x < 1.17549435e-38f; /* subnormals are scaled up first */
     float xs = tiny ? x * 33554432.0f : x; /* 2^25 */
     em_sc_u32 bits = em_sc_f32_as_u32(xs);
-    float e = (float)((em_sc_i32)((bits >> 23) & 0xffu) - 126) - (tiny ? 25.0f : 0.0f);
+    float ex = (float)((em_sc_i32)((bits >> 23) & 0xffu) - 126) - (tiny ? 25.0f : 0.0f);
     float m = em_sc_u32_as_f32((bits & 0x807fffffu) | 0x3f000000u); /* [0.5, 1) */
     bool lo = m < 0.707106781186547524f;
-    e = lo ? e - 1.0f : e;
+    ex = lo ? ex - 1.0f : ex;
     m = lo ? m + m - 1.0f : m - 1.0f;
     float z = m * m;
     float p = 7.0376836292e-2f;
@@ -115,15 +204,41 @@ EM_SC float sc_log_f32(float x) {
     p = fmaf(p, m, -2.4999993993e-1f);
     p = fmaf(p, m, 3.3333331174e-1f);
     float y = p * m * z;
-    y = fmaf(e, -2.12194440e-4f, y);
     y = fmaf(z, -0.5f, y);
-    float r = m + y;
-    r = fmaf(e, 0.693359375f, r);
-    /* Special cases: log(0) = -inf, log(<0) = nan, log(inf) = inf, nan. */
+    *e = ex;
+    return m + y;
+}
+
+/* The IEEE results of log at 0, negatives, +inf and NaN. */
+EM_SC float em_sc_log_special(float x, float r) {
     r = x == 0.0f ? -INFINITY : r;
     r = x < 0.0f ? NAN : r;
     r = x == INFINITY ? x : r;
     return x != x ? x : r;
+}
+
+EM_SC float sc_log_f32(float x) {
+    float e, lm = em_sc_log_core(x, &e);
+    /* e * ln2 in two parts (Cephes): the high part is exact */
+    float r = fmaf(e, -2.12194440e-4f, lm);
+    r = fmaf(e, 0.693359375f, r);
+    return em_sc_log_special(x, r);
+}
+
+/* log2: the exponent adds exactly, so log2(2^k) == k. */
+EM_SC float sc_log2_f32(float x) {
+    float e, lm = em_sc_log_core(x, &e);
+    return em_sc_log_special(x, fmaf(lm, 1.44269504088896341f, e));
+}
+
+/* log(1 + x) with the correction for the rounding of 1 + x (Goldberg). */
+EM_SC float sc_log1p_f32(float x) {
+    float u = 1.0f + x;
+    float lu = sc_log_f32(u);
+    float r = lu * (x / (u - 1.0f));
+    r = u == 1.0f ? x : r;
+    r = u == INFINITY ? u : r;
+    return x == -1.0f ? -INFINITY : x < -1.0f ? NAN : x != x ? x : r;
 }
 
 /* tanh: odd polynomial near 0, 1 - 2/(exp(2|x|)+1) elsewhere. */
@@ -142,7 +257,191 @@ EM_SC float sc_tanh_f32(float x) {
     return ax < 0.625f ? small : big;
 }
 
-EM_SC float sc_sigmoid_f32(float x) { return 1.0f / (1.0f + sc_exp_f32(-x)); }
+/* sigmoid from e = exp(-|x|) (never overflows): 1/(1+e) for x >= 0, e/(1+e)
+ * below, which stays accurate down to the subnormal results. */
+EM_SC float sc_sigmoid_f32(float x) {
+    float e = sc_exp_f32(-fabsf(x));
+    float r = 1.0f / (1.0f + e);
+    return x >= 0.0f ? r : (x != x ? x : e * r);
+}
+
+/* ---- sin, cos, tan: reduction by pi/2 in double precision (three-part
+ * pi/2, exact to |x| ~ 1e25), then float polynomials on [-pi/4, pi/4]. */
+
+/* r in [-pi/4, pi/4] and the quadrant q (0..3) with x = r + q pi/2 (mod 2pi). */
+EM_SC float em_sc_trig_reduce(float x, em_sc_i32 *q) {
+    double xd = x != x || x == INFINITY || x == -INFINITY ? 0.0 : (double)x;
+    double n = rint(xd * 0.63661977236758134308);
+    double r = fma(-n, 1.5707963267948966e+00, xd);
+    r = fma(-n, 6.123233995736766e-17, r);
+    r = fma(-n, -1.4973849048591698e-33, r);
+    double nm = n - 4.0 * floor(n * 0.25); /* n mod 4, exact for any float n */
+    *q = (em_sc_i32)nm;
+    return (float)r;
+}
+
+EM_SC float em_sc_sin_poly(float r) { /* Cephes sinf */
+    float z = r * r;
+    float p = fmaf(-1.9515295891e-4f, z, 8.3321608736e-3f);
+    p = fmaf(p, z, -1.6666654611e-1f);
+    return fmaf(p * z, r, r);
+}
+
+EM_SC float em_sc_cos_poly(float r) { /* Cephes cosf */
+    float z = r * r;
+    float p = fmaf(2.443315711809948e-5f, z, -1.388731625493765e-3f);
+    p = fmaf(p, z, 4.166664568298827e-2f);
+    return fmaf(p * z, z, fmaf(-0.5f, z, 1.0f));
+}
+
+EM_SC float sc_sin_f32(float x) {
+    em_sc_i32 q;
+    float r = em_sc_trig_reduce(x, &q);
+    float s = em_sc_sin_poly(r), c = em_sc_cos_poly(r);
+    float v = (q & 1) ? c : s;
+    v = (q & 2) ? -v : v;
+    return (x != x || x == INFINITY || x == -INFINITY) ? NAN : v;
+}
+
+EM_SC float sc_cos_f32(float x) {
+    em_sc_i32 q;
+    float r = em_sc_trig_reduce(x, &q);
+    float s = em_sc_sin_poly(r), c = em_sc_cos_poly(r);
+    float v = (q & 1) ? s : c;
+    v = ((q + 1) & 2) ? -v : v;
+    return (x != x || x == INFINITY || x == -INFINITY) ? NAN : v;
+}
+
+EM_SC float sc_tan_f32(float x) {
+    em_sc_i32 q;
+    float r = em_sc_trig_reduce(x, &q);
+    float z = r * r; /* Cephes tanf */
+    float p = 9.38540185543e-3f;
+    p = fmaf(p, z, 3.11992232697e-3f);
+    p = fmaf(p, z, 2.44301354525e-2f);
+    p = fmaf(p, z, 5.34112807005e-2f);
+    p = fmaf(p, z, 1.33387994085e-1f);
+    p = fmaf(p, z, 3.33331568548e-1f);
+    float t = fmaf(p * z, r, r);
+    float v = (q & 1) ? -1.0f / t : t;
+    return (x != x || x == INFINITY || x == -INFINITY) ? NAN : v;
+}
+
+/* erf: x * P(x^2) below 1, 1 - exp(Q(|x| - 2.5)) (Q fits log erfc) up to 4,
+ * +-1 beyond (where erf rounds to 1 in float32). Coefficients from
+ * tools/fit_erf.py. */
+EM_SC float sc_erf_f32(float x) {
+    float ax = fabsf(x), z = x * x;
+    float p = 7.933494e-05f;
+    p = fmaf(p, z, -0.00080348464f);
+    p = fmaf(p, z, 0.0051912186f);
+    p = fmaf(p, z, -0.0268554f);
+    p = fmaf(p, z, 0.11283626f);
+    p = fmaf(p, z, -0.3761263f);
+    p = fmaf(p, z, 1.1283792f);
+    float small = x * p;
+    float u = (ax > 4.0f ? 4.0f : ax) - 2.5f;
+    float q = 1.7774614e-08f;
+    q = fmaf(q, u, -4.1048512e-08f);
+    q = fmaf(q, u, -1.7580898e-07f);
+    q = fmaf(q, u, 1.8449596e-06f);
+    q = fmaf(q, u, -1.2728678e-05f);
+    q = fmaf(q, u, 7.693985e-05f);
+    q = fmaf(q, u, -0.00042095053f);
+    q = fmaf(q, u, 0.0021655257f);
+    q = fmaf(q, u, -0.010858067f);
+    q = fmaf(q, u, -0.94389373f);
+    q = fmaf(q, u, -5.3526807f);
+    q = fmaf(q, u, -7.806815f);
+    float big = ax >= 4.0f ? 1.0f : 1.0f - sc_exp_f32(q);
+    big = copysignf(big, x);
+    return ax < 1.0f ? small : (x != x ? x : big);
+}
+
+/* ---- activations built from the above */
+
+EM_SC float sc_gelu_f32(float x) { return 0.5f * x * (1.0f + sc_erf_f32(x * 0.707106781186547524f)); }
+EM_SC float sc_gelu_tanh_f32(float x) {
+    float inner = 0.797884560802865355f * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + sc_tanh_f32(inner));
+}
+EM_SC float sc_silu_f32(float x) { return x * sc_sigmoid_f32(x); }
+EM_SC float sc_softplus_f32(float x, float beta, float threshold) {
+    float bx = beta * x;
+    return bx > threshold ? x : sc_log1p_f32(sc_exp_f32(bx)) / beta;
+}
+
+/* ---- float64: libm */
+
+EM_SC double sc_exp_f64(double x) { return exp(x); }
+EM_SC double sc_exp2_f64(double x) { return exp2(x); }
+EM_SC double sc_expm1_f64(double x) { return expm1(x); }
+EM_SC double sc_log_f64(double x) { return log(x); }
+EM_SC double sc_log2_f64(double x) { return log2(x); }
+EM_SC double sc_log1p_f64(double x) { return log1p(x); }
+EM_SC double sc_tanh_f64(double x) { return tanh(x); }
+EM_SC double sc_sigmoid_f64(double x) {
+    double e = exp(-fabs(x)), r = 1.0 / (1.0 + e);
+    return x >= 0.0 ? r : (x != x ? x : e * r);
+}
+EM_SC double sc_sin_f64(double x) { return sin(x); }
+EM_SC double sc_cos_f64(double x) { return cos(x); }
+EM_SC double sc_tan_f64(double x) { return tan(x); }
+EM_SC double sc_erf_f64(double x) { return erf(x); }
+EM_SC double sc_gelu_f64(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440)); }
+EM_SC double sc_gelu_tanh_f64(double x) {
+    return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
+}
+EM_SC double sc_silu_f64(double x) { return x * sc_sigmoid_f64(x); }
+EM_SC double sc_softplus_f64(double x, double beta, double threshold) {
+    double bx = beta * x;
+    return bx > threshold ? x : log1p(exp(bx)) / beta;
+}
+
+/* ---- ops defined alike for float32 and float64 */
+
+#define EM_SC_FLOAT_OPS(T, sfx, SQRT, FMOD, FLOOR, ONE)                                            \
+    EM_SC T sc_sqrt_##sfx(T x) { return SQRT(x); }                                                 \
+    EM_SC T sc_rsqrt_##sfx(T x) { return ONE / SQRT(x); }                                          \
+    EM_SC T sc_reciprocal_##sfx(T x) { return ONE / x; }                                           \
+    EM_SC T sc_div_##sfx(T a, T b) { return a / b; }                                               \
+    EM_SC T sc_relu_##sfx(T x) { return (x > 0 || x != x) ? x : 0; }                               \
+    /* maximum, minimum and clamp propagate NaN, like PyTorch */                                   \
+    EM_SC T sc_maximum_##sfx(T a, T b) { return (a != a || a > b) ? a : b; }                       \
+    EM_SC T sc_minimum_##sfx(T a, T b) { return (a != a || a < b) ? a : b; }                       \
+    EM_SC T sc_clamp_##sfx(T x, T lo, T hi) { return sc_minimum_##sfx(sc_maximum_##sfx(x, lo), hi); } \
+    EM_SC T sc_abs_##sfx(T x) { return x < 0 ? -x : x == 0 ? 0 : x; }                              \
+    EM_SC T sc_sign_##sfx(T x) { return x > 0 ? ONE : x < 0 ? -ONE : x == 0 ? 0 : x; }             \
+    EM_SC T sc_floor_##sfx(T x) { return FLOOR(x); }                                               \
+    EM_SC T sc_fmod_##sfx(T a, T b) { return FMOD(a, b); }                                         \
+    /* Python's %: the result takes the divisor's sign (PyTorch's formula) */                      \
+    EM_SC T sc_remainder_##sfx(T a, T b) {                                                         \
+        T m = FMOD(a, b);                                                                          \
+        return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;                                       \
+    }                                                                                              \
+    /* PyTorch's div_floor_floating, so // agrees with it to the last bit */                       \
+    EM_SC T sc_floor_divide_##sfx(T a, T b) {                                                      \
+        if (b == 0) return a / b;                                                                  \
+        T m = FMOD(a, b);                                                                          \
+        T d = (a - m) / b;                                                                         \
+        if (m != 0 && ((b < 0) != (m < 0))) d -= ONE;                                              \
+        T fd = FLOOR(d);                                                                           \
+        return d != 0 ? (d - fd > ONE / 2 ? fd + ONE : fd) : copysign(0.0, a / b);                 \
+    }                                                                                              \
+    /* PyTorch's lerp: exact at both ends */                                                       \
+    EM_SC T sc_lerp_##sfx(T a, T b, T w) {                                                         \
+        return (w < ONE / 2 && w > -ONE / 2) ? a + w * (b - a) : b - (b - a) * (ONE - w);          \
+    }
+EM_SC_FLOAT_OPS(float, f32, sqrtf, fmodf, floorf, 1.0f)
+EM_SC_FLOAT_OPS(double, f64, sqrt, fmod, floor, 1.0)
+#undef EM_SC_FLOAT_OPS
+
+EM_SC float sc_ceil_f32(float x) { return ceilf(x); }
+EM_SC double sc_ceil_f64(double x) { return ceil(x); }
+EM_SC float sc_round_f32(float x) { return rintf(x); } /* half to even */
+EM_SC double sc_round_f64(double x) { return rint(x); }
+EM_SC float sc_trunc_f32(float x) { return truncf(x); }
+EM_SC double sc_trunc_f64(double x) { return trunc(x); }
 
 /* pow: the common exponents are exact products, as in PyTorch's kernel. */
 EM_SC float sc_pow_f32(float x, float y) {
@@ -155,13 +454,6 @@ EM_SC float sc_pow_f32(float x, float y) {
     if (y == 0.0f) return 1.0f;
     return powf(x, y);
 }
-
-/* ---- float64: libm ---- */
-
-EM_SC double sc_exp_f64(double x) { return exp(x); }
-EM_SC double sc_log_f64(double x) { return log(x); }
-EM_SC double sc_tanh_f64(double x) { return tanh(x); }
-EM_SC double sc_sigmoid_f64(double x) { return 1.0 / (1.0 + exp(-x)); }
 EM_SC double sc_pow_f64(double x, double y) {
     if (y == 2.0) return x * x;
     if (y == 3.0) return x * x * x;
@@ -173,90 +465,201 @@ EM_SC double sc_pow_f64(double x, double y) {
     return pow(x, y);
 }
 
-/* ---- integers: wrap on overflow (two's complement), never UB ---- */
+/* ================================================================ integers
+ * Arithmetic goes through an unsigned type (UT) so it wraps instead of
+ * overflowing; division-like ops define b == 0 (0: the eager kernels raise
+ * before running) and MIN / -1 (wraps), so no backend can trap. */
 
-EM_SC em_sc_i64 sc_pow_i64(em_sc_i64 x, em_sc_i64 y) {
-    if (y < 0) return x == 1 ? 1 : x == -1 ? ((y & 1) ? -1 : 1) : 0;
-    em_sc_u64 r = 1, b = (em_sc_u64)x;
-    em_sc_u64 e = (em_sc_u64)y;
-    while (e) {
-        if (e & 1u) r *= b;
-        b *= b;
-        e >>= 1;
+#define EM_SC_INT_OPS(T, sfx, UT, BITS)                                                            \
+    EM_SC T sc_neg_##sfx(T x) { return (T)(0u - (UT)x); }                                          \
+    EM_SC T sc_add_##sfx(T a, T b) { return (T)((UT)a + (UT)b); }                                  \
+    EM_SC T sc_sub_##sfx(T a, T b) { return (T)((UT)a - (UT)b); }                                  \
+    EM_SC T sc_mul_##sfx(T a, T b) { return (T)((UT)a * (UT)b); }                                  \
+    EM_SC T sc_abs_##sfx(T x) { return x < 0 ? (T)(0u - (UT)x) : x; }                              \
+    EM_SC T sc_sign_##sfx(T x) { return (T)((x > 0) - (x < 0)); }                                  \
+    EM_SC T sc_relu_##sfx(T x) { return x > 0 ? x : 0; }                                           \
+    EM_SC T sc_maximum_##sfx(T a, T b) { return a > b ? a : b; }                                   \
+    EM_SC T sc_minimum_##sfx(T a, T b) { return a < b ? a : b; }                                   \
+    EM_SC T sc_clamp_##sfx(T x, T lo, T hi) { return sc_minimum_##sfx(sc_maximum_##sfx(x, lo), hi); } \
+    EM_SC T sc_floor_##sfx(T x) { return x; }                                                      \
+    EM_SC T sc_ceil_##sfx(T x) { return x; }                                                       \
+    EM_SC T sc_round_##sfx(T x) { return x; }                                                      \
+    EM_SC T sc_trunc_##sfx(T x) { return x; }                                                      \
+    /* C's %: the result takes the dividend's sign (MIN % -1 is 0, not a trap) */                  \
+    EM_SC T sc_fmod_##sfx(T a, T b) {                                                              \
+        return (b == 0 || ((T)-1 < 0 && b == (T)-1)) ? 0 : (T)(a % b);                             \
+    }                                                                                              \
+    EM_SC T sc_remainder_##sfx(T a, T b) {                                                         \
+        T m = sc_fmod_##sfx(a, b);                                                                 \
+        return (m != 0 && ((b < 0) != (m < 0))) ? (T)(m + b) : m;                                  \
+    }                                                                                              \
+    EM_SC T sc_floor_divide_##sfx(T a, T b) {                                                      \
+        if (b == 0) return 0;                                                                      \
+        if ((T)-1 < 0 && b == (T)-1) return sc_neg_##sfx(a); /* MIN / -1 wraps */                  \
+        T q = (T)(a / b);                                                                          \
+        return (T)(((a % b) != 0 && ((a < 0) != (b < 0))) ? q - 1 : q);                            \
+    }                                                                                              \
+    EM_SC T sc_pow_##sfx(T x, T y) {                                                               \
+        if (y < 0) return (T)(x == 1 ? 1 : x == (T)-1 ? ((y & 1) ? -1 : 1) : 0);                   \
+        em_sc_u64 r = 1, b = (em_sc_u64)(em_sc_i64)x, e = (em_sc_u64)(em_sc_i64)y;                 \
+        while (e) {                                                                                \
+            if (e & 1u) r *= b;                                                                    \
+            b *= b;                                                                                \
+            e >>= 1;                                                                               \
+        }                                                                                          \
+        return (T)r;                                                                               \
+    }                                                                                              \
+    EM_SC T sc_bitwise_and_##sfx(T a, T b) { return (T)(a & b); }                                  \
+    EM_SC T sc_bitwise_or_##sfx(T a, T b) { return (T)(a | b); }                                   \
+    EM_SC T sc_bitwise_xor_##sfx(T a, T b) { return (T)(a ^ b); }                                  \
+    EM_SC T sc_bitwise_not_##sfx(T a) { return (T)(~a); }                                          \
+    /* shifts by a negative amount or by the width or more give 0 (or -1 for                       \
+     * a right shift of a negative value), as in PyTorch */                                        \
+    EM_SC T sc_bitwise_left_shift_##sfx(T a, T b) {                                                \
+        return (b < 0 || b >= BITS) ? 0 : (T)((UT)a << b);                                         \
+    }                                                                                              \
+    EM_SC T sc_bitwise_right_shift_##sfx(T a, T b) {                                               \
+        return (b < 0 || b >= BITS) ? (T)(a < 0 ? -1 : 0) : (T)(a >> b);                           \
     }
-    return (em_sc_i64)r;
-}
+EM_SC_INT_OPS(em_sc_i64, i64, em_sc_u64, 64)
+EM_SC_INT_OPS(em_sc_i32, i32, em_sc_u32, 32)
+EM_SC_INT_OPS(em_sc_i16, i16, unsigned, 16)
+EM_SC_INT_OPS(em_sc_i8, i8, unsigned, 8)
+EM_SC_INT_OPS(em_sc_u8, u8, unsigned, 8)
+#undef EM_SC_INT_OPS
 
-/* ---- ops defined alike for several dtypes ---- */
+/* ================================================================ float and int alike */
 
-#define EM_SC_ARITH(T, sfx)                                                                        \
+#define EM_SC_ALL_NUMERIC(T, sfx)                                                                  \
+    EM_SC EM_SC_BOOL sc_eq_##sfx(T a, T b) { return a == b; }                                      \
+    EM_SC EM_SC_BOOL sc_ne_##sfx(T a, T b) { return a != b; }                                      \
+    EM_SC EM_SC_BOOL sc_lt_##sfx(T a, T b) { return a < b; }                                       \
+    EM_SC EM_SC_BOOL sc_le_##sfx(T a, T b) { return a <= b; }                                      \
+    EM_SC EM_SC_BOOL sc_gt_##sfx(T a, T b) { return a > b; }                                       \
+    EM_SC EM_SC_BOOL sc_ge_##sfx(T a, T b) { return a >= b; }                                      \
+    EM_SC EM_SC_BOOL sc_isnan_##sfx(T x) { return x != x; }                                        \
+    EM_SC EM_SC_BOOL sc_isinf_##sfx(T x) { return x - x != x - x && x == x; }                      \
+    EM_SC EM_SC_BOOL sc_isfinite_##sfx(T x) { return x - x == x - x; }                             \
+    EM_SC T sc_where_##sfx(EM_SC_BOOL c, T a, T b) { return c ? a : b; }
+EM_SC_ALL_NUMERIC(float, f32)
+EM_SC_ALL_NUMERIC(double, f64)
+EM_SC_ALL_NUMERIC(em_sc_i64, i64)
+EM_SC_ALL_NUMERIC(em_sc_i32, i32)
+EM_SC_ALL_NUMERIC(em_sc_i16, i16)
+EM_SC_ALL_NUMERIC(em_sc_i8, i8)
+EM_SC_ALL_NUMERIC(em_sc_u8, u8)
+EM_SC_ALL_NUMERIC(EM_SC_BOOL, b8)
+#undef EM_SC_ALL_NUMERIC
+
+#define EM_SC_FLOAT_ARITH(T, sfx)                                                                  \
     EM_SC T sc_neg_##sfx(T x) { return -x; }                                                       \
     EM_SC T sc_add_##sfx(T a, T b) { return a + b; }                                               \
     EM_SC T sc_sub_##sfx(T a, T b) { return a - b; }                                               \
     EM_SC T sc_mul_##sfx(T a, T b) { return a * b; }
-EM_SC_ARITH(float, f32)
-EM_SC_ARITH(double, f64)
-#undef EM_SC_ARITH
+EM_SC_FLOAT_ARITH(float, f32)
+EM_SC_FLOAT_ARITH(double, f64)
+#undef EM_SC_FLOAT_ARITH
 
-EM_SC float sc_div_f32(float a, float b) { return a / b; }
-EM_SC double sc_div_f64(double a, double b) { return a / b; }
+/* ================================================================ bool
+ * Arithmetic on bool is logical, as in PyTorch (True + True == True). */
 
-/* relu and maximum propagate NaN, like PyTorch. */
-EM_SC float sc_relu_f32(float x) { return (x > 0.0f || x != x) ? x : 0.0f; }
-EM_SC double sc_relu_f64(double x) { return (x > 0.0 || x != x) ? x : 0.0; }
-EM_SC float sc_maximum_f32(float a, float b) { return (a != a || a > b) ? a : b; }
-EM_SC double sc_maximum_f64(double a, double b) { return (a != a || a > b) ? a : b; }
-
-EM_SC em_sc_i64 sc_neg_i64(em_sc_i64 x) { return (em_sc_i64)(0u - (em_sc_u64)x); }
-EM_SC em_sc_i64 sc_add_i64(em_sc_i64 a, em_sc_i64 b) {
-    return (em_sc_i64)((em_sc_u64)a + (em_sc_u64)b);
-}
-EM_SC em_sc_i64 sc_sub_i64(em_sc_i64 a, em_sc_i64 b) {
-    return (em_sc_i64)((em_sc_u64)a - (em_sc_u64)b);
-}
-EM_SC em_sc_i64 sc_mul_i64(em_sc_i64 a, em_sc_i64 b) {
-    return (em_sc_i64)((em_sc_u64)a * (em_sc_u64)b);
-}
-EM_SC em_sc_i64 sc_relu_i64(em_sc_i64 x) { return x > 0 ? x : 0; }
-EM_SC em_sc_i64 sc_maximum_i64(em_sc_i64 a, em_sc_i64 b) { return a > b ? a : b; }
-
-/* bool arithmetic is logical, as in PyTorch (True + True == True). */
 EM_SC EM_SC_BOOL sc_add_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a || b; }
 EM_SC EM_SC_BOOL sc_mul_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a && b; }
 EM_SC EM_SC_BOOL sc_maximum_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a || b; }
+EM_SC EM_SC_BOOL sc_minimum_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a && b; }
+EM_SC EM_SC_BOOL sc_sign_b8(EM_SC_BOOL x) { return x; }
+EM_SC EM_SC_BOOL sc_logical_not_b8(EM_SC_BOOL x) { return !x; }
+EM_SC EM_SC_BOOL sc_logical_and_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a && b; }
+EM_SC EM_SC_BOOL sc_logical_or_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a || b; }
+EM_SC EM_SC_BOOL sc_logical_xor_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a != b; }
+EM_SC EM_SC_BOOL sc_bitwise_and_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a && b; }
+EM_SC EM_SC_BOOL sc_bitwise_or_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a || b; }
+EM_SC EM_SC_BOOL sc_bitwise_xor_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a != b; }
+EM_SC EM_SC_BOOL sc_bitwise_not_b8(EM_SC_BOOL a) { return !a; }
 
-/* ---- casts: float -> int saturates and maps NaN to 0 (never UB) ---- */
+/* ================================================================ casts
+ * float -> integer: through int64, saturating, NaN -> 0, then wrapping to
+ * the narrower type (so -1.0 -> uint8 is 255, as in PyTorch); never UB.
+ * Casts to float16/bfloat16 go through float32 (as PyTorch does); casts from
+ * them widen to float32 first. */
 
-#define EM_SC_CAST_TO_FLOAT(F, FS, T, TS)                                                          \
-    EM_SC T sc_cast_##FS##_##TS(F x) { return (T)x; }
-EM_SC_CAST_TO_FLOAT(float, f32, float, f32)
-EM_SC_CAST_TO_FLOAT(float, f32, double, f64)
-EM_SC_CAST_TO_FLOAT(double, f64, float, f32)
-EM_SC_CAST_TO_FLOAT(double, f64, double, f64)
-EM_SC_CAST_TO_FLOAT(em_sc_i64, i64, float, f32)
-EM_SC_CAST_TO_FLOAT(em_sc_i64, i64, double, f64)
-#undef EM_SC_CAST_TO_FLOAT
-EM_SC float sc_cast_b8_f32(EM_SC_BOOL x) { return x ? 1.0f : 0.0f; }
-EM_SC double sc_cast_b8_f64(EM_SC_BOOL x) { return x ? 1.0 : 0.0; }
-
-EM_SC em_sc_i64 sc_cast_f32_i64(float x) {
-    if (x != x) return 0;
-    if (x >= 9.22337203685477580800e18f) return EM_SC_I64_MAX;
-    if (x < -9.22337203685477580800e18f) return EM_SC_I64_MIN;
-    return (em_sc_i64)x;
-}
-EM_SC em_sc_i64 sc_cast_f64_i64(double x) {
+EM_SC em_sc_i64 em_sc_f64_to_i64_sat(double x) {
     if (x != x) return 0;
     if (x >= 9.22337203685477580800e18) return EM_SC_I64_MAX;
     if (x < -9.22337203685477580800e18) return EM_SC_I64_MIN;
     return (em_sc_i64)x;
 }
-EM_SC em_sc_i64 sc_cast_i64_i64(em_sc_i64 x) { return x; }
-EM_SC em_sc_i64 sc_cast_b8_i64(EM_SC_BOOL x) { return x ? 1 : 0; }
 
-EM_SC EM_SC_BOOL sc_cast_f32_b8(float x) { return x != 0.0f; }
-EM_SC EM_SC_BOOL sc_cast_f64_b8(double x) { return x != 0.0; }
-EM_SC EM_SC_BOOL sc_cast_i64_b8(em_sc_i64 x) { return x != 0; }
+/* Every source dtype as (C type, suffix, how to read it as T). */
+#define EM_SC_CAST_TO(T, tsfx, FROM_FLOAT)                                                         \
+    EM_SC T sc_cast_f32_##tsfx(float x) { return FROM_FLOAT((double)x); }                          \
+    EM_SC T sc_cast_f64_##tsfx(double x) { return FROM_FLOAT(x); }                                 \
+    EM_SC T sc_cast_f16_##tsfx(em_sc_f16 x) { return FROM_FLOAT((double)em_sc_f16_to_f32(x)); }   \
+    EM_SC T sc_cast_bf16_##tsfx(em_sc_bf16 x) { return FROM_FLOAT((double)em_sc_bf16_to_f32(x)); } \
+    EM_SC T sc_cast_i64_##tsfx(em_sc_i64 x) { return (T)x; }                                       \
+    EM_SC T sc_cast_i32_##tsfx(em_sc_i32 x) { return (T)x; }                                       \
+    EM_SC T sc_cast_i16_##tsfx(em_sc_i16 x) { return (T)x; }                                       \
+    EM_SC T sc_cast_i8_##tsfx(em_sc_i8 x) { return (T)x; }                                         \
+    EM_SC T sc_cast_u8_##tsfx(em_sc_u8 x) { return (T)x; }                                         \
+    EM_SC T sc_cast_b8_##tsfx(EM_SC_BOOL x) { return (T)(x ? 1 : 0); }
+
+#define EM_SC_I64_FROM(x) em_sc_f64_to_i64_sat(x)
+#define EM_SC_I32_FROM(x) ((em_sc_i32)em_sc_f64_to_i64_sat(x))
+#define EM_SC_I16_FROM(x) ((em_sc_i16)em_sc_f64_to_i64_sat(x))
+#define EM_SC_I8_FROM(x) ((em_sc_i8)em_sc_f64_to_i64_sat(x))
+#define EM_SC_U8_FROM(x) ((em_sc_u8)em_sc_f64_to_i64_sat(x))
+#define EM_SC_F64_FROM(x) (x)
+EM_SC_CAST_TO(em_sc_i64, i64, EM_SC_I64_FROM)
+EM_SC_CAST_TO(em_sc_i32, i32, EM_SC_I32_FROM)
+EM_SC_CAST_TO(em_sc_i16, i16, EM_SC_I16_FROM)
+EM_SC_CAST_TO(em_sc_i8, i8, EM_SC_I8_FROM)
+EM_SC_CAST_TO(em_sc_u8, u8, EM_SC_U8_FROM)
+EM_SC_CAST_TO(double, f64, EM_SC_F64_FROM)
+#undef EM_SC_CAST_TO
+
+/* to float32: direct conversions (a double rounds once) */
+EM_SC float sc_cast_f32_f32(float x) { return x; }
+EM_SC float sc_cast_f64_f32(double x) { return (float)x; }
+EM_SC float sc_cast_f16_f32(em_sc_f16 x) { return em_sc_f16_to_f32(x); }
+EM_SC float sc_cast_bf16_f32(em_sc_bf16 x) { return em_sc_bf16_to_f32(x); }
+EM_SC float sc_cast_i64_f32(em_sc_i64 x) { return (float)x; }
+EM_SC float sc_cast_i32_f32(em_sc_i32 x) { return (float)x; }
+EM_SC float sc_cast_i16_f32(em_sc_i16 x) { return (float)x; }
+EM_SC float sc_cast_i8_f32(em_sc_i8 x) { return (float)x; }
+EM_SC float sc_cast_u8_f32(em_sc_u8 x) { return (float)x; }
+EM_SC float sc_cast_b8_f32(EM_SC_BOOL x) { return x ? 1.0f : 0.0f; }
+
+/* to bool: nonzero */
+#define EM_SC_TO_BOOL(T, sfx)                                                                      \
+    EM_SC EM_SC_BOOL sc_cast_##sfx##_b8(T x) { return x != 0; }
+EM_SC_TO_BOOL(float, f32)
+EM_SC_TO_BOOL(double, f64)
+EM_SC_TO_BOOL(em_sc_i64, i64)
+EM_SC_TO_BOOL(em_sc_i32, i32)
+EM_SC_TO_BOOL(em_sc_i16, i16)
+EM_SC_TO_BOOL(em_sc_i8, i8)
+EM_SC_TO_BOOL(em_sc_u8, u8)
+#undef EM_SC_TO_BOOL
 EM_SC EM_SC_BOOL sc_cast_b8_b8(EM_SC_BOOL x) { return x; }
+EM_SC EM_SC_BOOL sc_cast_f16_b8(em_sc_f16 x) { return (x & 0x7fffu) != 0; }
+EM_SC EM_SC_BOOL sc_cast_bf16_b8(em_sc_bf16 x) { return (x & 0x7fffu) != 0; }
+
+/* to float16 / bfloat16: through float32 */
+#define EM_SC_TO_HALF(sfx, T)                                                                      \
+    EM_SC em_sc_f16 sc_cast_##sfx##_f16(T x) { return em_sc_f32_to_f16(sc_cast_##sfx##_f32(x)); }  \
+    EM_SC em_sc_bf16 sc_cast_##sfx##_bf16(T x) { return em_sc_f32_to_bf16(sc_cast_##sfx##_f32(x)); }
+EM_SC_TO_HALF(f32, float)
+EM_SC_TO_HALF(f64, double)
+EM_SC_TO_HALF(i64, em_sc_i64)
+EM_SC_TO_HALF(i32, em_sc_i32)
+EM_SC_TO_HALF(i16, em_sc_i16)
+EM_SC_TO_HALF(i8, em_sc_i8)
+EM_SC_TO_HALF(u8, em_sc_u8)
+EM_SC_TO_HALF(b8, EM_SC_BOOL)
+#undef EM_SC_TO_HALF
+EM_SC em_sc_f16 sc_cast_f16_f16(em_sc_f16 x) { return x; }
+EM_SC em_sc_bf16 sc_cast_bf16_bf16(em_sc_bf16 x) { return x; }
+EM_SC em_sc_bf16 sc_cast_f16_bf16(em_sc_f16 x) { return em_sc_f32_to_bf16(em_sc_f16_to_f32(x)); }
+EM_SC em_sc_f16 sc_cast_bf16_f16(em_sc_bf16 x) { return em_sc_f32_to_f16(em_sc_bf16_to_f32(x)); }
 
 #endif

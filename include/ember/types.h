@@ -23,11 +23,18 @@ extern "C" {
 #define EM_MAX_DIMS 8
 
 /* Every dtype, once: X(SUFFIX, ctype, short name used in IR text, PyTorch-style
- * name, category). The order fixes the enum values. ORDER DTYPE */
+ * name, category). The order fixes the enum values. float16 and bfloat16 are
+ * stored as 16-bit patterns and computed in float32. ORDER DTYPE */
 #define EM_DTYPE_LIST(X)                                                                           \
     X(F32, float, "f32", "float32", EM_CAT_FLOAT)                                                  \
     X(F64, double, "f64", "float64", EM_CAT_FLOAT)                                                 \
+    X(F16, uint16_t, "f16", "float16", EM_CAT_FLOAT)                                               \
+    X(BF16, uint16_t, "bf16", "bfloat16", EM_CAT_FLOAT)                                            \
     X(I64, int64_t, "i64", "int64", EM_CAT_INT)                                                    \
+    X(I32, int32_t, "i32", "int32", EM_CAT_INT)                                                    \
+    X(I16, int16_t, "i16", "int16", EM_CAT_INT)                                                    \
+    X(I8, int8_t, "i8", "int8", EM_CAT_INT)                                                        \
+    X(U8, uint8_t, "u8", "uint8", EM_CAT_INT)                                                      \
     X(BOOL, bool, "bool", "bool", EM_CAT_BOOL)
 
 typedef enum em_dtype {
@@ -43,21 +50,38 @@ typedef enum em_dtype_category { EM_CAT_BOOL = 0, EM_CAT_INT = 1, EM_CAT_FLOAT =
 /* Dtype classes name the dtypes an elementwise op is defined for; op rows in
  * ops.def refer to them by name, and each expands X(arg, SUFFIX, ctype, sfx)
  * once per member. sfx is the suffix of C symbols (sc_add_f32); bool's is b8
- * because `bool` is itself a macro in C11. */
+ * because `bool` is itself a macro in C11. Classes list *compute* dtypes:
+ * float16 and bfloat16 compute in float32, so they belong to none. */
 #define EM_FOR_DTYPES_FLOAT(X, arg) X(arg, F32, float, f32) X(arg, F64, double, f64)
-#define EM_FOR_DTYPES_NUMERIC(X, arg) EM_FOR_DTYPES_FLOAT(X, arg) X(arg, I64, int64_t, i64)
+#define EM_FOR_DTYPES_INT(X, arg)                                                                  \
+    X(arg, I64, int64_t, i64) X(arg, I32, int32_t, i32) X(arg, I16, int16_t, i16)                  \
+        X(arg, I8, int8_t, i8) X(arg, U8, uint8_t, u8)
+#define EM_FOR_DTYPES_NUMERIC(X, arg) EM_FOR_DTYPES_FLOAT(X, arg) EM_FOR_DTYPES_INT(X, arg)
+#define EM_FOR_DTYPES_INTBOOL(X, arg) EM_FOR_DTYPES_INT(X, arg) X(arg, BOOL, bool, b8)
+#define EM_FOR_DTYPES_BOOLONLY(X, arg) X(arg, BOOL, bool, b8)
 #define EM_FOR_DTYPES_ALL(X, arg) EM_FOR_DTYPES_NUMERIC(X, arg) X(arg, BOOL, bool, b8)
 #define EM_FOR_DTYPES_NONE(X, arg)
-/* A second copy of ALL, for tables indexed by two dtypes (casts): a macro
+/* Storage-only dtypes, computed in float32. */
+#define EM_FOR_DTYPES_HALF(X, arg) X(arg, F16, uint16_t, f16) X(arg, BF16, uint16_t, bf16)
+/* Every dtype (compute and storage), for cast tables. */
+#define EM_FOR_DTYPES_STORED(X, arg) EM_FOR_DTYPES_ALL(X, arg) EM_FOR_DTYPES_HALF(X, arg)
+/* A second copy of STORED, for tables indexed by two dtypes (casts): a macro
  * cannot expand inside its own expansion. A test checks the cast tables are
  * complete, so the two lists cannot drift apart unnoticed. */
-#define EM_FOR_DTYPES_ALL_INNER(X, arg)                                                            \
+#define EM_FOR_DTYPES_STORED_INNER(X, arg)                                                         \
     X(arg, F32, float, f32) X(arg, F64, double, f64) X(arg, I64, int64_t, i64)                     \
-        X(arg, BOOL, bool, b8)
+        X(arg, I32, int32_t, i32) X(arg, I16, int16_t, i16) X(arg, I8, int8_t, i8)                 \
+            X(arg, U8, uint8_t, u8) X(arg, BOOL, bool, b8) X(arg, F16, uint16_t, f16)              \
+                X(arg, BF16, uint16_t, bf16)
 
 size_t em_dtype_size(em_dtype dt);
 em_dtype_category em_dtype_category_of(em_dtype dt);
 bool em_dtype_is_float(em_dtype dt);
+/* float16 and bfloat16: stored in 16 bits, computed in float32. */
+static inline bool em_dtype_is_half(em_dtype dt) { return dt == EM_DTYPE_F16 || dt == EM_DTYPE_BF16; }
+/* The dtype arithmetic on dt happens in (float32 for the 16-bit floats). */
+static inline em_dtype em_dtype_compute(em_dtype dt) { return em_dtype_is_half(dt) ? EM_DTYPE_F32 : dt; }
+bool em_dtype_is_signed(em_dtype dt);
 /* "f32", ... as printed in IR text and error messages. Static storage. */
 const char *em_dtype_name(em_dtype dt);
 /* "float32", ... as exposed to Python. Static storage. */

@@ -2,69 +2,144 @@
  * elementwise.c - eager CPU kernels for every elementwise op and cast.
  *
  * The inner loops are generated from ops.def: for each elementwise row and
- * each dtype of its class, one loop calling sc_<op>_<dtype> from ops_math.h
- * (the same definition the code generators compile), with fast paths the
- * compiler vectorises: all operands contiguous, and one operand a broadcast
- * scalar. Everything else about iteration is em_iter's job.
+ * each compute dtype of its class, one loop calling sc_<op>_<dtype> from
+ * ops_math.h (the same definition the code generators compile), with fast
+ * paths the compiler vectorises: all operands contiguous, and operands that
+ * are broadcast scalars. Ops whose class includes float32 also get float16
+ * and bfloat16 loops that convert while loading and storing. Everything else
+ * about iteration is em_iter's job.
  *
- * Inputs whose dtype differs from the op's compute dtype are cast first
- * (into a temporary), so every loop sees a single dtype.
+ * The driver runs an op in one of three ways: operands already in the
+ * dtypes the loop wants (the common case); all-float16 (or bfloat16)
+ * operands through the converting loops; otherwise inputs are first cast
+ * into temporaries, and a result of another dtype than the loop's is written
+ * through a temporary too. In-place ops reuse the driver with a given,
+ * possibly strided, result tensor.
  */
 #include "../kernels.h"
+#include "ember/alloc.h"
 #include "ember/ops_math.h"
 
-/* ---- generated inner loops ---- */
-
 #define SZ(T) ((int64_t)sizeof(T))
+/* operand k, element i: contiguous when stride == sizeof, else by stride */
+#define AT(T, k, i) (*(T *)(p[k] + (i) * s[k]))
 
-#define DEF_UNARY(name, S, T, sfx)                                                                 \
-    static void loop_##name##_##sfx(char **p, const int64_t *s, int64_t n) {                       \
-        if (s[0] == SZ(T) && s[1] == SZ(T)) {                                                      \
-            T *o = (T *)p[0];                                                                      \
-            const T *a = (const T *)p[1];                                                          \
-            for (int64_t i = 0; i < n; i++) o[i] = sc_##name##_##sfx(a[i]);                        \
-        } else if (s[0] == SZ(T) && s[1] == 0) {                                                   \
-            T *o = (T *)p[0];                                                                      \
-            T v = sc_##name##_##sfx(*(const T *)p[1]);                                             \
-            for (int64_t i = 0; i < n; i++) o[i] = v;                                              \
+/* ---- loop bodies by shape and arity ----
+ * OUT/IN: C types of the result and of each input; F: the scalar function.
+ * LOAD/STORE convert between memory and compute types (identity except for
+ * the 16-bit floats). */
+
+#define ID(x) (x)
+
+#define LOOP1(name, OUT, IN, F, LOAD, STORE)                                                       \
+    static void name(char **p, const int64_t *s, int64_t n) {                                      \
+        if (s[0] == SZ(OUT) && s[1] == SZ(IN)) {                                                   \
+            OUT *o = (OUT *)p[0];                                                                  \
+            const IN *a = (const IN *)p[1];                                                        \
+            for (int64_t i = 0; i < n; i++) o[i] = STORE(F(LOAD(a[i])));                           \
         } else {                                                                                   \
-            for (int64_t i = 0; i < n; i++)                                                        \
-                *(T *)(p[0] + i * s[0]) = sc_##name##_##sfx(*(const T *)(p[1] + i * s[1]));        \
+            for (int64_t i = 0; i < n; i++) AT(OUT, 0, i) = STORE(F(LOAD(AT(const IN, 1, i))));   \
         }                                                                                          \
     }
 
-#define DEF_BINARY(name, S, T, sfx)                                                                \
-    static void loop_##name##_##sfx(char **p, const int64_t *s, int64_t n) {                       \
-        T *o = (T *)p[0];                                                                          \
-        const T *a = (const T *)p[1], *b = (const T *)p[2];                                        \
-        if (s[0] == SZ(T) && s[1] == SZ(T) && s[2] == SZ(T)) {                                     \
-            for (int64_t i = 0; i < n; i++) o[i] = sc_##name##_##sfx(a[i], b[i]);                  \
-        } else if (s[0] == SZ(T) && s[1] == SZ(T) && s[2] == 0) {                                  \
-            T bv = b[0];                                                                           \
-            for (int64_t i = 0; i < n; i++) o[i] = sc_##name##_##sfx(a[i], bv);                    \
-        } else if (s[0] == SZ(T) && s[1] == 0 && s[2] == SZ(T)) {                                  \
-            T av = a[0];                                                                           \
-            for (int64_t i = 0; i < n; i++) o[i] = sc_##name##_##sfx(av, b[i]);                    \
+#define LOOP2(name, OUT, IN, F, LOAD, STORE)                                                       \
+    static void name(char **p, const int64_t *s, int64_t n) {                                      \
+        OUT *o = (OUT *)p[0];                                                                      \
+        const IN *a = (const IN *)p[1], *b = (const IN *)p[2];                                     \
+        if (s[0] == SZ(OUT) && s[1] == SZ(IN) && s[2] == SZ(IN)) {                                 \
+            for (int64_t i = 0; i < n; i++) o[i] = STORE(F(LOAD(a[i]), LOAD(b[i])));               \
+        } else if (s[0] == SZ(OUT) && s[1] == SZ(IN) && s[2] == 0) {                               \
+            for (int64_t i = 0; i < n; i++) o[i] = STORE(F(LOAD(a[i]), LOAD(b[0])));               \
+        } else if (s[0] == SZ(OUT) && s[1] == 0 && s[2] == SZ(IN)) {                               \
+            for (int64_t i = 0; i < n; i++) o[i] = STORE(F(LOAD(a[0]), LOAD(b[i])));               \
         } else {                                                                                   \
             for (int64_t i = 0; i < n; i++)                                                        \
-                *(T *)(p[0] + i * s[0]) = sc_##name##_##sfx(*(const T *)(p[1] + i * s[1]),         \
-                                                            *(const T *)(p[2] + i * s[2]));        \
+                AT(OUT, 0, i) = STORE(F(LOAD(AT(const IN, 1, i)), LOAD(AT(const IN, 2, i))));      \
         }                                                                                          \
     }
 
-#define GEN_LOOPS(E, n, dts, arity) EM_FOR_DTYPES_##dts(DEF_LOOP_##arity, n)
-#define DEF_LOOP_1 DEF_UNARY
-#define DEF_LOOP_2 DEF_BINARY
-#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_EW_ROW_##kind(GEN_LOOPS, E, n, dts)
+/* Ternary ops mostly take a tensor and two broadcast scalars (clamp, lerp,
+ * softplus): that case, and all-contiguous, are the fast paths. */
+#define LOOP3(name, OUT, IN0, IN, F, LOAD0, LOAD, STORE)                                           \
+    static void name(char **p, const int64_t *s, int64_t n) {                                      \
+        OUT *o = (OUT *)p[0];                                                                      \
+        const IN0 *a = (const IN0 *)p[1];                                                          \
+        const IN *b = (const IN *)p[2], *c = (const IN *)p[3];                                     \
+        if (s[0] == SZ(OUT) && s[1] == SZ(IN0) && s[2] == SZ(IN) && s[3] == SZ(IN)) {              \
+            for (int64_t i = 0; i < n; i++) o[i] = STORE(F(LOAD0(a[i]), LOAD(b[i]), LOAD(c[i])));  \
+        } else if (s[0] == SZ(OUT) && s[1] == SZ(IN0) && s[2] == 0 && s[3] == 0) {                 \
+            for (int64_t i = 0; i < n; i++) o[i] = STORE(F(LOAD0(a[i]), LOAD(b[0]), LOAD(c[0])));  \
+        } else {                                                                                   \
+            for (int64_t i = 0; i < n; i++)                                                        \
+                AT(OUT, 0, i) = STORE(F(LOAD0(AT(const IN0, 1, i)), LOAD(AT(const IN, 2, i)),       \
+                                        LOAD(AT(const IN, 3, i))));                                \
+        }                                                                                          \
+    }
+
+/* loop_<op>_<dtype> for each shape and arity */
+#define DEF_SAME_1(op, T, sfx) LOOP1(loop_##op##_##sfx, T, T, sc_##op##_##sfx, ID, ID)
+#define DEF_SAME_2(op, T, sfx) LOOP2(loop_##op##_##sfx, T, T, sc_##op##_##sfx, ID, ID)
+#define DEF_SAME_3(op, T, sfx) LOOP3(loop_##op##_##sfx, T, T, T, sc_##op##_##sfx, ID, ID, ID)
+#define DEF_PRED_1(op, T, sfx) LOOP1(loop_##op##_##sfx, bool, T, sc_##op##_##sfx, ID, ID)
+#define DEF_PRED_2(op, T, sfx) LOOP2(loop_##op##_##sfx, bool, T, sc_##op##_##sfx, ID, ID)
+#define DEF_WHERE_3(op, T, sfx) LOOP3(loop_##op##_##sfx, T, bool, T, sc_##op##_##sfx, ID, ID, ID)
+
+#define APPLY(m, ...) m(__VA_ARGS__)
+#define DEF_LOOP(arg, S, T, sfx) APPLY(DEF_LOOP_, UNPACK arg, T, sfx)
+#define DEF_LOOP_(op, arity, shape, T, sfx) DEF_##shape##_##arity(op, T, sfx)
+#define UNPACK(...) __VA_ARGS__
+#define GEN_LOOPS(E, n, dts, arity, shape) EM_FOR_DTYPES_##dts(DEF_LOOP, (n, arity, shape))
+#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_EW_ROW_##kind(GEN_LOOPS, E, n, dts, pr)
 #include "ember/ops.def"
 #undef EM_OP
 
-/* ---- the loop table: ew_loops[op][compute dtype] ---- */
+/* float16 / bfloat16 loops: SAME-shape ops whose class holds float32 */
+#define HALF_SAME_1(op, H, LD, ST) LOOP1(loop_##op##_##H, em_sc_u16, em_sc_u16, sc_##op##_f32, LD, ST)
+#define HALF_SAME_2(op, H, LD, ST) LOOP2(loop_##op##_##H, em_sc_u16, em_sc_u16, sc_##op##_f32, LD, ST)
+#define HALF_SAME_3(op, H, LD, ST)                                                                 \
+    LOOP3(loop_##op##_##H, em_sc_u16, em_sc_u16, em_sc_u16, sc_##op##_f32, LD, LD, ST)
+#define HALF_PRED_1(op, H, LD, ST)
+#define HALF_PRED_2(op, H, LD, ST)
+#define HALF_WHERE_3(op, H, LD, ST)
+#define HALF_BOTH(op, arity, shape)                                                                \
+    HALF_##shape##_##arity(op, f16, em_sc_f16_to_f32, em_sc_f32_to_f16)                          \
+        HALF_##shape##_##arity(op, bf16, em_sc_bf16_to_f32, em_sc_f32_to_bf16)
+#define HALF_IF_FLOAT(op, arity, shape) HALF_BOTH(op, arity, shape)
+#define HALF_IF_NUMERIC HALF_IF_FLOAT
+#define HALF_IF_ALL HALF_IF_FLOAT
+#define HALF_IF_INT(op, arity, shape)
+#define HALF_IF_INTBOOL(op, arity, shape)
+#define HALF_IF_BOOLONLY(op, arity, shape)
+#define GEN_HALF(E, n, dts, arity, shape) HALF_IF_##dts(n, arity, shape)
+#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_EW_ROW_##kind(GEN_HALF, E, n, dts, pr)
+#include "ember/ops.def"
+#undef EM_OP
 
-#define ENTRY(name, S, T, sfx) [EM_DTYPE_##S] = loop_##name##_##sfx,
-#define TABLE_ROW(E, n, dts, arity) [EM_OP_##E] = {EM_FOR_DTYPES_##dts(ENTRY, n)},
+/* ---- the loop tables ---- */
+
+/* ew_loops[op][compute dtype] */
+#define ENTRY(op, S, T, sfx) [EM_DTYPE_##S] = loop_##op##_##sfx,
+#define TABLE_ROW(E, n, dts, arity, shape) [EM_OP_##E] = {EM_FOR_DTYPES_##dts(ENTRY, n)},
 static const em_loop_fn ew_loops[EM_OP_COUNT][EM_DTYPE_COUNT] = {
-#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_EW_ROW_##kind(TABLE_ROW, E, n, dts)
+#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_EW_ROW_##kind(TABLE_ROW, E, n, dts, pr)
+#include "ember/ops.def"
+#undef EM_OP
+};
+
+/* half_loops[op][0: float16, 1: bfloat16] */
+#define HALF_ENTRY_SAME(op) {loop_##op##_f16, loop_##op##_bf16}
+#define HALF_ENTRY_PRED(op) {NULL, NULL}
+#define HALF_ENTRY_WHERE(op) {NULL, NULL}
+#define HALF_ROW_YES(E, n, shape) [EM_OP_##E] = HALF_ENTRY_##shape(n),
+#define HALF_ROW_FLOAT HALF_ROW_YES
+#define HALF_ROW_NUMERIC HALF_ROW_YES
+#define HALF_ROW_ALL HALF_ROW_YES
+#define HALF_ROW_INT(E, n, shape)
+#define HALF_ROW_INTBOOL(E, n, shape)
+#define HALF_ROW_BOOLONLY(E, n, shape)
+#define HALF_TABLE_ROW(E, n, dts, arity, shape) HALF_ROW_##dts(E, n, shape)
+static const em_loop_fn half_loops[EM_OP_COUNT][2] = {
+#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_EW_ROW_##kind(HALF_TABLE_ROW, E, n, dts, pr)
 #include "ember/ops.def"
 #undef EM_OP
 };
@@ -72,33 +147,27 @@ static const em_loop_fn ew_loops[EM_OP_COUNT][EM_DTYPE_COUNT] = {
 /* ---- casts: cast_loops[from][to] ---- */
 
 #define DEF_CAST(FS, FT, fsfx, TS, TT, tsfx)                                                       \
-    static void loop_cast_##fsfx##_##tsfx(char **p, const int64_t *s, int64_t n) {                \
-        if (s[0] == SZ(TT) && s[1] == SZ(FT)) {                                                    \
-            TT *o = (TT *)p[0];                                                                    \
-            const FT *a = (const FT *)p[1];                                                        \
-            for (int64_t i = 0; i < n; i++) o[i] = sc_cast_##fsfx##_##tsfx(a[i]);                  \
-        } else {                                                                                   \
-            for (int64_t i = 0; i < n; i++)                                                        \
-                *(TT *)(p[0] + i * s[0]) = sc_cast_##fsfx##_##tsfx(*(const FT *)(p[1] + i * s[1])); \
-        }                                                                                          \
-    }
-#define UNPACK(...) __VA_ARGS__
-#define APPLY(m, ...) m(__VA_ARGS__)
+    LOOP1(loop_cast_##fsfx##_##tsfx, TT, FT, sc_cast_##fsfx##_##tsfx, ID, ID)
 #define CAST_INNER(from, S, T, sfx) APPLY(DEF_CAST, UNPACK from, S, T, sfx)
-#define CAST_OUTER(unused, S, T, sfx) EM_FOR_DTYPES_ALL_INNER(CAST_INNER, (S, T, sfx))
-EM_FOR_DTYPES_ALL(CAST_OUTER, _)
+#define CAST_OUTER(unused, S, T, sfx) EM_FOR_DTYPES_STORED_INNER(CAST_INNER, (S, T, sfx))
+EM_FOR_DTYPES_STORED(CAST_OUTER, _)
 
 #define CAST_ENTRY_2(FS, FT, fsfx, TS, TT, tsfx) [EM_DTYPE_##TS] = loop_cast_##fsfx##_##tsfx,
 #define CAST_ENTRY(from, S, T, sfx) APPLY(CAST_ENTRY_2, UNPACK from, S, T, sfx)
-#define CAST_ROW(unused, S, T, sfx) [EM_DTYPE_##S] = {EM_FOR_DTYPES_ALL_INNER(CAST_ENTRY, (S, T, sfx))},
+#define CAST_ROW(unused, S, T, sfx)                                                                \
+    [EM_DTYPE_##S] = {EM_FOR_DTYPES_STORED_INNER(CAST_ENTRY, (S, T, sfx))},
 static const em_loop_fn cast_loops[EM_DTYPE_COUNT][EM_DTYPE_COUNT] = {
-    EM_FOR_DTYPES_ALL(CAST_ROW, _)};
+    EM_FOR_DTYPES_STORED(CAST_ROW, _)};
+
+bool em_cast_table_complete(void) {
+    for (int a = 0; a < EM_DTYPE_COUNT; a++)
+        for (int b = 0; b < EM_DTYPE_COUNT; b++)
+            if (!cast_loops[a][b]) return false;
+    return true;
+}
 
 em_status em_copy_into(em_tensor *dst, em_tensor *src) {
     em_loop_fn loop = cast_loops[src->dtype][dst->dtype];
-    if (!loop)
-        return em_error(EM_ERR_INTERNAL, "copy: no cast from %s to %s", em_dtype_name(src->dtype),
-                        em_dtype_name(dst->dtype));
     em_iter it;
     em_iter_init(&it, dst, &src, 1);
     em_iter_run(&it, loop, EM_GRAIN_ELEMENTWISE);
@@ -111,38 +180,77 @@ em_status cpu_cast(em_op op, em_tensor *const *in, const em_attrs *attrs, em_ten
     return em_copy_into(out[0], in[0]);
 }
 
-em_status cpu_elementwise(em_op op, em_tensor *const *in, const em_attrs *attrs, em_tensor **out) {
-    (void)attrs;
+/* ---- the driver ---- */
+
+/* A new tensor of dtype dt holding src's values (src's shape). */
+static em_tensor *converted(em_tensor *src, em_dtype dt) {
+    em_tensor *t = em_tensor_empty(src->shape, src->ndim, dt, src->device);
+    if (t && em_copy_into(t, src) != EM_OK) {
+        em_tensor_release(t);
+        return NULL;
+    }
+    return t;
+}
+
+em_status em_elementwise_into(em_op op, em_tensor *const *in, em_tensor *out) {
     const em_op_info *info = em_op_get(op);
-    em_dtype cd = em_op_compute_dtype(op, out[0]->dtype);
+    int n = info->n_in;
+    em_type types[EM_ITER_MAX_OPS - 1];
+    for (int i = 0; i < n; i++) types[i] = em_tensor_type(in[i]);
+    em_dtype cd = em_ew_compute_dtype(op, types, n, out->dtype);
+    em_dtype native = em_ew_native_result(op, cd);
     em_loop_fn loop = ew_loops[op][cd];
     if (!loop)
-        return em_error(EM_ERR_DTYPE, "%s: not implemented for %s", info->name,
-                        em_dtype_name(cd));
-    em_tensor *args[EM_ITER_MAX_OPS - 1], *tmp[EM_ITER_MAX_OPS - 1] = {NULL};
+        return em_error(EM_ERR_DTYPE, "%s: not implemented for %s", info->name, em_dtype_name(cd));
+
+    bool direct = out->dtype == native;
+    for (int i = 0; i < n && direct; i++) direct = in[i]->dtype == em_ew_operand_dtype(op, i, cd);
+    em_iter it;
+    if (direct) {
+        em_iter_init(&it, out, in, n);
+        em_iter_run(&it, loop, EM_GRAIN_ELEMENTWISE);
+        return EM_OK;
+    }
+    if (em_dtype_is_half(out->dtype) && native == EM_DTYPE_F32) {
+        em_loop_fn hl = half_loops[op][out->dtype == EM_DTYPE_BF16];
+        bool all_half = hl != NULL;
+        for (int i = 0; i < n && all_half; i++) all_half = in[i]->dtype == out->dtype;
+        if (all_half) {
+            em_iter_init(&it, out, in, n);
+            em_iter_run(&it, hl, EM_GRAIN_ELEMENTWISE);
+            return EM_OK;
+        }
+    }
+    /* General path: inputs into the loop's dtypes, the result through a
+     * temporary of the loop's dtype when it differs from out's. */
+    em_tensor *args[EM_ITER_MAX_OPS - 1], *tmp[EM_ITER_MAX_OPS - 1] = {NULL}, *res = out;
     em_status st = EM_OK;
-    for (int i = 0; i < info->n_in; i++) {
+    for (int i = 0; i < n; i++) {
         args[i] = in[i];
-        if (in[i]->dtype == cd) continue;
-        tmp[i] = em_tensor_empty(in[i]->shape, in[i]->ndim, cd, in[i]->device);
-        if (!tmp[i]) {
+        em_dtype want = em_ew_operand_dtype(op, i, cd);
+        if (in[i]->dtype == want) continue;
+        if (!(tmp[i] = converted(in[i], want))) {
             st = em_last_status();
             goto done;
         }
-        if ((st = em_copy_into(tmp[i], in[i])) != EM_OK) goto done;
         args[i] = tmp[i];
     }
-    em_iter it;
-    em_iter_init(&it, out[0], args, info->n_in);
+    if (out->dtype != native &&
+        !(res = em_tensor_empty(out->shape, out->ndim, native, out->device))) {
+        st = em_last_status();
+        res = out;
+        goto done;
+    }
+    em_iter_init(&it, res, args, n);
     em_iter_run(&it, loop, EM_GRAIN_ELEMENTWISE);
+    if (res != out) st = em_copy_into(out, res);
 done:
-    for (int i = 0; i < info->n_in; i++) em_tensor_release(tmp[i]);
+    if (res != out) em_tensor_release(res);
+    for (int i = 0; i < n; i++) em_tensor_release(tmp[i]);
     return st;
 }
 
-bool em_cast_table_complete(void) {
-    for (int a = 0; a < EM_DTYPE_COUNT; a++)
-        for (int b = 0; b < EM_DTYPE_COUNT; b++)
-            if (!cast_loops[a][b]) return false;
-    return true;
+em_status cpu_elementwise(em_op op, em_tensor *const *in, const em_attrs *attrs, em_tensor **out) {
+    (void)attrs;
+    return em_elementwise_into(op, in, out[0]);
 }

@@ -94,10 +94,31 @@ static em_tensor *blas_ready(em_tensor *t, int64_t rows, int64_t cols, int64_t r
     return c;
 }
 
+/* Dtypes BLAS and the int64 loop do not take directly are computed in a
+ * wider one and rounded back: float16/bfloat16 in float32, the smaller
+ * integers in int64 (wrapping arithmetic gives the same low bits). */
+static em_status matmul_widened(em_tensor *const *in, em_tensor *z, em_dtype wide) {
+    em_tensor *a = em_cast(in[0], wide), *b = a ? em_cast(in[1], wide) : NULL, *c = NULL;
+    em_status st = EM_OK;
+    if (!a || !b || !(c = em_tensor_empty(z->shape, z->ndim, wide, z->device))) {
+        st = em_last_status();
+    } else {
+        em_tensor *args[2] = {a, b};
+        if ((st = cpu_matmul(EM_OP_MATMUL, args, NULL, &c)) == EM_OK) st = em_copy_into(z, c);
+    }
+    em_tensor_release(a);
+    em_tensor_release(b);
+    em_tensor_release(c);
+    return st;
+}
+
 em_status cpu_matmul(em_op op, em_tensor *const *in, const em_attrs *attrs, em_tensor **out) {
     (void)op;
     (void)attrs;
     em_tensor *x = in[0], *y = in[1], *z = out[0];
+    if (em_dtype_is_half(x->dtype)) return matmul_widened(in, z, EM_DTYPE_F32);
+    if (!em_dtype_is_float(x->dtype) && x->dtype != EM_DTYPE_I64)
+        return matmul_widened(in, z, EM_DTYPE_I64);
     /* View 1-D operands as matrices: x[k] -> [1,k], y[k] -> [k,1]. */
     int64_t m = x->ndim >= 2 ? x->shape[x->ndim - 2] : 1, k = x->shape[x->ndim - 1];
     int64_t n = y->ndim >= 2 ? y->shape[y->ndim - 1] : 1;

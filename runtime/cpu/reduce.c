@@ -1,92 +1,273 @@
 /*
- * reduce.c - sum and mean over any list of dims.
+ * reduce.c - reductions over any list of dims: sum, mean, prod, amax, amin,
+ * argmax, argmin, all, any, var, std, norm, logsumexp.
  *
  * The input's dims split into kept dims K (the output's, in order) and
- * reduced dims R; each group is coalesced. Two strategies:
- *   rows:    each output sums its R-space; the R-space is cut into fixed
- *            blocks of BLOCK elements whose partial sums are added in order,
- *            so results do not depend on the number of threads;
- *   columns: when K's innermost dim is contiguous and R's is not (sum over
- *            dim 0 of a matrix), tiles of adjacent outputs accumulate whole
- *            rows at a time, which vectorises and streams memory once.
- * float32 and float64 accumulate in double; integers and bool in int64
- * (wrapping), as PyTorch's sum promotes them to int64.
+ * reduced dims R; each group is coalesced. Every reduction is a "kind" with
+ * one per-element update rule, instantiated per dtype into run functions
+ * (a contiguous or strided run of one output's elements) and column
+ * functions (one element of each of TILE adjacent outputs). Two strategies:
+ *   rows:    each output reduces its R-space in fixed blocks of BLOCK
+ *            elements whose partial results combine in order, so results do
+ *            not depend on the number of threads;
+ *   columns: when K's innermost dim is contiguous and R's is not (a sum over
+ *            dim 0), tiles of TILE adjacent outputs take a whole row at a
+ *            time, which vectorises and reads memory once.
+ * Floats accumulate in double, integers and bool in int64 (wrapping). var
+ * and logsumexp take two passes: the mean (or the max) first, then the sum of
+ * squared deviations (of exp(x - max)).
  */
+#include <math.h>
 #include <string.h>
 
 #include "../kernels.h"
 #include "ember/alloc.h"
+#include "ember/ops_math.h"
 #include "ember/parallel.h"
 
 #define BLOCK 65536
 #define TILE 256
 
-typedef union {
+typedef enum {
+    K_SUM,
+    K_PROD,
+    K_MAX,
+    K_MIN,
+    K_ARGMAX,
+    K_ARGMIN,
+    K_ALL,
+    K_ANY,
+    K_SUMSQDEV, /* sum (x - param)^2 */
+    K_SUMABS,
+    K_SUMPOW,   /* sum |x|^param */
+    K_MAXABS,
+    K_MINABS,
+    K_COUNTNZ,
+    K_SUMEXP,   /* sum exp(x - param) */
+    K_COUNT
+} red_kind;
+
+/* f for float data, i for integer data; idx for arg-reductions. */
+typedef struct {
     double f;
     int64_t i;
+    int64_t idx;
 } acc_t;
+
+/* ---- per-element update rules ----
+ * F: float data as double x; I: integer data as int64 x. A is the acc_t. */
+#define F_K_SUM(A, x, j, P) (A).f += (x)
+#define F_K_PROD(A, x, j, P) (A).f *= (x)
+/* NaN wins and stays, as in PyTorch */
+#define F_K_MAX(A, x, j, P) (A).f = ((A).f != (A).f || !((x) != (x) || (x) > (A).f)) ? (A).f : (x)
+#define F_K_MIN(A, x, j, P) (A).f = ((A).f != (A).f || !((x) != (x) || (x) < (A).f)) ? (A).f : (x)
+#define F_K_ARGMAX(A, x, j, P)                                                                     \
+    if ((A).idx < 0 || ((A).f == (A).f && ((x) > (A).f || (x) != (x)))) {                          \
+        (A).f = (x);                                                                               \
+        (A).idx = (j);                                                                             \
+    }
+#define F_K_ARGMIN(A, x, j, P)                                                                     \
+    if ((A).idx < 0 || ((A).f == (A).f && ((x) < (A).f || (x) != (x)))) {                          \
+        (A).f = (x);                                                                               \
+        (A).idx = (j);                                                                             \
+    }
+#define F_K_ALL(A, x, j, P) (A).i &= ((x) != 0)
+#define F_K_ANY(A, x, j, P) (A).i |= ((x) != 0)
+#define F_K_SUMSQDEV(A, x, j, P) (A).f += ((x) - (P)) * ((x) - (P))
+#define F_K_SUMABS(A, x, j, P) (A).f += fabs(x)
+#define F_K_SUMPOW(A, x, j, P) (A).f += pow(fabs(x), (P))
+#define F_K_MAXABS(A, x, j, P) F_K_MAX(A, fabs(x), j, P)
+#define F_K_MINABS(A, x, j, P) F_K_MIN(A, fabs(x), j, P)
+#define F_K_COUNTNZ(A, x, j, P) (A).f += ((x) != 0)
+#define F_K_SUMEXP(A, x, j, P) (A).f += exp((x) - (P))
+
+#define I_K_SUM(A, x, j, P) (A).i = (int64_t)((uint64_t)(A).i + (uint64_t)(x))
+#define I_K_PROD(A, x, j, P) (A).i = (int64_t)((uint64_t)(A).i * (uint64_t)(x))
+#define I_K_MAX(A, x, j, P) (A).i = (x) > (A).i ? (x) : (A).i
+#define I_K_MIN(A, x, j, P) (A).i = (x) < (A).i ? (x) : (A).i
+#define I_K_ARGMAX(A, x, j, P)                                                                     \
+    if ((A).idx < 0 || (x) > (A).i) {                                                              \
+        (A).i = (x);                                                                               \
+        (A).idx = (j);                                                                             \
+    }
+#define I_K_ARGMIN(A, x, j, P)                                                                     \
+    if ((A).idx < 0 || (x) < (A).i) {                                                              \
+        (A).i = (x);                                                                               \
+        (A).idx = (j);                                                                             \
+    }
+#define I_K_ALL(A, x, j, P) (A).i &= ((x) != 0)
+#define I_K_ANY(A, x, j, P) (A).i |= ((x) != 0)
+
+/* Element i of a run as double / int64. */
+#define LD_FLOAT(T, sfx, p) sc_cast_##sfx##_f64(p)
+#define LD_INT(T, sfx, p) ((int64_t)(p))
+
+/* run_<kind>_<dtype>: fold n elements at ptr (stride in elements), whose
+ * reduced indices start at j0, into *acc. */
+#define RUN(FAM, KIND, T, sfx, LD)                                                                 \
+    static void run_##KIND##_##sfx(acc_t *acc, const char *ptr, int64_t stride, int64_t n,         \
+                                   int64_t j0, double param) {                                     \
+        const T *x = (const T *)ptr;                                                               \
+        acc_t a = *acc;                                                                            \
+        (void)param;                                                                               \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            FAM##_##KIND(a, LD(T, sfx, x[i * stride]), j0 + i, param);                             \
+        }                                                                                          \
+        *acc = a;                                                                                  \
+    }
+/* col_<kind>_<dtype>: one row of len adjacent outputs' elements. */
+#define COL(FAM, KIND, T, sfx, LD)                                                                 \
+    static void col_##KIND##_##sfx(acc_t *acc, const char *row, int64_t len, int64_t j,            \
+                                   const double *param) {                                          \
+        const T *x = (const T *)row;                                                               \
+        for (int64_t c = 0; c < len; c++) {                                                        \
+            FAM##_##KIND(acc[c], LD(T, sfx, x[c]), j, param ? param[c] : 0.0);                     \
+        }                                                                                          \
+    }
+
+/* Contiguous float sums get independent accumulators so they vectorise
+ * while the order of additions stays fixed. */
+#define RUN_SUM_FLOAT(T, sfx)                                                                      \
+    static void run_K_SUM_##sfx(acc_t *acc, const char *ptr, int64_t stride, int64_t n,            \
+                                int64_t j0, double param) {                                        \
+        const T *x = (const T *)ptr;                                                               \
+        double a[8] = {0};                                                                         \
+        int64_t i = 0;                                                                             \
+        (void)j0;                                                                                  \
+        (void)param;                                                                               \
+        if (stride == 1)                                                                           \
+            for (; i + 8 <= n; i += 8)                                                             \
+                for (int j = 0; j < 8; j++) a[j] += sc_cast_##sfx##_f64(x[i + j]);                 \
+        for (; i < n; i++) a[0] += sc_cast_##sfx##_f64(x[i * stride]);                             \
+        acc->f += ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));              \
+    }
+
+#define FLOAT_KINDS(X, T, sfx)                                                                     \
+    X(F, K_PROD, T, sfx, LD_FLOAT) X(F, K_MAX, T, sfx, LD_FLOAT) X(F, K_MIN, T, sfx, LD_FLOAT)     \
+    X(F, K_ARGMAX, T, sfx, LD_FLOAT) X(F, K_ARGMIN, T, sfx, LD_FLOAT)                              \
+    X(F, K_ALL, T, sfx, LD_FLOAT) X(F, K_ANY, T, sfx, LD_FLOAT)                                    \
+    X(F, K_SUMSQDEV, T, sfx, LD_FLOAT) X(F, K_SUMABS, T, sfx, LD_FLOAT)                            \
+    X(F, K_SUMPOW, T, sfx, LD_FLOAT) X(F, K_MAXABS, T, sfx, LD_FLOAT)                              \
+    X(F, K_MINABS, T, sfx, LD_FLOAT) X(F, K_COUNTNZ, T, sfx, LD_FLOAT)                             \
+    X(F, K_SUMEXP, T, sfx, LD_FLOAT)
+#define INT_KINDS(X, T, sfx)                                                                       \
+    X(I, K_SUM, T, sfx, LD_INT) X(I, K_PROD, T, sfx, LD_INT) X(I, K_MAX, T, sfx, LD_INT)           \
+    X(I, K_MIN, T, sfx, LD_INT) X(I, K_ARGMAX, T, sfx, LD_INT) X(I, K_ARGMIN, T, sfx, LD_INT)      \
+    X(I, K_ALL, T, sfx, LD_INT) X(I, K_ANY, T, sfx, LD_INT)
+
+#define GEN_FLOAT(unused, S, T, sfx) RUN_SUM_FLOAT(T, sfx) FLOAT_KINDS(RUN, T, sfx) FLOAT_KINDS(COL, T, sfx) \
+    COL(F, K_SUM, T, sfx, LD_FLOAT)
+#define GEN_INT(unused, S, T, sfx) INT_KINDS(RUN, T, sfx) INT_KINDS(COL, T, sfx)
+EM_FOR_DTYPES_FLOAT(GEN_FLOAT, _)
+EM_FOR_DTYPES_HALF(GEN_FLOAT, _)
+EM_FOR_DTYPES_INTBOOL(GEN_INT, _)
+
+typedef void (*run_fn)(acc_t *, const char *, int64_t, int64_t, int64_t, double);
+typedef void (*col_fn)(acc_t *, const char *, int64_t, int64_t, const double *);
+
+#define RUN_ENTRY(FAM, KIND, T, sfx, LD) [KIND] = run_##KIND##_##sfx,
+#define COL_ENTRY(FAM, KIND, T, sfx, LD) [KIND] = col_##KIND##_##sfx,
+#define FLOAT_ROW(unused, S, T, sfx)                                                               \
+    [EM_DTYPE_##S] = {[K_SUM] = run_K_SUM_##sfx, FLOAT_KINDS(RUN_ENTRY, T, sfx)},
+#define INT_ROW(unused, S, T, sfx) [EM_DTYPE_##S] = {INT_KINDS(RUN_ENTRY, T, sfx)},
+static const run_fn run_table[EM_DTYPE_COUNT][K_COUNT] = {
+    EM_FOR_DTYPES_FLOAT(FLOAT_ROW, _) EM_FOR_DTYPES_HALF(FLOAT_ROW, _) EM_FOR_DTYPES_INTBOOL(INT_ROW, _)};
+#define FLOAT_COL_ROW(unused, S, T, sfx)                                                           \
+    [EM_DTYPE_##S] = {[K_SUM] = col_K_SUM_##sfx, FLOAT_KINDS(COL_ENTRY, T, sfx)},
+#define INT_COL_ROW(unused, S, T, sfx) [EM_DTYPE_##S] = {INT_KINDS(COL_ENTRY, T, sfx)},
+static const col_fn col_table[EM_DTYPE_COUNT][K_COUNT] = {
+    EM_FOR_DTYPES_FLOAT(FLOAT_COL_ROW, _) EM_FOR_DTYPES_HALF(FLOAT_COL_ROW, _)
+        EM_FOR_DTYPES_INTBOOL(INT_COL_ROW, _)};
+
+/* ---- identities and combining partial results (in order) ---- */
+
+static acc_t identity(red_kind k, bool is_float) {
+    acc_t a = {0.0, 0, -1};
+    switch (k) {
+    case K_PROD: a.f = 1.0; a.i = 1; break;
+    case K_MAX: a.f = -INFINITY; a.i = INT64_MIN; break;
+    case K_MIN: a.f = INFINITY; a.i = INT64_MAX; break;
+    case K_MAXABS: a.f = 0.0; break;
+    case K_MINABS: a.f = INFINITY; break;
+    case K_ALL: a.i = 1; break;
+    default: break;
+    }
+    (void)is_float;
+    return a;
+}
+
+/* a (an earlier range) combined with b (the next): the same result as one
+ * pass over both, ties going to the earlier index. */
+static acc_t combine(red_kind k, bool fl, acc_t a, acc_t b) {
+    switch (k) {
+    case K_SUM:
+        if (fl)
+            a.f += b.f;
+        else
+            a.i = (int64_t)((uint64_t)a.i + (uint64_t)b.i);
+        return a;
+    case K_PROD:
+        if (fl)
+            a.f *= b.f;
+        else
+            a.i = (int64_t)((uint64_t)a.i * (uint64_t)b.i);
+        return a;
+    case K_MAX:
+    case K_MAXABS:
+        if (fl) {
+            F_K_MAX(a, b.f, 0, 0);
+        } else {
+            I_K_MAX(a, b.i, 0, 0);
+        }
+        return a;
+    case K_MIN:
+    case K_MINABS:
+        if (fl) {
+            F_K_MIN(a, b.f, 0, 0);
+        } else {
+            I_K_MIN(a, b.i, 0, 0);
+        }
+        return a;
+    case K_ARGMAX:
+        if (b.idx < 0) return a;
+        if (fl) {
+            F_K_ARGMAX(a, b.f, b.idx, 0);
+        } else {
+            I_K_ARGMAX(a, b.i, b.idx, 0);
+        }
+        return a;
+    case K_ARGMIN:
+        if (b.idx < 0) return a;
+        if (fl) {
+            F_K_ARGMIN(a, b.f, b.idx, 0);
+        } else {
+            I_K_ARGMIN(a, b.i, b.idx, 0);
+        }
+        return a;
+    case K_ALL: a.i &= b.i; return a;
+    case K_ANY: a.i |= b.i; return a;
+    default: a.f += b.f; return a; /* the sums */
+    }
+}
+
+/* ---- plans ---- */
 
 typedef struct {
     const char *base;
     em_dtype dt;
-    bool int_acc;
+    bool fl;
+    red_kind kind;
+    run_fn run;
+    col_fn col;
     int nk, nr;
     int64_t kshape[EM_MAX_DIMS], kstride[EM_MAX_DIMS];
     int64_t rshape[EM_MAX_DIMS], rstride[EM_MAX_DIMS];
     int64_t knumel, rnumel, nblocks;
-    acc_t *partial; /* rows strategy: knumel * nblocks */
-    em_tensor *out;
-    bool mean;
+    const double *param; /* per output, or NULL */
+    acc_t *partial;      /* knumel * nblocks */
+    acc_t *result;       /* knumel */
 } plan_t;
 
-/* Sum in double of n floats at p with `stride` (elements), unrolled into
- * independent accumulators so the compiler vectorises the contiguous case
- * while the order of additions stays fixed. */
-#define SUM_FLOAT(T, sfx)                                                                          \
-    static double sum_float_##sfx(const char *p, int64_t stride, int64_t n) {                     \
-        const T *x = (const T *)p;                                                                 \
-        double a[8] = {0};                                                                         \
-        int64_t i = 0;                                                                             \
-        if (stride == 1)                                                                           \
-            for (; i + 8 <= n; i += 8)                                                             \
-                for (int j = 0; j < 8; j++) a[j] += x[i + j];                                      \
-        for (; i < n; i++) a[0] += x[i * stride];                                                  \
-        return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));                 \
-    }
-SUM_FLOAT(float, f32)
-SUM_FLOAT(double, f64)
-
-/* Sum of n elements at p with `stride` (elements), in the accumulator type. */
-static acc_t run_sum(em_dtype dt, const char *p, int64_t stride, int64_t n) {
-    acc_t r;
-    switch (dt) {
-    case EM_DTYPE_F32: r.f = sum_float_f32(p, stride, n); return r;
-    case EM_DTYPE_F64: r.f = sum_float_f64(p, stride, n); return r;
-    case EM_DTYPE_I64: {
-        const int64_t *x = (const int64_t *)p;
-        uint64_t a = 0;
-        for (int64_t i = 0; i < n; i++) a += (uint64_t)x[i * stride];
-        r.i = (int64_t)a;
-        return r;
-    }
-    default: {
-        const bool *x = (const bool *)p;
-        int64_t a = 0;
-        for (int64_t i = 0; i < n; i++) a += x[i * stride];
-        r.i = a;
-        return r;
-    }
-    }
-}
-
-static void acc_add(bool int_acc, acc_t *a, acc_t b) {
-    if (int_acc)
-        a->i = (int64_t)((uint64_t)a->i + (uint64_t)b.i);
-    else
-        a->f += b.f;
-}
-
-/* Element offset of linear index `lin` in a coalesced group. */
 static int64_t group_offset(const int64_t *shape, const int64_t *stride, int n, int64_t lin) {
     int64_t off = 0;
     for (int d = n - 1; d >= 0; d--) {
@@ -96,12 +277,14 @@ static int64_t group_offset(const int64_t *shape, const int64_t *stride, int n, 
     return off;
 }
 
-/* Sum over R-linear range [rb, re) for the output whose kept offset is koff. */
-static acc_t reduce_range(const plan_t *p, int64_t koff, int64_t rb, int64_t re) {
-    acc_t acc = {0};
+static acc_t reduce_range(const plan_t *p, int64_t o, int64_t rb, int64_t re) {
+    acc_t acc = identity(p->kind, p->fl);
+    int64_t koff = group_offset(p->kshape, p->kstride, p->nk, o);
     size_t item = em_dtype_size(p->dt);
-    if (p->nr == 0) { /* nothing reduced: a copy */
-        return run_sum(p->dt, p->base + koff * (int64_t)item, 1, 1);
+    double param = p->param ? p->param[o] : 0.0;
+    if (p->nr == 0) { /* nothing (or only size-1 dims) reduced */
+        p->run(&acc, p->base + koff * (int64_t)item, 1, 1, 0, param);
+        return acc;
     }
     int last = p->nr - 1;
     int64_t inner = p->rshape[last];
@@ -109,69 +292,40 @@ static acc_t reduce_range(const plan_t *p, int64_t koff, int64_t rb, int64_t re)
         int64_t j = pos % inner, n = inner - j;
         if (n > re - pos) n = re - pos;
         int64_t off = koff + group_offset(p->rshape, p->rstride, p->nr, pos);
-        acc_add(p->int_acc, &acc, run_sum(p->dt, p->base + off * (int64_t)item, p->rstride[last], n));
+        acc_t part = identity(p->kind, p->fl);
+        p->run(&part, p->base + off * (int64_t)item, p->rstride[last], n, pos, param);
+        acc = combine(p->kind, p->fl, acc, part);
         pos += n;
     }
     return acc;
-}
-
-static void store(const plan_t *p, int64_t o, acc_t acc) {
-    void *d = em_tensor_data(p->out);
-    double cnt = (double)p->rnumel;
-    switch (p->out->dtype) {
-    case EM_DTYPE_F32: ((float *)d)[o] = (float)(p->mean ? acc.f / cnt : acc.f); break;
-    case EM_DTYPE_F64: ((double *)d)[o] = p->mean ? acc.f / cnt : acc.f; break;
-    case EM_DTYPE_I64: ((int64_t *)d)[o] = acc.i; break;
-    default: ((bool *)d)[o] = acc.i != 0; break;
-    }
 }
 
 static void rows_task(void *arg, int64_t b, int64_t e) {
     plan_t *p = arg;
     for (int64_t t = b; t < e; t++) {
         int64_t o = t / p->nblocks, blk = t % p->nblocks;
-        int64_t koff = group_offset(p->kshape, p->kstride, p->nk, o);
         int64_t rb = blk * BLOCK, re = rb + BLOCK < p->rnumel ? rb + BLOCK : p->rnumel;
-        acc_t a = reduce_range(p, koff, rb, re);
-        if (p->nblocks == 1)
-            store(p, o, a);
-        else
-            p->partial[t] = a;
+        p->partial[t] = reduce_range(p, o, rb, re);
     }
 }
 
-/* columns: tiles of TILE adjacent outputs along K's contiguous inner dim. */
 static void columns_task(void *arg, int64_t b, int64_t e) {
     plan_t *p = arg;
     int64_t kin = p->kshape[p->nk - 1], tiles = (kin + TILE - 1) / TILE;
     size_t item = em_dtype_size(p->dt);
+    acc_t acc[TILE];
     for (int64_t t = b; t < e; t++) {
         int64_t ko = t / tiles, k0 = (t % tiles) * TILE;
         int64_t len = kin - k0 < TILE ? kin - k0 : TILE;
         int64_t koff = group_offset(p->kshape, p->kstride, p->nk - 1, ko) + k0;
-        acc_t acc[TILE];
-        memset(acc, 0, sizeof acc);
+        int64_t o0 = ko * kin + k0;
+        for (int64_t c = 0; c < len; c++) acc[c] = identity(p->kind, p->fl);
         for (int64_t r = 0; r < p->rnumel; r++) {
             const char *row =
                 p->base + (koff + group_offset(p->rshape, p->rstride, p->nr, r)) * (int64_t)item;
-            switch (p->dt) {
-            case EM_DTYPE_F32:
-                for (int64_t j = 0; j < len; j++) acc[j].f += ((const float *)row)[j];
-                break;
-            case EM_DTYPE_F64:
-                for (int64_t j = 0; j < len; j++) acc[j].f += ((const double *)row)[j];
-                break;
-            case EM_DTYPE_I64:
-                for (int64_t j = 0; j < len; j++)
-                    acc[j].i = (int64_t)((uint64_t)acc[j].i + (uint64_t)((const int64_t *)row)[j]);
-                break;
-            default:
-                for (int64_t j = 0; j < len; j++) acc[j].i += ((const bool *)row)[j];
-                break;
-            }
+            p->col(acc, row, len, r, p->param ? p->param + o0 : NULL);
         }
-        int64_t o0 = ko * kin + k0;
-        for (int64_t j = 0; j < len; j++) store(p, o0 + j, acc[j]);
+        memcpy(p->result + o0, acc, (size_t)len * sizeof *acc);
     }
 }
 
@@ -187,61 +341,198 @@ static int group_dims(const em_tensor *x, const int *dims, int n, int64_t *shape
     return m;
 }
 
-em_status cpu_reduce(em_op op, em_tensor *const *in, const em_attrs *attrs, em_tensor **out) {
-    em_tensor *x = in[0];
+/* Reduces x over attrs->dims with `kind` into result[knumel] (a new array,
+ * em_free it); param[o] per output or NULL. */
+static em_status reduce(em_tensor *x, const em_attrs *attrs, red_kind kind, const double *param,
+                        acc_t **result, int64_t *knumel, int64_t *rnumel) {
     plan_t p;
     memset(&p, 0, sizeof p);
     p.base = em_tensor_data(x);
     p.dt = x->dtype;
-    p.int_acc = !em_dtype_is_float(x->dtype);
-    p.out = out[0];
-    p.mean = op == EM_OP_MEAN;
-
+    p.fl = em_dtype_is_float(x->dtype);
+    p.kind = kind;
+    p.run = run_table[p.dt][kind];
+    p.col = col_table[p.dt][kind];
+    p.param = param;
+    if (!p.run || !p.col)
+        return em_error(EM_ERR_INTERNAL, "reduce: kind %d not defined for %s", (int)kind,
+                        em_dtype_name(p.dt));
     bool red[EM_MAX_DIMS] = {false};
     for (int i = 0; i < attrs->n_dims; i++) red[attrs->dims[i]] = true;
     int kd[EM_MAX_DIMS], rd[EM_MAX_DIMS], nk = 0, nr = 0;
+    p.knumel = p.rnumel = 1;
     for (int d = 0; d < x->ndim; d++) {
-        if (red[d])
+        if (red[d]) {
             rd[nr++] = d;
-        else
+            p.rnumel *= x->shape[d];
+        } else {
             kd[nk++] = d;
+            p.knumel *= x->shape[d];
+        }
     }
     p.nk = group_dims(x, kd, nk, p.kshape, p.kstride);
     p.nr = group_dims(x, rd, nr, p.rshape, p.rstride);
-    p.knumel = out[0]->numel;
-    p.rnumel = 1;
-    for (int i = 0; i < nr; i++) p.rnumel *= x->shape[rd[i]];
+    *knumel = p.knumel;
+    *rnumel = p.rnumel;
+    p.result = em_malloc((size_t)(p.knumel ? p.knumel : 1) * sizeof *p.result);
+    if (!p.result) return EM_ERR_NOMEM;
+    *result = p.result;
     if (p.knumel == 0) return EM_OK;
-    if (p.rnumel == 0) { /* empty reduction: 0 for sum, nan for mean */
-        acc_t z = {0};
-        if (p.mean) z.f = 0.0 / 0.0;
-        for (int64_t o = 0; o < p.knumel; o++) store(&p, o, z);
+    if (p.rnumel == 0) {
+        for (int64_t o = 0; o < p.knumel; o++) p.result[o] = identity(kind, p.fl);
         return EM_OK;
     }
-
     bool columns = p.nk > 0 && p.nr > 0 && p.kstride[p.nk - 1] == 1 && p.rstride[p.nr - 1] != 1;
     if (columns) {
         int64_t kin = p.kshape[p.nk - 1], tiles = (kin + TILE - 1) / TILE;
-        int64_t tasks = (p.knumel / kin) * tiles;
-        int64_t grain = (EM_GRAIN_ELEMENTWISE / (p.rnumel * TILE)) + 1;
-        em_parallel_for(tasks, grain, columns_task, &p);
+        em_parallel_for((p.knumel / kin) * tiles, EM_GRAIN_ELEMENTWISE / (p.rnumel * TILE) + 1,
+                        columns_task, &p);
         return EM_OK;
     }
     p.nblocks = (p.rnumel + BLOCK - 1) / BLOCK;
     int64_t tasks = p.knumel * p.nblocks;
-    if (p.nblocks > 1) {
-        p.partial = em_malloc((size_t)tasks * sizeof *p.partial);
-        if (!p.partial) return EM_ERR_NOMEM;
-    }
+    p.partial = p.nblocks == 1 ? p.result : em_malloc((size_t)tasks * sizeof *p.partial);
+    if (!p.partial) return EM_ERR_NOMEM;
     int64_t per_task = p.rnumel < BLOCK ? p.rnumel : BLOCK;
     em_parallel_for(tasks, EM_GRAIN_ELEMENTWISE / per_task + 1, rows_task, &p);
     if (p.nblocks > 1) {
         for (int64_t o = 0; o < p.knumel; o++) {
             acc_t a = p.partial[o * p.nblocks];
-            for (int64_t b = 1; b < p.nblocks; b++) acc_add(p.int_acc, &a, p.partial[o * p.nblocks + b]);
-            store(&p, o, a);
+            for (int64_t b = 1; b < p.nblocks; b++)
+                a = combine(kind, p.fl, a, p.partial[o * p.nblocks + b]);
+            p.result[o] = a;
         }
         em_free(p.partial);
     }
     return EM_OK;
+}
+
+/* ---- the ops ---- */
+
+static red_kind kind_of(em_op op, double ord) {
+    switch (op) {
+    case EM_OP_SUM:
+    case EM_OP_MEAN: return K_SUM;
+    case EM_OP_PROD: return K_PROD;
+    case EM_OP_AMAX: return K_MAX;
+    case EM_OP_AMIN: return K_MIN;
+    case EM_OP_ARGMAX: return K_ARGMAX;
+    case EM_OP_ARGMIN: return K_ARGMIN;
+    case EM_OP_ALL: return K_ALL;
+    case EM_OP_ANY: return K_ANY;
+    case EM_OP_VAR:
+    case EM_OP_STD: return K_SUMSQDEV;
+    case EM_OP_NORM:
+        return ord == 2.0         ? K_SUMSQDEV
+               : ord == 1.0       ? K_SUMABS
+               : ord == INFINITY  ? K_MAXABS
+               : ord == -INFINITY ? K_MINABS
+               : ord == 0.0       ? K_COUNTNZ
+                                  : K_SUMPOW;
+    default: return K_SUMEXP; /* logsumexp */
+    }
+}
+
+/* The final value of output o as a double (floats) or int64 (the rest). */
+static void finish(em_op op, const em_attrs *a, acc_t acc, int64_t n, const double *param,
+                   int64_t o, double *f, int64_t *i) {
+    *f = acc.f;
+    *i = acc.i;
+    switch (op) {
+    case EM_OP_MEAN: *f = acc.f / (double)n; break;
+    case EM_OP_ARGMAX:
+    case EM_OP_ARGMIN: *i = acc.idx; break;
+    case EM_OP_VAR:
+    case EM_OP_STD: {
+        double dof = (double)n - a->correction;
+        *f = acc.f / (dof > 0 ? dof : 0.0);
+        if (op == EM_OP_STD) *f = sqrt(*f);
+        break;
+    }
+    case EM_OP_NORM:
+        if (a->ord == 2.0)
+            *f = sqrt(acc.f);
+        else if (a->ord != 1.0 && a->ord != 0.0 && isfinite(a->ord))
+            *f = pow(acc.f, 1.0 / a->ord);
+        break;
+    case EM_OP_LOGSUMEXP: {
+        double m = param[o];
+        *f = isinf(m) ? m : m + log(acc.f);
+        break;
+    }
+    default: break;
+    }
+}
+
+#define STORE(unused, S, T, sfx)                                                                   \
+    case EM_DTYPE_##S:                                                                             \
+        ((T *)d)[o] = fl ? sc_cast_f64_##sfx(f) : sc_cast_i64_##sfx(i);                            \
+        break;
+
+em_status cpu_reduce(em_op op, em_tensor *const *in, const em_attrs *attrs, em_tensor **out) {
+    em_tensor *x = in[0], *cast = NULL;
+    if (op == EM_OP_LOGSUMEXP && !em_dtype_is_float(x->dtype)) { /* computed in float */
+        if (!(cast = em_cast(x, out[0]->dtype))) return em_last_status();
+        x = cast;
+    }
+    red_kind kind = kind_of(op, attrs->ord);
+    double *param = NULL;
+    acc_t *pass1 = NULL, *res = NULL;
+    int64_t knumel, rnumel;
+    em_status st = EM_OK;
+    /* First passes: the mean for var/std, the max for logsumexp. */
+    if (op == EM_OP_VAR || op == EM_OP_STD || op == EM_OP_LOGSUMEXP) {
+        red_kind first = op == EM_OP_LOGSUMEXP ? K_MAX : K_SUM;
+        if ((st = reduce(x, attrs, first, NULL, &pass1, &knumel, &rnumel)) != EM_OK) goto done;
+        if (!(param = em_malloc((size_t)(knumel ? knumel : 1) * sizeof *param))) {
+            st = EM_ERR_NOMEM;
+            goto done;
+        }
+        for (int64_t o = 0; o < knumel; o++) {
+            double m = first == K_SUM ? pass1[o].f / (double)rnumel : pass1[o].f;
+            param[o] = m;
+        }
+    }
+    if (op == EM_OP_NORM && kind == K_SUMPOW) {
+        int64_t n = out[0]->numel;
+        if (!(param = em_malloc((size_t)(n ? n : 1) * sizeof *param))) {
+            st = EM_ERR_NOMEM;
+            goto done;
+        }
+        for (int64_t o = 0; o < n; o++) param[o] = attrs->ord;
+    }
+    /* exp(x - max) is taken with max 0 where max is infinite (the result is
+     * then the max itself); the second pass reads a copy with that change. */
+    double *p2 = param;
+    double *adj = NULL;
+    if (op == EM_OP_LOGSUMEXP) {
+        if (!(adj = em_malloc((size_t)(knumel ? knumel : 1) * sizeof *adj))) {
+            st = EM_ERR_NOMEM;
+            goto done;
+        }
+        for (int64_t o = 0; o < knumel; o++) adj[o] = isinf(param[o]) ? 0.0 : param[o];
+        p2 = adj;
+    }
+    st = reduce(x, attrs, kind, p2, &res, &knumel, &rnumel);
+    if (st == EM_OK) {
+        bool fl = em_dtype_is_float(x->dtype) && op != EM_OP_ARGMAX && op != EM_OP_ARGMIN &&
+                  op != EM_OP_ALL && op != EM_OP_ANY;
+        void *d = em_tensor_data(out[0]);
+        for (int64_t o = 0; o < knumel; o++) {
+            double f;
+            int64_t i;
+            finish(op, attrs, res[o], rnumel, param, o, &f, &i);
+            switch (out[0]->dtype) {
+                EM_FOR_DTYPES_STORED(STORE, _)
+            default: break;
+            }
+        }
+    }
+    em_free(adj);
+done:
+    em_free(res);
+    em_free(pass1);
+    em_free(param);
+    em_tensor_release(cast);
+    return st;
 }

@@ -224,9 +224,11 @@ SPECIAL_UNARY = [
     ("neg", _inf, -_inf), ("neg", _nan, _nan),
 ]
 SPECIAL_UNARY_F32 = [
-    # float32 only: these saturate in float32 but not in float64
-    ("exp", 89.0, _inf), ("exp", -104.0, 0.0), ("sigmoid", -100.0, 0.0),
-    ("sigmoid", 100.0, 1.0), ("tanh", 10.0, 1.0),
+    # float32 only: these saturate in float32 but not in float64. sigmoid(-100)
+    # is e^-100 = 3.7e-44, a float32 subnormal that ember rounds correctly
+    # (PyTorch gives 0: its exp(100) overflows first).
+    ("exp", 89.0, _inf), ("exp", -104.0, 0.0), ("sigmoid", -100.0, float(np.float32(3.7200759e-44))),
+    ("sigmoid", -120.0, 0.0), ("sigmoid", 100.0, 1.0), ("tanh", 10.0, 1.0),
 ]
 SPECIAL_CASES = ([(op, v, e, dt) for op, v, e in SPECIAL_UNARY for dt in FLOATS] +
                  [(op, v, e, "float32") for op, v, e in SPECIAL_UNARY_F32])
