@@ -67,6 +67,12 @@ PyObject *em_py_from_numpy(PyObject *self, PyObject *arr);
 /* The value of a one-element tensor; `what` names the host read for the tracer. */
 PyObject *em_py_tensor_item(em_tensor *t, const char *what);
 
+/* ---- interop (interop.c) ---- */
+PyObject *em_py_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *em_py_tensor_dlpack_device(PyObject *self, PyObject *unused);
+PyObject *em_py_from_dlpack(PyObject *self, PyObject *obj);
+extern PyBufferProcs em_py_tensor_buffer;
+
 /* ---- compile (compiled_function.c) ---- */
 int em_py_compile_init(PyObject *module);
 /* Frames from files under this directory are ember's, not the user's. */

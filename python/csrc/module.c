@@ -305,6 +305,7 @@ static PyMethodDef module_methods[] = {
     {"arange", KW f_arange, METH_VARARGS | METH_KEYWORDS, "arange([start,] end[, step])"},
     {"tensor", KW em_py_tensor_new, METH_VARARGS | METH_KEYWORDS, "tensor(data, dtype=None)"},
     {"from_numpy", em_py_from_numpy, METH_O, "a tensor sharing a NumPy array's memory"},
+    {"from_dlpack", em_py_from_dlpack, METH_O, "a tensor sharing a DLPack producer's memory"},
     {"manual_seed", f_manual_seed, METH_O, "seed the random generator"},
     {"get_num_threads", f_get_num_threads, METH_NOARGS, "threads used by kernels"},
     {"set_num_threads", f_set_num_threads, METH_O, "set the threads used by kernels"},

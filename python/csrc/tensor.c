@@ -529,6 +529,9 @@ static PyMethodDef tensor_methods[] = {
     {"is_contiguous", m_is_contiguous, METH_NOARGS, "row-major without gaps?"},
     {"element_size", m_element_size, METH_NOARGS, "bytes per element"},
     {"data_ptr", m_data_ptr, METH_NOARGS, "address of the first element"},
+    {"__dlpack__", (PyCFunction)(void (*)(void))em_py_tensor_dlpack, METH_VARARGS | METH_KEYWORDS,
+     "a DLPack capsule sharing this tensor's memory"},
+    {"__dlpack_device__", em_py_tensor_dlpack_device, METH_NOARGS, "(device type, device id)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -540,6 +543,7 @@ PyTypeObject em_py_TensorBase = {
     .tp_new = tensor_new_direct,
     .tp_as_number = &tensor_as_number,
     .tp_as_mapping = &tensor_as_mapping,
+    .tp_as_buffer = &em_py_tensor_buffer,
     .tp_richcompare = richcompare,
     .tp_hash = tensor_hash,
     .tp_methods = tensor_methods,
