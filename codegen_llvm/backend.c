@@ -57,9 +57,9 @@ static void propagate_layouts(const em_ir_graph *g, em_tensor *const *examples, 
         const em_type *in = &n->in[0]->type;
         const int64_t *is = strides[n->in[0]->id];
         if (info->flags & EM_F_VIEW) {
-            int64_t shape[EM_MAX_DIMS], st[EM_MAX_DIMS];
+            int64_t shape[EM_MAX_DIMS], st[EM_MAX_DIMS], off;
             int nd;
-            if (em_view_geometry(n->op, in->shape, is, in->ndim, &n->attrs, shape, st, &nd))
+            if (em_view_geometry(n->op, in->shape, is, in->ndim, &n->attrs, shape, st, &nd, &off))
                 memcpy(strides[n->out[0]->id], st, sizeof st);
         } else if (info->kind == EM_KIND_COPY && em_strides_are_contiguous(in->shape, is, in->ndim)) {
             memcpy(strides[n->out[0]->id], is, sizeof strides[0]); /* contiguous() returns its input */

@@ -146,6 +146,13 @@ static void on_op(void *ctx, em_op op, em_tensor *const *in, int n_in, const em_
                       info->name);
         return;
     }
+    if (info->flags & EM_F_DATA_DEPENDENT) {
+        em_trace_fail(tr,
+                      "%s: its result's shape depends on the input's values, which a compiled "
+                      "graph cannot know in advance",
+                      info->name);
+        return;
+    }
     em_ir_value *vin[16];
     em_type types[16];
     if (n_in > 16 || n_out > 16) {
@@ -173,12 +180,18 @@ static void on_op(void *ctx, em_op op, em_tensor *const *in, int n_in, const em_
     }
 }
 
-static void on_host_sync(void *ctx, const char *what, const em_tensor *t) {
+static void on_event(void *ctx, em_trace_event ev, const char *what, const em_tensor *t) {
     (void)t;
-    em_trace_fail((em_tracer *)ctx,
-                  "%s reads a tensor's values on the host inside a compiled function; the "
-                  "compiled graph cannot depend on them yet (value guards come later)",
-                  what);
+    if (ev == EM_EVENT_HOST_SYNC)
+        em_trace_fail((em_tracer *)ctx,
+                      "%s reads a tensor's values on the host inside a compiled function; the "
+                      "compiled graph cannot depend on them yet (value guards come later)",
+                      what);
+    else
+        em_trace_fail((em_tracer *)ctx,
+                      "%s writes into a tensor inside a compiled function; in-place updates "
+                      "are not traced yet (they need write-backs)",
+                      what);
 }
 
 em_tracer *em_trace_begin(const char *name, em_loc_fn loc, void *loc_ctx) {
@@ -197,7 +210,7 @@ em_tracer *em_trace_begin(const char *name, em_loc_fn loc, void *loc_ctx) {
     tr->serial_start = em_tensor_next_serial(); /* tensors born from now on */
     tr->loc_fn = loc;
     tr->loc_ctx = loc_ctx;
-    tr->hook = (em_trace_hook){on_op, on_host_sync, tr};
+    tr->hook = (em_trace_hook){on_op, on_event, tr};
     tr->prev_hook = em_set_trace_hook(&tr->hook);
     active = tr;
     return tr;

@@ -38,7 +38,11 @@ static bool is_scalar_const(const em_ir_node *n) {
 }
 
 static bool fusible(const em_ir_node *n) {
-    return (em_op_get(n->op)->flags & (EM_F_ELEMENTWISE | EM_F_BROADCAST)) != 0 && !n->region;
+    unsigned flags = em_op_get(n->op)->flags;
+    /* Integer division must raise on a zero divisor, which a fused kernel
+     * cannot do: it stays an eager call (see EM_F_INT_DIV). */
+    if ((flags & EM_F_INT_DIV) && !em_dtype_is_float(n->out[0]->type.dtype)) return false;
+    return (flags & (EM_F_ELEMENTWISE | EM_F_BROADCAST)) != 0 && !n->region;
 }
 
 /* Can producer p join group gid rooted at r? */

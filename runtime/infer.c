@@ -226,11 +226,20 @@ em_status infer_reduce(em_op op, const em_type *in, int n_in, const em_attrs *at
             r.shape[r.ndim++] = in[0].shape[i];
         else if (attrs->keepdim)
             r.shape[r.ndim++] = 1;
-        if (reduced[i] && in[0].shape[i] == 0 && picks)
-            return em_error(EM_ERR_VALUE,
-                            "%s: cannot reduce over dimension %d of size 0 (an empty "
+        if (reduced[i] && in[0].shape[i] == 0 && picks) {
+            /* PyTorch's exception types: IndexError for a named dim (and for
+             * the arg- ops), RuntimeError for a whole-tensor max */
+            if (attrs->n_dims == in[0].ndim)
+                return em_error(info->promote == EM_PROMOTE_INDEX ? EM_ERR_INDEX : EM_ERR_RUNTIME,
+                                "%s(): Expected reduction dim to be specified for input.numel() == "
+                                "0 (an empty reduction has no %s). Specify the reduction dim with "
+                                "the 'dim' argument.",
+                                info->name, info->promote == EM_PROMOTE_INDEX ? "index" : "value");
+            return em_error(EM_ERR_INDEX,
+                            "%s(): Expected reduction dim %d to have non-zero size (an empty "
                             "reduction has no %s)",
                             info->name, i, info->promote == EM_PROMOTE_INDEX ? "index" : "value");
+        }
     }
     if ((op == EM_OP_ARGMAX || op == EM_OP_ARGMIN) && attrs->n_dims != 1 &&
         attrs->n_dims != in[0].ndim)
@@ -367,6 +376,36 @@ em_status infer_view(em_op op, const em_type *in, int n_in, const em_attrs *attr
     memset(r.shape, 0, sizeof r.shape);
     em_status st;
     switch (op) {
+    case EM_OP_SLICE:
+    case EM_OP_SELECT: {
+        int d = attrs->n_dims == 1 ? (int)attrs->dims[0] : -1;
+        const em_type *x = &in[0];
+        if (d < 0 || d >= x->ndim)
+            return em_error(EM_ERR_INDEX, "%s: dimension out of range for a %d-d tensor",
+                            em_op_name(op), x->ndim);
+        int64_t size = x->shape[d], start = (int64_t)attrs->start;
+        if (op == EM_OP_SELECT) {
+            if (start < 0 || start >= size)
+                return em_error(EM_ERR_INDEX,
+                                "select: index %lld is out of bounds for dimension %d with size %lld",
+                                (long long)start, d, (long long)size);
+            for (int i = 0, k = 0; i < x->ndim; i++)
+                if (i != d) r.shape[k++] = x->shape[i];
+            r.ndim = x->ndim - 1;
+            st = EM_OK;
+            break;
+        }
+        int64_t step = (int64_t)attrs->step, len = attrs->n_shape == x->ndim ? attrs->shape[d] : -1;
+        if (step <= 0) return em_error(EM_ERR_VALUE, "slice: step must be greater than zero");
+        if (len < 0 || start < 0 || (len > 0 && start + (len - 1) * step >= size) || start > size)
+            return em_error(EM_ERR_INDEX, "slice: %lld elements from %lld by %lld do not fit "
+                                          "dimension %d of size %lld",
+                            (long long)len, (long long)start, (long long)step, d, (long long)size);
+        memcpy(r.shape, x->shape, sizeof r.shape);
+        r.shape[d] = len;
+        st = EM_OK;
+        break;
+    }
     case EM_OP_RESHAPE: st = infer_reshape(&in[0], attrs, &r); break;
     case EM_OP_PERMUTE: st = infer_permute(&in[0], attrs, &r); break;
     case EM_OP_EXPAND:
@@ -449,6 +488,16 @@ em_status infer_factory(em_op op, const em_type *in, int n_in, const em_attrs *a
     if ((op == EM_OP_RAND || op == EM_OP_RANDN) && !em_dtype_is_float(attrs->dtype))
         return em_error(EM_ERR_DTYPE, "%s: expected a floating point dtype, got %s",
                         em_op_name(op), em_dtype_name(attrs->dtype));
+    if (op == EM_OP_EYE && r.ndim != 2)
+        return em_error(EM_ERR_VALUE, "eye: expected a 2-d shape, got %d dims", r.ndim);
+    if ((op == EM_OP_LINSPACE || op == EM_OP_RANDPERM) && r.ndim != 1)
+        return em_error(EM_ERR_VALUE, "%s: expected a 1-d shape", em_op_name(op));
+    if (op == EM_OP_RANDINT && !(attrs->end > attrs->start))
+        return em_error(EM_ERR_VALUE, "randint: expected low < high, got %g and %g", attrs->start,
+                        attrs->end);
+    if ((op == EM_OP_RANDINT || op == EM_OP_RANDPERM) && attrs->dtype == EM_DTYPE_BOOL &&
+        op == EM_OP_RANDPERM)
+        return em_error(EM_ERR_DTYPE, "randperm: not supported for bool");
     out[0] = r;
     return EM_OK;
 }

@@ -55,17 +55,41 @@ void em_iter_run(const em_iter *it, em_loop_fn loop, int64_t grain);
 #define EM_GRAIN_ELEMENTWISE 32768
 
 /* ---- CPU kernels ---- */
-em_status cpu_elementwise(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
-em_status cpu_cast(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
-em_status cpu_reduce(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
-em_status cpu_scan(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
-em_status cpu_matmul(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
-em_status cpu_view(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
-em_status cpu_contiguous(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
-em_status cpu_full(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
-em_status cpu_arange(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
-em_status cpu_random(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
-em_status cpu_fused(em_op, em_tensor *const *, const em_attrs *, em_tensor **);
+em_status cpu_elementwise(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **);
+em_status cpu_cast(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **);
+em_status cpu_reduce(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **);
+em_status cpu_scan(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **);
+em_status cpu_matmul(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **);
+em_status cpu_view(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **);
+em_status cpu_contiguous(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **);
+em_status cpu_full(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **);
+em_status cpu_arange(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **);
+em_status cpu_random(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **);
+em_status cpu_fused(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **);
+em_status cpu_empty(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **);
+em_status cpu_linspace(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **);
+em_status cpu_eye(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **);
+
+/* Rows of kind OTHER: inference and kernel side by side in their files. */
+#define EM_OTHER_DECL(E, n)                                                                        \
+    em_status infer_##n(em_op, const em_type *, int, const em_attrs *, em_type *, int);            \
+    em_status cpu_##n(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **);
+#define EM_OP_KIND_UNARY(E, n)
+#define EM_OP_KIND_BINARY(E, n)
+#define EM_OP_KIND_TERNARY(E, n)
+#define EM_OP_KIND_CAST(E, n)
+#define EM_OP_KIND_REDUCE(E, n)
+#define EM_OP_KIND_SCAN(E, n)
+#define EM_OP_KIND_MATMUL(E, n)
+#define EM_OP_KIND_VIEW(E, n)
+#define EM_OP_KIND_COPY(E, n)
+#define EM_OP_KIND_FACTORY(E, n)
+#define EM_OP_KIND_RANDOM(E, n)
+#define EM_OP_KIND_FUSED(E, n)
+#define EM_OP_KIND_OTHER(E, n) EM_OTHER_DECL(E, n)
+#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_OP_KIND_##kind(E, n)
+#include "ember/ops.def"
+#undef EM_OP
 
 /* Runs elementwise op `op` into an existing result tensor (fresh or, for
  * in-place ops, any strided tensor of the broadcast shape), converting

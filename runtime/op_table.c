@@ -6,6 +6,7 @@
  * infer_elementwise/cpu_elementwise; other kinds have their own. The trace
  * hook sees every op that user code ran (nesting depth 0), after it ran.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -34,6 +35,9 @@
 #define CPU_COPY cpu_contiguous
 #define CPU_FACTORY_full cpu_full
 #define CPU_FACTORY_arange cpu_arange
+#define CPU_FACTORY_empty cpu_empty
+#define CPU_FACTORY_linspace cpu_linspace
+#define CPU_FACTORY_eye cpu_eye
 #define CPU_RANDOM cpu_random
 #define CPU_FUSED cpu_fused
 
@@ -51,6 +55,22 @@
 #define CPU_FOR_FACTORY(n) CPU_FACTORY_##n
 #define CPU_FOR_RANDOM(n) CPU_RANDOM
 #define CPU_FOR_FUSED(n) CPU_FUSED
+#define CPU_FOR_OTHER(n) cpu_##n
+
+#define INFER_FOR(kind, name) INFER_FOR_##kind(name)
+#define INFER_FOR_UNARY(n) INFER_UNARY
+#define INFER_FOR_BINARY(n) INFER_BINARY
+#define INFER_FOR_TERNARY(n) INFER_TERNARY
+#define INFER_FOR_CAST(n) INFER_CAST
+#define INFER_FOR_REDUCE(n) INFER_REDUCE
+#define INFER_FOR_SCAN(n) INFER_SCAN
+#define INFER_FOR_MATMUL(n) INFER_MATMUL
+#define INFER_FOR_VIEW(n) INFER_VIEW
+#define INFER_FOR_COPY(n) INFER_COPY
+#define INFER_FOR_FACTORY(n) INFER_FACTORY
+#define INFER_FOR_RANDOM(n) INFER_RANDOM
+#define INFER_FOR_FUSED(n) INFER_FUSED
+#define INFER_FOR_OTHER(n) infer_##n
 
 #define DTYPE_BIT(unused, S, T, sfx) | (1u << EM_DTYPE_##S)
 static const em_op_info op_table[EM_OP_COUNT] = {
@@ -63,7 +83,7 @@ static const em_op_info op_table[EM_OP_COUNT] = {
                    fl,                                                                             \
                    at,                                                                             \
                    0u EM_FOR_DTYPES_##dts(DTYPE_BIT, _),                                           \
-                   INFER_##kind,                                                                   \
+                   INFER_FOR(kind, n),                                                             \
                    CPU_FOR(kind, n)},
 #include "ember/ops.def"
 #undef EM_OP
@@ -102,13 +122,13 @@ const em_trace_hook *em_set_trace_hook(const em_trace_hook *hook) {
 
 const em_trace_hook *em_get_trace_hook(void) { return trace_hook; }
 
-void em_note_host_sync(const char *what, const em_tensor *t) {
-    if (trace_hook && trace_hook->on_host_sync) trace_hook->on_host_sync(trace_hook->ctx, what, t);
+void em_note_event(em_trace_event ev, const char *what, const em_tensor *t) {
+    if (trace_hook && trace_hook->on_event) trace_hook->on_event(trace_hook->ctx, ev, what, t);
 }
 
 /* ---- dispatch ---- */
 
-#define MAX_IO 8
+#define MAX_IO 64
 
 em_status em_op_infer(em_op op, const em_type *in, int n_in, const em_attrs *attrs, em_type *out,
                       int n_out) {
@@ -123,7 +143,8 @@ em_status em_op_infer(em_op op, const em_type *in, int n_in, const em_attrs *att
 em_status em_op_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                     em_tensor **out, int n_out) {
     if (n_in > MAX_IO || n_out > MAX_IO)
-        return em_error(EM_ERR_INTERNAL, "em_op_run: too many operands");
+        return em_error(EM_ERR_VALUE, "%s: at most %d operands, got %d", em_op_name(op), MAX_IO,
+                        n_in);
     em_type in_types[MAX_IO], out_types[MAX_IO];
     for (int i = 0; i < n_in; i++) {
         if (!in[i]) return em_error(EM_ERR_VALUE, "%s: input %d is missing", em_op_name(op), i);
@@ -134,7 +155,7 @@ em_status em_op_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *at
 
     const em_op_info *info = &op_table[op];
     em_tensor *res[MAX_IO] = {NULL};
-    bool self_alloc = (info->flags & EM_F_VIEW) || info->kind == EM_KIND_COPY;
+    bool self_alloc = (info->flags & (EM_F_VIEW | EM_F_DATA_DEPENDENT)) || info->kind == EM_KIND_COPY;
     if (!self_alloc) {
         for (int i = 0; i < n_out; i++) {
             res[i] = em_tensor_empty(out_types[i].shape, out_types[i].ndim, out_types[i].dtype,
@@ -143,7 +164,7 @@ em_status em_op_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *at
         }
     }
     op_depth++;
-    st = info->cpu(op, in, attrs, res);
+    st = info->cpu(op, in, n_in, attrs, res);
     op_depth--;
     if (st != EM_OK) goto fail;
 
@@ -155,4 +176,73 @@ fail:
     st = em_last_status();
     for (int i = 0; i < n_out; i++) em_tensor_release(res[i]);
     return st != EM_OK ? st : EM_ERR_INTERNAL;
+}
+
+/* ---- in-place ---- */
+
+bool em_can_cast(em_dtype from, em_dtype to) {
+    em_dtype_category cf = em_dtype_category_of(from), ct = em_dtype_category_of(to);
+    return cf <= ct;
+}
+
+/* Does writing `out` read `in` at a different position (same memory,
+ * another view)? Then the result goes through a temporary. */
+static bool partial_overlap(const em_tensor *out, const em_tensor *in) {
+    if (in->storage != out->storage) return false;
+    if (in->offset == out->offset && em_shape_eq(in->shape, in->ndim, out->shape, out->ndim) &&
+        memcmp(in->strides, out->strides, (size_t)in->ndim * sizeof *in->strides) == 0)
+        return false; /* the very same elements, read and written in step */
+    return true;
+}
+
+em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
+                            em_tensor *out) {
+    const em_op_info *info = &op_table[op];
+    char a[256], b[256];
+    em_type in_types[MAX_IO], rt;
+    if (n_in > MAX_IO) return em_error(EM_ERR_VALUE, "%s_: too many operands", info->name);
+    for (int i = 0; i < n_in; i++) in_types[i] = em_tensor_type(in[i]);
+    em_status st = em_op_infer(op, in_types, n_in, attrs, &rt, 1);
+    if (st != EM_OK) return st;
+    /* The operands must broadcast to the written tensor's shape, which is
+     * then the broadcast shape itself whenever that tensor is an operand
+     * (x.add_(y)), as in PyTorch; copy_ and fill_ broadcast their source. */
+    int64_t joint[EM_MAX_DIMS];
+    int joint_nd;
+    if (!em_broadcast_shapes(rt.shape, rt.ndim, out->shape, out->ndim, joint, &joint_nd) ||
+        !em_shape_eq(joint, joint_nd, out->shape, out->ndim)) {
+        em_shape_str(out->shape, out->ndim, a, sizeof a);
+        em_shape_str(rt.shape, rt.ndim, b, sizeof b);
+        return em_error(EM_ERR_SHAPE, "%s_: output with shape %s doesn't match the broadcast shape %s",
+                        info->name, a, b);
+    }
+    if (!em_can_cast(rt.dtype, out->dtype))
+        return em_error(EM_ERR_DTYPE, "%s_: result type %s can't be cast to the desired output type %s",
+                        info->name, em_dtype_long_name(rt.dtype), em_dtype_long_name(out->dtype));
+    for (int d = 0; d < out->ndim; d++)
+        if (out->strides[d] == 0 && out->shape[d] > 1)
+            return em_error(EM_ERR_VALUE,
+                            "%s_: more than one element of the written-to tensor refers to a single "
+                            "memory location; clone() it before writing", info->name);
+    bool through_tmp = info->kind != EM_KIND_UNARY && info->kind != EM_KIND_BINARY &&
+                       info->kind != EM_KIND_TERNARY && info->kind != EM_KIND_CAST;
+    for (int i = 0; i < n_in; i++) through_tmp |= partial_overlap(out, in[i]);
+    op_depth++;
+    if (!through_tmp) {
+        st = info->kind == EM_KIND_CAST ? em_copy_into(out, in[0]) : em_elementwise_into(op, in, out);
+    } else { /* compute the result apart, then write it */
+        em_tensor *r = NULL;
+        st = em_op_run(op, in, n_in, attrs, &r, 1);
+        if (st == EM_OK) st = em_copy_into(out, r);
+        em_tensor_release(r);
+    }
+    op_depth--;
+    if (st != EM_OK) return st;
+    __atomic_fetch_add(&out->storage->version, 1, __ATOMIC_RELAXED);
+    if (op_depth == 0) {
+        char what[64];
+        snprintf(what, sizeof what, "%s_", info->name);
+        em_note_event(EM_EVENT_MUTATION, what, out);
+    }
+    return EM_OK;
 }

@@ -28,6 +28,13 @@ em_tensor *em_binary(em_op op, em_tensor *a, em_tensor *b) {
     return run1(op, in, 2, &at);
 }
 
+em_tensor *em_ternary(em_op op, em_tensor *a, em_tensor *b, em_tensor *c) {
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    em_tensor *in[3] = {a, b, c};
+    return run1(op, in, 3, &at);
+}
+
 em_tensor *em_neg(em_tensor *a) { return em_unary(EM_OP_NEG, a); }
 em_tensor *em_exp(em_tensor *a) { return em_unary(EM_OP_EXP, a); }
 em_tensor *em_log(em_tensor *a) { return em_unary(EM_OP_LOG, a); }
@@ -41,16 +48,7 @@ em_tensor *em_div(em_tensor *a, em_tensor *b) { return em_binary(EM_OP_DIV, a, b
 em_tensor *em_maximum(em_tensor *a, em_tensor *b) { return em_binary(EM_OP_MAXIMUM, a, b); }
 em_tensor *em_matmul(em_tensor *a, em_tensor *b) { return em_binary(EM_OP_MATMUL, a, b); }
 
-em_tensor *em_pow(em_tensor *a, em_tensor *b) {
-    /* PyTorch refuses a negative Python-number exponent on integer tensors
-     * (the result would silently be 0). */
-    if (a && b && b->is_wrapped_number && !em_dtype_is_float(a->dtype) &&
-        !em_dtype_is_float(b->dtype) && em_tensor_get_f64(b, 0) < 0) {
-        em_error(EM_ERR_VALUE, "pow: integers to negative integer powers are not allowed");
-        return NULL;
-    }
-    return em_binary(EM_OP_POW, a, b);
-}
+em_tensor *em_pow(em_tensor *a, em_tensor *b) { return em_binary(EM_OP_POW, a, b); }
 
 em_tensor *em_cast(em_tensor *a, em_dtype dtype) {
     em_attrs at;
@@ -95,6 +93,27 @@ static em_tensor *reduce(em_op op, em_tensor *a, const int64_t *dims, int n, boo
 em_tensor *em_sum(em_tensor *a, const int64_t *dims, int n, bool keepdim) {
     return reduce(EM_OP_SUM, a, dims, n, keepdim);
 }
+
+em_tensor *em_reduce(em_op op, em_tensor *a, const int64_t *dims, int n_dims, bool keepdim,
+                     double correction, double ord) {
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    if (!a || reduce_dims(em_op_name(op), a, dims, n_dims, &at) != EM_OK) return NULL;
+    at.keepdim = keepdim;
+    at.correction = correction;
+    at.ord = ord;
+    return run1(op, &a, 1, &at);
+}
+
+em_tensor *em_scan(em_op op, em_tensor *a, int64_t dim) {
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    int d;
+    if (!a || em_wrap_dim(em_op_name(op), dim, a->ndim, &d) != EM_OK) return NULL;
+    at.n_dims = 1;
+    at.dims[0] = a->ndim ? d : 0;
+    return run1(op, &a, 1, &at);
+}
 em_tensor *em_mean(em_tensor *a, const int64_t *dims, int n, bool keepdim) {
     return reduce(EM_OP_MEAN, a, dims, n, keepdim);
 }
@@ -124,9 +143,9 @@ em_tensor *em_view(em_tensor *a, const int64_t *shape, int n) {
     em_attrs at;
     memset(&at, 0, sizeof at);
     if (!a || resolve_shape(EM_OP_RESHAPE, a, shape, n, &at) != EM_OK) return NULL;
-    int64_t s[EM_MAX_DIMS], st[EM_MAX_DIMS];
+    int64_t s[EM_MAX_DIMS], st[EM_MAX_DIMS], off;
     int nd;
-    if (!em_view_geometry(EM_OP_RESHAPE, a->shape, a->strides, a->ndim, &at, s, st, &nd)) {
+    if (!em_view_geometry(EM_OP_RESHAPE, a->shape, a->strides, a->ndim, &at, s, st, &nd, &off)) {
         em_error(EM_ERR_SHAPE,
                  "view: size is not compatible with the input's size and stride (at least one "
                  "dimension spans across two contiguous subspaces); use .reshape(...) instead");
@@ -241,4 +260,263 @@ em_tensor *em_arange(double start, double end, double step, em_dtype dtype) {
     at.n_shape = 1;
     at.shape[0] = len;
     return run1(EM_OP_ARANGE, NULL, 0, &at);
+}
+
+/* ---- views ---- */
+
+em_tensor *em_slice(em_tensor *a, int64_t dim, int64_t start, int64_t end, int64_t step) {
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    int d;
+    if (!a || em_wrap_dim("slice", dim, a->ndim, &d) != EM_OK) return NULL;
+    if (a->ndim == 0) {
+        em_error(EM_ERR_INDEX, "slice: cannot slice a 0-d tensor");
+        return NULL;
+    }
+    if (step <= 0) {
+        em_error(EM_ERR_VALUE, "slice: step must be greater than zero");
+        return NULL;
+    }
+    int64_t n = a->shape[d];
+    start = start < 0 ? start + n : start; /* Python's clamping */
+    end = end < 0 ? end + n : end;
+    start = start < 0 ? 0 : start > n ? n : start;
+    end = end < start ? start : end > n ? n : end;
+    at.n_dims = 1;
+    at.dims[0] = d;
+    at.start = (double)start;
+    at.step = (double)step;
+    at.n_shape = a->ndim;
+    memcpy(at.shape, a->shape, sizeof at.shape);
+    at.shape[d] = (end - start + step - 1) / step;
+    return run1(EM_OP_SLICE, &a, 1, &at);
+}
+
+em_tensor *em_select(em_tensor *a, int64_t dim, int64_t index) {
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    int d;
+    if (!a) return NULL;
+    if (a->ndim == 0) {
+        em_error(EM_ERR_INDEX, "invalid index of a 0-dim tensor; use tensor.item() to convert it "
+                               "to a Python number");
+        return NULL;
+    }
+    if (em_wrap_dim("select", dim, a->ndim, &d) != EM_OK) return NULL;
+    int64_t n = a->shape[d];
+    if (index < -n || index >= n) {
+        em_error(EM_ERR_INDEX, "index %lld is out of bounds for dimension %d with size %lld",
+                 (long long)index, d, (long long)n);
+        return NULL;
+    }
+    at.n_dims = 1;
+    at.dims[0] = d;
+    at.start = (double)(index < 0 ? index + n : index);
+    return run1(EM_OP_SELECT, &a, 1, &at);
+}
+
+em_tensor *em_unsqueeze(em_tensor *a, int64_t dim) {
+    if (!a) return NULL;
+    int d;
+    if (em_wrap_dim("unsqueeze", dim, a->ndim + 1, &d) != EM_OK) return NULL;
+    if (a->ndim == EM_MAX_DIMS) {
+        em_error(EM_ERR_VALUE, "unsqueeze: tensors have at most %d dims", EM_MAX_DIMS);
+        return NULL;
+    }
+    int64_t shape[EM_MAX_DIMS];
+    for (int i = 0, k = 0; i <= a->ndim; i++) shape[i] = i == d ? 1 : a->shape[k++];
+    return em_reshape(a, shape, a->ndim + 1);
+}
+
+em_tensor *em_squeeze(em_tensor *a, const int64_t *dims, int n) {
+    if (!a) return NULL;
+    bool drop[EM_MAX_DIMS] = {false};
+    for (int i = 0; i < n; i++) {
+        int d;
+        if (em_wrap_dim("squeeze", dims[i], a->ndim, &d) != EM_OK) return NULL;
+        if (a->ndim) drop[d] = a->shape[d] == 1;
+    }
+    int64_t shape[EM_MAX_DIMS];
+    int k = 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (!(n ? drop[i] : a->shape[i] == 1)) shape[k++] = a->shape[i];
+    return em_reshape(a, shape, k);
+}
+
+/* ---- movement ---- */
+
+static em_status dim_list(const char *op, const em_tensor *a, const int64_t *dims, int n, em_attrs *at) {
+    if (n > EM_MAX_DIMS) return em_error(EM_ERR_VALUE, "%s: too many dims", op);
+    at->n_dims = n;
+    for (int i = 0; i < n; i++) {
+        int d;
+        em_status st = em_wrap_dim(op, dims[i], a->ndim, &d);
+        if (st != EM_OK) return st;
+        at->dims[i] = d;
+    }
+    return EM_OK;
+}
+
+em_tensor *em_flip(em_tensor *a, const int64_t *dims, int n) {
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    if (!a || dim_list("flip", a, dims, n, &at) != EM_OK) return NULL;
+    return run1(EM_OP_FLIP, &a, 1, &at);
+}
+
+em_tensor *em_roll(em_tensor *a, const int64_t *shifts, const int64_t *dims, int n) {
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    if (!a || dim_list("roll", a, dims, n, &at) != EM_OK) return NULL;
+    at.n_shifts = n;
+    memcpy(at.shifts, shifts, (size_t)n * sizeof *shifts);
+    return run1(EM_OP_ROLL, &a, 1, &at);
+}
+
+em_tensor *em_cat(em_tensor *const *ts, int n, int64_t dim) {
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    if (n < 1) {
+        em_error(EM_ERR_VALUE, "cat: expected a non-empty list of tensors");
+        return NULL;
+    }
+    int ref = 0; /* the first tensor that is not a legacy empty 1-d one */
+    while (ref < n - 1 && ts[ref]->ndim == 1 && ts[ref]->shape[0] == 0) ref++;
+    int d;
+    if (em_wrap_dim("cat", dim, ts[ref]->ndim, &d) != EM_OK) return NULL;
+    at.n_dims = 1;
+    at.dims[0] = d;
+    em_tensor *out = NULL;
+    return em_op_run(EM_OP_CAT, ts, n, &at, &out, 1) == EM_OK ? out : NULL;
+}
+
+static em_tensor *triangle(em_op op, em_tensor *a, int64_t k) {
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    at.diagonal = k;
+    return run1(op, &a, 1, &at);
+}
+em_tensor *em_tril(em_tensor *a, int64_t diagonal) { return triangle(EM_OP_TRIL, a, diagonal); }
+em_tensor *em_triu(em_tensor *a, int64_t diagonal) { return triangle(EM_OP_TRIU, a, diagonal); }
+
+/* ---- indexing ---- */
+
+static em_tensor *along(em_op op, em_tensor *a, int64_t dim, em_tensor *const *more, int n_more,
+                        bool accumulate) {
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    int d;
+    if (!a || em_wrap_dim(em_op_name(op), dim, a->ndim, &d) != EM_OK) return NULL;
+    at.n_dims = 1;
+    at.dims[0] = d;
+    at.accumulate = accumulate;
+    em_tensor *in[3] = {a, n_more > 0 ? more[0] : NULL, n_more > 1 ? more[1] : NULL};
+    return run1(op, in, 1 + n_more, &at);
+}
+em_tensor *em_index_select(em_tensor *a, int64_t dim, em_tensor *index) {
+    return along(EM_OP_INDEX_SELECT, a, dim, &index, 1, false);
+}
+em_tensor *em_gather(em_tensor *a, int64_t dim, em_tensor *index) {
+    return along(EM_OP_GATHER, a, dim, &index, 1, false);
+}
+em_tensor *em_scatter(em_tensor *a, int64_t dim, em_tensor *index, em_tensor *src, bool accumulate) {
+    em_tensor *more[2] = {index, src};
+    return along(EM_OP_SCATTER, a, dim, more, 2, accumulate);
+}
+
+static em_tensor *advanced(em_op op, em_tensor *a, em_tensor *const *idx, const int64_t *dims,
+                           int k, em_tensor *values, bool accumulate) {
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    if (!a || k < 1 || k > EM_MAX_DIMS) {
+        if (a) em_error(EM_ERR_INDEX, "%s: expected 1 to %d index tensors", em_op_name(op), EM_MAX_DIMS);
+        return NULL;
+    }
+    em_tensor *in[EM_MAX_DIMS + 2];
+    in[0] = a;
+    at.n_dims = k;
+    for (int j = 0; j < k; j++) {
+        at.dims[j] = dims[j];
+        in[1 + j] = idx[j];
+    }
+    at.accumulate = accumulate;
+    int n = 1 + k;
+    if (values) in[n++] = values;
+    return run1(op, in, n, &at);
+}
+em_tensor *em_index(em_tensor *a, em_tensor *const *idx, const int64_t *dims, int k) {
+    return advanced(EM_OP_INDEX, a, idx, dims, k, NULL, false);
+}
+em_tensor *em_index_put(em_tensor *a, em_tensor *const *idx, const int64_t *dims, int k,
+                        em_tensor *values, bool accumulate) {
+    return advanced(EM_OP_INDEX_PUT, a, idx, dims, k, values, accumulate);
+}
+
+em_tensor *em_one_hot(em_tensor *a, int64_t num_classes) {
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    if (!a) return NULL;
+    if (a->ndim >= EM_MAX_DIMS || num_classes < 0) {
+        em_error(EM_ERR_VALUE, "one_hot: bad number of classes or too many dims");
+        return NULL;
+    }
+    at.n_shape = a->ndim + 1;
+    memcpy(at.shape, a->shape, (size_t)a->ndim * sizeof *a->shape);
+    at.shape[a->ndim] = num_classes;
+    return run1(EM_OP_ONE_HOT, &a, 1, &at);
+}
+
+em_tensor *em_nonzero(em_tensor *a) { return em_unary(EM_OP_NONZERO, a); }
+em_tensor *em_masked_select(em_tensor *a, em_tensor *mask) {
+    return em_binary(EM_OP_MASKED_SELECT, a, mask);
+}
+
+/* ---- more factories ---- */
+
+em_tensor *em_empty(const int64_t *shape, int n, em_dtype dtype) {
+    return factory(EM_OP_EMPTY, shape, n, dtype, 0.0, 0);
+}
+
+em_tensor *em_eye(int64_t n, int64_t m, em_dtype dtype) {
+    int64_t shape[2] = {n, m};
+    return factory(EM_OP_EYE, shape, 2, dtype, 0.0, 0);
+}
+
+em_tensor *em_linspace(double start, double end, int64_t steps, em_dtype dtype) {
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    if (steps < 0) {
+        em_error(EM_ERR_VALUE, "linspace: number of steps must be non-negative");
+        return NULL;
+    }
+    at.n_shape = 1;
+    at.shape[0] = steps;
+    at.dtype = dtype;
+    at.start = start;
+    at.end = end;
+    return run1(EM_OP_LINSPACE, NULL, 0, &at);
+}
+
+em_tensor *em_randint(int64_t low, int64_t high, const int64_t *shape, int n, em_dtype dtype) {
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    if (n < 0 || n > EM_MAX_DIMS) {
+        em_error(EM_ERR_VALUE, "randint: at most %d dimensions", EM_MAX_DIMS);
+        return NULL;
+    }
+    at.n_shape = n;
+    if (n) memcpy(at.shape, shape, (size_t)n * sizeof *shape);
+    at.dtype = dtype;
+    at.start = (double)low;
+    at.end = (double)high;
+    return run1(EM_OP_RANDINT, NULL, 0, &at);
+}
+
+em_tensor *em_randperm(int64_t n, em_dtype dtype) {
+    int64_t shape[1] = {n};
+    if (n < 0) {
+        em_error(EM_ERR_VALUE, "randperm: n must be non-negative");
+        return NULL;
+    }
+    return factory(EM_OP_RANDPERM, shape, 1, dtype, 0.0, 0);
 }

@@ -103,14 +103,47 @@ static void fill_range(void *arg, int64_t b, int64_t e) {
     }
 }
 
-em_status cpu_random(em_op op, em_tensor *const *in, const em_attrs *attrs, em_tensor **out) {
+/* randint: low + floor(u * (high - low)) from 53 random bits; randperm: a
+ * Fisher-Yates shuffle driven by one Philox stream, sequential (so the same
+ * seed gives the same permutation at any thread count). */
+static em_status random_ints(em_op op, const em_attrs *a, em_tensor *t) {
+    int64_t n = t->numel;
+    em_tensor *v = em_tensor_empty(t->shape, t->ndim, EM_DTYPE_I64, t->device);
+    if (!v) return em_last_status();
+    int64_t *y = em_tensor_data(v);
+    em_rng_state s = em_rng_reserve((uint64_t)((n + 1) / 2 + 1));
+    uint32_t w[4];
+    if (op == EM_OP_RANDINT) {
+        double low = a->start, span = a->end - a->start;
+        for (int64_t i = 0; i < n; i++) {
+            em_philox(s.seed, s.offset + (uint64_t)i / 2, w);
+            double u = u53(w[2 * (i % 2)], w[2 * (i % 2) + 1]);
+            y[i] = (int64_t)low + (int64_t)floor(u * span);
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) y[i] = i;
+        for (int64_t i = n - 1; i > 0; i--) {
+            em_philox(s.seed, s.offset + (uint64_t)i / 2, w);
+            int64_t j = (int64_t)floor(u53(w[2 * (i % 2)], w[2 * (i % 2) + 1]) * (double)(i + 1));
+            int64_t tmp = y[i];
+            y[i] = y[j];
+            y[j] = tmp;
+        }
+    }
+    em_status st = em_copy_into(t, v);
+    em_tensor_release(v);
+    return st;
+}
+
+em_status cpu_random(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
+    if (op == EM_OP_RANDINT || op == EM_OP_RANDPERM) return random_ints(op, attrs, out[0]);
     (void)in;
     (void)attrs;
     if (em_dtype_is_half(out[0]->dtype)) { /* drawn in float32, then rounded */
         em_tensor *f = em_tensor_empty(out[0]->shape, out[0]->ndim, EM_DTYPE_F32, out[0]->device);
         if (!f) return em_last_status();
         em_tensor *tmp[1] = {f};
-        em_status st = cpu_random(op, in, attrs, tmp);
+        em_status st = cpu_random(op, in, n_in, attrs, tmp);
         if (st == EM_OK) st = em_copy_into(out[0], f);
         em_tensor_release(f);
         return st;

@@ -177,28 +177,34 @@ static em_tensor *scalar_new(em_dtype dtype) {
     return em_tensor_empty(NULL, 0, dtype, em_cpu());
 }
 
-/* A 0-d tensor of dtype dt holding `value` converted by the one set of
- * conversions every backend uses (ops_math.h). */
-#define SET_FROM(FROM, S, T, sfx)                                                                  \
-    case EM_DTYPE_##S: *(T *)em_tensor_data(t) = sc_cast_##FROM##_##sfx(value); break;
+/* One element of dtype dt at p, converted by the one set of conversions
+ * every backend uses (ops_math.h). */
+#define STORE_FROM(FROM, S, T, sfx)                                                                \
+    case EM_DTYPE_##S: *(T *)p = sc_cast_##FROM##_##sfx(value); break;
+
+void em_store_f64(void *p, em_dtype dtype, double value) {
+    switch (dtype) {
+        EM_FOR_DTYPES_STORED(STORE_FROM, f64)
+    default: break;
+    }
+}
+
+void em_store_i64(void *p, em_dtype dtype, int64_t value) {
+    switch (dtype) {
+        EM_FOR_DTYPES_STORED(STORE_FROM, i64)
+    default: break;
+    }
+}
 
 em_tensor *em_tensor_scalar(double value, em_dtype dtype) {
     em_tensor *t = scalar_new(dtype);
-    if (!t) return NULL;
-    switch (dtype) {
-        EM_FOR_DTYPES_STORED(SET_FROM, f64)
-    default: break;
-    }
+    if (t) em_store_f64(em_tensor_data(t), dtype, value);
     return t;
 }
 
 em_tensor *em_tensor_scalar_i64(int64_t value, em_dtype dtype) {
     em_tensor *t = scalar_new(dtype);
-    if (!t) return NULL;
-    switch (dtype) {
-        EM_FOR_DTYPES_STORED(SET_FROM, i64)
-    default: break;
-    }
+    if (t) em_store_i64(em_tensor_data(t), dtype, value);
     return t;
 }
 
@@ -211,19 +217,33 @@ void em_tensor_release(em_tensor *t) {
     __atomic_fetch_sub(&live_tensors, 1, __ATOMIC_RELAXED);
 }
 
-double em_tensor_get_f64(const em_tensor *t, int64_t linear) {
+static const char *element_at(const em_tensor *t, int64_t linear) {
     int64_t off = 0;
     for (int i = t->ndim - 1; i >= 0; i--) {
         int64_t idx = linear % t->shape[i];
         linear /= t->shape[i];
         off += idx * t->strides[i];
     }
-    const char *base = em_tensor_data(t);
-    switch (t->dtype) {
-#define GET(unused, S, T, sfx)                                                                     \
-    case EM_DTYPE_##S: return sc_cast_##sfx##_f64(((const T *)base)[off]);
-        EM_FOR_DTYPES_STORED(GET, _)
-#undef GET
+    return (const char *)em_tensor_data(t) + off * (int64_t)em_dtype_size(t->dtype);
+}
+
+#define LOAD_AS(TO, S, T, sfx)                                                                     \
+    case EM_DTYPE_##S: return sc_cast_##sfx##_##TO(*(const T *)p);
+
+double em_load_f64(const void *p, em_dtype dtype) {
+    switch (dtype) {
+        EM_FOR_DTYPES_STORED(LOAD_AS, f64)
     default: return 0;
     }
+}
+
+int64_t em_load_i64(const void *p, em_dtype dtype) {
+    switch (dtype) {
+        EM_FOR_DTYPES_STORED(LOAD_AS, i64)
+    default: return 0;
+    }
+}
+
+double em_tensor_get_f64(const em_tensor *t, int64_t linear) {
+    return em_load_f64(element_at(t, linear), t->dtype);
 }

@@ -43,6 +43,7 @@ typedef enum em_op {
 #define EM_EW_ROW_FACTORY(X, E, n, dts, pr)
 #define EM_EW_ROW_RANDOM(X, E, n, dts, pr)
 #define EM_EW_ROW_FUSED(X, E, n, dts, pr)
+#define EM_EW_ROW_OTHER(X, E, n, dts, pr)
 /* The C signature of an elementwise op's scalar definition, by promotion
  * rule: SAME (every operand and the result in the compute dtype), PRED (the
  * result is bool) or WHERE (the first operand is bool). */
@@ -64,6 +65,7 @@ typedef enum em_op_kind {
     EM_KIND_MATMUL,
     EM_KIND_VIEW,
     EM_KIND_COPY,
+    EM_KIND_OTHER,
     EM_KIND_FACTORY,
     EM_KIND_RANDOM,
     EM_KIND_FUSED,
@@ -97,6 +99,9 @@ enum {
     EM_F_INT_DIV = 1u << 7,   /* integer division: on integer dtypes the eager
                                  kernel raises on a zero divisor, so it is not
                                  fused there (a kernel cannot raise)           */
+    EM_F_DATA_DEPENDENT = 1u << 8, /* the result's shape depends on the input's
+                                      values: the kernel allocates it, and a
+                                      trace cannot record it                  */
 };
 
 /* Attribute keys, in the order IR text prints them. ORDER ATTR */
@@ -110,7 +115,10 @@ enum {
     X(END, end)                                                                                    \
     X(STEP, step)                                                                                  \
     X(CORRECTION, correction)                                                                      \
-    X(ORD, ord)
+    X(ORD, ord)                                                                                    \
+    X(SHIFTS, shifts)                                                                              \
+    X(DIAGONAL, diagonal)                                                                          \
+    X(ACCUMULATE, accumulate)
 
 enum {
 #define X(E, n) EM_A_BIT_##E,
@@ -139,6 +147,10 @@ typedef struct em_attrs {
     double start, end, step;
     double correction; /* var/std: divide by n - correction */
     double ord;        /* norm: the p of the p-norm (inf allowed) */
+    int n_shifts;
+    int64_t shifts[EM_MAX_DIMS]; /* roll: one shift per dim of dims */
+    int64_t diagonal;            /* tril/triu: which diagonal bounds the triangle */
+    bool accumulate;             /* scatter/index_put: add instead of overwrite */
 } em_attrs;
 
 /* Infers result types from input types. `in` has n_in entries; writes n_out
@@ -148,8 +160,8 @@ typedef em_status (*em_infer_fn)(em_op op, const em_type *in, int n_in, const em
 /* Runs an eager kernel. For ops that are not views, `out` holds freshly
  * allocated contiguous results to fill; views (and contiguous) create their
  * own results into `out`. */
-typedef em_status (*em_kernel_fn)(em_op op, em_tensor *const *in, const em_attrs *attrs,
-                                  em_tensor **out);
+typedef em_status (*em_kernel_fn)(em_op op, em_tensor *const *in, int n_in,
+                                  const em_attrs *attrs, em_tensor **out);
 
 typedef struct em_op_info {
     const char *name;
@@ -173,6 +185,18 @@ const char *em_attr_name(int bit);
  * hold new references; on failure they are untouched. */
 em_status em_op_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                     em_tensor **out, int n_out);
+/* Runs `op` and writes its single result into `out`, which may be one of the
+ * inputs (x.add_(y) is ADD with out = x). Like PyTorch it refuses a result
+ * that does not have out's shape or cannot be cast to out's dtype (a float
+ * result into an int tensor), and writing into a tensor whose elements
+ * overlap; an output that partially overlaps an input is computed through a
+ * temporary. Bumps out's version counter and reports a mutation. */
+em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
+                            em_tensor *out);
+/* PyTorch's rule for writing results of dtype `from` into a tensor of `to`:
+ * no float into integers or bool, no integers into bool. */
+bool em_can_cast(em_dtype from, em_dtype to);
+
 /* Infers result types through the op table (used by the IR builder and
  * verifier, which have types but no tensors). */
 em_status em_op_infer(em_op op, const em_type *in, int n_in, const em_attrs *attrs, em_type *out,
@@ -199,22 +223,30 @@ em_dtype em_ew_native_result(em_op op, em_dtype compute);
 
 /* ---- trace hook ---- */
 
+/* Things a trace must know about besides ops. */
+typedef enum em_trace_event {
+    EM_EVENT_HOST_SYNC, /* .item(), .numpy(), printing read a tensor's values */
+    EM_EVENT_MUTATION,  /* an in-place op wrote into a tensor                 */
+} em_trace_event;
+
 /* Called after every op that ran through em_op_run at nesting depth 0 (ops
  * that kernels run internally are not reported). Thread-local. */
 typedef struct em_trace_hook {
     void (*on_op)(void *ctx, em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                   em_tensor *const *out, int n_out);
-    /* A host synchronisation (.item(), .numpy(), printing) read a tensor's
-     * values; `what` names it. */
-    void (*on_host_sync)(void *ctx, const char *what, const em_tensor *t);
+    /* `what` names the event's cause (".item()", "add_"); t is the tensor. */
+    void (*on_event)(void *ctx, em_trace_event ev, const char *what, const em_tensor *t);
     void *ctx;
 } em_trace_hook;
 
 /* Installs `hook` for this thread (NULL removes it); returns the previous. */
 const em_trace_hook *em_set_trace_hook(const em_trace_hook *hook);
 const em_trace_hook *em_get_trace_hook(void);
-/* Reports a host synchronisation to the current hook, if any. */
-void em_note_host_sync(const char *what, const em_tensor *t);
+/* Reports an event to the current hook, if any. */
+void em_note_event(em_trace_event ev, const char *what, const em_tensor *t);
+static inline void em_note_host_sync(const char *what, const em_tensor *t) {
+    em_note_event(EM_EVENT_HOST_SYNC, what, t);
+}
 
 /* ---- user-facing ops: new reference or NULL ---- */
 
@@ -234,6 +266,7 @@ em_tensor *em_pow(em_tensor *a, em_tensor *b);
 /* Generic single-result call for elementwise ops by enum. */
 em_tensor *em_unary(em_op op, em_tensor *a);
 em_tensor *em_binary(em_op op, em_tensor *a, em_tensor *b);
+em_tensor *em_ternary(em_op op, em_tensor *a, em_tensor *b, em_tensor *c);
 
 /* dims may be negative; n_dims == 0 (or dims NULL) reduces every dim. */
 em_tensor *em_sum(em_tensor *a, const int64_t *dims, int n_dims, bool keepdim);
@@ -257,6 +290,37 @@ em_tensor *em_expand(em_tensor *a, const int64_t *shape, int n);
 /* Returns `a` itself (a new reference) when already contiguous. */
 em_tensor *em_contiguous(em_tensor *a);
 
+/* Python-style slicing of dim: start/end clamped into range (negative ones
+ * count from the end), step > 0. */
+em_tensor *em_slice(em_tensor *a, int64_t dim, int64_t start, int64_t end, int64_t step);
+/* dim fixed at index (negative counts from the end); the dim goes away. */
+em_tensor *em_select(em_tensor *a, int64_t dim, int64_t index);
+em_tensor *em_unsqueeze(em_tensor *a, int64_t dim);
+/* dims NULL / n == 0: every dim of size 1. */
+em_tensor *em_squeeze(em_tensor *a, const int64_t *dims, int n);
+em_tensor *em_flip(em_tensor *a, const int64_t *dims, int n);
+em_tensor *em_roll(em_tensor *a, const int64_t *shifts, const int64_t *dims, int n);
+/* Concatenation along dim; tensors are promoted to a common dtype. */
+em_tensor *em_cat(em_tensor *const *ts, int n, int64_t dim);
+em_tensor *em_tril(em_tensor *a, int64_t diagonal);
+em_tensor *em_triu(em_tensor *a, int64_t diagonal);
+em_tensor *em_index_select(em_tensor *a, int64_t dim, em_tensor *index);
+em_tensor *em_gather(em_tensor *a, int64_t dim, em_tensor *index);
+em_tensor *em_scatter(em_tensor *a, int64_t dim, em_tensor *index, em_tensor *src, bool accumulate);
+/* a[idx[0], ..., idx[k-1]] for integer tensors indexing dims (increasing). */
+em_tensor *em_index(em_tensor *a, em_tensor *const *idx, const int64_t *dims, int k);
+/* A copy of a with a[idx...] = values (+= with accumulate). */
+em_tensor *em_index_put(em_tensor *a, em_tensor *const *idx, const int64_t *dims, int k,
+                        em_tensor *values, bool accumulate);
+em_tensor *em_one_hot(em_tensor *a, int64_t num_classes);
+em_tensor *em_nonzero(em_tensor *a);
+em_tensor *em_masked_select(em_tensor *a, em_tensor *mask);
+
+em_tensor *em_empty(const int64_t *shape, int n, em_dtype dtype);
+em_tensor *em_linspace(double start, double end, int64_t steps, em_dtype dtype);
+em_tensor *em_eye(int64_t n, int64_t m, em_dtype dtype);
+em_tensor *em_randint(int64_t low, int64_t high, const int64_t *shape, int n, em_dtype dtype);
+em_tensor *em_randperm(int64_t n, em_dtype dtype);
 em_tensor *em_full(const int64_t *shape, int n, double value, em_dtype dtype);
 /* full() with an integer fill value, exact for int64 tensors. */
 em_tensor *em_full_i64(const int64_t *shape, int n, int64_t value, em_dtype dtype);
@@ -268,12 +332,12 @@ em_tensor *em_randn(const int64_t *shape, int n, em_dtype dtype);
 
 /* ---- geometry shared by eager views and the code generators ---- */
 
-/* Shape and strides of view op `op` applied to a tensor of the given
- * geometry. Returns false (without setting an error) when a reshape cannot be
- * expressed as a view of these strides. */
+/* Shape, strides and the change of offset (in elements) of view op `op`
+ * applied to a tensor of the given geometry. Returns false (without setting
+ * an error) when a reshape cannot be expressed as a view of these strides. */
 bool em_view_geometry(em_op op, const int64_t *shape, const int64_t *strides, int ndim,
                       const em_attrs *attrs, int64_t *out_shape, int64_t *out_strides,
-                      int *out_ndim);
+                      int *out_ndim, int64_t *offset_delta);
 
 /* Strides (in any unit) of an operand of the given shape read over a
  * to_ndim-dim iteration space it broadcasts to: right-aligned, 0 where the

@@ -9,7 +9,8 @@
  *     inlines the functions into each fused kernel (codegen_llvm/);
  *   - the CUDA backend will hand it to NVRTC as source text.
  * So eager and compiled results agree to the last bit: no backend has its own
- * copy of the math. Keep to a C subset all three accept: no globals, no libc
+ * copy of the math. Keep to a C subset all three accept: no globals but one
+ * read-only table (the bits of 2/pi, ops_math_trig_table.h), no libc
  * beyond <math.h>, branch-free where it matters so loops vectorise, no
  * undefined behaviour for any input (integers wrap; division by zero and
  * overflowing divisions return defined values, and the eager kernels check
@@ -19,8 +20,9 @@
  *
  * float32 transcendentals are polynomial approximations that vectorise;
  * libm's scalar calls are ~40x slower here. Their worst errors against
- * double-precision libm, measured over all float32 inputs (|x| <= 1e9 for
- * the trigonometric ones; tests/c/test_ops_math.c re-checks a sample):
+ * double-precision libm, measured over all float32 inputs (the
+ * trigonometric ones reduce every finite float exactly; tests/c/test_ops_math.c
+ * re-checks a sample):
  *   exp 1.02, exp2 1.03, expm1 1.48, log 0.89, log2 1.81, log1p 2.42,
  *   sin 1.58, cos 1.56, tan 2.7, tanh 1.32, erf 2.45, sigmoid 2.71 ulp.
  * float64 uses libm. float16 and bfloat16 are computed in float32 and
@@ -31,6 +33,7 @@
 
 #if defined(__CUDACC_RTC__) || defined(__CUDACC__)
 #define EM_SC static __device__ __forceinline__
+#define EM_SC_TABLE static __device__ const
 typedef long long em_sc_i64;
 typedef unsigned long long em_sc_u64;
 typedef int em_sc_i32;
@@ -46,6 +49,7 @@ static __device__ __forceinline__ em_sc_u32 em_sc_f32_as_u32(float f) { return _
 #include <stdbool.h>
 #include <stdint.h>
 #define EM_SC static inline
+#define EM_SC_TABLE static const
 typedef int64_t em_sc_i64;
 typedef uint64_t em_sc_u64;
 typedef int32_t em_sc_i32;
@@ -265,19 +269,36 @@ EM_SC float sc_sigmoid_f32(float x) {
     return x >= 0.0f ? r : (x != x ? x : e * r);
 }
 
-/* ---- sin, cos, tan: reduction by pi/2 in double precision (three-part
- * pi/2, exact to |x| ~ 1e25), then float polynomials on [-pi/4, pi/4]. */
+/* ---- sin, cos, tan: Payne-Hanek reduction by pi/2 for every finite
+ * float, then float polynomials on [-pi/4, pi/4].
+ * |x| = m 2^(k-150) with m a 24-bit integer (k the biased exponent), so
+ * |x| 2/pi mod 4 = m T[k] mod 4, where T[k] = (2/pi 2^(k-150)) mod 4 is
+ * tabulated to ~106 bits (ops_math_trig_table.h). m T_hi is exact as a
+ * double pair (fma), the rest is small; the reduced argument keeps ~80
+ * absolute bits, far more than the ~2^-30 closeness of the worst float to a
+ * multiple of pi/2 needs. Branch-free (a table gather), so loops vectorise. */
+#include "ops_math_trig_table.h"
 
-/* r in [-pi/4, pi/4] and the quadrant q (0..3) with x = r + q pi/2 (mod 2pi). */
+/* r in [-pi/4, pi/4] and the quadrant q (0..3) with |x| = r + q pi/2 (mod
+ * 2pi); callers apply x's sign (sin and tan are odd, cos even). Non-finite
+ * x give garbage here and NaN in the callers. */
 EM_SC float em_sc_trig_reduce(float x, em_sc_i32 *q) {
-    double xd = x != x || x == INFINITY || x == -INFINITY ? 0.0 : (double)x;
-    double n = rint(xd * 0.63661977236758134308);
-    double r = fma(-n, 1.5707963267948966e+00, xd);
-    r = fma(-n, 6.123233995736766e-17, r);
-    r = fma(-n, -1.4973849048591698e-33, r);
-    double nm = n - 4.0 * floor(n * 0.25); /* n mod 4, exact for any float n */
-    *q = (em_sc_i32)nm;
-    return (float)r;
+    em_sc_u32 ax = em_sc_f32_as_u32(x) & 0x7fffffffu;
+    em_sc_u32 k = ax >> 23;
+    /* subnormals share k = 1's scale; a signed index lets gathers vectorise */
+    em_sc_i32 row = (em_sc_i32)(k == 0 ? 1u : k > 254u ? 254u : k) - 1;
+    double m = (double)((ax & 0x7fffffu) | (k ? 0x800000u : 0u));
+    double thi = em_sc_two_over_pi_hi[row], tlo = em_sc_two_over_pi_lo[row];
+    double ph = m * thi;
+    double pl = fma(m, thi, -ph);         /* ph + pl == m * thi exactly */
+    ph = ph - 4.0 * rint(ph * 0.25);      /* mod 4, exact: ph in [-2, 2] */
+    double s = ph + pl;                   /* TwoSum: s + e == ph + pl */
+    double bb = s - ph;
+    double e = (ph - (s - bb)) + (pl - bb);
+    double n = rint(s);
+    double f = (s - n) + (e + m * tlo);   /* s - n is exact */
+    *q = (em_sc_i32)n & 3;
+    return (float)(f * 1.5707963267948966);
 }
 
 EM_SC float em_sc_sin_poly(float r) { /* Cephes sinf */
@@ -300,7 +321,8 @@ EM_SC float sc_sin_f32(float x) {
     float s = em_sc_sin_poly(r), c = em_sc_cos_poly(r);
     float v = (q & 1) ? c : s;
     v = (q & 2) ? -v : v;
-    return (x != x || x == INFINITY || x == -INFINITY) ? NAN : v;
+    v = (em_sc_f32_as_u32(x) >> 31) ? -v : v;
+    return x - x == 0.0f ? v : NAN; /* inf - inf and NaN - NaN are NaN */
 }
 
 EM_SC float sc_cos_f32(float x) {
@@ -309,7 +331,7 @@ EM_SC float sc_cos_f32(float x) {
     float s = em_sc_sin_poly(r), c = em_sc_cos_poly(r);
     float v = (q & 1) ? s : c;
     v = ((q + 1) & 2) ? -v : v;
-    return (x != x || x == INFINITY || x == -INFINITY) ? NAN : v;
+    return x - x == 0.0f ? v : NAN;
 }
 
 EM_SC float sc_tan_f32(float x) {
@@ -324,7 +346,8 @@ EM_SC float sc_tan_f32(float x) {
     p = fmaf(p, z, 3.33331568548e-1f);
     float t = fmaf(p * z, r, r);
     float v = (q & 1) ? -1.0f / t : t;
-    return (x != x || x == INFINITY || x == -INFINITY) ? NAN : v;
+    v = (em_sc_f32_as_u32(x) >> 31) ? -v : v;
+    return x - x == 0.0f ? v : NAN;
 }
 
 /* erf: x * P(x^2) below 1, 1 - exp(Q(|x| - 2.5)) (Q fits log erfc) up to 4,
@@ -411,7 +434,7 @@ EM_SC double sc_softplus_f64(double x, double beta, double threshold) {
     EM_SC T sc_minimum_##sfx(T a, T b) { return (a != a || a < b) ? a : b; }                       \
     EM_SC T sc_clamp_##sfx(T x, T lo, T hi) { return sc_minimum_##sfx(sc_maximum_##sfx(x, lo), hi); } \
     EM_SC T sc_abs_##sfx(T x) { return x < 0 ? -x : x == 0 ? 0 : x; }                              \
-    EM_SC T sc_sign_##sfx(T x) { return x > 0 ? ONE : x < 0 ? -ONE : x == 0 ? 0 : x; }             \
+    EM_SC T sc_sign_##sfx(T x) { return x > 0 ? ONE : x < 0 ? -ONE : 0; } /* NaN: 0, as PyTorch */ \
     EM_SC T sc_floor_##sfx(T x) { return FLOOR(x); }                                               \
     EM_SC T sc_fmod_##sfx(T a, T b) { return FMOD(a, b); }                                         \
     /* Python's %: the result takes the divisor's sign (PyTorch's formula) */                      \

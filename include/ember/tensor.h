@@ -110,6 +110,12 @@ bool em_strides_are_contiguous(const int64_t *shape, const int64_t *strides, int
 void em_contiguous_strides(const int64_t *shape, int ndim, int64_t *strides);
 /* Reads element `linear` (row-major order over the shape) as a double. */
 double em_tensor_get_f64(const em_tensor *t, int64_t linear);
+/* One element of `dtype` at p, read or written through the conversions of
+ * ops_math.h (floats to integers truncate; integers wrap). */
+double em_load_f64(const void *p, em_dtype dtype);
+int64_t em_load_i64(const void *p, em_dtype dtype);
+void em_store_f64(void *p, em_dtype dtype, double value);
+void em_store_i64(void *p, em_dtype dtype, int64_t value);
 
 /* The serial number the next tensor created will get (tensors are numbered
  * in order of creation). */

@@ -161,7 +161,25 @@ int em_py_device_arg(PyObject *o, const char *what) {
 
 /* ---- Python numbers as operands ---- */
 
-em_tensor *em_py_operand(PyObject *o, const em_tensor *other) {
+em_dtype em_py_number_ref(em_op op, em_dtype tensors_result) {
+    /* An op that computes integers in floating point (true division) takes
+     * a number's value as it is, not wrapped into the integer dtype. */
+    if (em_op_get(op)->promote == EM_PROMOTE_INT_TO_FLOAT && !em_dtype_is_float(tensors_result))
+        return EM_DEFAULT_FLOAT;
+    return tensors_result;
+}
+
+em_tensor *em_py_number_operand(PyObject *o, em_op op, int pos, em_dtype tensors_result) {
+    if (op == EM_OP_POW && pos == 1 && PyLong_Check(o) && !PyBool_Check(o) &&
+        !em_dtype_is_float(tensors_result) && _PyLong_Sign(o) < 0) {
+        /* before the number wraps into an unsigned dtype */
+        PyErr_SetString(PyExc_RuntimeError, "pow: Integers to negative integer powers are not allowed");
+        return NULL;
+    }
+    return em_py_operand_dtype(o, em_py_number_ref(op, tensors_result));
+}
+
+em_tensor *em_py_operand_dtype(PyObject *o, em_dtype ref) {
     if (em_py_is_tensor(o)) {
         em_tensor *t = em_py_tensor_of(o);
         em_tensor_retain(t);
@@ -175,7 +193,7 @@ em_tensor *em_py_operand(PyObject *o, const em_tensor *other) {
     } else if (PyLong_Check(o)) {
         int overflow = 0;
         long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-        em_dtype dt = em_scalar_operand_dtype(other->dtype, EM_CAT_INT);
+        em_dtype dt = em_scalar_operand_dtype(ref, EM_CAT_INT);
         if (overflow && !em_dtype_is_float(dt)) {
             PyErr_SetString(PyExc_RuntimeError,
                             "value cannot be converted to type int64 without overflow");
@@ -183,7 +201,7 @@ em_tensor *em_py_operand(PyObject *o, const em_tensor *other) {
         }
         t = overflow ? em_tensor_scalar(PyLong_AsDouble(o), dt) : em_tensor_scalar_i64(v, dt);
     } else if (PyFloat_Check(o)) {
-        t = em_tensor_scalar(PyFloat_AS_DOUBLE(o), em_scalar_operand_dtype(other->dtype, EM_CAT_FLOAT));
+        t = em_tensor_scalar(PyFloat_AS_DOUBLE(o), em_scalar_operand_dtype(ref, EM_CAT_FLOAT));
     } else {
         return NULL; /* not an operand: the caller returns NotImplemented */
     }

@@ -55,10 +55,14 @@ int em_py_shape_args(PyObject *args, const char *what, int64_t *shape, int *n);
 int em_py_dims_arg(PyObject *o, const char *what, int64_t *dims, int *n);
 /* Rejects any device but the CPU (None and "cpu" are fine). */
 int em_py_device_arg(PyObject *o, const char *what);
-/* Operand conversion for binary ops: a tensor (new reference) from a tensor
- * or a Python number combined with `other` (PyTorch's wrapped-number
- * promotion). NULL with no exception set when o is neither. */
-em_tensor *em_py_operand(PyObject *o, const em_tensor *other);
+/* Operand conversion for elementwise ops: a tensor (new reference) from a
+ * tensor, or from the Python number at operand position `pos` of `op`
+ * combined with tensors whose result type is `tensors_result` (PyTorch's
+ * wrapped-number promotion). NULL with no exception set when o is neither. */
+em_tensor *em_py_number_operand(PyObject *o, em_op op, int pos, em_dtype tensors_result);
+/* The same against a reference dtype (the promoted dtype of the tensors a
+ * number is combined with). */
+em_tensor *em_py_operand_dtype(PyObject *o, em_dtype ref);
 int em_py_module_init_dtypes(PyObject *module);
 
 /* ---- construction (tensor_new.c) ---- */
@@ -66,6 +70,11 @@ PyObject *em_py_tensor_new(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *em_py_from_numpy(PyObject *self, PyObject *arr);
 /* The value of a one-element tensor; `what` names the host read for the tracer. */
 PyObject *em_py_tensor_item(em_tensor *t, const char *what);
+
+/* ---- generic op entry points (ops.c) ---- */
+extern PyMethodDef em_py_op_methods[];
+/* op in place into out: out.op_(*objs); returns out (new reference). */
+PyObject *em_py_inplace(em_op op, PyObject *out, PyObject *const *objs, int n);
 
 /* ---- interop (interop.c) ---- */
 PyObject *em_py_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs);

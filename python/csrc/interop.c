@@ -1,38 +1,509 @@
 /*
- * interop.c - exchanging tensors with other libraries: DLPack (both ways),
- * the buffer protocol, and pickling support.
+ * interop.c - exchanging tensors with other libraries without copying:
+ * DLPack both ways (Tensor.__dlpack__, __dlpack_device__, ember.from_dlpack)
+ * and the buffer protocol (memoryview(t), NumPy's PEP 3118 path). Pickling
+ * is in python/ember/_tensor.py.
  *
- * (Being written: each entry point raises NotImplementedError until then.)
+ * Contract: every export keeps the tensor's memory alive for as long as the
+ * consumer holds it (a DLPack capsule or managed tensor retains the
+ * em_tensor; a Py_buffer holds the Python object), and every import keeps
+ * the producer's memory alive for as long as any ember view of it lives (the
+ * storage's release calls the producer's deleter). Nothing here aborts on
+ * bad input: malformed capsules, unsupported dtypes or devices and
+ * impossible buffer requests raise Python exceptions.
+ *
+ * Depends on the runtime's public headers and ember_py.h only. The dtype
+ * tables below cover every em_dtype; the static assertion makes a new dtype
+ * fail to compile until they are extended.
  */
 #include "ember_py.h"
 
+/* ---- DLPack v0.8 (https://github.com/dmlc/dlpack, include/dlpack/dlpack.h) ----
+ * Declared here rather than vendored: these few structs are the whole ABI. */
+
+enum { kDLCPU = 1, kDLCUDA = 2 };
+enum {
+    kDLInt = 0,
+    kDLUInt = 1,
+    kDLFloat = 2,
+    kDLOpaqueHandle = 3,
+    kDLBfloat = 4,
+    kDLComplex = 5,
+    kDLBool = 6
+};
+
+typedef struct {
+    int32_t device_type; /* DLDeviceType: an enum the size of int32_t */
+    int32_t device_id;
+} DLDevice;
+
+typedef struct {
+    uint8_t code; /* DLDataTypeCode */
+    uint8_t bits;
+    uint16_t lanes;
+} DLDataType;
+
+typedef struct {
+    void *data; /* the first element is at (char *)data + byte_offset */
+    DLDevice device;
+    int32_t ndim;
+    DLDataType dtype;
+    int64_t *shape;
+    int64_t *strides; /* in elements; NULL means compact row-major */
+    uint64_t byte_offset;
+} DLTensor;
+
+typedef struct DLManagedTensor {
+    DLTensor dl_tensor;
+    void *manager_ctx;
+    void (*deleter)(struct DLManagedTensor *self);
+} DLManagedTensor;
+
+static const char CAPSULE_NAME[] = "dltensor";
+static const char USED_CAPSULE_NAME[] = "used_dltensor";
+
+_Static_assert(EM_DTYPE_COUNT == 10, "a new dtype needs a DLPack code and a PEP 3118 format here");
+
+/* ember dtype -> DLPack (code, bits); lanes are always 1. Read both ways. */
+static const struct {
+    uint8_t code, bits;
+} dl_types[EM_DTYPE_COUNT] = {
+    [EM_DTYPE_F32] = {kDLFloat, 32}, [EM_DTYPE_F64] = {kDLFloat, 64},
+    [EM_DTYPE_F16] = {kDLFloat, 16}, [EM_DTYPE_BF16] = {kDLBfloat, 16},
+    [EM_DTYPE_I64] = {kDLInt, 64},   [EM_DTYPE_I32] = {kDLInt, 32},
+    [EM_DTYPE_I16] = {kDLInt, 16},   [EM_DTYPE_I8] = {kDLInt, 8},
+    [EM_DTYPE_U8] = {kDLUInt, 8},    [EM_DTYPE_BOOL] = {kDLBool, 8},
+};
+
+/* ember dtype -> PEP 3118 (struct module) format, native order and size.
+ * bfloat16 has none. */
+static const char *const buffer_formats[EM_DTYPE_COUNT] = {
+    [EM_DTYPE_F32] = "f", [EM_DTYPE_F64] = "d",  [EM_DTYPE_F16] = "e", [EM_DTYPE_BF16] = NULL,
+    [EM_DTYPE_I64] = "q", [EM_DTYPE_I32] = "i",  [EM_DTYPE_I16] = "h", [EM_DTYPE_I8] = "b",
+    [EM_DTYPE_U8] = "B",  [EM_DTYPE_BOOL] = "?",
+};
+
+/* The ember dtype of a DLPack dtype; false if ember has none. kDLUInt bits 8
+ * is uint8 (never bool: older producers such as PyTorch 1.x export bool that
+ * way, and the bytes are then read as the 0/1 values they are). */
+static bool dtype_from_dl(DLDataType d, em_dtype *out) {
+    if (d.lanes != 1) return false;
+    for (int i = 0; i < EM_DTYPE_COUNT; i++)
+        if (dl_types[i].code == d.code && dl_types[i].bits == d.bits) {
+            *out = (em_dtype)i;
+            return true;
+        }
+    return false;
+}
+
+/* "float64", "complex64", "int4x2"... for error messages ("unknown8" for a code
+ * DLPack 0.8 does not define; the caller prints the numbers too). */
+static void dl_dtype_str(DLDataType d, char *buf, size_t size) {
+    static const char *codes[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
+    const char *code = d.code < sizeof codes / sizeof *codes ? codes[d.code] : "unknown";
+    if (d.lanes == 1)
+        snprintf(buf, size, "%s%u", code, (unsigned)d.bits);
+    else
+        snprintf(buf, size, "%s%ux%u", code, (unsigned)d.bits, (unsigned)d.lanes);
+}
+
+/* "cuda:0", "rocm:1"... for error messages (DLDeviceType values). */
+static void dl_device_str(DLDevice d, char *buf, size_t size) {
+    static const char *names[] = {NULL,     "cpu",       "cuda",    "cuda_host",    "opencl",
+                                  NULL,     NULL,        "vulkan",  "metal",        "vpi",
+                                  "rocm",   "rocm_host", "ext_dev", "cuda_managed", "oneapi",
+                                  "webgpu", "hexagon"};
+    const char *n = d.device_type >= 0 && d.device_type < (int)(sizeof names / sizeof *names)
+                        ? names[d.device_type]
+                        : NULL;
+    if (n)
+        snprintf(buf, size, "%s:%d", n, (int)d.device_id);
+    else
+        snprintf(buf, size, "device type %d:%d", (int)d.device_type, (int)d.device_id);
+}
+
+static PyObject *device_error(DLDevice d) {
+    char dev[48];
+    dl_device_str(d, dev, sizeof dev);
+    return em_py_error(PyExc_RuntimeError,
+                       "from_dlpack: the tensor is on %s (DLPack device type %d); ember tensors "
+                       "live in CPU memory only: copy it to the CPU first (for example with "
+                       ".cpu())",
+                       dev, (int)d.device_type);
+}
+
+/* ---- export: Tensor.__dlpack__ ---- */
+
+/* What __dlpack__ hands out: the managed tensor with its geometry inline,
+ * so one allocation (and one free in the deleter) covers it all. */
+typedef struct {
+    DLManagedTensor managed; /* first: the deleter casts back */
+    int64_t shape[EM_MAX_DIMS];
+    int64_t strides[EM_MAX_DIMS];
+} exported_tensor;
+
+/* The deleter consumers call when done (from any thread, with or without the
+ * GIL): drops the reference __dlpack__ took and frees the block. Raw
+ * allocator calls only, which need no GIL. */
+static void exported_deleter(DLManagedTensor *self) {
+    em_tensor_release((em_tensor *)self->manager_ctx); /* the capsule's reference */
+    PyMem_RawFree(self); /* self is the exported_tensor's first member */
+}
+
+/* Destructor of the capsule __dlpack__ returns. A consumer renames the
+ * capsule "used_dltensor" and takes over the managed tensor; only a capsule
+ * that was never consumed still owns it. */
+static void capsule_destructor(PyObject *capsule) {
+    if (!PyCapsule_IsValid(capsule, CAPSULE_NAME)) return; /* consumed: not ours */
+    DLManagedTensor *m = PyCapsule_GetPointer(capsule, CAPSULE_NAME);
+    if (m && m->deleter) m->deleter(m);
+}
+
 PyObject *em_py_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs) {
-    (void)self;
-    (void)args;
-    (void)kwargs;
-    return em_py_error(PyExc_NotImplementedError, "__dlpack__ is not implemented in ember yet");
+    static char *kw[] = {"stream", NULL};
+    PyObject *stream = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:__dlpack__", kw, &stream)) return NULL;
+    em_tensor *t = em_py_tensor_of(self); /* borrowed */
+    if (t->device.type != EM_DEVICE_CPU) {
+        char dev[16];
+        return em_py_error(PyExc_BufferError,
+                           "__dlpack__: exporting %s tensors is not supported yet; copy the "
+                           "tensor to the CPU first",
+                           em_device_str(t->device, dev));
+    }
+    if (stream != Py_None)
+        return em_py_error(PyExc_RuntimeError,
+                           "__dlpack__: stream must be None for CPU tensors, got %s (streams "
+                           "only order work on GPU devices)",
+                           Py_TYPE(stream)->tp_name);
+    em_note_host_sync("DLPack export", t);
+    exported_tensor *e = PyMem_RawCalloc(1, sizeof *e);
+    if (!e) return PyErr_NoMemory();
+    for (int i = 0; i < t->ndim; i++) {
+        e->shape[i] = t->shape[i];
+        e->strides[i] = t->strides[i];
+    }
+    DLTensor *dl = &e->managed.dl_tensor;
+    /* data points at the first element and byte_offset is 0, as PyTorch and
+     * NumPy export: some consumers (PyTorch 1.x) ignore byte_offset. An empty
+     * tensor may have no memory (NULL data, when it came from PyTorch); it
+     * gets a dummy address nobody reads, because PyTorch 1.x never calls the
+     * deleter of a DLTensor whose data is NULL, which would leak t. */
+    static max_align_t no_data;
+    dl->data = t->storage->data ? em_tensor_data(t) : (void *)&no_data;
+    dl->device = (DLDevice){kDLCPU, 0};
+    dl->ndim = t->ndim;
+    dl->dtype = (DLDataType){dl_types[t->dtype].code, dl_types[t->dtype].bits, 1};
+    dl->shape = e->shape;
+    dl->strides = e->strides;
+    dl->byte_offset = 0;
+    em_tensor_retain(t); /* owned by the managed tensor; released by exported_deleter */
+    e->managed.manager_ctx = t;
+    e->managed.deleter = exported_deleter;
+    PyObject *capsule = PyCapsule_New(&e->managed, CAPSULE_NAME, capsule_destructor);
+    /* The new capsule owns e until a consumer renames it; if it could not be
+     * made, nobody else has seen e: undo the retain and the allocation. */
+    if (!capsule) exported_deleter(&e->managed);
+    return capsule;
 }
 
 PyObject *em_py_tensor_dlpack_device(PyObject *self, PyObject *unused) {
-    (void)self;
     (void)unused;
-    return em_py_error(PyExc_NotImplementedError,
-                       "__dlpack_device__ is not implemented in ember yet");
+    em_device d = em_py_tensor_of(self)->device;
+    if (d.type == EM_DEVICE_CUDA) return Py_BuildValue("(ii)", kDLCUDA, (int)d.index);
+    return Py_BuildValue("(ii)", kDLCPU, 0);
+}
+
+/* ---- import: ember.from_dlpack ---- */
+
+/* Storage release for imported memory: hands the managed tensor back to its
+ * producer. The last ember reference may drop on any thread, and producers'
+ * deleters may touch Python objects (NumPy's does), so take the GIL. */
+static void release_managed(void *ctx, void *data, size_t nbytes) {
+    (void)data;
+    (void)nbytes;
+    DLManagedTensor *m = ctx;
+    PyGILState_STATE gs = PyGILState_Ensure();
+    if (m->deleter) m->deleter(m);
+    PyGILState_Release(gs);
+}
+
+/* The geometry of `dl` checked and converted: shape, strides (elements) and
+ * the bytes from the first element to the end of the last. -1 with a Python
+ * exception if the tensor cannot be an ember tensor. */
+static int import_geometry(const DLTensor *dl, size_t item, int64_t *shape, int64_t *strides,
+                           size_t *nbytes) {
+    if (dl->ndim < 0 || dl->ndim > EM_MAX_DIMS) {
+        em_py_error(PyExc_ValueError,
+                    "from_dlpack: tensors with %d dimensions are not supported (ember tensors "
+                    "have at most %d)",
+                    (int)dl->ndim, EM_MAX_DIMS);
+        return -1;
+    }
+    if (dl->ndim > 0 && !dl->shape) {
+        em_py_error(PyExc_ValueError, "from_dlpack: malformed DLTensor (shape is NULL)");
+        return -1;
+    }
+    bool empty = false;
+    for (int i = 0; i < dl->ndim; i++) {
+        shape[i] = dl->shape[i];
+        if (shape[i] < 0) {
+            em_py_error(PyExc_ValueError,
+                        "from_dlpack: malformed DLTensor (dimension %d has "
+                        "negative size %lld)",
+                        i, (long long)shape[i]);
+            return -1;
+        }
+        if (shape[i] == 0) empty = true;
+    }
+    if (!dl->strides) {
+        em_contiguous_strides(shape, dl->ndim, strides);
+    } else {
+        for (int i = 0; i < dl->ndim; i++) {
+            strides[i] = dl->strides[i];
+            if (strides[i] < 0 && shape[i] > 1) {
+                em_py_error(PyExc_ValueError,
+                            "from_dlpack: dimension %d has a negative stride (%lld); ember "
+                            "tensors cannot have negative strides (copy the tensor first)",
+                            i, (long long)strides[i]);
+                return -1;
+            }
+            if (shape[i] <= 1) strides[i] = strides[i] < 0 ? 0 : strides[i];
+        }
+    }
+    /* Last element's index: sum of (size - 1) * stride, checked for overflow
+     * since the producer's numbers are untrusted. */
+    int64_t last = 0, n;
+    if (!empty) {
+        for (int i = 0; i < dl->ndim; i++)
+            if (__builtin_mul_overflow(shape[i] - 1, strides[i], &n) ||
+                __builtin_add_overflow(last, n, &last))
+                goto overflow;
+    }
+    uint64_t bytes = 0;
+    if (!empty && __builtin_mul_overflow((uint64_t)last + 1, (uint64_t)item, &bytes)) goto overflow;
+    *nbytes = (size_t)bytes;
+    return 0;
+overflow:
+    em_py_error(PyExc_ValueError, "from_dlpack: malformed DLTensor (its extent overflows)");
+    return -1;
+}
+
+/* A tensor over the managed tensor's memory. On success the capsule is
+ * renamed "used_dltensor" and the managed tensor belongs to the new tensor's
+ * storage; on failure the capsule is untouched (its destructor still owns
+ * the managed tensor) unless noted below. */
+static em_tensor *import_managed(PyObject *capsule, DLManagedTensor *m) {
+    const DLTensor *dl = &m->dl_tensor;
+    if (dl->device.device_type != kDLCPU) {
+        device_error(dl->device);
+        return NULL;
+    }
+    em_dtype dt;
+    if (!dtype_from_dl(dl->dtype, &dt)) {
+        char name[40];
+        dl_dtype_str(dl->dtype, name, sizeof name);
+        em_py_error(PyExc_TypeError,
+                    "from_dlpack: unsupported DLPack dtype %s (code %u, bits %u, lanes %u); "
+                    "ember supports float16/32/64, bfloat16, int8/16/32/64, uint8 and bool",
+                    name, (unsigned)dl->dtype.code, (unsigned)dl->dtype.bits,
+                    (unsigned)dl->dtype.lanes);
+        return NULL;
+    }
+    size_t item = em_dtype_size(dt), nbytes;
+    int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS];
+    if (import_geometry(dl, item, shape, strides, &nbytes) < 0) return NULL;
+    char *data = dl->data ? (char *)dl->data + dl->byte_offset : NULL;
+    if (nbytes && !data) {
+        em_py_error(PyExc_ValueError, "from_dlpack: malformed DLTensor (data is NULL)");
+        return NULL;
+    }
+    if (nbytes && (uintptr_t)data % item) {
+        em_py_error(PyExc_ValueError,
+                    "from_dlpack: the data of this %s tensor is not aligned to its %zu-byte "
+                    "elements; ember needs aligned memory (copy the tensor first)",
+                    em_dtype_long_name(dt), item);
+        return NULL;
+    }
+    /* Ownership: renaming the capsule takes the managed tensor over from it
+     * (its destructor no longer calls the deleter); from here we must. */
+    if (PyCapsule_SetName(capsule, USED_CAPSULE_NAME) < 0) return NULL;
+    em_storage *s = em_storage_wrap(data, nbytes, em_cpu(), release_managed, m);
+    if (!s) {
+        if (m->deleter) m->deleter(m); /* em_storage_wrap does not release on failure */
+        em_py_raise();
+        return NULL;
+    }
+    em_tensor *t = em_tensor_from_storage(s, dt, 0, shape, strides, dl->ndim);
+    em_storage_release(s); /* the tensor holds its own; on failure this calls the deleter */
+    if (!t) em_py_raise();
+    return t;
+}
+
+/* Calls obj.__dlpack_device__() when it exists and refuses non-CPU devices
+ * before anything is exported. 0 if fine (or unknown), -1 with an exception. */
+static int check_producer_device(PyObject *obj) {
+    PyObject *dev = PyObject_CallMethod(obj, "__dlpack_device__", NULL); /* new reference */
+    if (!dev) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+        PyErr_Clear(); /* optional: the DLTensor's own device is checked on import */
+        return 0;
+    }
+    int type, id, r = 0;
+    if (!PyTuple_Check(dev) || !PyArg_ParseTuple(dev, "ii", &type, &id)) {
+        PyErr_Clear();
+        em_py_error(PyExc_TypeError,
+                    "from_dlpack: %s.__dlpack_device__() must return a (device_type, "
+                    "device_id) tuple of ints",
+                    Py_TYPE(obj)->tp_name);
+        r = -1;
+    } else if (type != kDLCPU) {
+        device_error((DLDevice){type, id});
+        r = -1;
+    }
+    Py_DECREF(dev);
+    return r;
 }
 
 PyObject *em_py_from_dlpack(PyObject *self, PyObject *obj) {
     (void)self;
-    (void)obj;
-    return em_py_error(PyExc_NotImplementedError, "from_dlpack is not implemented in ember yet");
+    PyObject *capsule = NULL, *result = NULL;
+    if (PyCapsule_CheckExact(obj)) {
+        capsule = obj;
+        Py_INCREF(capsule); /* released at the end, like one we made */
+    } else if (PyObject_HasAttrString(obj, "__dlpack__")) {
+        if (check_producer_device(obj) < 0) return NULL;
+        capsule = PyObject_CallMethod(obj, "__dlpack__", NULL); /* new reference */
+        if (!capsule) return NULL;
+    } else {
+        return em_py_error(PyExc_TypeError,
+                           "from_dlpack: expected an object with a __dlpack__ method (a tensor "
+                           "of NumPy, PyTorch, JAX, ...) or a DLPack capsule, got %s",
+                           Py_TYPE(obj)->tp_name);
+    }
+    if (!PyCapsule_IsValid(capsule, CAPSULE_NAME)) {
+        if (PyCapsule_IsValid(capsule, USED_CAPSULE_NAME))
+            em_py_error(PyExc_RuntimeError,
+                        "from_dlpack: this DLPack capsule was already consumed; a capsule can "
+                        "be turned into a tensor only once (call __dlpack__() again for a new "
+                        "one)");
+        else
+            em_py_error(PyExc_TypeError,
+                        "from_dlpack: expected a DLPack capsule named 'dltensor', got %s",
+                        PyCapsule_CheckExact(capsule) ? "a capsule of another kind"
+                                                      : Py_TYPE(capsule)->tp_name);
+        goto done;
+    }
+    DLManagedTensor *m = PyCapsule_GetPointer(capsule, CAPSULE_NAME); /* borrowed */
+    if (!m) goto done;
+    em_tensor *t = import_managed(capsule, m);
+    if (t) result = em_py_wrap(t); /* steals t */
+done:
+    /* If not consumed, this capsule's destructor hands the managed tensor
+     * back to its producer once the last reference goes. */
+    Py_DECREF(capsule);
+    return result;
 }
 
+/* ---- the buffer protocol ---- */
+
+/* Row-major without gaps, as CPython means it: size-1 dims have any stride,
+ * and an empty tensor is contiguous. */
+static bool is_c_contiguous(const em_tensor *t) {
+    return t->numel == 0 || em_tensor_is_contiguous(t);
+}
+
+/* Column-major (Fortran order) without gaps. */
+static bool is_f_contiguous(const em_tensor *t) {
+    if (t->numel == 0) return true;
+    int64_t s = 1;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 1) continue;
+        if (t->strides[i] != s) return false;
+        s *= t->shape[i];
+    }
+    return true;
+}
+
+/* bf_getbuffer: the tensor's memory as it is (never a copy). `view->obj`
+ * holds a reference to self until PyBuffer_Release, so the memory outlives
+ * the Python name; shape and strides (in bytes) live in one block per view,
+ * kept in view->internal and freed by releasebuffer. */
 static int getbuffer(PyObject *self, Py_buffer *view, int flags) {
-    (void)self;
-    (void)flags;
+    em_tensor *t = em_py_tensor_of(self); /* borrowed */
+    const char *fmt = buffer_formats[t->dtype];
     view->obj = NULL;
-    PyErr_SetString(PyExc_NotImplementedError,
-                    "the buffer protocol is not implemented for ember tensors yet");
-    return -1;
+    if (t->device.type != EM_DEVICE_CPU) {
+        char dev[16];
+        em_py_error(PyExc_BufferError,
+                    "can't export the memory of a %s tensor through the buffer protocol; copy "
+                    "it to the CPU first",
+                    em_device_str(t->device, dev));
+        return -1;
+    }
+    if ((flags & PyBUF_FORMAT) && !fmt) {
+        em_py_error(PyExc_BufferError,
+                    "%s has no PEP 3118 buffer format, so a %s tensor can't be exported "
+                    "through the buffer protocol; convert it with .float() first, or share it "
+                    "with DLPack (__dlpack__)",
+                    em_dtype_long_name(t->dtype), em_dtype_long_name(t->dtype));
+        return -1;
+    }
+    bool c = is_c_contiguous(t), f = is_f_contiguous(t);
+    const char *want = NULL;
+    if ((flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS && !c)
+        want = "a C-contiguous";
+    else if ((flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS && !f)
+        want = "a Fortran-contiguous";
+    else if ((flags & PyBUF_ANY_CONTIGUOUS) == PyBUF_ANY_CONTIGUOUS && !c && !f)
+        want = "a contiguous";
+    else if ((flags & PyBUF_STRIDES) != PyBUF_STRIDES && !c)
+        want = "a contiguous (stride-less)";
+    if (want) {
+        char shape[128];
+        em_shape_str(t->shape, t->ndim, shape, sizeof shape);
+        em_py_error(PyExc_BufferError,
+                    "%s buffer was requested but this %s tensor of shape %s is not laid out "
+                    "that way; call .contiguous() first",
+                    want, em_dtype_long_name(t->dtype), shape);
+        return -1;
+    }
+    bool nd = (flags & PyBUF_ND) == PyBUF_ND, strided = (flags & PyBUF_STRIDES) == PyBUF_STRIDES;
+    Py_ssize_t item = (Py_ssize_t)em_dtype_size(t->dtype);
+    Py_ssize_t *geom = NULL; /* owned by the view: shape then strides */
+    if (nd && t->ndim > 0) {
+        if (!(geom = PyMem_Malloc(2 * (size_t)t->ndim * sizeof *geom))) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (int i = 0; i < t->ndim; i++) {
+            geom[i] = (Py_ssize_t)t->shape[i];
+            geom[t->ndim + i] = (Py_ssize_t)t->strides[i] * item;
+        }
+    }
+    em_note_host_sync("buffer protocol", t);
+    view->buf = em_tensor_data(t);
+    Py_INCREF(self);
+    view->obj = self; /* the view's reference; PyBuffer_Release drops it */
+    view->len = (Py_ssize_t)t->numel * item;
+    view->itemsize = item;
+    view->readonly = 0;
+    /* Without PyBUF_ND the consumer sees flat bytes: ndim 1, no shape. */
+    view->ndim = nd ? t->ndim : 1;
+    view->format = (flags & PyBUF_FORMAT) ? (char *)fmt : NULL;
+    view->shape = geom;
+    view->strides = geom && strided ? geom + t->ndim : NULL;
+    view->suboffsets = NULL;
+    view->internal = geom;
+    return 0;
 }
 
-PyBufferProcs em_py_tensor_buffer = {getbuffer, NULL};
+/* bf_releasebuffer: frees what getbuffer allocated for this view (the
+ * reference in view->obj is dropped by PyBuffer_Release itself). */
+static void releasebuffer(PyObject *self, Py_buffer *view) {
+    (void)self;
+    PyMem_Free(view->internal);
+    view->internal = NULL;
+}
+
+PyBufferProcs em_py_tensor_buffer = {getbuffer, releasebuffer};

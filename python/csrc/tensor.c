@@ -126,16 +126,30 @@ static PyObject *get_array_interface(PyObject *self, void *c) {
     if (t->device.type != EM_DEVICE_CPU)
         return em_py_error(PyExc_TypeError,
                            "can't convert a CUDA tensor to NumPy; copy it to the CPU with .cpu()");
-    em_note_host_sync("NumPy conversion", t);
+    /* NumPy typestrs; a dtype without one (bfloat16: NumPy has no such type)
+     * is refused as PyTorch refuses it. */
     static const char *typestr[EM_DTYPE_COUNT] = {
-        [EM_DTYPE_F32] = "<f4", [EM_DTYPE_F64] = "<f8", [EM_DTYPE_I64] = "<i8", [EM_DTYPE_BOOL] = "|b1"};
+        [EM_DTYPE_F32] = "<f4", [EM_DTYPE_F64] = "<f8", [EM_DTYPE_F16] = "<f2",
+        [EM_DTYPE_I64] = "<i8", [EM_DTYPE_I32] = "<i4", [EM_DTYPE_I16] = "<i2",
+        [EM_DTYPE_I8] = "|i1",  [EM_DTYPE_U8] = "|u1",  [EM_DTYPE_BOOL] = "|b1"};
+    if (!typestr[t->dtype])
+        return em_py_error(PyExc_TypeError,
+                           "Got unsupported ScalarType %s: NumPy has no %s type; convert the "
+                           "tensor first, e.g. with .float()",
+                           t->dtype == EM_DTYPE_BF16 ? "BFloat16" : em_dtype_long_name(t->dtype),
+                           em_dtype_long_name(t->dtype));
+    em_note_host_sync("NumPy conversion", t);
     PyObject *shape = PyTuple_New(t->ndim), *strides = PyTuple_New(t->ndim);
     if (!shape || !strides) goto fail;
     for (int i = 0; i < t->ndim; i++) {
-        PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(t->shape[i]));
-        PyTuple_SET_ITEM(strides, i,
-                         PyLong_FromLongLong(t->strides[i] * (int64_t)em_dtype_size(t->dtype)));
+        PyObject *n = PyLong_FromLongLong(t->shape[i]);
+        PyObject *st = PyLong_FromLongLong(t->strides[i] * (int64_t)em_dtype_size(t->dtype));
+        if (n) PyTuple_SET_ITEM(shape, i, n); /* steals n */
+        if (st) PyTuple_SET_ITEM(strides, i, st); /* steals st */
+        if (!n || !st) goto fail;
     }
+    /* "N" steals shape, strides and the address; Py_BuildValue releases them
+     * on failure too. */
     PyObject *d = Py_BuildValue("{s:N,s:s,s:(N,O),s:N,s:i}", "shape", shape, "typestr",
                                 typestr[t->dtype], "data", PyLong_FromVoidPtr(em_tensor_data(t)),
                                 Py_False, "strides", strides, "version", 3);
@@ -163,12 +177,12 @@ static PyGetSetDef tensor_getset[] = {
 static PyObject *binary(PyObject *a, PyObject *b, em_op op) {
     bool at = em_py_is_tensor(a), bt = em_py_is_tensor(b);
     if (!at && !bt) Py_RETURN_NOTIMPLEMENTED;
-    em_tensor *x = em_py_operand(a, at ? T(a) : T(b));
+    em_tensor *x = em_py_number_operand(a, op, 0, at ? T(a)->dtype : T(b)->dtype);
     if (!x) {
         if (PyErr_Occurred()) return NULL;
         Py_RETURN_NOTIMPLEMENTED;
     }
-    em_tensor *y = em_py_operand(b, at ? T(a) : T(b));
+    em_tensor *y = em_py_number_operand(b, op, 1, at ? T(a)->dtype : T(b)->dtype);
     if (!y) {
         em_tensor_release(x);
         if (PyErr_Occurred()) return NULL;
@@ -180,10 +194,19 @@ static PyObject *binary(PyObject *a, PyObject *b, em_op op) {
     return em_py_wrap(r);
 }
 
-static PyObject *nb_add(PyObject *a, PyObject *b) { return binary(a, b, EM_OP_ADD); }
-static PyObject *nb_sub(PyObject *a, PyObject *b) { return binary(a, b, EM_OP_SUB); }
-static PyObject *nb_mul(PyObject *a, PyObject *b) { return binary(a, b, EM_OP_MUL); }
-static PyObject *nb_div(PyObject *a, PyObject *b) { return binary(a, b, EM_OP_DIV); }
+#define NB_BINARY(name, op)                                                                        \
+    static PyObject *name(PyObject *a, PyObject *b) { return binary(a, b, op); }
+NB_BINARY(nb_add, EM_OP_ADD)
+NB_BINARY(nb_sub, EM_OP_SUB)
+NB_BINARY(nb_mul, EM_OP_MUL)
+NB_BINARY(nb_div, EM_OP_DIV)
+NB_BINARY(nb_floordiv, EM_OP_FLOOR_DIVIDE)
+NB_BINARY(nb_mod, EM_OP_REMAINDER)
+NB_BINARY(nb_and, EM_OP_BITWISE_AND)
+NB_BINARY(nb_or, EM_OP_BITWISE_OR)
+NB_BINARY(nb_xor, EM_OP_BITWISE_XOR)
+NB_BINARY(nb_lshift, EM_OP_BITWISE_LEFT_SHIFT)
+NB_BINARY(nb_rshift, EM_OP_BITWISE_RIGHT_SHIFT)
 static PyObject *nb_matmul(PyObject *a, PyObject *b) {
     if (!em_py_is_tensor(a) || !em_py_is_tensor(b)) Py_RETURN_NOTIMPLEMENTED;
     return em_py_wrap(em_matmul(T(a), T(b)));
@@ -193,19 +216,43 @@ static PyObject *nb_pow(PyObject *a, PyObject *b, PyObject *mod) {
     return binary(a, b, EM_OP_POW);
 }
 static PyObject *nb_neg(PyObject *a) { return em_py_wrap(em_neg(T(a))); }
+static PyObject *nb_abs(PyObject *a) { return em_py_wrap(em_unary(EM_OP_ABS, T(a))); }
+static PyObject *nb_invert(PyObject *a) { return em_py_wrap(em_unary(EM_OP_BITWISE_NOT, T(a))); }
 static PyObject *nb_pos(PyObject *a) {
     Py_INCREF(a);
     return a;
 }
 
-/* In-place arithmetic must mutate the tensor (other references see it);
- * until in-place ops exist, say so rather than silently rebinding. */
-static PyObject *inplace_missing(PyObject *a, PyObject *b) {
+/* x op= y writes into x, so other references to x see the change (as in
+ * PyTorch); the result must keep x's shape and dtype. */
+#define NB_INPLACE(name, op)                                                                       \
+    static PyObject *name(PyObject *a, PyObject *b) {                                              \
+        if (!em_py_is_tensor(a)) Py_RETURN_NOTIMPLEMENTED;                                         \
+        PyObject *objs[2] = {a, b};                                                                \
+        return em_py_inplace(op, a, objs, 2);                                                      \
+    }
+NB_INPLACE(nb_iadd, EM_OP_ADD)
+NB_INPLACE(nb_isub, EM_OP_SUB)
+NB_INPLACE(nb_imul, EM_OP_MUL)
+NB_INPLACE(nb_idiv, EM_OP_DIV)
+NB_INPLACE(nb_ifloordiv, EM_OP_FLOOR_DIVIDE)
+NB_INPLACE(nb_imod, EM_OP_REMAINDER)
+NB_INPLACE(nb_iand, EM_OP_BITWISE_AND)
+NB_INPLACE(nb_ior, EM_OP_BITWISE_OR)
+NB_INPLACE(nb_ixor, EM_OP_BITWISE_XOR)
+NB_INPLACE(nb_ilshift, EM_OP_BITWISE_LEFT_SHIFT)
+NB_INPLACE(nb_irshift, EM_OP_BITWISE_RIGHT_SHIFT)
+static PyObject *nb_ipow(PyObject *a, PyObject *b, PyObject *mod) {
+    if (mod != Py_None) return em_py_error(PyExc_TypeError, "pow() with a modulus is not supported");
+    if (!em_py_is_tensor(a)) Py_RETURN_NOTIMPLEMENTED;
+    PyObject *objs[2] = {a, b};
+    return em_py_inplace(EM_OP_POW, a, objs, 2);
+}
+static PyObject *nb_imatmul(PyObject *a, PyObject *b) {
     (void)a;
     (void)b;
-    return em_py_error(PyExc_NotImplementedError,
-                       "in-place operators (x += y, x *= y, ...) are not implemented in ember yet; "
-                       "write x = x + y");
+    return em_py_error(PyExc_RuntimeError, "in-place matrix multiplication (@=) is not supported; "
+                                           "write x = x @ y");
 }
 
 static PyObject *item_or_error(PyObject *self, const char *what) {
@@ -249,27 +296,42 @@ static PyNumberMethods tensor_as_number = {
     .nb_subtract = nb_sub,
     .nb_multiply = nb_mul,
     .nb_true_divide = nb_div,
+    .nb_floor_divide = nb_floordiv,
+    .nb_remainder = nb_mod,
     .nb_power = nb_pow,
     .nb_negative = nb_neg,
     .nb_positive = nb_pos,
+    .nb_absolute = nb_abs,
+    .nb_invert = nb_invert,
+    .nb_and = nb_and,
+    .nb_or = nb_or,
+    .nb_xor = nb_xor,
+    .nb_lshift = nb_lshift,
+    .nb_rshift = nb_rshift,
     .nb_bool = nb_bool,
     .nb_float = nb_float,
     .nb_int = nb_int,
     .nb_matrix_multiply = nb_matmul,
-    .nb_inplace_add = inplace_missing,
-    .nb_inplace_subtract = inplace_missing,
-    .nb_inplace_multiply = inplace_missing,
-    .nb_inplace_true_divide = inplace_missing,
-    .nb_inplace_matrix_multiply = inplace_missing,
+    .nb_inplace_add = nb_iadd,
+    .nb_inplace_subtract = nb_isub,
+    .nb_inplace_multiply = nb_imul,
+    .nb_inplace_true_divide = nb_idiv,
+    .nb_inplace_floor_divide = nb_ifloordiv,
+    .nb_inplace_remainder = nb_imod,
+    .nb_inplace_power = nb_ipow,
+    .nb_inplace_and = nb_iand,
+    .nb_inplace_or = nb_ior,
+    .nb_inplace_xor = nb_ixor,
+    .nb_inplace_lshift = nb_ilshift,
+    .nb_inplace_rshift = nb_irshift,
+    .nb_inplace_matrix_multiply = nb_imatmul,
 };
 
+/* Comparisons return bool tensors, as in PyTorch; against objects that are
+ * neither tensors nor numbers they fall back to Python's default. */
 static PyObject *richcompare(PyObject *a, PyObject *b, int op) {
-    (void)a;
-    (void)b;
-    static const char *names[] = {"<", "<=", "==", "!=", ">", ">="};
-    return em_py_error(PyExc_NotImplementedError,
-                       "comparison operators on tensors (%s) are not implemented in ember yet",
-                       names[op]);
+    static const em_op ops[] = {EM_OP_LT, EM_OP_LE, EM_OP_EQ, EM_OP_NE, EM_OP_GT, EM_OP_GE};
+    return binary(a, b, ops[op]);
 }
 
 static Py_hash_t tensor_hash(PyObject *self) { /* by identity, like PyTorch */

@@ -16,15 +16,25 @@ static void release_buffer(void *ctx, void *data, size_t nbytes) {
     PyGILState_Release(gs);
 }
 
+/* The dtype of a PEP 3118 element format (native or little-endian, one
+ * item): the formats memoryview and NumPy produce, with the itemsize
+ * deciding what the C types whose size varies ('l') mean. */
 static bool format_dtype(const char *f, Py_ssize_t itemsize, em_dtype *out) {
     if (!f) f = "B";
     if (*f == '<' || *f == '=' || *f == '@') f++;
-    if (f[1]) return false;
+    if (!f[0] || f[1]) return false;
     switch (*f) {
     case 'f': *out = EM_DTYPE_F32; return itemsize == 4;
     case 'd': *out = EM_DTYPE_F64; return itemsize == 8;
-    case 'l':
+    case 'e': *out = EM_DTYPE_F16; return itemsize == 2;
+    case 'l': /* C long: 8 bytes on LP64, 4 on Windows */
+        *out = itemsize == 4 ? EM_DTYPE_I32 : EM_DTYPE_I64;
+        return itemsize == 4 || itemsize == 8;
     case 'q': *out = EM_DTYPE_I64; return itemsize == 8;
+    case 'i': *out = EM_DTYPE_I32; return itemsize == 4;
+    case 'h': *out = EM_DTYPE_I16; return itemsize == 2;
+    case 'b': *out = EM_DTYPE_I8; return itemsize == 1;
+    case 'B': *out = EM_DTYPE_U8; return itemsize == 1;
     case '?': *out = EM_DTYPE_BOOL; return itemsize == 1;
     default: return false;
     }
@@ -192,46 +202,35 @@ static int store_leaf(walker *w, PyObject *o) {
     }
     char *p = w->out + w->pos * (int64_t)em_dtype_size(w->dt);
     w->pos++;
-    switch (w->dt) {
-    case EM_DTYPE_F32:
-    case EM_DTYPE_F64: {
-        double v = PyFloat_AsDouble(o);
-        if (v == -1.0 && PyErr_Occurred()) return -1;
-        if (w->dt == EM_DTYPE_F32)
-            *(float *)p = (float)v;
-        else
-            *(double *)p = v;
-        return 0;
-    }
-    case EM_DTYPE_I64: {
-        long long v;
-        if (PyFloat_Check(o)) {
-            double d = PyFloat_AS_DOUBLE(o);
-            if (!(d > -9.3e18 && d < 9.3e18)) {
-                PyErr_SetString(PyExc_RuntimeError, "value cannot be converted to int64 without overflow");
-                return -1;
-            }
-            v = (long long)d;
-        } else {
-            v = PyLong_AsLongLong(o);
-            if (v == -1 && PyErr_Occurred()) {
-                if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
-                    PyErr_Clear();
-                    PyErr_SetString(PyExc_RuntimeError, "Overflow when unpacking long into int64");
-                }
-                return -1;
-            }
-        }
-        *(int64_t *)p = v;
-        return 0;
-    }
-    default: {
+    if (w->dt == EM_DTYPE_BOOL) {
         int b = PyObject_IsTrue(o);
         if (b < 0) return -1;
         *(bool *)p = b;
         return 0;
     }
+    if (em_dtype_is_float(w->dt) || PyFloat_Check(o)) {
+        double v = PyFloat_AsDouble(o);
+        if (v == -1.0 && PyErr_Occurred()) return -1;
+        if (!em_dtype_is_float(w->dt) && !(v > -9.3e18 && v < 9.3e18)) {
+            PyErr_Format(PyExc_RuntimeError, "value cannot be converted to type %s without overflow",
+                         em_dtype_name(w->dt));
+            return -1;
+        }
+        em_store_f64(p, w->dt, v);
+        return 0;
     }
+    /* integers (and bools) into an integer dtype: exact, wrapping into the
+     * narrower types as a C cast does */
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_RuntimeError, "Overflow when unpacking long");
+        }
+        return -1;
+    }
+    em_store_i64(p, w->dt, v);
+    return 0;
 }
 
 /* Checks the nesting of `o` below dim `d` against the inferred shape; with
@@ -343,10 +342,7 @@ PyObject *em_py_tensor_new(PyObject *self, PyObject *args, PyObject *kwargs) {
 PyObject *em_py_tensor_item(em_tensor *t, const char *what) {
     em_note_host_sync(what, t);
     const void *p = em_tensor_data(t);
-    switch (t->dtype) {
-    case EM_DTYPE_F32: return PyFloat_FromDouble(*(const float *)p);
-    case EM_DTYPE_F64: return PyFloat_FromDouble(*(const double *)p);
-    case EM_DTYPE_I64: return PyLong_FromLongLong(*(const int64_t *)p);
-    default: return PyBool_FromLong(*(const bool *)p);
-    }
+    if (t->dtype == EM_DTYPE_BOOL) return PyBool_FromLong(*(const bool *)p);
+    if (em_dtype_is_float(t->dtype)) return PyFloat_FromDouble(em_load_f64(p, t->dtype));
+    return PyLong_FromLongLong(em_load_i64(p, t->dtype));
 }

@@ -10,23 +10,32 @@ import pkgutil as _pkgutil
 __path__ = _pkgutil.extend_path(__path__, __name__)
 
 from . import _C  # noqa: E402
-from ._tensor import Tensor  # noqa: E402
+from ._tensor import Tensor, device  # noqa: E402
 
 _C._set_tensor_class(Tensor)
 _C._set_package_dir(_os.path.dirname(_os.path.abspath(__file__)) + _os.sep)
 
 from ._C import (  # noqa: E402,F401
-    Size, dtype, float32, float64, int64, bool,
-    tensor, from_numpy, zeros, ones, full, arange, rand, randn,
-    add, sub, mul, div, pow, maximum, neg, exp, log, tanh, sigmoid, relu,
-    matmul, sum, mean, reshape, permute, transpose, contiguous,
+    Size, dtype, float32, float64, float16, bfloat16, int64, int32, int16, int8, uint8, bool,
+    from_numpy, from_dlpack, matmul, reshape, permute, transpose, contiguous,
     manual_seed, get_num_threads, set_num_threads, empty_cache, memory_stats,
+    result_type, promote_types, can_cast,
 )
+from ._creation import *  # noqa: E402,F401,F403
+from ._ops import *  # noqa: E402,F401,F403
+from . import _methods  # noqa: E402
+
+_methods._install_new()
+
 from . import compiler  # noqa: E402
 from .compiler import compile  # noqa: E402,F401
 
+# PyTorch's dtype aliases
 float = float32
 double = float64
+half = float16
 long = int64
+int = int32
+short = int16
 
 __version__ = "0.1.0"

@@ -1,5 +1,9 @@
 """ember.Tensor: the C tensor type plus what reads better in Python."""
 
+import ctypes as _ctypes
+import operator as _operator
+import sys as _sys
+
 from . import _C
 
 
@@ -29,6 +33,54 @@ class device:
 _CPU = device("cpu")
 
 
+def _dtype_name(dt):
+    """'float32' for ember.float32: the module attribute a dtype pickles as
+    (its __reduce__ returns that name, per pickle's protocol)."""
+    return dt.__reduce__()
+
+
+def _byteswap_to_little(data, itemsize):
+    """`data` (bytes of `itemsize`-byte elements in host order) in
+    little-endian order; swapping is its own inverse, so this also turns
+    little-endian bytes into host order."""
+    if _sys.byteorder == "little" or itemsize == 1:
+        return bytes(data)
+    out = bytearray(len(data))
+    for k in range(itemsize):
+        out[k::itemsize] = data[itemsize - 1 - k::itemsize]
+    return bytes(out)
+
+
+def _rebuild_tensor(data, dtype, shape):
+    """The inverse of Tensor.__reduce__ (pickle calls it by this module-level
+    name, so keep it): a new contiguous tensor of dtype `dtype` (a name such
+    as 'float32') and `shape` holding `data`, its elements' raw little-endian
+    bytes in row-major order. Checks everything before touching memory, since
+    a pickle may come from anywhere."""
+    dt = getattr(_C, dtype, None) if isinstance(dtype, str) else None
+    if not isinstance(dt, _C.dtype):
+        raise TypeError(f"cannot rebuild a tensor: unknown dtype {dtype!r}")
+    try:
+        shape = tuple(_operator.index(n) for n in shape)
+    except TypeError:
+        raise TypeError(f"cannot rebuild a tensor: shape must be a sequence of ints, "
+                        f"got {shape!r}") from None
+    if any(n < 0 for n in shape):
+        raise ValueError(f"cannot rebuild a tensor: negative size in shape {list(shape)}")
+    data = bytes(memoryview(data).cast("B"))
+    numel = 1
+    for n in shape:
+        numel *= n
+    nbytes = numel * dt.itemsize
+    if len(data) != nbytes:
+        raise ValueError(f"cannot rebuild a {dtype} tensor of shape {list(shape)}: it needs "
+                         f"{nbytes} bytes of data, got {len(data)}")
+    t = _C.zeros(shape, dtype=dt)
+    if nbytes:
+        _ctypes.memmove(t.data_ptr(), _byteswap_to_little(data, dt.itemsize), nbytes)
+    return t
+
+
 class Tensor(_C._TensorBase):
     """A multi-dimensional array with a C core (see ember.tensor)."""
 
@@ -47,6 +99,18 @@ class Tensor(_C._TensorBase):
         import numpy as np
         a = np.asarray(self)
         return a if dtype is None else a.astype(dtype, copy=False)
+
+    def __reduce__(self):
+        """Pickles as (_rebuild_tensor, (bytes, dtype name, shape)): the raw
+        little-endian bytes of a contiguous copy, so every dtype (bfloat16
+        included), 0-d, empty and non-contiguous tensors round-trip exactly.
+        The result never shares memory with this tensor."""
+        c = self.contiguous()
+        nbytes = c.numel() * c.element_size()
+        raw = _ctypes.string_at(c.data_ptr(), nbytes) if nbytes else b""
+        return (_rebuild_tensor,
+                (_byteswap_to_little(raw, c.element_size()), _dtype_name(self.dtype),
+                 tuple(self.shape)))
 
     def tolist(self):
         """The values as (nested) Python lists of numbers."""

@@ -123,11 +123,12 @@ def _add_suffixes(text, suffixes, indent):
 
 def tensor_repr(t):
     import numpy as np
-    from . import float32, int64, bool as bool_
+    from . import float32, int64, bfloat16, bool as bool_
     prefix = "tensor("
     indent = len(prefix)
     suffixes = []
-    a = np.asarray(t)
+    # NumPy has no bfloat16; its values are exactly float32 values.
+    a = np.asarray(t.float() if t.dtype == bfloat16 else t)
     if t.numel() == 0:
         if t.ndim != 1:
             suffixes.append("size=" + str(tuple(t.shape)))

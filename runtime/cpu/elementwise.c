@@ -174,7 +174,7 @@ em_status em_copy_into(em_tensor *dst, em_tensor *src) {
     return EM_OK;
 }
 
-em_status cpu_cast(em_op op, em_tensor *const *in, const em_attrs *attrs, em_tensor **out) {
+em_status cpu_cast(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
     (void)op;
     (void)attrs;
     return em_copy_into(out[0], in[0]);
@@ -192,6 +192,19 @@ static em_tensor *converted(em_tensor *src, em_dtype dt) {
     return t;
 }
 
+/* Integer division by zero has no value to give, so the eager kernels of
+ * the EM_F_INT_DIV ops raise as PyTorch does; `divisor` is already in the
+ * computation's integer dtype (a zero made by wrapping counts). */
+static em_status check_divisor(em_op op, em_tensor *divisor) {
+    if (divisor->numel == 0) return EM_OK;
+    em_tensor *nonzero = em_reduce(EM_OP_ALL, divisor, NULL, 0, false, 0.0, 0.0);
+    if (!nonzero) return em_last_status();
+    bool zero = em_tensor_get_f64(nonzero, 0) == 0.0;
+    em_tensor_release(nonzero);
+    return zero ? em_error(EM_ERR_RUNTIME, "%s: ZeroDivisionError: integer division by zero", em_op_name(op))
+                : EM_OK;
+}
+
 em_status em_elementwise_into(em_op op, em_tensor *const *in, em_tensor *out) {
     const em_op_info *info = em_op_get(op);
     int n = info->n_in;
@@ -205,8 +218,16 @@ em_status em_elementwise_into(em_op op, em_tensor *const *in, em_tensor *out) {
 
     bool direct = out->dtype == native;
     for (int i = 0; i < n && direct; i++) direct = in[i]->dtype == em_ew_operand_dtype(op, i, cd);
+    bool int_div = (info->flags & EM_F_INT_DIV) && !em_dtype_is_float(cd);
+    /* PyTorch refuses a negative Python-number exponent on integers (the
+     * result would silently be 0); tensor exponents are not checked. */
+    if (op == EM_OP_POW && !em_dtype_is_float(cd) && in[1]->is_wrapped_number &&
+        em_tensor_get_f64(in[1], 0) < 0)
+        return em_error(EM_ERR_VALUE, "pow: Integers to negative integer powers are not allowed");
     em_iter it;
     if (direct) {
+        em_status st = int_div ? check_divisor(op, in[1]) : EM_OK;
+        if (st != EM_OK) return st;
         em_iter_init(&it, out, in, n);
         em_iter_run(&it, loop, EM_GRAIN_ELEMENTWISE);
         return EM_OK;
@@ -235,6 +256,7 @@ em_status em_elementwise_into(em_op op, em_tensor *const *in, em_tensor *out) {
         }
         args[i] = tmp[i];
     }
+    if (int_div && (st = check_divisor(op, args[1])) != EM_OK) goto done;
     if (out->dtype != native &&
         !(res = em_tensor_empty(out->shape, out->ndim, native, out->device))) {
         st = em_last_status();
@@ -250,7 +272,7 @@ done:
     return st;
 }
 
-em_status cpu_elementwise(em_op op, em_tensor *const *in, const em_attrs *attrs, em_tensor **out) {
+em_status cpu_elementwise(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
     (void)attrs;
     return em_elementwise_into(op, in, out[0]);
 }

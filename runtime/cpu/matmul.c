@@ -104,7 +104,7 @@ static em_status matmul_widened(em_tensor *const *in, em_tensor *z, em_dtype wid
         st = em_last_status();
     } else {
         em_tensor *args[2] = {a, b};
-        if ((st = cpu_matmul(EM_OP_MATMUL, args, NULL, &c)) == EM_OK) st = em_copy_into(z, c);
+        if ((st = cpu_matmul(EM_OP_MATMUL, args, 2, NULL, &c)) == EM_OK) st = em_copy_into(z, c);
     }
     em_tensor_release(a);
     em_tensor_release(b);
@@ -112,7 +112,7 @@ static em_status matmul_widened(em_tensor *const *in, em_tensor *z, em_dtype wid
     return st;
 }
 
-em_status cpu_matmul(em_op op, em_tensor *const *in, const em_attrs *attrs, em_tensor **out) {
+em_status cpu_matmul(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
     (void)op;
     (void)attrs;
     em_tensor *x = in[0], *y = in[1], *z = out[0];

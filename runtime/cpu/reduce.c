@@ -469,7 +469,7 @@ static void finish(em_op op, const em_attrs *a, acc_t acc, int64_t n, const doub
         ((T *)d)[o] = fl ? sc_cast_f64_##sfx(f) : sc_cast_i64_##sfx(i);                            \
         break;
 
-em_status cpu_reduce(em_op op, em_tensor *const *in, const em_attrs *attrs, em_tensor **out) {
+em_status cpu_reduce(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
     em_tensor *x = in[0], *cast = NULL;
     if (op == EM_OP_LOGSUMEXP && !em_dtype_is_float(x->dtype)) { /* computed in float */
         if (!(cast = em_cast(x, out[0]->dtype))) return em_last_status();

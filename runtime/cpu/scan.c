@@ -130,7 +130,7 @@ static void lines_task(void *arg, int64_t b, int64_t e) {
     em_free(ibuf);
 }
 
-em_status cpu_scan(em_op op, em_tensor *const *in, const em_attrs *attrs, em_tensor **out) {
+em_status cpu_scan(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
     scan_ctx c;
     memset(&c, 0, sizeof c);
     c.op = op;

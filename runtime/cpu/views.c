@@ -42,8 +42,32 @@ static bool reshape_strides(const int64_t *shape, const int64_t *strides, int nd
 
 bool em_view_geometry(em_op op, const int64_t *shape, const int64_t *strides, int ndim,
                       const em_attrs *attrs, int64_t *out_shape, int64_t *out_strides,
-                      int *out_ndim) {
+                      int *out_ndim, int64_t *offset_delta) {
+    *offset_delta = 0;
     switch (op) {
+    case EM_OP_SLICE: { /* dims[0] from start by step, attrs->shape[d] elements */
+        int d = (int)attrs->dims[0];
+        for (int i = 0; i < ndim; i++) {
+            out_shape[i] = shape[i];
+            out_strides[i] = strides[i];
+        }
+        out_shape[d] = attrs->shape[d];
+        out_strides[d] = strides[d] * (int64_t)attrs->step;
+        *offset_delta = (int64_t)attrs->start * strides[d];
+        *out_ndim = ndim;
+        return true;
+    }
+    case EM_OP_SELECT: { /* dims[0] fixed at index start, the dim dropped */
+        int d = (int)attrs->dims[0], k = 0;
+        for (int i = 0; i < ndim; i++) {
+            if (i == d) continue;
+            out_shape[k] = shape[i];
+            out_strides[k++] = strides[i];
+        }
+        *offset_delta = (int64_t)attrs->start * strides[d];
+        *out_ndim = ndim - 1;
+        return true;
+    }
     case EM_OP_RESHAPE: {
         int n = attrs->n_shape, infer_at = -1;
         int64_t known = 1, numel = em_shape_numel(shape, ndim);
@@ -98,25 +122,26 @@ static em_status copy_contiguous(em_tensor *in, em_tensor **out) {
     return EM_OK;
 }
 
-em_status cpu_view(em_op op, em_tensor *const *in, const em_attrs *attrs, em_tensor **out) {
-    int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS];
+em_status cpu_view(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
+    int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS], off;
     int nd;
     em_tensor *src = in[0], *copy = NULL;
-    if (!em_view_geometry(op, src->shape, src->strides, src->ndim, attrs, shape, strides, &nd)) {
+    if (!em_view_geometry(op, src->shape, src->strides, src->ndim, attrs, shape, strides, &nd,
+                          &off)) {
         if (op != EM_OP_RESHAPE)
             return em_error(EM_ERR_INTERNAL, "%s: no view geometry", em_op_name(op));
         /* reshape of a tensor whose strides do not allow a view: copy first. */
         em_status st = copy_contiguous(src, &copy);
         if (st != EM_OK) return st;
         src = copy;
-        em_view_geometry(op, src->shape, src->strides, src->ndim, attrs, shape, strides, &nd);
+        em_view_geometry(op, src->shape, src->strides, src->ndim, attrs, shape, strides, &nd, &off);
     }
-    out[0] = em_tensor_alias(src, src->offset, shape, strides, nd);
+    out[0] = em_tensor_alias(src, src->offset + off, shape, strides, nd);
     em_tensor_release(copy);
     return out[0] ? EM_OK : em_last_status();
 }
 
-em_status cpu_contiguous(em_op op, em_tensor *const *in, const em_attrs *attrs, em_tensor **out) {
+em_status cpu_contiguous(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
     (void)op;
     (void)attrs;
     if (em_tensor_is_contiguous(in[0])) {
@@ -127,7 +152,7 @@ em_status cpu_contiguous(em_op op, em_tensor *const *in, const em_attrs *attrs, 
     return copy_contiguous(in[0], out);
 }
 
-em_status cpu_fused(em_op op, em_tensor *const *in, const em_attrs *attrs, em_tensor **out) {
+em_status cpu_fused(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
     (void)op;
     (void)in;
     (void)attrs;

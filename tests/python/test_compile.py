@@ -809,7 +809,7 @@ FALLBACKS = [
     ("float", fb_float, lambda r: (f32(r, 3),),
      r"running eagerly: .* reads a tensor's values on the host"),
     ("print", fb_print, lambda r: (f32(r, 3),),
-     r"running eagerly: NumPy conversion reads a tensor's values on the host"),
+     r"running eagerly: (NumPy conversion|buffer protocol) reads a tensor's values on the host"),
     ("randn", fb_randn, lambda r: (f32(r, 3),), r"running eagerly: randn: random ops"),
     ("tensor_literal", fb_tensor_literal, lambda r: (f32(r, 3),),
      r"running eagerly: .*created inside the function"),

@@ -439,7 +439,7 @@ def test_pow_tensor_exponent_int_negative():
 def test_int_pow_negative_python_exponent_raises():
     x = ember.tensor([1, 2, 3])
     for e in (-1, -2):
-        with pytest.raises(RuntimeError, match="negative integer powers"):
+        with pytest.raises(RuntimeError, match="(?i)negative integer powers"):
             x ** e
 
 

@@ -238,10 +238,10 @@ def test_numpy_is_zero_copy_and_views_share_storage():
     assert np.asarray(x) is not None and np.shares_memory(np.asarray(x), n)
 
 
-@pytest.mark.parametrize("np_dtype", [np.int32, np.float16, np.uint8, np.int16, np.complex64,
-                                      np.uint64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("np_dtype", [np.complex64, np.uint64, np.uint32, np.uint16],
+                         ids=lambda d: np.dtype(d).name)
 def test_from_numpy_unsupported_dtype(np_dtype):
-    with pytest.raises(TypeError, match="float32, float64, int64 and bool"):
+    with pytest.raises(TypeError, match="supported types are float32, .*bool"):
         ember.from_numpy(np.zeros(3, np_dtype))
 
 
@@ -557,35 +557,9 @@ def test_memory_stats_keys():
 # Not implemented yet: NotImplementedError naming the feature
 # ====================================================================================
 
-def _getitem(x):
-    return x[0]
-
-
-def _setitem(x):
-    x[0] = 1
-
-
-def _iadd(x):
-    x += 1
-
-
-def _imul(x):
-    x *= 2
-
-
-def _iter(x):
-    return list(x)
-
-
 NOT_IMPLEMENTED = [
-    ("x[0]", _getitem, "indexing"),
-    ("x[0] = 1", _setitem, "index assignment"),
-    ("x += 1", _iadd, "in-place"),
-    ("x *= 2", _imul, "in-place"),
-    ("x == y", lambda x: x == x, "comparison"),
-    ("x < 1", lambda x: x < 1, "comparison"),
-    ("iteration", _iter, "iterat"),
     ("x.view(dtype)", lambda x: x.view(ember.int64), "view"),
+    ("requires_grad", lambda x: ember.zeros(2, requires_grad=True), "autograd"),
 ]
 
 

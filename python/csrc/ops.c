@@ -1,0 +1,548 @@
+/*
+ * ops.c - generic entry points the ember package builds its API on.
+ *
+ * Rather than one C wrapper per function and method, the Python layer
+ * (python/ember/_ops.py) calls these with op ids from the op table:
+ *   _ew(op, *operands)        an elementwise op; Python numbers are operands
+ *   _ew_(op, out, *operands)  the same, in place into `out`
+ *   _reduce, _scan, the views, data movement, indexing and factories.
+ * The hottest operators (+, *, @, comparisons) stay in the C number
+ * protocol (tensor.c), where they cost no Python frame.
+ */
+#include "ember/alloc.h"
+#include "ember_py.h"
+
+#define MAX_OPERANDS 8
+
+/* Tensors for an elementwise call: Python numbers take the dtype PyTorch's
+ * wrapped-number rule gives them against the tensor operands (for where(),
+ * against the two value operands). New references in t[]; NULL on error. */
+static int ew_operands(em_op op, PyObject *const *objs, int n, em_tensor **t) {
+    const em_type *types[MAX_OPERANDS];
+    em_type store[MAX_OPERANDS];
+    int nt = 0, first = em_op_get(op)->promote == EM_PROMOTE_WHERE ? 1 : 0;
+    for (int i = first; i < n; i++)
+        if (em_py_is_tensor(objs[i])) {
+            store[nt] = em_tensor_type(em_py_tensor_of(objs[i]));
+            types[nt] = &store[nt];
+            nt++;
+        }
+    if (nt == 0 && !(first && em_py_is_tensor(objs[0]))) {
+        PyErr_Format(PyExc_TypeError, "%s(): argument 'input' (position 1) must be Tensor, not %s",
+                     em_op_name(op), Py_TYPE(objs[0])->tp_name);
+        return -1;
+    }
+    em_dtype ref = nt ? em_result_type(types, nt) : EM_DEFAULT_FLOAT;
+    if (nt == 0) { /* where(cond, 1.0, 2): both values are numbers */
+        int cat = EM_CAT_BOOL;
+        for (int i = first; i < n; i++)
+            cat = PyFloat_Check(objs[i]) ? EM_CAT_FLOAT
+                  : PyLong_Check(objs[i]) && !PyBool_Check(objs[i]) && cat < EM_CAT_INT
+                      ? EM_CAT_INT
+                      : cat;
+        ref = cat == EM_CAT_FLOAT ? EM_DEFAULT_FLOAT : cat == EM_CAT_INT ? EM_DTYPE_I64 : EM_DTYPE_BOOL;
+    }
+    for (int i = 0; i < n; i++) {
+        t[i] = em_py_number_operand(objs[i], op, i, ref);
+        if (!t[i]) {
+            for (int j = 0; j < i; j++) em_tensor_release(t[j]);
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "%s(): argument %d must be a Tensor or a number, not %s",
+                             em_op_name(op), i + 1, Py_TYPE(objs[i])->tp_name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int op_arg(PyObject *o, em_op *op) {
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v < 0 || v >= EM_OP_COUNT) {
+        PyErr_SetString(PyExc_ValueError, "unknown op id");
+        return -1;
+    }
+    *op = (em_op)v;
+    return 0;
+}
+
+static PyObject *f_ew(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_ssize_t na = PyTuple_GET_SIZE(args);
+    em_op op;
+    if (na < 2 || op_arg(PyTuple_GET_ITEM(args, 0), &op) < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "_ew(op, *operands)");
+        return NULL;
+    }
+    int n = (int)na - 1;
+    if (n != em_op_get(op)->n_in)
+        return em_py_error(PyExc_TypeError, "%s() takes %d tensor arguments, got %d", em_op_name(op),
+                           em_op_get(op)->n_in, n);
+    em_tensor *t[MAX_OPERANDS];
+    if (ew_operands(op, &PyTuple_GET_ITEM(args, 1), n, t) < 0) return NULL;
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    em_tensor *out = NULL;
+    em_status st = em_op_run(op, t, n, &at, &out, 1);
+    for (int i = 0; i < n; i++) em_tensor_release(t[i]);
+    return st == EM_OK ? em_py_wrap(out) : em_py_raise();
+}
+
+PyObject *em_py_inplace(em_op op, PyObject *out, PyObject *const *objs, int n) {
+    if (!em_py_is_tensor(out))
+        return em_py_error(PyExc_TypeError, "%s_(): the tensor to write into must be a Tensor",
+                           em_op_name(op));
+    em_tensor *t[MAX_OPERANDS];
+    bool is_copy = em_op_get(op)->kind == EM_KIND_CAST;
+    if (is_copy && n == 1 && !em_py_is_tensor(objs[0])) {
+        /* fill_(value): the number converts straight to the tensor's dtype */
+        t[0] = em_py_operand_dtype(objs[0], em_py_tensor_of(out)->dtype);
+        if (!t[0])
+            return PyErr_Occurred() ? NULL
+                                    : em_py_error(PyExc_TypeError, "fill_(): expected a number, got %s",
+                                                  Py_TYPE(objs[0])->tp_name);
+    } else if (ew_operands(op, objs, n, t) < 0) {
+        return NULL;
+    }
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    if (is_copy) at.dtype = em_py_tensor_of(out)->dtype;
+    em_status st = em_op_run_inplace(op, t, n, &at, em_py_tensor_of(out));
+    for (int i = 0; i < n; i++) em_tensor_release(t[i]);
+    if (st != EM_OK) return em_py_raise();
+    Py_INCREF(out);
+    return out;
+}
+
+static PyObject *f_ew_(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_ssize_t na = PyTuple_GET_SIZE(args);
+    em_op op;
+    if (na < 3 || op_arg(PyTuple_GET_ITEM(args, 0), &op) < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "_ew_(op, out, *operands)");
+        return NULL;
+    }
+    return em_py_inplace(op, PyTuple_GET_ITEM(args, 1), &PyTuple_GET_ITEM(args, 2), (int)na - 2);
+}
+
+static em_tensor *tensor_arg(PyObject *o, const char *what) {
+    if (em_py_is_tensor(o)) return em_py_tensor_of(o);
+    PyErr_Format(PyExc_TypeError, "%s: expected a Tensor, got %s", what, Py_TYPE(o)->tp_name);
+    return NULL;
+}
+
+/* ---- reductions and scans ---- */
+
+static PyObject *f_reduce(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *opo, *x, *dim;
+    int keepdim;
+    double correction, ord;
+    if (!PyArg_ParseTuple(args, "OOOpdd", &opo, &x, &dim, &keepdim, &correction, &ord)) return NULL;
+    em_op op;
+    int64_t dims[EM_MAX_DIMS];
+    int n;
+    em_tensor *t = tensor_arg(x, "reduction");
+    if (!t || op_arg(opo, &op) < 0 || em_py_dims_arg(dim, em_op_name(op), dims, &n) < 0) return NULL;
+    return em_py_wrap(em_reduce(op, t, dims, n, keepdim, correction, ord));
+}
+
+static PyObject *f_scan(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *opo, *x;
+    long long dim;
+    if (!PyArg_ParseTuple(args, "OOL", &opo, &x, &dim)) return NULL;
+    em_op op;
+    em_tensor *t = tensor_arg(x, "scan");
+    if (!t || op_arg(opo, &op) < 0) return NULL;
+    return em_py_wrap(em_scan(op, t, dim));
+}
+
+/* ---- views ---- */
+
+static PyObject *f_slice(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *x;
+    long long dim, start, end, step;
+    if (!PyArg_ParseTuple(args, "OLLLL", &x, &dim, &start, &end, &step)) return NULL;
+    em_tensor *t = tensor_arg(x, "slice");
+    return t ? em_py_wrap(em_slice(t, dim, start, end, step)) : NULL;
+}
+
+static PyObject *f_select(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *x;
+    long long dim, index;
+    if (!PyArg_ParseTuple(args, "OLL", &x, &dim, &index)) return NULL;
+    em_tensor *t = tensor_arg(x, "select");
+    return t ? em_py_wrap(em_select(t, dim, index)) : NULL;
+}
+
+static PyObject *f_unsqueeze(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *x;
+    long long dim;
+    if (!PyArg_ParseTuple(args, "OL", &x, &dim)) return NULL;
+    em_tensor *t = tensor_arg(x, "unsqueeze");
+    return t ? em_py_wrap(em_unsqueeze(t, dim)) : NULL;
+}
+
+static PyObject *f_squeeze(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *x, *dim = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O", &x, &dim)) return NULL;
+    int64_t dims[EM_MAX_DIMS];
+    int n;
+    em_tensor *t = tensor_arg(x, "squeeze");
+    if (!t || em_py_dims_arg(dim, "squeeze", dims, &n) < 0) return NULL;
+    return em_py_wrap(em_squeeze(t, dims, n));
+}
+
+/* ---- movement ---- */
+
+static PyObject *f_flip(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *x, *dim;
+    if (!PyArg_ParseTuple(args, "OO", &x, &dim)) return NULL;
+    int64_t dims[EM_MAX_DIMS];
+    int n;
+    em_tensor *t = tensor_arg(x, "flip");
+    if (!t || em_py_dims_arg(dim, "flip", dims, &n) < 0) return NULL;
+    return em_py_wrap(em_flip(t, dims, n));
+}
+
+static PyObject *f_roll(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *x, *shifts, *dim;
+    if (!PyArg_ParseTuple(args, "OOO", &x, &shifts, &dim)) return NULL;
+    int64_t s[EM_MAX_DIMS], dims[EM_MAX_DIMS];
+    int ns, nd;
+    em_tensor *t = tensor_arg(x, "roll");
+    if (!t || em_py_dims_arg(shifts, "roll", s, &ns) < 0 || em_py_dims_arg(dim, "roll", dims, &nd) < 0)
+        return NULL;
+    if (ns != nd)
+        return em_py_error(PyExc_RuntimeError, "roll: shifts (%d) and dims (%d) should have the same size",
+                           ns, nd);
+    return em_py_wrap(em_roll(t, s, dims, nd));
+}
+
+/* Borrowed tensor pointers from a sequence of tensors; returns the count. */
+static int tensor_list(PyObject *seq, const char *what, em_tensor **out, int max) {
+    PyObject *fast = PySequence_Fast(seq, "expected a sequence of tensors");
+    if (!fast) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    if (n > max) {
+        Py_DECREF(fast);
+        PyErr_Format(PyExc_ValueError, "%s: at most %d tensors", what, max);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(fast, i);
+        if (!em_py_is_tensor(o)) {
+            Py_DECREF(fast);
+            PyErr_Format(PyExc_TypeError, "%s: expected a sequence of Tensors, item %zd is %s", what,
+                         i, Py_TYPE(o)->tp_name);
+            return -1;
+        }
+        out[i] = em_py_tensor_of(o);
+    }
+    Py_DECREF(fast); /* the caller's sequence keeps the tensors alive */
+    return (int)n;
+}
+
+static PyObject *f_cat(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *seq;
+    long long dim;
+    if (!PyArg_ParseTuple(args, "OL", &seq, &dim)) return NULL;
+    em_tensor *ts[64];
+    int n = tensor_list(seq, "cat", ts, 64);
+    if (n < 0) return NULL;
+    return em_py_wrap(em_cat(ts, n, dim));
+}
+
+static PyObject *f_triangle(PyObject *args, bool lower) {
+    PyObject *x;
+    long long k;
+    if (!PyArg_ParseTuple(args, "OL", &x, &k)) return NULL;
+    em_tensor *t = tensor_arg(x, lower ? "tril" : "triu");
+    return t ? em_py_wrap(lower ? em_tril(t, k) : em_triu(t, k)) : NULL;
+}
+static PyObject *f_tril(PyObject *self, PyObject *args) {
+    (void)self;
+    return f_triangle(args, true);
+}
+static PyObject *f_triu(PyObject *self, PyObject *args) {
+    (void)self;
+    return f_triangle(args, false);
+}
+
+/* ---- indexing ---- */
+
+static PyObject *f_index_select(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *x, *ix;
+    long long dim;
+    if (!PyArg_ParseTuple(args, "OLO", &x, &dim, &ix)) return NULL;
+    em_tensor *t = tensor_arg(x, "index_select"), *i = t ? tensor_arg(ix, "index_select") : NULL;
+    return i ? em_py_wrap(em_index_select(t, dim, i)) : NULL;
+}
+
+static PyObject *f_gather(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *x, *ix;
+    long long dim;
+    if (!PyArg_ParseTuple(args, "OLO", &x, &dim, &ix)) return NULL;
+    em_tensor *t = tensor_arg(x, "gather"), *i = t ? tensor_arg(ix, "gather") : NULL;
+    return i ? em_py_wrap(em_gather(t, dim, i)) : NULL;
+}
+
+static PyObject *f_scatter(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *x, *ix, *src;
+    long long dim;
+    int acc;
+    if (!PyArg_ParseTuple(args, "OLOOp", &x, &dim, &ix, &src, &acc)) return NULL;
+    em_tensor *t = tensor_arg(x, "scatter"), *i = t ? tensor_arg(ix, "scatter") : NULL;
+    if (!i) return NULL;
+    em_tensor *s = em_py_operand_dtype(src, t->dtype);
+    if (!s) return PyErr_Occurred() ? NULL : em_py_error(PyExc_TypeError, "scatter: src must be a Tensor or a number");
+    PyObject *r = em_py_wrap(em_scatter(t, dim, i, s, acc));
+    em_tensor_release(s);
+    return r;
+}
+
+static PyObject *f_index(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *x, *seq, *dimo;
+    if (!PyArg_ParseTuple(args, "OOO", &x, &seq, &dimo)) return NULL;
+    em_tensor *t = tensor_arg(x, "index"), *ix[EM_MAX_DIMS];
+    int64_t dims[EM_MAX_DIMS];
+    int n, nd;
+    if (!t || (n = tensor_list(seq, "index", ix, EM_MAX_DIMS)) < 0 ||
+        em_py_dims_arg(dimo, "index", dims, &nd) < 0)
+        return NULL;
+    return em_py_wrap(em_index(t, ix, dims, n));
+}
+
+/* _index_put(x, indices, dims, values, accumulate, inplace) */
+static PyObject *f_index_put(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *x, *seq, *dimo, *vals;
+    int acc, inplace;
+    if (!PyArg_ParseTuple(args, "OOOOpp", &x, &seq, &dimo, &vals, &acc, &inplace)) return NULL;
+    em_tensor *t = tensor_arg(x, "index_put"), *ix[EM_MAX_DIMS];
+    int64_t dims[EM_MAX_DIMS];
+    int n, nd;
+    if (!t || (n = tensor_list(seq, "index_put", ix, EM_MAX_DIMS)) < 0 ||
+        em_py_dims_arg(dimo, "index_put", dims, &nd) < 0)
+        return NULL;
+    em_tensor *v = em_py_operand_dtype(vals, t->dtype);
+    if (!v) return PyErr_Occurred() ? NULL : em_py_error(PyExc_TypeError, "index_put: values must be a Tensor or a number");
+    if (!inplace) {
+        PyObject *r = em_py_wrap(em_index_put(t, ix, dims, n, v, acc));
+        em_tensor_release(v);
+        return r;
+    }
+    em_tensor *in[EM_MAX_DIMS + 2];
+    in[0] = t;
+    for (int j = 0; j < n; j++) in[1 + j] = ix[j];
+    in[1 + n] = v;
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    at.n_dims = n;
+    memcpy(at.dims, dims, (size_t)n * sizeof *dims);
+    at.accumulate = acc;
+    em_status st = em_op_run_inplace(EM_OP_INDEX_PUT, in, n + 2, &at, t);
+    em_tensor_release(v);
+    if (st != EM_OK) return em_py_raise();
+    Py_INCREF(x);
+    return x;
+}
+
+static PyObject *f_one_hot(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *x;
+    long long n;
+    if (!PyArg_ParseTuple(args, "OL", &x, &n)) return NULL;
+    em_tensor *t = tensor_arg(x, "one_hot");
+    return t ? em_py_wrap(em_one_hot(t, n)) : NULL;
+}
+
+static PyObject *f_nonzero(PyObject *self, PyObject *x) {
+    (void)self;
+    em_tensor *t = tensor_arg(x, "nonzero");
+    if (t) em_note_host_sync("nonzero()", t); /* its size depends on the values */
+    return t ? em_py_wrap(em_nonzero(t)) : NULL;
+}
+
+static PyObject *f_masked_select(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *x, *m;
+    if (!PyArg_ParseTuple(args, "OO", &x, &m)) return NULL;
+    em_tensor *t = tensor_arg(x, "masked_select"), *mt = t ? tensor_arg(m, "masked_select") : NULL;
+    return mt ? em_py_wrap(em_masked_select(t, mt)) : NULL;
+}
+
+/* ---- factories ---- */
+
+static PyObject *f_empty(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *shape, *dtype;
+    if (!PyArg_ParseTuple(args, "OO", &shape, &dtype)) return NULL;
+    int64_t s[EM_MAX_DIMS];
+    int n;
+    em_dtype dt;
+    PyObject *t = PyTuple_Pack(1, shape);
+    int rc = t ? em_py_shape_args(t, "empty", s, &n) : -1;
+    Py_XDECREF(t);
+    if (rc < 0 || em_py_dtype_arg(dtype, EM_DEFAULT_FLOAT, &dt) < 0) return NULL;
+    return em_py_wrap(em_empty(s, n, dt));
+}
+
+static PyObject *f_linspace(PyObject *self, PyObject *args) {
+    (void)self;
+    double a, b;
+    long long steps;
+    PyObject *dtype;
+    em_dtype dt;
+    if (!PyArg_ParseTuple(args, "ddLO", &a, &b, &steps, &dtype) ||
+        em_py_dtype_arg(dtype, EM_DEFAULT_FLOAT, &dt) < 0)
+        return NULL;
+    return em_py_wrap(em_linspace(a, b, steps, dt));
+}
+
+static PyObject *f_eye(PyObject *self, PyObject *args) {
+    (void)self;
+    long long n, m;
+    PyObject *dtype;
+    em_dtype dt;
+    if (!PyArg_ParseTuple(args, "LLO", &n, &m, &dtype) || em_py_dtype_arg(dtype, EM_DEFAULT_FLOAT, &dt) < 0)
+        return NULL;
+    return em_py_wrap(em_eye(n, m, dt));
+}
+
+static PyObject *f_randint(PyObject *self, PyObject *args) {
+    (void)self;
+    long long lo, hi;
+    PyObject *shape, *dtype;
+    if (!PyArg_ParseTuple(args, "LLOO", &lo, &hi, &shape, &dtype)) return NULL;
+    int64_t s[EM_MAX_DIMS];
+    int n;
+    em_dtype dt;
+    PyObject *t = PyTuple_Pack(1, shape);
+    int rc = t ? em_py_shape_args(t, "randint", s, &n) : -1;
+    Py_XDECREF(t);
+    if (rc < 0 || em_py_dtype_arg(dtype, EM_DTYPE_I64, &dt) < 0) return NULL;
+    return em_py_wrap(em_randint(lo, hi, s, n, dt));
+}
+
+static PyObject *f_randperm(PyObject *self, PyObject *args) {
+    (void)self;
+    long long n;
+    PyObject *dtype;
+    em_dtype dt;
+    if (!PyArg_ParseTuple(args, "LO", &n, &dtype) || em_py_dtype_arg(dtype, EM_DTYPE_I64, &dt) < 0)
+        return NULL;
+    return em_py_wrap(em_randperm(n, dt));
+}
+
+/* ---- dtype rules ---- */
+
+static PyObject *f_result_type(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *a, *b;
+    if (!PyArg_ParseTuple(args, "OO:result_type", &a, &b)) return NULL;
+    PyObject *objs[2] = {a, b};
+    em_tensor *t[2];
+    if (ew_operands(EM_OP_ADD, objs, 2, t) < 0) return NULL;
+    em_type ta = em_tensor_type(t[0]), tb = em_tensor_type(t[1]);
+    const em_type *types[2] = {&ta, &tb};
+    em_dtype r = em_result_type(types, 2);
+    em_tensor_release(t[0]);
+    em_tensor_release(t[1]);
+    PyObject *d = em_py_dtype_object(r);
+    Py_INCREF(d);
+    return d;
+}
+
+static PyObject *f_promote_types(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *a, *b;
+    em_dtype x, y;
+    if (!PyArg_ParseTuple(args, "OO:promote_types", &a, &b) ||
+        em_py_dtype_arg(a, EM_DEFAULT_FLOAT, &x) < 0 || em_py_dtype_arg(b, EM_DEFAULT_FLOAT, &y) < 0)
+        return NULL;
+    PyObject *d = em_py_dtype_object(em_promote_types(x, y));
+    Py_INCREF(d);
+    return d;
+}
+
+static PyObject *f_can_cast(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *a, *b;
+    em_dtype x, y;
+    if (!PyArg_ParseTuple(args, "OO:can_cast", &a, &b) ||
+        em_py_dtype_arg(a, EM_DEFAULT_FLOAT, &x) < 0 || em_py_dtype_arg(b, EM_DEFAULT_FLOAT, &y) < 0)
+        return NULL;
+    return PyBool_FromLong(em_can_cast(x, y));
+}
+
+/* ---- introspection ---- */
+
+static PyObject *f_op_ids(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    PyObject *d = PyDict_New();
+    for (int i = 0; d && i < EM_OP_COUNT; i++) {
+        PyObject *v = PyLong_FromLong(i);
+        if (!v || PyDict_SetItemString(d, em_op_name((em_op)i), v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return d;
+}
+
+static PyObject *f_version(PyObject *self, PyObject *x) {
+    (void)self;
+    em_tensor *t = tensor_arg(x, "_version");
+    return t ? PyLong_FromUnsignedLongLong(t->storage->version) : NULL;
+}
+
+PyMethodDef em_py_op_methods[] = {
+    {"_ew", f_ew, METH_VARARGS, "_ew(op, *operands): an elementwise op"},
+    {"_ew_", f_ew_, METH_VARARGS, "_ew_(op, out, *operands): an elementwise op in place"},
+    {"_reduce", f_reduce, METH_VARARGS, "_reduce(op, x, dim, keepdim, correction, ord)"},
+    {"_scan", f_scan, METH_VARARGS, "_scan(op, x, dim)"},
+    {"_slice", f_slice, METH_VARARGS, "_slice(x, dim, start, end, step)"},
+    {"_select", f_select, METH_VARARGS, "_select(x, dim, index)"},
+    {"_unsqueeze", f_unsqueeze, METH_VARARGS, "_unsqueeze(x, dim)"},
+    {"_squeeze", f_squeeze, METH_VARARGS, "_squeeze(x, dim=None)"},
+    {"_flip", f_flip, METH_VARARGS, "_flip(x, dims)"},
+    {"_roll", f_roll, METH_VARARGS, "_roll(x, shifts, dims)"},
+    {"_cat", f_cat, METH_VARARGS, "_cat(tensors, dim)"},
+    {"_tril", f_tril, METH_VARARGS, "_tril(x, diagonal)"},
+    {"_triu", f_triu, METH_VARARGS, "_triu(x, diagonal)"},
+    {"_index_select", f_index_select, METH_VARARGS, "_index_select(x, dim, index)"},
+    {"_gather", f_gather, METH_VARARGS, "_gather(x, dim, index)"},
+    {"_scatter", f_scatter, METH_VARARGS, "_scatter(x, dim, index, src, accumulate)"},
+    {"_index", f_index, METH_VARARGS, "_index(x, indices, dims)"},
+    {"_index_put", f_index_put, METH_VARARGS, "_index_put(x, indices, dims, values, acc, inplace)"},
+    {"_one_hot", f_one_hot, METH_VARARGS, "_one_hot(x, num_classes)"},
+    {"_nonzero", f_nonzero, METH_O, "_nonzero(x)"},
+    {"_masked_select", f_masked_select, METH_VARARGS, "_masked_select(x, mask)"},
+    {"_empty", f_empty, METH_VARARGS, "_empty(shape, dtype)"},
+    {"_linspace", f_linspace, METH_VARARGS, "_linspace(start, end, steps, dtype)"},
+    {"_eye", f_eye, METH_VARARGS, "_eye(n, m, dtype)"},
+    {"_randint", f_randint, METH_VARARGS, "_randint(low, high, shape, dtype)"},
+    {"_randperm", f_randperm, METH_VARARGS, "_randperm(n, dtype)"},
+    {"result_type", f_result_type, METH_VARARGS, "the dtype an op on the two operands gives"},
+    {"promote_types", f_promote_types, METH_VARARGS, "the smallest dtype both promote to"},
+    {"can_cast", f_can_cast, METH_VARARGS, "can results of dtype `from` be written into `to`?"},
+    {"_op_ids", f_op_ids, METH_NOARGS, "{op name: op id}"},
+    {"_version", f_version, METH_O, "the version counter of a tensor's storage"},
+    {NULL, NULL, 0, NULL},
+};

@@ -1,0 +1,237 @@
+"""Tensor creation under PyTorch's names: tensor, as_tensor, zeros/ones/full/
+empty and their _like forms, arange, linspace, eye, rand/randn/randint,
+randperm. The C factories (ember._C) do the work; this layer accepts
+PyTorch's argument spellings (sizes as varargs or one sequence, device='cpu',
+requires_grad=False, layout/memory_format left at their defaults).
+"""
+
+import numbers
+
+from . import _C
+
+__all__ = []
+
+
+def _export(fn):
+    __all__.append(fn.__name__)
+    return fn
+
+
+def _sizes(name, args):
+    """f(2, 3), f((2, 3)), f([2, 3]) or f(ember.Size([2, 3])) -> (2, 3)."""
+    if len(args) == 1 and not _is_int(args[0]):
+        args = args[0]
+        if not isinstance(args, (tuple, list)) and type(args).__name__ != "Size":
+            raise TypeError(f"{name}(): size must be a sequence of ints, got "
+                            f"{type(args).__name__}")
+    for n in args:
+        if not _is_int(n):
+            raise TypeError(f"{name}(): size must be a sequence of ints, got an element of type "
+                            f"{type(n).__name__}")
+    return tuple(int(n) for n in args)
+
+
+def _is_int(n):
+    return isinstance(n, numbers.Integral) and not isinstance(n, bool)
+
+
+def _check_options(name, device, requires_grad):
+    if device is not None and str(device) not in ("cpu", "cpu:0"):
+        d = str(device)
+        raise (NotImplementedError if d.startswith("cuda") else RuntimeError)(
+            f"{name}: device '{d}' is not available; this build of ember runs on the CPU only")
+    if requires_grad:
+        raise NotImplementedError(f"{name}(): requires_grad=True needs autograd, which is not "
+                                  f"implemented in ember yet")
+
+
+@_export
+def tensor(data, *, dtype=None, device=None, requires_grad=False):
+    """A new tensor holding a copy of `data` (nested sequences, numbers,
+    NumPy arrays or tensors); the dtype is inferred like PyTorch's."""
+    _check_options("tensor", device, requires_grad)
+    return _C.tensor(data, dtype=dtype)
+
+
+@_export
+def as_tensor(data, dtype=None, device=None):
+    """`data` as a tensor, sharing memory when it already is one (or a NumPy
+    array) of the requested dtype."""
+    _check_options("as_tensor", device, False)
+    if isinstance(data, _C._TensorBase):
+        return data if dtype is None or data.dtype == dtype else data.to(dtype)
+    if type(data).__module__ == "numpy" and type(data).__name__ == "ndarray":
+        try:
+            t = _C.from_numpy(data)
+        except (TypeError, ValueError):
+            return _C.tensor(data, dtype=dtype)
+        return t if dtype is None or t.dtype == dtype else t.to(dtype)
+    return _C.tensor(data, dtype=dtype)
+
+
+@_export
+def asarray(obj, *, dtype=None, device=None, copy=None):
+    """as_tensor, with copy=True forcing a copy."""
+    if copy:
+        return tensor(obj, dtype=dtype, device=device) if not isinstance(obj, _C._TensorBase) \
+            else obj.to(dtype or obj.dtype).clone()
+    return as_tensor(obj, dtype=dtype, device=device)
+
+
+def _factory(name, c_fn):
+    def fn(*size, out=None, dtype=None, device=None, requires_grad=False, layout=None,
+           pin_memory=False, memory_format=None):
+        _check_options(name, device, requires_grad)
+        if out is not None:
+            raise NotImplementedError(f"{name}(): out= is not implemented in ember yet")
+        return c_fn(_sizes(name, size), dtype=dtype)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"{name}(*size, dtype=None): a new tensor of the given size."
+    return _export(fn)
+
+
+zeros = _factory("zeros", _C.zeros)
+ones = _factory("ones", _C.ones)
+rand = _factory("rand", _C.rand)
+randn = _factory("randn", _C.randn)
+empty = _factory("empty", lambda shape, dtype: _C._empty(shape, dtype))
+
+
+@_export
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    """A tensor of `size` filled with `fill_value`; the dtype follows the value
+    (bool, int64 or the default float) unless given."""
+    _check_options("full", device, requires_grad)
+    if isinstance(fill_value, _C._TensorBase):
+        fill_value = fill_value.item()
+    return _C.full(_sizes("full", (size,)), fill_value, dtype=dtype)
+
+
+def _like(name, make):
+    def fn(input, *, dtype=None, device=None, requires_grad=False, memory_format=None,
+           layout=None):
+        if not isinstance(input, _C._TensorBase):
+            raise TypeError(f"{name}(): argument 'input' must be a Tensor, not "
+                            f"{type(input).__name__}")
+        _check_options(name, device, requires_grad)
+        return make(tuple(input.shape), dtype or input.dtype)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"{name}(input, dtype=None): like input's shape (and dtype unless given)."
+    return _export(fn)
+
+
+zeros_like = _like("zeros_like", lambda s, dt: _C.zeros(s, dtype=dt))
+ones_like = _like("ones_like", lambda s, dt: _C.ones(s, dtype=dt))
+empty_like = _like("empty_like", lambda s, dt: _C._empty(s, dt))
+rand_like = _like("rand_like", lambda s, dt: _C.rand(s, dtype=dt))
+randn_like = _like("randn_like", lambda s, dt: _C.randn(s, dtype=dt))
+
+
+@_export
+def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False,
+              memory_format=None):
+    _check_options("full_like", device, requires_grad)
+    return _C.full(tuple(input.shape), fill_value, dtype=dtype or input.dtype)
+
+
+@_export
+def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False):
+    if high is None:
+        low, high = 0, low
+    _check_options("randint_like", device, requires_grad)
+    return _C._randint(int(low), int(high), tuple(input.shape), dtype or input.dtype)
+
+
+@_export
+def arange(start, end=None, step=1, *, out=None, dtype=None, device=None, requires_grad=False):
+    """Values from start (default 0) up to end, exclusive, by step; int64
+    unless any bound is a float."""
+    _check_options("arange", device, requires_grad)
+    if end is None:
+        return _C.arange(start, dtype=dtype)
+    return _C.arange(start, end, step, dtype=dtype)
+
+
+@_export
+def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+    """`steps` values evenly spaced from start to end, both included."""
+    _check_options("linspace", device, requires_grad)
+    if not isinstance(steps, numbers.Integral):
+        raise TypeError(f"linspace(): steps must be an int, got {type(steps).__name__}")
+    if steps < 0:
+        raise RuntimeError(f"linspace(): number of steps must be non-negative, got {steps}")
+    return _C._linspace(float(start), float(end), int(steps), dtype)
+
+
+@_export
+def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
+    """An n x m matrix (m defaults to n) with ones on the diagonal."""
+    _check_options("eye", device, requires_grad)
+    m = n if m is None else m
+    if n < 0 or m < 0:
+        raise RuntimeError(f"eye(): n and m must be non-negative, got n={n}, m={m}")
+    return _C._eye(int(n), int(m), dtype)
+
+
+@_export
+def randint(*args, size=None, dtype=None, device=None, requires_grad=False, generator=None):
+    """randint(high, size) or randint(low, high, size): integers uniform in
+    [low, high), int64 by default."""
+    _check_options("randint", device, requires_grad)
+    if generator is not None:
+        raise NotImplementedError("randint(): generator= is not implemented in ember yet; use "
+                                  "ember.manual_seed")
+    args = list(args)
+    if size is None:
+        if not args or isinstance(args[-1], numbers.Integral):
+            raise TypeError("randint() missing the size argument (a tuple of ints)")
+        size = args.pop()
+    if len(args) == 1:
+        low, high = 0, args[0]
+    elif len(args) == 2:
+        low, high = args
+    else:
+        raise TypeError("randint() takes (high, size) or (low, high, size)")
+    if low >= high:
+        raise RuntimeError(f"randint(): expected low < high, got low={low}, high={high}")
+    return _C._randint(int(low), int(high), _sizes("randint", (size,)), dtype)
+
+
+@_export
+def randperm(n, *, dtype=None, device=None, requires_grad=False, generator=None):
+    """A random permutation of 0 .. n-1 (int64 by default)."""
+    _check_options("randperm", device, requires_grad)
+    if generator is not None:
+        raise NotImplementedError("randperm(): generator= is not implemented in ember yet; use "
+                                  "ember.manual_seed")
+    if n < 0:
+        raise RuntimeError(f"randperm(): n must be non-negative, got {n}")
+    return _C._randperm(int(n), dtype)
+
+
+@_export
+def get_default_dtype():
+    """The dtype of floating-point tensors made without an explicit dtype."""
+    return _C.float32
+
+
+@_export
+def set_default_dtype(d):
+    if d != _C.float32:
+        raise NotImplementedError(f"set_default_dtype({d!r}): ember's default dtype is fixed at "
+                                  f"float32 for now")
+
+
+@_export
+def is_tensor(obj):
+    return isinstance(obj, _C._TensorBase)
+
+
+@_export
+def is_floating_point(input):
+    return input.dtype.is_floating_point
+
+
+@_export
+def numel(input):
+    return input.numel()

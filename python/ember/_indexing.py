@@ -1,0 +1,143 @@
+"""Tensor indexing with NumPy's and PyTorch's semantics.
+
+Basic indices (ints, slices with positive steps, None, Ellipsis) give views;
+advanced indices (integer tensors, lists and arrays, bool masks) give copies
+(x[idx]) or write in place (x[idx] = v). As in NumPy, when any advanced index
+is present the ints count as advanced too, and advanced indices separated by
+a slice put their broadcast shape first.
+"""
+
+import numbers
+
+from . import _C
+
+_ADVANCED = (list, tuple)
+
+
+def _is_advanced(k):
+    from . import Tensor
+    if isinstance(k, Tensor) or isinstance(k, list):
+        return True
+    return type(k).__module__ == "numpy" and hasattr(k, "ndim") and k.ndim > 0
+
+
+def _as_index_tensor(k):
+    from . import Tensor, tensor
+    if isinstance(k, Tensor):
+        return k
+    t = tensor(k)
+    if t.numel() == 0 and not t.dtype.is_floating_point:
+        return t
+    if t.dtype.is_floating_point and t.numel() == 0:
+        from . import int64
+        return t.to(int64)
+    return t
+
+
+def _expand_key(x, key):
+    """key as a tuple with Ellipsis replaced by the right number of slices."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    consumed = 0
+    for k in key:
+        if k is None or k is Ellipsis or isinstance(k, bool):
+            continue
+        if _is_advanced(k):
+            t = _as_index_tensor(k)
+            consumed += t.ndim if t.dtype == _bool() else 1
+        else:
+            consumed += 1
+    if consumed > x.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {x.ndim}")
+    out = []
+    seen_ellipsis = False
+    for k in key:
+        if k is Ellipsis:
+            if seen_ellipsis:
+                raise IndexError("an index can only have a single ellipsis ('...')")
+            seen_ellipsis = True
+            out.extend([slice(None)] * (x.ndim - consumed))
+        else:
+            out.append(k)
+    return out
+
+
+def _bool():
+    from . import bool as b
+    return b
+
+
+def _apply(x, key):
+    """Applies basic indices; returns (view, advanced [(dim, tensor)])."""
+    key = _expand_key(x, key)
+    advanced_present = any(_is_advanced(k) for k in key)
+    adv = []
+    d = 0
+    for k in key:
+        if k is None:
+            x = _C._unsqueeze(x, d)
+            d += 1
+        elif isinstance(k, bool):  # x[True] adds a dim of size 1, x[False] of size 0
+            x = _C._unsqueeze(x, d)
+            if not k:
+                x = _C._slice(x, d, 0, 0, 1)
+            d += 1
+        elif isinstance(k, numbers.Integral) and not advanced_present:
+            x = _C._select(x, d, int(k))
+        elif isinstance(k, slice):
+            step = 1 if k.step is None else int(k.step)
+            if step <= 0:
+                raise ValueError("step must be greater than zero")
+            start = 0 if k.start is None else int(k.start)
+            stop = 2**62 if k.stop is None else int(k.stop)
+            if x.ndim == 0:
+                raise IndexError("slice() cannot be applied to a 0-dim tensor")
+            x = _C._slice(x, d, start, stop, step)
+            d += 1
+        elif isinstance(k, numbers.Integral) or _is_advanced(k):
+            t = _as_index_tensor(k) if not isinstance(k, numbers.Integral) else _int_tensor(int(k))
+            if t.dtype == _bool():  # a mask: the positions where it is True
+                if tuple(t.shape) != tuple(x.shape[d:d + t.ndim]):
+                    raise IndexError(f"the shape of the mask {tuple(t.shape)} does not match the "
+                                     f"shape of the indexed tensor {tuple(x.shape[d:d + t.ndim])}")
+                if t.ndim == 0:  # x[tensor(True)] works like x[True]
+                    x = _C._unsqueeze(x, d)
+                    t = t.reshape(1)
+                for i, part in enumerate(_C._nonzero(t).unbind(1) if t.ndim else []):
+                    adv.append((d + i, part))
+                d += t.ndim
+            else:
+                if t.dtype.is_floating_point:
+                    raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+                adv.append((d, t))
+                d += 1
+        else:
+            raise IndexError(f"only integers, slices, ellipsis, None, bool and integer or bool "
+                             f"tensors are valid indices (got {type(k).__name__})")
+    return x, adv
+
+
+def _int_tensor(i):
+    from . import tensor
+    return tensor(i)
+
+
+def getitem(x, key):
+    view, adv = _apply(x, key)
+    if not adv:
+        return view
+    return _C._index(view, [t for _, t in adv], [d for d, _ in adv])
+
+
+def setitem(x, key, value):
+    view, adv = _apply(x, key)
+    if not adv:
+        view.copy_(value)
+        return
+    _C._index_put(view, [t for _, t in adv], [d for d, _ in adv], value, False, True)
+
+
+def index_put(x, indices, values, accumulate=False, inplace=False):
+    """x[indices] = values (+= with accumulate), indices one per leading dim."""
+    idx = [_as_index_tensor(i) for i in indices]
+    return _C._index_put(x, idx, list(range(len(idx))), values, bool(accumulate), bool(inplace))

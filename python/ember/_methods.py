@@ -1,0 +1,208 @@
+"""Tensor methods defined in Python: PyTorch's method names over the
+functional API of _ops.py, in-place variants, indexing and conversions.
+Methods implemented in C (ember._C._TensorBase) are left alone unless the
+Python version accepts more of PyTorch's arguments (add's alpha, say).
+"""
+
+from . import _C, _indexing, _ops
+from ._tensor import Tensor
+
+_ID = _C._op_ids()
+
+# x.name(...) == ember.name(x, ...)
+_SAME_AS_FUNCTION = [
+    "abs", "sign", "exp2", "expm1", "log2", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos",
+    "tan", "erf", "floor", "ceil", "trunc", "isnan", "isinf", "isfinite", "logical_not",
+    "bitwise_not", "negative", "absolute", "fix", "minimum", "fmod", "remainder", "floor_divide",
+    "eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less", "less_equal",
+    "not_equal", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "multiply", "add", "sub",
+    "subtract", "div", "divide", "true_divide", "round", "square", "clamp", "clip", "lerp",
+    "prod", "amax", "amin", "all", "any", "logsumexp", "max", "min", "argmax", "argmin", "var",
+    "std", "norm", "cumsum", "cumprod", "softmax", "log_softmax", "flatten", "unflatten",
+    "squeeze", "unsqueeze", "narrow", "movedim", "broadcast_to", "flip", "fliplr", "flipud",
+    "roll", "split", "chunk", "tensor_split", "unbind", "repeat", "tile", "tril", "triu",
+    "index_select", "gather", "scatter", "scatter_add", "masked_select", "masked_fill",
+    "nonzero", "argwhere", "mm", "bmm", "mv", "addmm", "baddbmm", "outer", "ger", "dot", "inner",
+    "sum", "mean",
+]
+for _name in _SAME_AS_FUNCTION:
+    setattr(Tensor, _name, getattr(_ops, _name))
+
+
+def _where(self, condition, other):
+    """x.where(condition, y): x where condition, else y."""
+    return _ops.where(condition, self, other)
+
+
+Tensor.where = _where
+Tensor.repeat = lambda self, *sizes: _ops.repeat(self, *sizes)
+Tensor.tile = lambda self, *dims: _ops.tile(self, dims[0] if len(dims) == 1 and not isinstance(dims[0], int) else dims)
+Tensor.flip = lambda self, *dims: _ops.flip(self, dims[0] if len(dims) == 1 and not isinstance(dims[0], int) else dims)
+
+
+# ---- in place: x.op_(...) writes into x and returns it ----
+
+def _inplace_unary(name):
+    op = _ID[name]
+
+    def fn(self):
+        return _C._ew_(op, self, self)
+    fn.__name__ = name + "_"
+    return fn
+
+
+for _name in ["abs", "sign", "exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt",
+              "reciprocal", "sin", "cos", "tan", "tanh", "sigmoid", "erf", "relu", "floor", "ceil",
+              "round", "trunc", "neg", "logical_not", "bitwise_not"]:
+    setattr(Tensor, _name + "_", _inplace_unary(_name))
+
+
+def _inplace_binary(name):
+    op = _ID[name]
+
+    def fn(self, other):
+        return _C._ew_(op, self, self, other)
+    fn.__name__ = name + "_"
+    return fn
+
+
+for _name in ["mul", "pow", "fmod", "remainder", "floor_divide", "bitwise_and", "bitwise_or",
+              "bitwise_xor", "maximum", "minimum"]:
+    setattr(Tensor, _name + "_", _inplace_binary(_name))
+
+
+def add_(self, other, *, alpha=1):
+    if alpha != 1:
+        other = other * alpha
+    return _C._ew_(_ID["add"], self, self, other)
+
+
+def sub_(self, other, *, alpha=1):
+    if alpha != 1:
+        other = other * alpha
+    return _C._ew_(_ID["sub"], self, self, other)
+
+
+def div_(self, other, *, rounding_mode=None):
+    if rounding_mode is None:
+        return _C._ew_(_ID["div"], self, self, other)
+    return self.copy_(_ops.div(self, other, rounding_mode=rounding_mode))
+
+
+def clamp_(self, min=None, max=None):
+    if min is None and max is None:
+        raise RuntimeError("clamp_: at least one of 'min' or 'max' must not be None")
+    return _C._ew_(_ID["clamp"], self, self, _ops._bound(self, min, False), _ops._bound(self, max, True))
+
+
+def lerp_(self, end, weight):
+    return _C._ew_(_ID["lerp"], self, self, end, weight)
+
+
+def copy_(self, src):
+    """Copies src (broadcast, converted) into this tensor."""
+    return _C._ew_(_ID["cast"], self, src)
+
+
+def fill_(self, value):
+    return _C._ew_(_ID["cast"], self, value)
+
+
+def zero_(self):
+    return _C._ew_(_ID["cast"], self, 0)
+
+
+def masked_fill_(self, mask, value):
+    return _C._ew_(_ID["where"], self, mask, value, self)
+
+
+def scatter_(self, dim, index, src=None, *, value=None, reduce=None):
+    return self.copy_(_ops.scatter(self, dim, index, src, value=value, reduce=reduce))
+
+
+def scatter_add_(self, dim, index, src):
+    return self.copy_(_ops.scatter_add(self, dim, index, src))
+
+
+def index_put_(self, indices, values, accumulate=False):
+    return _indexing.index_put(self, indices, values, accumulate, inplace=True)
+
+
+def index_put(self, indices, values, accumulate=False):
+    return _indexing.index_put(self, indices, values, accumulate, inplace=False)
+
+
+for _fn in (add_, sub_, div_, clamp_, lerp_, copy_, fill_, zero_, masked_fill_, scatter_,
+            scatter_add_, index_put_, index_put):
+    setattr(Tensor, _fn.__name__, _fn)
+Tensor.clip_ = clamp_
+Tensor.mul_ = _inplace_binary("mul")
+
+
+# ---- indexing and iteration ----
+
+Tensor.__getitem__ = _indexing.getitem
+Tensor.__setitem__ = _indexing.setitem
+
+
+def _iter(self):
+    if self.ndim == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    return iter(_ops.unbind(self, 0))
+
+
+def _contains(self, value):
+    return bool((self == value).any())
+
+
+Tensor.__iter__ = _iter
+Tensor.__contains__ = _contains
+
+
+# ---- conversions and shapes ----
+
+def _to_dtype(name):
+    def fn(self):
+        from . import _C as C
+        return self.to(getattr(C, name))
+    return fn
+
+
+for _meth, _dt in [("half", "float16"), ("bfloat16", "bfloat16"), ("int", "int32"),
+                   ("short", "int16"), ("char", "int8"), ("byte", "uint8")]:
+    setattr(Tensor, _meth, _to_dtype(_dt))
+
+
+def _clone(self):
+    """A copy with its own memory."""
+    out = _C._empty(tuple(self.shape), self.dtype)
+    return out.copy_(self)
+
+
+Tensor.clone = _clone
+Tensor.cpu = lambda self: self
+Tensor.type_as = lambda self, other: self.to(other.dtype)
+Tensor.expand_as = lambda self, other: self.expand(*other.shape)
+Tensor.view_as = lambda self, other: self.view(*other.shape)
+Tensor.reshape_as = lambda self, other: self.reshape(*other.shape)
+Tensor.is_floating_point = lambda self: self.dtype.is_floating_point
+Tensor.nelement = lambda self: self.numel()
+Tensor.mT = property(lambda self: self.transpose(-2, -1), doc="the last two dims swapped")
+Tensor._version = property(lambda self: _C._version(self), doc="the storage's version counter")
+
+
+def _new(fill):
+    def fn(self, *size, dtype=None):
+        from . import _creation
+        return fill(_ops._sizes(size), dtype=dtype or self.dtype)
+    return fn
+
+
+def _install_new():
+    from . import _creation
+    Tensor.new_zeros = _new(_creation.zeros)
+    Tensor.new_ones = _new(_creation.ones)
+    Tensor.new_empty = _new(_creation.empty)
+    Tensor.new_full = lambda self, size, fill_value, *, dtype=None: _creation.full(size, fill_value, dtype=dtype or self.dtype)
+    Tensor.new_tensor = lambda self, data, *, dtype=None: _creation.tensor(data, dtype=dtype or self.dtype)

@@ -1,0 +1,664 @@
+"""The functional API (ember.exp, ember.cat, ...) and the Tensor methods that
+are not in C, under PyTorch's names and signatures.
+
+Everything here is a thin layer over ember._C's generic entry points, which
+take op ids from the one op table; anything that PyTorch spells as a
+composition (stack, split, repeat, einsum, ...) is composed from ops here,
+so a traced function records the primitive ops.
+"""
+
+import builtins
+import collections
+import math
+import numbers
+
+from . import _C
+
+_ID = _C._op_ids()
+_py_max, _py_min, _py_sum, _py_abs, _py_round = builtins.max, builtins.min, builtins.sum, builtins.abs, builtins.round
+
+__all__ = []  # filled as functions are defined
+
+
+def _export(fn, name=None):
+    name = name or fn.__name__
+    fn.__name__ = fn.__qualname__ = name
+    globals()[name] = fn
+    __all__.append(name)
+    return fn
+
+
+# ---------------------------------------------------------------- elementwise
+
+_UNARY = ["abs", "sign", "exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt",
+          "reciprocal", "sin", "cos", "tan", "tanh", "sigmoid", "erf", "relu", "floor", "ceil",
+          "trunc", "isnan", "isinf", "isfinite", "logical_not", "bitwise_not", "neg", "silu"]
+_BINARY = ["maximum", "minimum", "pow", "fmod", "remainder", "floor_divide", "eq", "ne", "lt",
+           "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and",
+           "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "mul"]
+_ALIASES = {"negative": "neg", "absolute": "abs", "multiply": "mul", "greater": "gt",
+            "greater_equal": "ge", "less": "lt", "less_equal": "le", "not_equal": "ne",
+            "fix": "trunc"}
+
+
+def _unary(name):
+    op = _ID[name]
+
+    def fn(input):
+        return _C._ew(op, input)
+    fn.__doc__ = f"{name}(input) -> Tensor, elementwise."
+    return fn
+
+
+def _binary(name):
+    op = _ID[name]
+
+    def fn(input, other):
+        return _C._ew(op, input, other)
+    fn.__doc__ = f"{name}(input, other) -> Tensor, elementwise with broadcasting."
+    return fn
+
+
+for _n in _UNARY:
+    _export(_unary(_n), _n)
+for _n in _BINARY:
+    _export(_binary(_n), _n)
+for _alias, _target in _ALIASES.items():
+    _export(globals()[_target], _alias)
+
+
+@_export
+def add(input, other, *, alpha=1):
+    """input + alpha * other"""
+    if alpha != 1:
+        other = _C._ew(_ID["mul"], other, alpha)
+    return _C._ew(_ID["add"], input, other)
+
+
+@_export
+def sub(input, other, *, alpha=1):
+    """input - alpha * other"""
+    if alpha != 1:
+        other = _C._ew(_ID["mul"], other, alpha)
+    return _C._ew(_ID["sub"], input, other)
+
+
+_export(sub, "subtract")
+
+
+@_export
+def div(input, other, *, rounding_mode=None):
+    """True division, or rounded: rounding_mode='trunc' or 'floor'."""
+    if rounding_mode is None:
+        return _C._ew(_ID["div"], input, other)
+    if rounding_mode == "floor":
+        return _C._ew(_ID["floor_divide"], input, other)
+    if rounding_mode == "trunc":
+        r = _C._ew(_ID["trunc"], _C._ew(_ID["div"], input, other))
+        dt = _C.result_type(input, other)
+        return r if dt.is_floating_point else r.to(dt)
+    raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+
+
+_export(div, "divide")
+_export(div, "true_divide")
+
+
+@_export
+def round(input, *, decimals=0):
+    """Rounds half to even, optionally at `decimals` places."""
+    if decimals == 0:
+        return _C._ew(_ID["round"], input)
+    scale = 10.0 ** decimals
+    return _C._ew(_ID["round"], input * scale) / scale
+
+
+@_export
+def square(input):
+    """input * input; bools square to int64, as pow(input, 2) gives in PyTorch."""
+    if input.dtype == _C.bool:
+        input = input.to(_C.int64)
+    return input * input
+
+
+@_export
+def where(condition, input=None, other=None):
+    """where(cond, x, y): x where cond else y; where(cond): nonzero(cond, as_tuple=True)."""
+    if input is None and other is None:
+        return nonzero(condition, as_tuple=True)
+    return _C._ew(_ID["where"], condition, input, other)
+
+
+def _bound(input, v, high):
+    """A missing clamp bound: +-inf for floats, the dtype's limit for integers."""
+    if v is not None:
+        return v
+    dt = input.dtype
+    if dt.is_floating_point:
+        return math.inf if high else -math.inf
+    limits = {"int64": (-2**63, 2**63 - 1), "int32": (-2**31, 2**31 - 1), "int16": (-2**15, 2**15 - 1),
+              "int8": (-128, 127), "uint8": (0, 255), "bool": (False, True)}
+    lo, hi = limits[repr(dt).split(".")[-1]]
+    from . import tensor
+    return tensor(hi if high else lo, dtype=dt)
+
+
+@_export
+def clamp(input, min=None, max=None):
+    """Limits values to [min, max] (either may be None; tensors broadcast)."""
+    if min is None and max is None:
+        raise RuntimeError("clamp: at least one of 'min' or 'max' must not be None")
+    return _C._ew(_ID["clamp"], input, _bound(input, min, False), _bound(input, max, True))
+
+
+_export(clamp, "clip")
+
+
+@_export
+def lerp(input, end, weight):
+    """input + weight * (end - input)"""
+    return _C._ew(_ID["lerp"], input, end, weight)
+
+
+@_export
+def gelu(input, approximate="none"):
+    """GELU: x * Phi(x) (exact, with erf) or its tanh approximation."""
+    if approximate == "none":
+        return _C._ew(_ID["gelu"], input)
+    if approximate == "tanh":
+        return _C._ew(_ID["gelu_tanh"], input)
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+@_export
+def softplus(input, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta x)) / beta, linear above threshold."""
+    return _C._ew(_ID["softplus"], input, float(beta), float(threshold))
+
+
+# ---------------------------------------------------------------- reductions
+
+class return_types:
+    """The named tuples reductions return, under PyTorch's names
+    (torch.return_types.max(values=..., indices=...))."""
+    max = collections.namedtuple("max", ["values", "indices"])
+    min = collections.namedtuple("min", ["values", "indices"])
+
+
+for _t in (return_types.max, return_types.min):
+    _t.__module__ = "ember.return_types"
+
+
+def _reduce(name, input, dim=None, keepdim=False, correction=0.0, ord=2.0):
+    return _C._reduce(_ID[name], input, dim, bool(keepdim), float(correction), float(ord))
+
+
+def _with_dtype(r, dtype):
+    return r if dtype is None or r.dtype == dtype else r.to(dtype)
+
+
+@_export
+def sum(input, dim=None, keepdim=False, *, dtype=None):
+    """The sum over dim (all elements by default); bools and integers sum to
+    int64 unless dtype is given."""
+    x = input if dtype is None else input.to(dtype)
+    return _with_dtype(_reduce("sum", x, dim, keepdim), dtype)
+
+
+@_export
+def mean(input, dim=None, keepdim=False, *, dtype=None):
+    """The mean over dim (floating-point inputs, or give a dtype)."""
+    x = input if dtype is None else input.to(dtype)
+    return _reduce("mean", x, dim, keepdim)
+
+
+@_export
+def amax(input, dim=(), keepdim=False):
+    """The largest value over dim (all dims by default); NaN wins."""
+    return _reduce("amax", input, None if dim == () else dim, keepdim)
+
+
+@_export
+def amin(input, dim=(), keepdim=False):
+    """The smallest value over dim (all dims by default); NaN wins."""
+    return _reduce("amin", input, None if dim == () else dim, keepdim)
+
+
+def _logical(name):
+    def fn(input, dim=None, keepdim=False):
+        r = _reduce(name, input, dim, keepdim)
+        return r.to(_C.uint8) if input.dtype == _C.uint8 else r  # as PyTorch 1.13
+    fn.__doc__ = f"{name}(input, dim=None, keepdim=False): bool (uint8 for uint8 inputs)"
+    return fn
+
+
+_export(_logical("all"), "all")
+_export(_logical("any"), "any")
+
+
+@_export
+def logsumexp(input, dim, keepdim=False):
+    """log(sum(exp(input))) over dim, without overflow."""
+    return _reduce("logsumexp", input, dim, keepdim)
+
+
+@_export
+def prod(input, dim=None, keepdim=False, *, dtype=None):
+    """The product over one dim (all elements by default)."""
+    if dim is not None and not isinstance(dim, numbers.Integral):
+        raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
+    x = input if dtype is None else input.to(dtype)
+    return _with_dtype(_reduce("prod", x, dim, keepdim), dtype)
+
+
+def _minmax(name, input, dim, keepdim):
+    if dim is None or not isinstance(dim, numbers.Integral):
+        if not isinstance(dim, (type(None), numbers.Integral)):  # max(a, b): the elementwise form
+            return _C._ew(_ID["maximum" if name == "max" else "minimum"], input, dim)
+        return _reduce("amax" if name == "max" else "amin", input, None, False)
+    values = _reduce("amax" if name == "max" else "amin", input, dim, keepdim)
+    indices = _reduce("argmax" if name == "max" else "argmin", input, dim, keepdim)
+    return getattr(return_types, name)(values, indices)
+
+
+@_export
+def max(input, dim=None, keepdim=False):
+    """max(x): the largest value; max(x, dim): (values, indices); max(x, y): maximum."""
+    return _minmax("max", input, dim, keepdim)
+
+
+@_export
+def min(input, dim=None, keepdim=False):
+    """min(x): the smallest value; min(x, dim): (values, indices); min(x, y): minimum."""
+    return _minmax("min", input, dim, keepdim)
+
+
+@_export
+def argmax(input, dim=None, keepdim=False):
+    return _reduce("argmax", input, dim, keepdim)
+
+
+@_export
+def argmin(input, dim=None, keepdim=False):
+    return _reduce("argmin", input, dim, keepdim)
+
+
+def _correction(unbiased, correction):
+    if correction is not None:
+        return correction
+    return 1.0 if unbiased in (None, True) else 0.0
+
+
+@_export
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Variance over dim, dividing by N - correction (default 1)."""
+    if isinstance(unbiased, (tuple, list)) or (isinstance(unbiased, int) and not isinstance(unbiased, bool)):
+        dim, unbiased = unbiased, None  # var(x, dim)
+    return _reduce("var", input, dim, keepdim, _correction(unbiased, correction))
+
+
+@_export
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Standard deviation over dim, dividing by N - correction (default 1)."""
+    if isinstance(unbiased, (tuple, list)) or (isinstance(unbiased, int) and not isinstance(unbiased, bool)):
+        dim, unbiased = unbiased, None
+    return _reduce("std", input, dim, keepdim, _correction(unbiased, correction))
+
+
+@_export
+def norm(input, p="fro", dim=None, keepdim=False):
+    """The p-norm over dim (all elements by default); p='fro' is 2."""
+    if p == "fro" or p is None:
+        p = 2.0
+    if p == "nuc":
+        raise NotImplementedError("norm: the nuclear norm is not implemented in ember yet")
+    return _reduce("norm", input, dim, keepdim, ord=float(p))
+
+
+@_export
+def cumsum(input, dim, *, dtype=None):
+    x = input if dtype is None else input.to(dtype)
+    return _C._scan(_ID["cumsum"], x, dim)
+
+
+@_export
+def cumprod(input, dim, *, dtype=None):
+    x = input if dtype is None else input.to(dtype)
+    return _C._scan(_ID["cumprod"], x, dim)
+
+
+@_export
+def softmax(input, dim, *, dtype=None):
+    x = input if dtype is None else input.to(dtype)
+    return _C._scan(_ID["softmax"], x, dim)
+
+
+@_export
+def log_softmax(input, dim, *, dtype=None):
+    x = input if dtype is None else input.to(dtype)
+    return _C._scan(_ID["log_softmax"], x, dim)
+
+
+# ---------------------------------------------------------------- shapes
+
+def _sizes(args):
+    """f(2, 3) or f((2, 3)) or f([2, 3])."""
+    if len(args) == 1 and not isinstance(args[0], numbers.Integral):
+        return tuple(args[0])
+    return tuple(args)
+
+
+@_export
+def flatten(input, start_dim=0, end_dim=-1):
+    n = input.ndim
+    if n == 0:
+        return input.reshape(1)
+    s, e = start_dim % n, end_dim % n
+    if s > e:
+        raise IndexError("flatten: start_dim cannot come after end_dim")
+    shape = input.shape
+    return input.reshape(*shape[:s], -1, *shape[e + 1:]) if s != e else input
+
+
+@_export
+def unflatten(input, dim, sizes):
+    d = dim % input.ndim
+    return input.reshape(*input.shape[:d], *sizes, *input.shape[d + 1:])
+
+
+@_export
+def squeeze(input, dim=None):
+    return _C._squeeze(input, dim)
+
+
+@_export
+def unsqueeze(input, dim):
+    return _C._unsqueeze(input, dim)
+
+
+@_export
+def narrow(input, dim, start, length):
+    n = input.shape[dim]
+    if start < 0:
+        start += n
+    if start < 0 or start + length > n or length < 0:
+        raise IndexError(f"narrow: start ({start}) + length ({length}) exceeds dimension size ({n})")
+    return _C._slice(input, dim, start, start + length, 1)
+
+
+@_export
+def movedim(input, source, destination):
+    n = input.ndim
+    src = [s % n for s in ((source,) if isinstance(source, int) else source)]
+    dst = [d % n for d in ((destination,) if isinstance(destination, int) else destination)]
+    order = [i for i in range(n) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return input.permute(*order)
+
+
+@_export
+def broadcast_to(input, shape):
+    return input.expand(*shape)
+
+
+@_export
+def flip(input, dims):
+    return _C._flip(input, dims)
+
+
+@_export
+def fliplr(input):
+    return _C._flip(input, 1)
+
+
+@_export
+def flipud(input):
+    return _C._flip(input, 0)
+
+
+@_export
+def roll(input, shifts, dims=None):
+    if dims is None:  # roll the flattened tensor
+        return _C._roll(input.reshape(-1), shifts, 0).reshape(*input.shape)
+    return _C._roll(input, shifts, dims)
+
+
+@_export
+def cat(tensors, dim=0):
+    return _C._cat(list(tensors), dim)
+
+
+_export(cat, "concat")
+_export(cat, "concatenate")
+
+
+@_export
+def stack(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty list of tensors")
+    shapes = {tuple(t.shape) for t in tensors}
+    if len(shapes) != 1:
+        raise RuntimeError(f"stack expects each tensor to be equal size, got {sorted(shapes)}")
+    return _C._cat([_C._unsqueeze(t, dim) for t in tensors], dim)
+
+
+@_export
+def hstack(tensors):
+    tensors = list(tensors)
+    return cat(tensors, 0 if tensors[0].ndim == 1 else 1)
+
+
+@_export
+def vstack(tensors):
+    return cat([t.reshape(1, -1) if t.ndim == 1 else t for t in tensors], 0)
+
+
+@_export
+def split(tensor, split_size_or_sections, dim=0):
+    n = tensor.shape[dim]
+    if isinstance(split_size_or_sections, numbers.Integral):
+        size = int(split_size_or_sections)
+        if size <= 0 and n > 0:
+            raise RuntimeError("split: split_size must be positive")
+        sections = [_py_min(size, n - i) for i in range(0, n, size)] if n else [0]
+    else:
+        sections = list(split_size_or_sections)
+        if _py_sum(sections) != n:
+            raise RuntimeError(f"split: sections {sections} do not sum to the dimension's size {n}")
+    out, start = [], 0
+    for s in sections:
+        out.append(_C._slice(tensor, dim, start, start + s, 1))
+        start += s
+    return tuple(out)
+
+
+@_export
+def chunk(input, chunks, dim=0):
+    if chunks <= 0:
+        raise RuntimeError("chunk: the number of chunks must be positive")
+    n = input.shape[dim]
+    size = -(-n // chunks) if n else 1
+    return split(input, size, dim)
+
+
+@_export
+def tensor_split(input, indices_or_sections, dim=0):
+    n = input.shape[dim]
+    if isinstance(indices_or_sections, numbers.Integral):
+        k = int(indices_or_sections)
+        q, r = divmod(n, k)
+        sizes = [q + 1] * r + [q] * (k - r)
+        return split(input, sizes, dim)
+    bounds = [0] + [i if i >= 0 else i + n for i in indices_or_sections] + [n]
+    return tuple(_C._slice(input, dim, a, _py_max(a, b), 1) for a, b in zip(bounds, bounds[1:]))
+
+
+@_export
+def unbind(input, dim=0):
+    return tuple(_C._select(input, dim, i) for i in range(input.shape[dim]))
+
+
+@_export
+def repeat(input, *sizes):
+    sizes = _sizes(sizes)
+    if len(sizes) < input.ndim:
+        raise RuntimeError("repeat: the number of repeat dims cannot be smaller than the tensor's dims")
+    x = input.reshape(*([1] * (len(sizes) - input.ndim)), *input.shape)
+    # [a, b] repeated [r, s]: view as [1, a, 1, b], expand to [r, a, s, b], copy.
+    inter, expand = [], []
+    for r, n in zip(sizes, x.shape):
+        inter += [1, n]
+        expand += [r, n]
+    return x.reshape(*inter).expand(*expand).reshape(*[r * n for r, n in zip(sizes, x.shape)])
+
+
+@_export
+def tile(input, dims):
+    dims = tuple(dims)
+    if len(dims) < input.ndim:
+        dims = (1,) * (input.ndim - len(dims)) + dims
+    return repeat(input, *dims)
+
+
+@_export
+def tril(input, diagonal=0):
+    return _C._tril(input, diagonal)
+
+
+@_export
+def triu(input, diagonal=0):
+    return _C._triu(input, diagonal)
+
+
+# ---------------------------------------------------------------- indexing
+
+@_export
+def index_select(input, dim, index):
+    return _C._index_select(input, dim, index)
+
+
+@_export
+def gather(input, dim, index):
+    return _C._gather(input, dim, index)
+
+
+@_export
+def scatter(input, dim, index, src=None, *, value=None, reduce=None):
+    if src is None:
+        src = value
+    if reduce not in (None, "add"):
+        raise NotImplementedError(f"scatter: reduce={reduce!r} is not implemented in ember yet")
+    return _C._scatter(input, dim, index, src, reduce == "add")
+
+
+@_export
+def scatter_add(input, dim, index, src):
+    return _C._scatter(input, dim, index, src, True)
+
+
+@_export
+def masked_select(input, mask):
+    return _C._masked_select(input, mask)
+
+
+@_export
+def masked_fill(input, mask, value):
+    return _C._ew(_ID["where"], mask, value, input)
+
+
+@_export
+def nonzero(input, *, as_tuple=False):
+    r = _C._nonzero(input)
+    if as_tuple:
+        if input.ndim == 0:
+            return (_C._select(r, 1, 0),) if r.shape[1] else (r.reshape(-1),)
+        return tuple(_C._select(r, 1, i) for i in range(input.ndim))
+    return r
+
+
+@_export
+def argwhere(input):
+    return _C._nonzero(input)
+
+
+@_export
+def one_hot(tensor, num_classes=-1):
+    if num_classes == -1:
+        num_classes = int(tensor.max().item()) + 1 if tensor.numel() else 0
+    return _C._one_hot(tensor, num_classes)
+
+
+@_export
+def take_along_dim(input, indices, dim):
+    return _C._gather(input, dim, indices)
+
+
+# ---------------------------------------------------------------- linear algebra
+
+@_export
+def mm(input, mat2):
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise RuntimeError(f"mm: expected 2-d tensors, got {input.ndim}-d and {mat2.ndim}-d")
+    return input @ mat2
+
+
+@_export
+def bmm(input, mat2):
+    if input.ndim != 3 or mat2.ndim != 3:
+        raise RuntimeError(f"bmm: expected 3-d tensors, got {input.ndim}-d and {mat2.ndim}-d")
+    if input.shape[0] != mat2.shape[0]:
+        raise RuntimeError(f"bmm: batch sizes differ: {input.shape[0]} and {mat2.shape[0]}")
+    return input @ mat2
+
+
+@_export
+def mv(input, vec):
+    return input @ vec
+
+
+@_export
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    """beta * input + alpha * (mat1 @ mat2)"""
+    p = mm(mat1, mat2)
+    if alpha != 1:
+        p = p * alpha
+    return p if beta == 0 else (p + input if beta == 1 else p + input * beta)
+
+
+@_export
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """beta * input + alpha * (batch1 @ batch2)"""
+    p = bmm(batch1, batch2)
+    if alpha != 1:
+        p = p * alpha
+    return p if beta == 0 else (p + input if beta == 1 else p + input * beta)
+
+
+@_export
+def outer(input, vec2):
+    return _C._unsqueeze(input, 1) * _C._unsqueeze(vec2, 0)
+
+
+_export(outer, "ger")
+
+
+@_export
+def dot(input, other):
+    if input.ndim != 1 or other.ndim != 1:
+        raise RuntimeError(f"dot: expected 1-d tensors, got {input.ndim}-d and {other.ndim}-d")
+    return input @ other
+
+
+_export(dot, "inner")
+
+
+@_export
+def einsum(equation, *operands):
+    """Einstein summation over up to 26 letters: transposes, diagonals are
+    not supported; contractions go to batched matmul, the rest to sums."""
+    from ._einsum import einsum as _einsum
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    return _einsum(equation, operands)

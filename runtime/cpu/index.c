@@ -1,0 +1,652 @@
+/*
+ * index.c - ops that read or write at positions given by index tensors:
+ * index_select, gather, scatter (and scatter_add), index and index_put
+ * (advanced indexing, x[i, j] and x[i, j] = v), one_hot, and the two whose
+ * result's size depends on the data, nonzero and masked_select.
+ *
+ * Indices are checked before anything is written, so an out-of-range index
+ * raises IndexError and leaves outputs untouched. Reads run in parallel;
+ * writes that may collide (scatter, index_put) run in order, so duplicate
+ * indices give deterministic results (the last write wins; accumulation adds
+ * in index order).
+ */
+#include <string.h>
+
+#include "../kernels.h"
+#include "ember/alloc.h"
+#include "ember/ops_math.h"
+#include "ember/parallel.h"
+
+#define MAX_OPS (EM_MAX_DIMS + 2)
+
+/* ---- an N-d cursor: a position in a shape and each operand's offset ---- */
+
+typedef struct {
+    int nd, n;
+    const int64_t *shape;
+    int64_t strides[MAX_OPS][EM_MAX_DIMS]; /* elements, per operand */
+    int64_t idx[EM_MAX_DIMS];
+    int64_t off[MAX_OPS];
+} cursor;
+
+static void cursor_seek(cursor *c, int64_t lin) {
+    for (int k = 0; k < c->n; k++) c->off[k] = 0;
+    for (int d = c->nd - 1; d >= 0; d--) {
+        c->idx[d] = c->shape[d] ? lin % c->shape[d] : 0;
+        lin = c->shape[d] ? lin / c->shape[d] : 0;
+        for (int k = 0; k < c->n; k++) c->off[k] += c->idx[d] * c->strides[k][d];
+    }
+}
+
+static inline void cursor_next(cursor *c) {
+    for (int d = c->nd - 1; d >= 0; d--) {
+        c->idx[d]++;
+        for (int k = 0; k < c->n; k++) c->off[k] += c->strides[k][d];
+        if (c->idx[d] < c->shape[d]) return;
+        for (int k = 0; k < c->n; k++) c->off[k] -= c->shape[d] * c->strides[k][d];
+        c->idx[d] = 0;
+    }
+}
+
+static inline int64_t load_index(const em_tensor *t, int64_t off) {
+    const char *p = (const char *)em_tensor_data(t);
+    switch (t->dtype) {
+    case EM_DTYPE_I64: return ((const int64_t *)p)[off];
+    case EM_DTYPE_I32: return ((const int32_t *)p)[off];
+    case EM_DTYPE_I16: return ((const int16_t *)p)[off];
+    case EM_DTYPE_I8: return ((const int8_t *)p)[off];
+    case EM_DTYPE_U8: return ((const uint8_t *)p)[off];
+    default: return 0;
+    }
+}
+
+static inline void copy_elem(char *dst, const char *src, size_t item) {
+    switch (item) {
+    case 1: *dst = *src; break;
+    case 2: memcpy(dst, src, 2); break;
+    case 4: memcpy(dst, src, 4); break;
+    default: memcpy(dst, src, 8); break;
+    }
+}
+
+/* dst += src, one element of dtype dt (16-bit floats through float32). */
+static void add_elem(char *dst, const char *src, em_dtype dt) {
+    switch (dt) {
+#define ADD(unused, S, T, sfx)                                                                     \
+    case EM_DTYPE_##S: *(T *)dst = sc_add_##sfx(*(T *)dst, *(const T *)src); break;
+        EM_FOR_DTYPES_ALL(ADD, _)
+#undef ADD
+    case EM_DTYPE_F16:
+        *(uint16_t *)dst = em_sc_f32_to_f16(em_sc_f16_to_f32(*(uint16_t *)dst) +
+                                            em_sc_f16_to_f32(*(const uint16_t *)src));
+        break;
+    case EM_DTYPE_BF16:
+        *(uint16_t *)dst = em_sc_f32_to_bf16(em_sc_bf16_to_f32(*(uint16_t *)dst) +
+                                             em_sc_bf16_to_f32(*(const uint16_t *)src));
+        break;
+    default: break;
+    }
+}
+
+static bool is_index_dtype(em_dtype dt) { return dt != EM_DTYPE_BOOL && !em_dtype_is_float(dt); }
+
+static em_status out_of_range(const char *op, int64_t i, int d, int64_t size) {
+    return em_error(EM_ERR_INDEX, "%s: index %lld is out of bounds for dimension %d with size %lld",
+                    op, (long long)i, d, (long long)size);
+}
+
+/* ---- index_select ---- */
+
+em_status infer_index_select(em_op op, const em_type *in, int n_in, const em_attrs *a,
+                             em_type *out, int n_out) {
+    const em_type *x = &in[0], *ix = &in[1];
+    int d = (int)a->dims[0];
+    if (d < 0 || d >= (x->ndim ? x->ndim : 1))
+        return em_error(EM_ERR_INDEX, "index_select: dimension out of range for a %d-d tensor", x->ndim);
+    if (ix->ndim > 1 || !is_index_dtype(ix->dtype))
+        return em_error(EM_ERR_VALUE,
+                        "index_select: the index must be a 0-d or 1-d integer tensor, got %s with %d "
+                        "dims",
+                        em_dtype_name(ix->dtype), ix->ndim);
+    out[0] = *x;
+    if (x->ndim) out[0].shape[d] = em_shape_numel(ix->shape, ix->ndim);
+    return EM_OK;
+}
+
+typedef struct {
+    const em_tensor *x;
+    em_tensor *y;
+    const int64_t *idx;
+    int64_t n, inner, xs_outer_block;
+    cursor inner_cur; /* over x's dims after d */
+    int d;
+    bool contiguous_inner;
+    int n_outer;
+    int64_t oshape[EM_MAX_DIMS], ostride[EM_MAX_DIMS];
+} isel_ctx;
+
+static void isel_range(void *arg, int64_t b, int64_t e) {
+    const isel_ctx *c = arg;
+    size_t item = em_dtype_size(c->x->dtype);
+    const char *xb = em_tensor_data(c->x);
+    char *yb = em_tensor_data(c->y);
+    cursor ic = c->inner_cur;
+    for (int64_t t = b; t < e; t++) {
+        int64_t o = t / c->n, j = t % c->n, xo = 0, rem = o;
+        for (int k = c->n_outer - 1; k >= 0; k--) {
+            xo += (rem % c->oshape[k]) * c->ostride[k];
+            rem /= c->oshape[k];
+        }
+        xo += c->idx[j] * c->x->strides[c->d];
+        char *dst = yb + (size_t)(t * c->inner) * item;
+        if (c->contiguous_inner) {
+            memcpy(dst, xb + (size_t)xo * item, (size_t)c->inner * item);
+        } else {
+            cursor_seek(&ic, 0);
+            for (int64_t k = 0; k < c->inner; k++, cursor_next(&ic))
+                copy_elem(dst + (size_t)k * item, xb + (size_t)(xo + ic.off[0]) * item, item);
+        }
+    }
+}
+
+em_status cpu_index_select(em_op op, em_tensor *const *in, int n_in, const em_attrs *a,
+                           em_tensor **out) {
+    const em_tensor *x = in[0], *ix = in[1];
+    if (x->ndim == 0) { /* a 0-d input: the index must be 0 */
+        for (int64_t j = 0; j < ix->numel; j++)
+            if (em_tensor_get_f64(ix, j) != 0) return out_of_range("index_select", (int64_t)em_tensor_get_f64(ix, j), 0, 1);
+        return em_copy_into(out[0], (em_tensor *)x);
+    }
+    isel_ctx c;
+    memset(&c, 0, sizeof c);
+    c.x = x;
+    c.y = out[0];
+    c.d = (int)a->dims[0];
+    c.n = ix->numel;
+    int64_t *idx = em_malloc((size_t)(c.n ? c.n : 1) * sizeof *idx);
+    if (!idx) return EM_ERR_NOMEM;
+    int64_t size = x->shape[c.d];
+    for (int64_t j = 0; j < c.n; j++) {
+        idx[j] = load_index(ix, ix->ndim ? j * ix->strides[0] : 0);
+        if (idx[j] < 0 || idx[j] >= size) {
+            em_status st = out_of_range("index_select", idx[j], c.d, size);
+            em_free(idx);
+            return st;
+        }
+    }
+    c.idx = idx;
+    c.inner = 1;
+    for (int k = c.d + 1; k < x->ndim; k++) c.inner *= x->shape[k];
+    int64_t want[EM_MAX_DIMS];
+    em_contiguous_strides(x->shape, x->ndim, want);
+    c.contiguous_inner = true;
+    for (int k = c.d + 1; k < x->ndim; k++) c.contiguous_inner &= x->shape[k] == 1 || x->strides[k] == want[k];
+    c.inner_cur.nd = x->ndim - c.d - 1;
+    c.inner_cur.n = 1;
+    c.inner_cur.shape = x->shape + c.d + 1;
+    for (int k = 0; k < c.inner_cur.nd; k++) c.inner_cur.strides[0][k] = x->strides[c.d + 1 + k];
+    for (int k = 0; k < c.d; k++) {
+        c.oshape[c.n_outer] = x->shape[k];
+        c.ostride[c.n_outer++] = x->strides[k];
+    }
+    int64_t outer = 1;
+    for (int k = 0; k < c.d; k++) outer *= x->shape[k];
+    if (outer > 0 && c.n > 0 && c.inner > 0)
+        em_parallel_for(outer * c.n, EM_GRAIN_ELEMENTWISE / (c.inner ? c.inner : 1) + 1, isel_range, &c);
+    em_free(idx);
+    return EM_OK;
+}
+
+/* ---- gather, scatter ---- */
+
+static em_status check_gather_like(const char *op, const em_type *x, const em_type *ix, int d) {
+    if (d < 0 || d >= (x->ndim ? x->ndim : 1))
+        return em_error(EM_ERR_INDEX, "%s: dimension out of range for a %d-d tensor", op, x->ndim);
+    if (!is_index_dtype(ix->dtype))
+        return em_error(EM_ERR_DTYPE, "%s: expected an integer index, got %s", op, em_dtype_name(ix->dtype));
+    if (ix->ndim != x->ndim && !(x->ndim == 0 && ix->ndim <= 1))
+        return em_error(EM_ERR_SHAPE, "%s: index has %d dims but the input has %d", op, ix->ndim,
+                        x->ndim);
+    for (int e = 0; e < ix->ndim && x->ndim; e++)
+        if (e != d && ix->shape[e] > x->shape[e])
+            return em_error(EM_ERR_SHAPE,
+                            "%s: index size %lld exceeds the input's %lld in dimension %d", op,
+                            (long long)ix->shape[e], (long long)x->shape[e], e);
+    return EM_OK;
+}
+
+em_status infer_gather(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out,
+                       int n_out) {
+    em_status st = check_gather_like("gather", &in[0], &in[1], (int)a->dims[0]);
+    if (st != EM_OK) return st;
+    out[0] = in[1];
+    out[0].dtype = in[0].dtype;
+    return EM_OK;
+}
+
+/* A cursor over ix's shape with operands: 0 = ix, 1 = x (dim d zeroed), 2 = other. */
+static void gather_cursor(cursor *c, const em_tensor *ix, const em_tensor *x, int d,
+                          const int64_t *other_strides) {
+    memset(c, 0, sizeof *c);
+    c->nd = ix->ndim;
+    c->n = 3;
+    c->shape = ix->shape;
+    for (int e = 0; e < ix->ndim; e++) {
+        c->strides[0][e] = ix->strides[e];
+        c->strides[1][e] = e == d || x->ndim == 0 ? 0 : x->strides[e];
+        c->strides[2][e] = other_strides ? other_strides[e] : 0;
+    }
+}
+
+typedef struct {
+    const em_tensor *x, *ix;
+    em_tensor *y;
+    int d;
+    int64_t size;
+    int64_t bad; /* an out-of-range index, or INT64_MIN */
+} gather_ctx;
+
+static void gather_range(void *arg, int64_t b, int64_t e) {
+    gather_ctx *g = arg;
+    int64_t ys[EM_MAX_DIMS];
+    em_contiguous_strides(g->ix->shape, g->ix->ndim, ys);
+    cursor c;
+    gather_cursor(&c, g->ix, g->x, g->d, ys);
+    cursor_seek(&c, b);
+    size_t item = em_dtype_size(g->x->dtype);
+    const char *xb = em_tensor_data(g->x);
+    char *yb = em_tensor_data(g->y);
+    int64_t xsd = g->x->ndim ? g->x->strides[g->d] : 0;
+    for (int64_t t = b; t < e; t++, cursor_next(&c)) {
+        int64_t i = load_index(g->ix, c.off[0]);
+        if (i < 0 || i >= g->size) {
+            g->bad = i;
+            return;
+        }
+        copy_elem(yb + (size_t)c.off[2] * item, xb + (size_t)(c.off[1] + i * xsd) * item, item);
+    }
+}
+
+em_status cpu_gather(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
+    gather_ctx g = {in[0], in[1], out[0], (int)a->dims[0], 0, INT64_MIN};
+    g.size = in[0]->ndim ? in[0]->shape[g.d] : 1;
+    em_parallel_for(in[1]->numel, EM_GRAIN_ELEMENTWISE, gather_range, &g);
+    return g.bad != INT64_MIN ? out_of_range("gather", g.bad, g.d, g.size) : EM_OK;
+}
+
+em_status infer_scatter(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out,
+                        int n_out) {
+    const em_type *x = &in[0], *ix = &in[1], *src = &in[2];
+    em_status st = check_gather_like("scatter", x, ix, (int)a->dims[0]);
+    if (st != EM_OK) return st;
+    if (src->ndim != 0) {
+        if (src->ndim != ix->ndim)
+            return em_error(EM_ERR_SHAPE, "scatter: src has %d dims but the index has %d", src->ndim,
+                            ix->ndim);
+        for (int e = 0; e < ix->ndim; e++)
+            if (ix->shape[e] > src->shape[e])
+                return em_error(EM_ERR_SHAPE, "scatter: index size %lld exceeds src's %lld in dimension %d",
+                                (long long)ix->shape[e], (long long)src->shape[e], e);
+        if (src->dtype != x->dtype)
+            return em_error(EM_ERR_DTYPE, "scatter: expected src to have the input's dtype %s, got %s",
+                            em_dtype_name(x->dtype), em_dtype_name(src->dtype));
+    }
+    out[0] = *x;
+    return EM_OK;
+}
+
+/* out = x, then out[i at dim d] (+)= src at every index position, in order. */
+em_status cpu_scatter(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
+    const em_tensor *x = in[0], *ix = in[1];
+    em_tensor *src = in[2], *cast = NULL;
+    int d = (int)a->dims[0];
+    int64_t size = x->ndim ? x->shape[d] : 1;
+    if (src->dtype != x->dtype && !(src = cast = em_cast(src, x->dtype))) return em_last_status();
+    for (int64_t t = 0; t < ix->numel; t++) { /* check every index first */
+        int64_t i = (int64_t)em_tensor_get_f64(ix, t);
+        if (i < 0 || i >= size) {
+            em_tensor_release(cast);
+            return out_of_range("scatter", i, d, size);
+        }
+    }
+    em_status st = em_copy_into(out[0], (em_tensor *)x);
+    if (st == EM_OK && ix->numel) {
+        int64_t ss[EM_MAX_DIMS] = {0};
+        if (src->ndim) memcpy(ss, src->strides, sizeof ss);
+        cursor c;
+        gather_cursor(&c, ix, out[0], d, ss); /* operand 1: out, dim d zeroed */
+        size_t item = em_dtype_size(x->dtype);
+        char *yb = em_tensor_data(out[0]);
+        const char *sb = em_tensor_data(src);
+        int64_t ysd = out[0]->ndim ? out[0]->strides[d] : 0;
+        cursor_seek(&c, 0);
+        for (int64_t t = 0; t < ix->numel; t++, cursor_next(&c)) {
+            char *dst = yb + (size_t)(c.off[1] + load_index(ix, c.off[0]) * ysd) * item;
+            if (a->accumulate)
+                add_elem(dst, sb + (size_t)c.off[2] * item, x->dtype);
+            else
+                copy_elem(dst, sb + (size_t)c.off[2] * item, item);
+        }
+    }
+    em_tensor_release(cast);
+    return st;
+}
+
+/* ---- advanced indexing: index, index_put ----
+ * x[i_1, ..., i_k] with integer tensors for dims dims[0..k) (increasing).
+ * The index tensors broadcast to a shape B. If the indexed dims are adjacent,
+ * B replaces them in place; otherwise B comes first and the other dims
+ * follow, as in NumPy and PyTorch. */
+
+typedef struct {
+    int k, nb, pos; /* index count, rank of B, where B starts in the result */
+    int64_t bshape[EM_MAX_DIMS];
+    int nd;                     /* result rank */
+    int64_t shape[EM_MAX_DIMS]; /* result shape */
+    int rest_dim[EM_MAX_DIMS];  /* result dim -> x dim for non-indexed dims, -1 inside B */
+} adv_plan;
+
+static em_status adv_plan_make(const char *op, const em_type *x, const em_type *ix, int k,
+                               const em_attrs *a, adv_plan *p) {
+    memset(p, 0, sizeof *p);
+    p->k = k;
+    if (k < 1 || k > x->ndim || a->n_dims != k)
+        return em_error(EM_ERR_INDEX, "%s: %d index tensors for a %d-d tensor", op, k, x->ndim);
+    bool indexed[EM_MAX_DIMS] = {false}, adjacent = true;
+    for (int j = 0; j < k; j++) {
+        int d = (int)a->dims[j];
+        if (d < 0 || d >= x->ndim || indexed[d] || (j && d <= a->dims[j - 1]))
+            return em_error(EM_ERR_INDEX, "%s: bad list of indexed dims", op);
+        if (j && d != a->dims[j - 1] + 1) adjacent = false;
+        indexed[d] = true;
+        if (!is_index_dtype(ix[j].dtype))
+            return em_error(EM_ERR_DTYPE,
+                            "%s: tensors used as indices must be integer (or bool masks), got %s",
+                            op, em_dtype_name(ix[j].dtype));
+        int64_t bs[EM_MAX_DIMS];
+        int nb;
+        if (!em_broadcast_shapes(p->bshape, p->nb, ix[j].shape, ix[j].ndim, bs, &nb))
+            return em_error(EM_ERR_SHAPE, "%s: shape mismatch: the index tensors cannot be broadcast together", op);
+        memcpy(p->bshape, bs, sizeof bs);
+        p->nb = nb;
+    }
+    p->pos = adjacent ? (int)a->dims[0] : 0;
+    int rest = 0;
+    p->nd = x->ndim - k + p->nb;
+    if (p->nd > EM_MAX_DIMS) return em_error(EM_ERR_VALUE, "%s: result has too many dims", op);
+    for (int out = 0; out < p->nd; out++) {
+        if (out >= p->pos && out < p->pos + p->nb) {
+            p->shape[out] = p->bshape[out - p->pos];
+            p->rest_dim[out] = -1;
+            continue;
+        }
+        while (indexed[rest]) rest++;
+        p->shape[out] = x->shape[rest];
+        p->rest_dim[out] = rest++;
+    }
+    return EM_OK;
+}
+
+/* A cursor over the result shape: operand 0 = x's non-indexed dims, 1 = a
+ * value tensor broadcast to the result (or the result itself), 2.. = the
+ * index tensors broadcast into B's dims. */
+static void adv_cursor(cursor *c, const adv_plan *p, const em_tensor *x, em_tensor *const *ix,
+                       const int64_t *vstrides) {
+    memset(c, 0, sizeof *c);
+    c->nd = p->nd;
+    c->shape = p->shape;
+    c->n = 2 + p->k;
+    for (int out = 0; out < p->nd; out++) {
+        c->strides[0][out] = p->rest_dim[out] >= 0 ? x->strides[p->rest_dim[out]] : 0;
+        c->strides[1][out] = vstrides[out];
+    }
+    for (int j = 0; j < p->k; j++) {
+        int64_t bs[EM_MAX_DIMS];
+        em_broadcast_strides(ix[j]->shape, ix[j]->strides, ix[j]->ndim, p->nb, bs);
+        for (int b = 0; b < p->nb; b++) c->strides[2 + j][p->pos + b] = bs[b];
+    }
+}
+
+/* Checks every index (negative ones count from the end). */
+static em_status adv_check(const char *op, const adv_plan *p, const em_tensor *x,
+                           em_tensor *const *ix, const em_attrs *a) {
+    for (int j = 0; j < p->k; j++) {
+        int d = (int)a->dims[j];
+        for (int64_t t = 0; t < ix[j]->numel; t++) {
+            int64_t i = (int64_t)em_tensor_get_f64(ix[j], t);
+            if (i < -x->shape[d] || i >= x->shape[d]) return out_of_range(op, i, d, x->shape[d]);
+        }
+    }
+    return EM_OK;
+}
+
+static inline int64_t adv_offset(const cursor *c, const adv_plan *p, const em_tensor *x,
+                                 em_tensor *const *ix, const em_attrs *a) {
+    int64_t off = c->off[0];
+    for (int j = 0; j < p->k; j++) {
+        int d = (int)a->dims[j];
+        int64_t i = load_index(ix[j], c->off[2 + j]);
+        off += (i < 0 ? i + x->shape[d] : i) * x->strides[d];
+    }
+    return off;
+}
+
+em_status infer_index(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out,
+                      int n_out) {
+    adv_plan p;
+    em_status st = adv_plan_make("index", &in[0], in + 1, n_in - 1, a, &p);
+    if (st != EM_OK) return st;
+    out[0] = in[0];
+    out[0].ndim = p.nd;
+    memset(out[0].shape, 0, sizeof out[0].shape);
+    memcpy(out[0].shape, p.shape, (size_t)p.nd * sizeof *p.shape);
+    return EM_OK;
+}
+
+typedef struct {
+    const adv_plan *p;
+    const em_tensor *x;
+    em_tensor *const *ix;
+    const em_attrs *a;
+    em_tensor *y;
+} index_ctx;
+
+static void index_range(void *arg, int64_t b, int64_t e) {
+    const index_ctx *c = arg;
+    int64_t ys[EM_MAX_DIMS];
+    em_contiguous_strides(c->p->shape, c->p->nd, ys);
+    cursor cur;
+    adv_cursor(&cur, c->p, c->x, c->ix, ys);
+    cursor_seek(&cur, b);
+    size_t item = em_dtype_size(c->x->dtype);
+    const char *xb = em_tensor_data(c->x);
+    char *yb = em_tensor_data(c->y);
+    for (int64_t t = b; t < e; t++, cursor_next(&cur))
+        copy_elem(yb + (size_t)cur.off[1] * item,
+                  xb + (size_t)adv_offset(&cur, c->p, c->x, c->ix, c->a) * item, item);
+}
+
+em_status cpu_index(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
+    adv_plan p;
+    em_type types[EM_MAX_DIMS + 1];
+    for (int i = 0; i < n_in && i <= EM_MAX_DIMS; i++) types[i] = em_tensor_type(in[i]);
+    em_status st = adv_plan_make("index", &types[0], types + 1, n_in - 1, a, &p);
+    if (st == EM_OK) st = adv_check("index", &p, in[0], in + 1, a);
+    if (st != EM_OK) return st;
+    index_ctx c = {&p, in[0], in + 1, a, out[0]};
+    em_parallel_for(out[0]->numel, EM_GRAIN_ELEMENTWISE, index_range, &c);
+    return EM_OK;
+}
+
+/* index_put(x, i_1..i_k, values): inputs are x, the k indices, then the
+ * values, which broadcast to the shape x[i_1..i_k] would have. */
+em_status infer_index_put(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out,
+                          int n_out) {
+    adv_plan p;
+    if (n_in < 3) return em_error(EM_ERR_VALUE, "index_put: expected a tensor, indices and values");
+    em_status st = adv_plan_make("index_put", &in[0], in + 1, n_in - 2, a, &p);
+    if (st != EM_OK) return st;
+    const em_type *v = &in[n_in - 1];
+    int64_t bs[EM_MAX_DIMS];
+    int nb;
+    if (!em_broadcast_shapes(v->shape, v->ndim, p.shape, p.nd, bs, &nb) ||
+        !em_shape_eq(bs, nb, p.shape, p.nd)) {
+        char s1[256], s2[256];
+        em_shape_str(v->shape, v->ndim, s1, sizeof s1);
+        em_shape_str(p.shape, p.nd, s2, sizeof s2);
+        return em_error(EM_ERR_SHAPE, "index_put: shape mismatch: value tensor of shape %s cannot be "
+                                      "broadcast to indexing result of shape %s", s1, s2);
+    }
+    out[0] = in[0];
+    return EM_OK;
+}
+
+em_status cpu_index_put(em_op op, em_tensor *const *in, int n_in, const em_attrs *a,
+                        em_tensor **out) {
+    adv_plan p;
+    em_type types[EM_MAX_DIMS + 2];
+    for (int i = 0; i < n_in && i < EM_MAX_DIMS + 2; i++) types[i] = em_tensor_type(in[i]);
+    em_status st = adv_plan_make("index_put", &types[0], types + 1, n_in - 2, a, &p);
+    if (st == EM_OK) st = adv_check("index_put", &p, in[0], in + 1, a);
+    if (st != EM_OK) return st;
+    em_tensor *v = in[n_in - 1], *cast = NULL;
+    if (v->dtype != in[0]->dtype && !(v = cast = em_cast(v, in[0]->dtype))) return em_last_status();
+    if ((st = em_copy_into(out[0], in[0])) == EM_OK) {
+        int64_t vs[EM_MAX_DIMS];
+        em_broadcast_strides(v->shape, v->strides, v->ndim, p.nd, vs);
+        cursor cur;
+        /* write into out: its strides stand in for x's */
+        adv_cursor(&cur, &p, out[0], in + 1, vs);
+        cursor_seek(&cur, 0);
+        size_t item = em_dtype_size(out[0]->dtype);
+        char *yb = em_tensor_data(out[0]);
+        const char *vb = em_tensor_data(v);
+        int64_t total = em_shape_numel(p.shape, p.nd);
+        for (int64_t t = 0; t < total; t++, cursor_next(&cur)) {
+            char *dst = yb + (size_t)adv_offset(&cur, &p, out[0], in + 1, a) * item;
+            if (a->accumulate)
+                add_elem(dst, vb + (size_t)cur.off[1] * item, out[0]->dtype);
+            else
+                copy_elem(dst, vb + (size_t)cur.off[1] * item, item);
+        }
+    }
+    em_tensor_release(cast);
+    return st;
+}
+
+/* ---- one_hot ---- */
+
+em_status infer_one_hot(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out,
+                        int n_out) {
+    const em_type *x = &in[0];
+    if (x->dtype != EM_DTYPE_I64)
+        return em_error(EM_ERR_DTYPE, "one_hot: expected an int64 tensor of class indices, got %s",
+                        em_dtype_name(x->dtype));
+    if (a->n_shape != x->ndim + 1 || !em_shape_eq(a->shape, x->ndim, x->shape, x->ndim))
+        return em_error(EM_ERR_SHAPE, "one_hot: the result shape must be the input's plus the classes");
+    out[0] = *x;
+    out[0].ndim = x->ndim + 1;
+    out[0].shape[x->ndim] = a->shape[x->ndim];
+    return EM_OK;
+}
+
+em_status cpu_one_hot(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
+    const em_tensor *x = in[0];
+    int64_t classes = out[0]->shape[x->ndim];
+    for (int64_t t = 0; t < x->numel; t++) {
+        double v = em_tensor_get_f64(x, t);
+        if (v < 0 || v >= (double)classes)
+            return em_error(EM_ERR_VALUE, "one_hot: class values must be in [0, %lld), got %lld",
+                            (long long)classes, (long long)v);
+    }
+    int64_t *y = em_tensor_data(out[0]);
+    memset(y, 0, (size_t)out[0]->numel * sizeof *y);
+    for (int64_t t = 0; t < x->numel; t++) y[t * classes + (int64_t)em_tensor_get_f64(x, t)] = 1;
+    return EM_OK;
+}
+
+/* ---- data-dependent: nonzero, masked_select (they allocate their result) ---- */
+
+em_status infer_nonzero(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out,
+                        int n_out) {
+    out[0] = in[0];
+    out[0].dtype = EM_DTYPE_I64;
+    out[0].ndim = 2; /* [count, ndim]: count known only after running */
+    out[0].shape[0] = 0;
+    out[0].shape[1] = in[0].ndim;
+    return EM_OK;
+}
+
+static bool nonzero_at(const em_tensor *x, int64_t off) {
+    const char *p = (const char *)em_tensor_data(x) + off * (int64_t)em_dtype_size(x->dtype);
+    switch (x->dtype) {
+#define NZ(unused, S, T, sfx)                                                                      \
+    case EM_DTYPE_##S: return sc_cast_##sfx##_b8(*(const T *)p);
+        EM_FOR_DTYPES_STORED(NZ, _)
+#undef NZ
+    default: return false;
+    }
+}
+
+em_status cpu_nonzero(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
+    const em_tensor *x = in[0];
+    cursor c;
+    memset(&c, 0, sizeof c);
+    c.nd = x->ndim;
+    c.n = 1;
+    c.shape = x->shape;
+    memcpy(c.strides[0], x->strides, sizeof c.strides[0]);
+    int64_t count = 0;
+    cursor_seek(&c, 0);
+    for (int64_t t = 0; t < x->numel; t++, cursor_next(&c)) count += nonzero_at(x, c.off[0]);
+    int64_t shape[2] = {count, x->ndim};
+    if (!(out[0] = em_tensor_empty(shape, 2, EM_DTYPE_I64, x->device))) return em_last_status();
+    int64_t *y = em_tensor_data(out[0]);
+    cursor_seek(&c, 0);
+    for (int64_t t = 0, k = 0; t < x->numel; t++, cursor_next(&c))
+        if (nonzero_at(x, c.off[0]))
+            for (int d = 0; d < x->ndim; d++) y[k++] = c.idx[d];
+    return EM_OK;
+}
+
+em_status infer_masked_select(em_op op, const em_type *in, int n_in, const em_attrs *a,
+                              em_type *out, int n_out) {
+    if (in[1].dtype != EM_DTYPE_BOOL)
+        return em_error(EM_ERR_DTYPE, "masked_select: expected a bool mask, got %s",
+                        em_dtype_name(in[1].dtype));
+    int64_t bs[EM_MAX_DIMS];
+    int nb;
+    if (!em_broadcast_shapes(in[0].shape, in[0].ndim, in[1].shape, in[1].ndim, bs, &nb))
+        return em_error(EM_ERR_SHAPE, "masked_select: the mask does not broadcast to the input");
+    out[0] = in[0];
+    out[0].ndim = 1;
+    out[0].shape[0] = 0; /* known only after running */
+    return EM_OK;
+}
+
+em_status cpu_masked_select(em_op op, em_tensor *const *in, int n_in, const em_attrs *a,
+                            em_tensor **out) {
+    const em_tensor *x = in[0], *m = in[1];
+    int64_t bs[EM_MAX_DIMS];
+    int nb;
+    em_broadcast_shapes(x->shape, x->ndim, m->shape, m->ndim, bs, &nb);
+    cursor c;
+    memset(&c, 0, sizeof c);
+    c.nd = nb;
+    c.n = 2;
+    c.shape = bs;
+    em_broadcast_strides(x->shape, x->strides, x->ndim, nb, c.strides[0]);
+    em_broadcast_strides(m->shape, m->strides, m->ndim, nb, c.strides[1]);
+    int64_t total = em_shape_numel(bs, nb), count = 0;
+    const bool *mb = em_tensor_data(m);
+    cursor_seek(&c, 0);
+    for (int64_t t = 0; t < total; t++, cursor_next(&c)) count += mb[c.off[1]];
+    if (!(out[0] = em_tensor_empty(&count, 1, x->dtype, x->device))) return em_last_status();
+    size_t item = em_dtype_size(x->dtype);
+    const char *xb = em_tensor_data(x);
+    char *yb = em_tensor_data(out[0]);
+    cursor_seek(&c, 0);
+    for (int64_t t = 0, k = 0; t < total; t++, cursor_next(&c))
+        if (mb[c.off[1]]) copy_elem(yb + (size_t)(k++) * item, xb + (size_t)c.off[0] * item, item);
+    return EM_OK;
+}

@@ -1,0 +1,243 @@
+"""Reductions, scans and normalisation against PyTorch: every reduction over
+dims (negative, several, none) with keepdim, dtypes, layouts, 0-d and empty
+inputs, and the numerically delicate cases (softmax, logsumexp, var)."""
+
+import numpy as np
+import pytest
+
+import ember
+from torchdiff import Arg, arr, check, raises_like_torch
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+DIMS = [None, 0, -1, 1, (0, 2), (-1, 0), (0, 1, 2), ()]
+
+
+def _reduction(name, dim, keepdim):
+    def fn(m, x):
+        f = getattr(m, name)
+        if dim is None:
+            return f(x)
+        return f(x, dim, keepdim=keepdim)
+    return fn
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dim", DIMS, ids=repr)
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin", "logsumexp", "prod"])
+def test_reductions_over_dims(op, dim, keepdim):
+    if op == "prod" and isinstance(dim, tuple):  # torch.prod takes one dim
+        raises_like_torch(_reduction(op, dim, keepdim), arr("float32", (2, 3, 4)))
+        return
+    if op == "logsumexp" and dim is None:
+        dim = (0, 1, 2)
+    if dim == () and op in ("amax", "amin", "logsumexp"):
+        return  # PyTorch 1.13 reads () as "all dims" for some ops, none for others
+    check(_reduction(op, dim, keepdim), arr("float32", (2, 3, 4)))
+
+
+REDUCE_DTYPES = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "int8", "uint8",
+                 "bool"]
+
+
+@pytest.mark.parametrize("dtype", REDUCE_DTYPES)
+@pytest.mark.parametrize("op", ["sum", "prod", "amax", "amin", "argmax", "argmin", "all", "any",
+                                "mean"])
+def test_reduction_dtypes(op, dtype):
+    if op in ("argmax", "argmin") and dtype == "bool":
+        # PyTorch 1.13 has no bool kernel; ember ranks False < True
+        assert ember.argmax(ember.tensor([False, True, True])).item() == 1
+        return
+    x = arr(dtype, (5, 6))
+    check(lambda m, x: getattr(m, op)(x), x)
+    check(lambda m, x: getattr(m, op)(x, 1), x)
+    check(lambda m, x: getattr(m, op)(x, 0, keepdim=True), x)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool", "float16"])
+def test_sum_with_dtype(dtype):
+    check(lambda m, x: m.sum(x, dtype=m.float64), arr(dtype, (4, 3)))
+    check(lambda m, x: m.sum(x, 0, dtype=m.int32), arr(dtype, (4, 3)))
+
+
+LAYOUTS = [
+    ("transposed", (5, 4), lambda m, t: t.t()),
+    ("strided", (6, 8), lambda m, t: t[::2, 1::2]),
+    ("expanded", (1, 4), lambda m, t: t.expand(3, 4)),
+    ("permuted", (2, 3, 4), lambda m, t: t.permute(2, 0, 1)),
+]
+
+
+@pytest.mark.parametrize("layout,shape,view", LAYOUTS, ids=[c[0] for c in LAYOUTS])
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "argmax", "var", "std", "logsumexp", "norm",
+                                "prod", "any"])
+def test_reductions_on_views(op, layout, shape, view):
+    x = arr("float32", shape, view=view)
+    check(lambda m, x: getattr(m, op)(x, 0), x)
+    check(lambda m, x: getattr(m, op)(x, -1, keepdim=True), x)
+    if op not in ("argmax", "prod", "logsumexp"):
+        check(lambda m, x: getattr(m, op)(x), x)
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "prod", "amax", "amin", "argmax", "argmin",
+                                "all", "any", "var", "std", "norm", "logsumexp"])
+def test_zero_dim_input(op):
+    x = Arg(np.array(2.5), "float32")
+    check(lambda m, x: getattr(m, op)(x), x)
+    check(lambda m, x: getattr(m, op)(x, 0), x)
+    check(lambda m, x: getattr(m, op)(x, -1, keepdim=True), x)
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "prod", "amax", "amin", "argmax", "all", "any",
+                                "var", "norm", "logsumexp"])
+def test_empty_input(op):
+    x = arr("float32", (0, 3))
+    check(lambda m, x: getattr(m, op)(x, 1), x)   # reduces the 3: an empty result
+    check(lambda m, x: getattr(m, op)(x, 0), x)   # reduces the 0: identity or an error
+    check(lambda m, x: getattr(m, op)(x), x)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "bfloat16"])
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_max_min_values_and_indices(op, dtype):
+    x = arr(dtype, (4, 5, 3))
+    check(lambda m, x: getattr(m, op)(x), x)
+    for dim in (0, 1, -1):
+        check(lambda m, x: getattr(m, op)(x, dim), x)
+        check(lambda m, x: getattr(m, op)(x, dim, keepdim=True), x)
+        check(lambda m, x: getattr(m, op)(x, dim=dim).values, x)
+        check(lambda m, x: getattr(x, op)(dim)[1], x)
+
+
+def test_max_ties_give_first_index_and_nan_wins():
+    x = Arg(np.array([[1.0, 3.0, 3.0, 0.0], [np.nan, 1.0, np.nan, 2.0], [2.0, 2.0, 2.0, 2.0]]),
+            "float32")
+    for op in ("max", "min"):
+        check(lambda m, x: getattr(m, op)(x, 1), x)
+    for op in ("argmax", "argmin", "amax", "amin"):
+        check(lambda m, x: getattr(m, op)(x, 1), x)
+        check(lambda m, x: getattr(m, op)(x), x)
+
+
+def test_max_of_empty_raises():
+    raises_like_torch(lambda m, x: m.max(x), arr("float32", (0,)))
+    raises_like_torch(lambda m, x: m.argmax(x), arr("float32", (0, 2)))
+    raises_like_torch(lambda m, x: m.amax(x, 0), arr("float32", (0, 2)))
+
+
+@pytest.mark.parametrize("correction", [0, 1, 2])
+@pytest.mark.parametrize("dim", [None, 0, 1, (0, 1), -1], ids=repr)
+@pytest.mark.parametrize("op", ["var", "std"])
+def test_var_std(op, dim, correction):
+    x = arr("float64", (6, 5))
+    check(lambda m, x: getattr(m, op)(x, dim, correction=correction), x)
+    check(lambda m, x: getattr(m, op)(x, dim, correction=correction, keepdim=True), x)
+
+
+def test_var_unbiased_argument_and_methods():
+    x = arr("float32", (4, 7))
+    check(lambda m, x: m.var(x, unbiased=False), x)
+    check(lambda m, x: m.std(x, 1, unbiased=True), x)
+    check(lambda m, x: x.var(0), x)
+    check(lambda m, x: x.std(), x)
+
+
+def test_var_is_stable_with_a_large_offset():
+    """Two-pass (or Welford) variance: a naive sum-of-squares loses every
+    digit at this offset in float32."""
+    rng = np.random.default_rng(0)
+    v = (1e4 + rng.standard_normal(10000)).astype(np.float32)
+    got = ember.var(ember.tensor(v)).item()
+    assert abs(got - np.var(v.astype(np.float64), ddof=1)) < 1e-3
+
+
+def test_var_of_one_element_is_nan():
+    check(lambda m, x: m.var(x), arr("float32", (1,)))
+    check(lambda m, x: m.std(x, 0), arr("float32", (1, 3)))
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 0.5, float("inf"), -float("inf"), 0, "fro"], ids=repr)
+def test_norm(p):
+    x = arr("float32", (4, 5))
+    check(lambda m, x: m.norm(x, p), x)
+    if p != "fro":
+        check(lambda m, x: m.norm(x, p, dim=1), x)
+        check(lambda m, x: m.norm(x, p, dim=0, keepdim=True), x)
+
+
+def test_logsumexp_is_stable():
+    x = Arg(np.array([[1000.0, 1000.0], [-1000.0, -1001.0], [-np.inf, -np.inf],
+                      [np.inf, 1.0]]), "float32")
+    check(lambda m, x: m.logsumexp(x, 1), x)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32", "uint8", "bool",
+                                   "bfloat16"])
+@pytest.mark.parametrize("op", ["cumsum", "cumprod"])
+def test_scans(op, dtype):
+    x = arr(dtype, (3, 4, 5))
+    for dim in (0, 1, -1):
+        check(lambda m, x: getattr(m, op)(x, dim), x)
+    check(lambda m, x: getattr(m, op)(x, 1, dtype=m.float64), x)
+
+
+@pytest.mark.parametrize("op", ["cumsum", "softmax", "log_softmax"])
+def test_scans_on_views_0d_and_empty(op):
+    for shape, view in [((5, 4), lambda m, t: t.t()), ((6, 6), lambda m, t: t[::2, 1::3]),
+                        ((), None), ((0, 3), None), ((3, 0), None)]:
+        x = arr("float32", shape, view=view)
+        check(lambda m, x: getattr(m, op)(x, 0), x)
+        check(lambda m, x: getattr(m, op)(x, -1), x)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16"])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax(op, dtype):
+    x = arr(dtype, (3, 4, 5))
+    for dim in (0, 1, 2, -1):
+        check(lambda m, x: getattr(m, op)(x, dim), x)
+    check(lambda m, x: getattr(m, op)(x, 1, dtype=m.float64), x)
+    check(lambda m, x: getattr(x, op)(-1), x)
+
+
+def test_softmax_is_stable_and_handles_inf():
+    x = Arg(np.array([[1000.0, 0.0, -1000.0], [-np.inf, 0.0, 1.0], [88.0, 89.0, 90.0],
+                      [-np.inf, -np.inf, 0.0]]), "float32")
+    check(lambda m, x: m.softmax(x, 1), x)
+    check(lambda m, x: m.log_softmax(x, 1), x)
+
+
+def test_softmax_of_int_raises_like_torch():
+    raises_like_torch(lambda m, x: m.softmax(x, 0), arr("int64", (3,)))
+
+
+def test_mean_of_integers_raises():
+    raises_like_torch(lambda m, x: m.mean(x), arr("int64", (3,)))
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, x: m.sum(x, 3), lambda m, x: m.sum(x, -4), lambda m, x: m.amax(x, (0, 0)),
+    lambda m, x: m.argmax(x, 5), lambda m, x: m.softmax(x, 3), lambda m, x: m.cumsum(x, -4),
+    lambda m, x: m.var(x, 7), lambda m, x: m.max(x, 3),
+], ids=["sum3", "sum-4", "amax-dup", "argmax5", "softmax3", "cumsum-4", "var7", "max3"])
+def test_bad_dims_raise_like_torch(call):
+    raises_like_torch(call, arr("float32", (2, 3, 4)))
+
+
+def test_large_sum_is_accurate():
+    v = np.full(1 << 22, 0.1, np.float32)
+    got = ember.sum(ember.tensor(v)).item()
+    assert abs(got - 0.1 * (1 << 22)) / (0.1 * (1 << 22)) < 1e-5
+
+
+def test_result_independent_of_threads():
+    x = ember.randn(1000, 999)
+    a = [ember.sum(x, 1), ember.var(x, 0), ember.softmax(x, 1), ember.cumsum(x, 0)]
+    old = ember.get_num_threads()
+    try:
+        ember.set_num_threads(1)
+        b = [ember.sum(x, 1), ember.var(x, 0), ember.softmax(x, 1), ember.cumsum(x, 0)]
+    finally:
+        ember.set_num_threads(old)
+    for p, q in zip(a, b):
+        np.testing.assert_array_equal(p.numpy(), q.numpy())
