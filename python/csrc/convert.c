@@ -31,7 +31,14 @@ static PyObject *dtype_reduce(PyObject *self, PyObject *unused) {
     return PyUnicode_FromString(em_dtype_long_name(((dtype_object *)self)->dt));
 }
 
+static PyObject *dtype_module(PyObject *self, void *closure) {
+    (void)self; /* pickle finds ember.<name> here without scanning sys.modules */
+    (void)closure;
+    return PyUnicode_FromString("ember");
+}
+
 static PyGetSetDef dtype_getset[] = {
+    {"__module__", dtype_module, NULL, "the module the dtype objects live in", NULL},
     {"is_floating_point", dtype_is_floating_point, NULL, "True for float dtypes", NULL},
     {"itemsize", dtype_itemsize, NULL, "bytes per element", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -49,8 +56,8 @@ PyTypeObject em_py_dtype_type = {
     .tp_repr = dtype_repr,
     .tp_getset = dtype_getset,
     .tp_methods = dtype_methods,
-    .tp_doc = "The element type of a tensor: ember.float32, ember.float64, ember.int64, "
-              "ember.bool.",
+    .tp_doc = "The element type of a tensor: ember.float32, float64, float16, bfloat16, int64, "
+              "int32, int16, int8, uint8 or bool.",
 };
 
 int em_py_module_init_dtypes(PyObject *module) {

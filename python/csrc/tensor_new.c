@@ -40,6 +40,13 @@ static bool format_dtype(const char *f, Py_ssize_t itemsize, em_dtype *out) {
     }
 }
 
+static void unsupported_format(const Py_buffer *view) {
+    PyErr_Format(PyExc_TypeError,
+                 "can't convert an array of element format '%s' (itemsize %zd); the supported "
+                 "types are float32, float64, float16, int64, int32, int16, int8, uint8 and bool",
+                 view->format ? view->format : "B", view->itemsize);
+}
+
 /* A tensor sharing the memory of a buffer-protocol object (a NumPy array). */
 static em_tensor *from_buffer(PyObject *obj) {
     Py_buffer *view = PyMem_RawMalloc(sizeof *view);
@@ -61,10 +68,7 @@ static em_tensor *from_buffer(PyObject *obj) {
     }
     em_dtype dt;
     if (!format_dtype(view->format, view->itemsize, &dt)) {
-        PyErr_Format(PyExc_TypeError,
-                     "can't convert an array of element format '%s' (itemsize %zd); the "
-                     "supported types are float32, float64, int64 and bool",
-                     view->format ? view->format : "B", view->itemsize);
+        unsupported_format(view);
         goto fail;
     }
     if (view->ndim > EM_MAX_DIMS) {
@@ -92,9 +96,9 @@ static em_tensor *from_buffer(PyObject *obj) {
         }
         strides[i] = st / view->itemsize;
         if (shape[i] == 0) empty = true;
-        extent += (shape[i] - 1) * strides[i];
     }
-    if (!view->strides) em_contiguous_strides(shape, view->ndim, strides);
+    if (!view->strides) em_contiguous_strides(shape, view->ndim, strides); /* C-contiguous */
+    for (int i = 0; i < view->ndim; i++) extent += (shape[i] - 1) * strides[i];
     size_t nbytes = empty ? 0 : (size_t)extent * (size_t)view->itemsize;
     em_storage *s = em_storage_wrap(view->buf, nbytes, em_cpu(), release_buffer, view);
     if (!s) {
@@ -131,10 +135,7 @@ static em_tensor *copy_buffer(PyObject *obj) {
     em_tensor *t = NULL;
     em_dtype dt;
     if (!format_dtype(view.format, view.itemsize, &dt)) {
-        PyErr_Format(PyExc_TypeError,
-                     "can't convert an array of element format '%s' (itemsize %zd); the "
-                     "supported types are float32, float64, int64 and bool",
-                     view.format ? view.format : "B", view.itemsize);
+        unsupported_format(&view);
     } else if (view.ndim > EM_MAX_DIMS) {
         PyErr_Format(PyExc_ValueError, "arrays with more than %d dimensions are not supported",
                      EM_MAX_DIMS);

@@ -1,10 +1,13 @@
-"""Tensor indexing with NumPy's and PyTorch's semantics.
+"""Tensor indexing with PyTorch's semantics.
 
 Basic indices (ints, slices with positive steps, None, Ellipsis) give views;
-advanced indices (integer tensors, lists and arrays, bool masks) give copies
-(x[idx]) or write in place (x[idx] = v). As in NumPy, when any advanced index
-is present the ints count as advanced too, and advanced indices separated by
-a slice put their broadcast shape first.
+advanced indices (integer tensors, lists and arrays, bool and uint8 masks)
+give copies (x[idx]) or write in place (x[idx] = v). Unlike NumPy, ints
+always select (a view step applied first), even beside advanced indices;
+advanced indices separated by a slice put their broadcast shape first. A list
+holding a sequence, slice, None, Ellipsis or tensor is read as a tuple of
+indices (PyTorch's and old NumPy's rule): x[[[0, 1], [1, 0]]] is
+x[[0, 1], [1, 0]].
 """
 
 import numbers
@@ -34,17 +37,31 @@ def _as_index_tensor(k):
     return t
 
 
+def _as_tuple(key):
+    from . import Tensor
+    if isinstance(key, tuple):
+        return key
+    if isinstance(key, list) and len(key) < 32 and any(
+            isinstance(k, (list, tuple, slice, Tensor)) or k is None or k is Ellipsis for k in key):
+        return tuple(key)
+    return (key,)
+
+
+def _is_mask(t):
+    from . import bool as bool_, uint8
+    return t.dtype == bool_ or t.dtype == uint8
+
+
 def _expand_key(x, key):
     """key as a tuple with Ellipsis replaced by the right number of slices."""
-    if not isinstance(key, tuple):
-        key = (key,)
+    key = _as_tuple(key)
     consumed = 0
     for k in key:
         if k is None or k is Ellipsis or isinstance(k, bool):
             continue
         if _is_advanced(k):
             t = _as_index_tensor(k)
-            consumed += t.ndim if t.dtype == _bool() else 1
+            consumed += t.ndim if _is_mask(t) else 1
         else:
             consumed += 1
     if consumed > x.ndim:
@@ -70,7 +87,6 @@ def _bool():
 def _apply(x, key):
     """Applies basic indices; returns (view, advanced [(dim, tensor)])."""
     key = _expand_key(x, key)
-    advanced_present = any(_is_advanced(k) for k in key)
     adv = []
     d = 0
     for k in key:
@@ -82,7 +98,7 @@ def _apply(x, key):
             if not k:
                 x = _C._slice(x, d, 0, 0, 1)
             d += 1
-        elif isinstance(k, numbers.Integral) and not advanced_present:
+        elif isinstance(k, numbers.Integral):
             x = _C._select(x, d, int(k))
         elif isinstance(k, slice):
             step = 1 if k.step is None else int(k.step)
@@ -94,9 +110,9 @@ def _apply(x, key):
                 raise IndexError("slice() cannot be applied to a 0-dim tensor")
             x = _C._slice(x, d, start, stop, step)
             d += 1
-        elif isinstance(k, numbers.Integral) or _is_advanced(k):
-            t = _as_index_tensor(k) if not isinstance(k, numbers.Integral) else _int_tensor(int(k))
-            if t.dtype == _bool():  # a mask: the positions where it is True
+        elif _is_advanced(k):
+            t = _as_index_tensor(k)
+            if _is_mask(t):  # a mask: the positions where it is True
                 if tuple(t.shape) != tuple(x.shape[d:d + t.ndim]):
                     raise IndexError(f"the shape of the mask {tuple(t.shape)} does not match the "
                                      f"shape of the indexed tensor {tuple(x.shape[d:d + t.ndim])}")
@@ -112,14 +128,10 @@ def _apply(x, key):
                 adv.append((d, t))
                 d += 1
         else:
-            raise IndexError(f"only integers, slices, ellipsis, None, bool and integer or bool "
-                             f"tensors are valid indices (got {type(k).__name__})")
+            raise (TypeError if isinstance(k, (str, bytes)) else IndexError)(
+                f"only integers, slices (`:`), ellipsis (`...`), None and long or bool tensors "
+                f"are valid indices (got {type(k).__name__})")
     return x, adv
-
-
-def _int_tensor(i):
-    from . import tensor
-    return tensor(i)
 
 
 def getitem(x, key):

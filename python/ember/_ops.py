@@ -382,7 +382,7 @@ def narrow(input, dim, start, length):
     if start < 0:
         start += n
     if start < 0 or start + length > n or length < 0:
-        raise IndexError(f"narrow: start ({start}) + length ({length}) exceeds dimension size ({n})")
+        raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size ({n})")
     return _C._slice(input, dim, start, start + length, 1)
 
 
@@ -591,8 +591,42 @@ def one_hot(tensor, num_classes=-1):
 
 
 @_export
-def take_along_dim(input, indices, dim):
-    return _C._gather(input, dim, indices)
+def broadcast_shapes(*shapes):
+    """The shape tensors of these shapes broadcast to (NumPy's rule)."""
+    out = []
+    for shape in shapes:
+        shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
+        if len(shape) > len(out):
+            out = [1] * (len(shape) - len(out)) + out
+        for i, n in enumerate(shape):
+            j = len(out) - len(shape) + i
+            if out[j] == 1:
+                out[j] = n
+            elif n != 1 and n != out[j]:
+                raise RuntimeError(f"Shape mismatch: objects cannot be broadcast to a single shape: "
+                                   f"{list(shapes)}")
+    return _C.Size(out)
+
+
+@_export
+def take_along_dim(input, indices, dim=None):
+    """input's values at `indices` along dim (of the flattened input when dim
+    is None); input and indices broadcast in every other dim."""
+    if dim is None:
+        return _C._gather(input.reshape(-1), 0, indices.reshape(-1))
+    n = _py_max(input.ndim, indices.ndim)
+    d = dim % n if n else 0
+    x = input.reshape(*([1] * (n - input.ndim)), *input.shape)
+    i = indices.reshape(*([1] * (n - indices.ndim)), *indices.shape)
+    try:
+        common = list(broadcast_shapes(x.shape[:d] + (1,) + x.shape[d + 1:],
+                                       i.shape[:d] + (1,) + i.shape[d + 1:]))
+    except RuntimeError:
+        raise RuntimeError(f"take_along_dim: input of shape {list(input.shape)} and indices of "
+                           f"shape {list(indices.shape)} do not broadcast outside dim {dim}") from None
+    x = x.expand(*common[:d], x.shape[d], *common[d + 1:])
+    i = i.expand(*common[:d], i.shape[d], *common[d + 1:])
+    return _C._gather(x, d, i)
 
 
 # ---------------------------------------------------------------- linear algebra

@@ -90,9 +90,11 @@ static void add_elem(char *dst, const char *src, em_dtype dt) {
 
 static bool is_index_dtype(em_dtype dt) { return dt != EM_DTYPE_BOOL && !em_dtype_is_float(dt); }
 
-static em_status out_of_range(const char *op, int64_t i, int d, int64_t size) {
-    return em_error(EM_ERR_INDEX, "%s: index %lld is out of bounds for dimension %d with size %lld",
-                    op, (long long)i, d, (long long)size);
+/* IndexError for indexing and index_select, RuntimeError for gather and
+ * scatter: the exception types PyTorch raises. */
+static em_status out_of_range(em_status kind, const char *op, int64_t i, int d, int64_t size) {
+    return em_error(kind, "%s: index %lld is out of bounds for dimension %d with size %lld", op, (long long)i,
+                    d, (long long)size);
 }
 
 /* ---- index_select ---- */
@@ -103,11 +105,12 @@ em_status infer_index_select(em_op op, const em_type *in, int n_in, const em_att
     int d = (int)a->dims[0];
     if (d < 0 || d >= (x->ndim ? x->ndim : 1))
         return em_error(EM_ERR_INDEX, "index_select: dimension out of range for a %d-d tensor", x->ndim);
-    if (ix->ndim > 1 || !is_index_dtype(ix->dtype))
-        return em_error(EM_ERR_VALUE,
-                        "index_select: the index must be a 0-d or 1-d integer tensor, got %s with %d "
-                        "dims",
-                        em_dtype_name(ix->dtype), ix->ndim);
+    if (!is_index_dtype(ix->dtype))
+        return em_error(EM_ERR_DTYPE, "index_select: expected an integer index, got %s",
+                        em_dtype_name(ix->dtype));
+    if (ix->ndim > 1)
+        return em_error(EM_ERR_INDEX, "index_select: the index must be 0-d or 1-d, got %d dims",
+                        ix->ndim);
     out[0] = *x;
     if (x->ndim) out[0].shape[d] = em_shape_numel(ix->shape, ix->ndim);
     return EM_OK;
@@ -154,7 +157,7 @@ em_status cpu_index_select(em_op op, em_tensor *const *in, int n_in, const em_at
     const em_tensor *x = in[0], *ix = in[1];
     if (x->ndim == 0) { /* a 0-d input: the index must be 0 */
         for (int64_t j = 0; j < ix->numel; j++)
-            if (em_tensor_get_f64(ix, j) != 0) return out_of_range("index_select", (int64_t)em_tensor_get_f64(ix, j), 0, 1);
+            if (em_tensor_get_f64(ix, j) != 0) return out_of_range(EM_ERR_INDEX, "index_select", (int64_t)em_tensor_get_f64(ix, j), 0, 1);
         return em_copy_into(out[0], (em_tensor *)x);
     }
     isel_ctx c;
@@ -169,7 +172,7 @@ em_status cpu_index_select(em_op op, em_tensor *const *in, int n_in, const em_at
     for (int64_t j = 0; j < c.n; j++) {
         idx[j] = load_index(ix, ix->ndim ? j * ix->strides[0] : 0);
         if (idx[j] < 0 || idx[j] >= size) {
-            em_status st = out_of_range("index_select", idx[j], c.d, size);
+            em_status st = out_of_range(EM_ERR_INDEX, "index_select", idx[j], c.d, size);
             em_free(idx);
             return st;
         }
@@ -271,7 +274,7 @@ em_status cpu_gather(em_op op, em_tensor *const *in, int n_in, const em_attrs *a
     gather_ctx g = {in[0], in[1], out[0], (int)a->dims[0], 0, INT64_MIN};
     g.size = in[0]->ndim ? in[0]->shape[g.d] : 1;
     em_parallel_for(in[1]->numel, EM_GRAIN_ELEMENTWISE, gather_range, &g);
-    return g.bad != INT64_MIN ? out_of_range("gather", g.bad, g.d, g.size) : EM_OK;
+    return g.bad != INT64_MIN ? out_of_range(EM_ERR_RUNTIME, "gather", g.bad, g.d, g.size) : EM_OK;
 }
 
 em_status infer_scatter(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out,
@@ -306,7 +309,7 @@ em_status cpu_scatter(em_op op, em_tensor *const *in, int n_in, const em_attrs *
         int64_t i = (int64_t)em_tensor_get_f64(ix, t);
         if (i < 0 || i >= size) {
             em_tensor_release(cast);
-            return out_of_range("scatter", i, d, size);
+            return out_of_range(EM_ERR_RUNTIME, "scatter", i, d, size);
         }
     }
     em_status st = em_copy_into(out[0], (em_tensor *)x);
@@ -365,8 +368,15 @@ static em_status adv_plan_make(const char *op, const em_type *x, const em_type *
                             op, em_dtype_name(ix[j].dtype));
         int64_t bs[EM_MAX_DIMS];
         int nb;
-        if (!em_broadcast_shapes(p->bshape, p->nb, ix[j].shape, ix[j].ndim, bs, &nb))
-            return em_error(EM_ERR_SHAPE, "%s: shape mismatch: the index tensors cannot be broadcast together", op);
+        if (!em_broadcast_shapes(p->bshape, p->nb, ix[j].shape, ix[j].ndim, bs, &nb)) {
+            char sa[128], sb[128];
+            em_shape_str(p->bshape, p->nb, sa, sizeof sa);
+            em_shape_str(ix[j].shape, ix[j].ndim, sb, sizeof sb);
+            return em_error(EM_ERR_INDEX,
+                            "%s: shape mismatch: indexing tensors could not be broadcast together "
+                            "with shapes %s and %s",
+                            op, sa, sb);
+        }
         memcpy(p->bshape, bs, sizeof bs);
         p->nb = nb;
     }
@@ -414,7 +424,7 @@ static em_status adv_check(const char *op, const adv_plan *p, const em_tensor *x
         int d = (int)a->dims[j];
         for (int64_t t = 0; t < ix[j]->numel; t++) {
             int64_t i = (int64_t)em_tensor_get_f64(ix[j], t);
-            if (i < -x->shape[d] || i >= x->shape[d]) return out_of_range(op, i, d, x->shape[d]);
+            if (i < -x->shape[d] || i >= x->shape[d]) return out_of_range(EM_ERR_INDEX, op, i, d, x->shape[d]);
         }
     }
     return EM_OK;
@@ -469,7 +479,9 @@ static void index_range(void *arg, int64_t b, int64_t e) {
 em_status cpu_index(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
     adv_plan p;
     em_type types[EM_MAX_DIMS + 1];
-    for (int i = 0; i < n_in && i <= EM_MAX_DIMS; i++) types[i] = em_tensor_type(in[i]);
+    if (n_in < 2 || n_in > EM_MAX_DIMS + 1)
+        return em_error(EM_ERR_INDEX, "index: 1 to %d index tensors, got %d", EM_MAX_DIMS, n_in - 1);
+    for (int i = 0; i < n_in; i++) types[i] = em_tensor_type(in[i]);
     em_status st = adv_plan_make("index", &types[0], types + 1, n_in - 1, a, &p);
     if (st == EM_OK) st = adv_check("index", &p, in[0], in + 1, a);
     if (st != EM_OK) return st;
@@ -505,7 +517,9 @@ em_status cpu_index_put(em_op op, em_tensor *const *in, int n_in, const em_attrs
                         em_tensor **out) {
     adv_plan p;
     em_type types[EM_MAX_DIMS + 2];
-    for (int i = 0; i < n_in && i < EM_MAX_DIMS + 2; i++) types[i] = em_tensor_type(in[i]);
+    if (n_in < 3 || n_in > EM_MAX_DIMS + 2)
+        return em_error(EM_ERR_INDEX, "index_put: 1 to %d index tensors, got %d", EM_MAX_DIMS, n_in - 2);
+    for (int i = 0; i < n_in; i++) types[i] = em_tensor_type(in[i]);
     em_status st = adv_plan_make("index_put", &types[0], types + 1, n_in - 2, a, &p);
     if (st == EM_OK) st = adv_check("index_put", &p, in[0], in + 1, a);
     if (st != EM_OK) return st;

@@ -977,9 +977,9 @@ def test_pickle_format(live):
     assert dtype == "int32" and shape == (4, 3)
     assert data == np.ascontiguousarray(sample("int32").T).astype("<i4").tobytes()
     with warnings.catch_warnings():
-        # ember dtypes pickle by bare name, so pickle scans sys.modules for
-        # them and touches NumPy's deprecated np.bool on the way.
-        warnings.simplefilter("ignore", FutureWarning)
+        # dtypes pickle as ember.<name> (their __module__), without scanning
+        # sys.modules (which would touch NumPy's deprecated np.bool)
+        warnings.simplefilter("error", FutureWarning)
         for name in ALL:  # dtypes pickle as themselves
             assert pickle.loads(pickle.dumps(EM[name])) is EM[name]
 
