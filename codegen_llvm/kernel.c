@@ -128,9 +128,11 @@ static em_status emit_body(const emitter *e, const em_ir_block *r, LLVMValueRef 
             for (int i = 0; i < n->n_in; i++) it[i] = n->in[i]->type;
             em_dtype cd = em_ew_compute_dtype(n->op, it, n->n_in, odt);
             LLVMValueRef args[4];
-            for (int i = 0; i < n->n_in && st == EM_OK; i++)
-                st = convert(e, vals[n->in[i]->id], n->in[i]->type.dtype,
-                             em_ew_operand_dtype(n->op, i, cd), &args[i]);
+            for (int i = 0; i < n->n_in && st == EM_OK; i++) {
+                em_dtype via = em_ew_operand_via(n->op, i, it, n->n_in, odt);
+                st = convert(e, vals[n->in[i]->id], n->in[i]->type.dtype, via, &args[i]);
+                if (st == EM_OK) st = convert(e, args[i], via, em_ew_operand_dtype(n->op, i, cd), &args[i]);
+            }
             char name[64];
             snprintf(name, sizeof name, "%s_%s", info->name, dtype_sfx[cd]);
             if (st == EM_OK) st = call_lib(e, name, args, n->n_in, &res);

@@ -75,6 +75,24 @@ em_dtype em_ew_operand_dtype(em_op op, int i, em_dtype compute) {
     return (i == 0 && em_op_get(op)->promote == EM_PROMOTE_WHERE) ? EM_DTYPE_BOOL : compute;
 }
 
+em_dtype em_ew_operand_via(em_op op, int i, const em_type *in, int n_in, em_dtype result) {
+    em_dtype cd = em_ew_compute_dtype(op, in, n_in, result);
+    em_dtype want = em_ew_operand_dtype(op, i, cd);
+    if (want != EM_DTYPE_F32) return want; /* only half types widen to float32 */
+    em_dtype common = result;
+    switch (em_op_get(op)->promote) {
+    case EM_PROMOTE_PRED: common = in[0].dtype; break;
+    case EM_PROMOTE_COMPARE: {
+        const em_type *ops[EM_ITER_MAX_OPS];
+        for (int k = 0; k < n_in; k++) ops[k] = &in[k];
+        common = em_result_type(ops, n_in);
+        break;
+    }
+    default: break;
+    }
+    return em_dtype_is_half(common) && in[i].dtype != common ? common : want;
+}
+
 em_dtype em_ew_native_result(em_op op, em_dtype compute) {
     em_promote p = em_op_get(op)->promote;
     return (p == EM_PROMOTE_COMPARE || p == EM_PROMOTE_PRED) ? EM_DTYPE_BOOL : compute;

@@ -198,6 +198,7 @@ em_tensor *em_expand(em_tensor *a, const int64_t *shape, int n) {
 }
 
 em_tensor *em_contiguous(em_tensor *a) { return em_unary(EM_OP_CONTIGUOUS, a); }
+em_tensor *em_clone(em_tensor *a) { return a ? em_cast(a, a->dtype) : NULL; }
 
 static em_tensor *factory(em_op op, const int64_t *shape, int n, em_dtype dtype, double value,
                           int64_t value_i) {

@@ -220,6 +220,12 @@ em_dtype em_scalar_operand_dtype(em_dtype tensor_dtype, em_dtype_category scalar
 em_dtype em_ew_compute_dtype(em_op op, const em_type *in, int n_in, em_dtype result);
 em_dtype em_ew_operand_dtype(em_op op, int i, em_dtype compute);
 em_dtype em_ew_native_result(em_op op, em_dtype compute);
+/* The dtype operand i is first rounded to, on its way to the operand dtype:
+ * when the operands' common dtype is float16 or bfloat16, every operand of
+ * another dtype is rounded to it first, as PyTorch casts inputs to the common
+ * dtype before a kernel widens them (bf16 x * float32 0-d y uses bf16(y)).
+ * Otherwise the operand dtype itself. */
+em_dtype em_ew_operand_via(em_op op, int i, const em_type *in, int n_in, em_dtype result);
 
 /* ---- trace hook ---- */
 
@@ -289,6 +295,8 @@ em_tensor *em_transpose(em_tensor *a, int64_t d0, int64_t d1);
 em_tensor *em_expand(em_tensor *a, const int64_t *shape, int n);
 /* Returns `a` itself (a new reference) when already contiguous. */
 em_tensor *em_contiguous(em_tensor *a);
+/* A contiguous copy with its own memory (a cast to a's own dtype). */
+em_tensor *em_clone(em_tensor *a);
 
 /* Python-style slicing of dim: start/end clamped into range (negative ones
  * count from the end), step > 0. */

@@ -258,8 +258,9 @@ static PyObject *nb_imatmul(PyObject *a, PyObject *b) {
 static PyObject *item_or_error(PyObject *self, const char *what) {
     em_tensor *t = T(self);
     if (t->numel != 1)
-        return em_py_error(PyExc_RuntimeError,
-                           "%s: a tensor with %lld elements cannot be converted to a Python scalar",
+        return em_py_error(PyExc_ValueError,
+                           "%s: only one element tensors can be converted to Python scalars (this "
+                           "one has %lld)",
                            what, (long long)t->numel);
     return em_py_tensor_item(t, what);
 }
@@ -291,6 +292,22 @@ static PyObject *nb_int(PyObject *self) {
     return i;
 }
 
+/* operator.index(t): a one-element integer tensor stands for its value
+ * (list[t], range(t)), as in PyTorch. */
+static PyObject *nb_index(PyObject *self) {
+    em_tensor *t = T(self);
+    if (em_dtype_is_float(t->dtype) || t->numel != 1)
+        return em_py_error(PyExc_TypeError,
+                           "only integer tensors of a single element can be converted to an index "
+                           "(got a %s tensor of %lld elements)",
+                           em_dtype_long_name(t->dtype), (long long)t->numel);
+    PyObject *v = em_py_tensor_item(t, "operator.index(tensor)");
+    if (!v) return NULL;
+    PyObject *i = PyNumber_Long(v);
+    Py_DECREF(v);
+    return i;
+}
+
 static PyNumberMethods tensor_as_number = {
     .nb_add = nb_add,
     .nb_subtract = nb_sub,
@@ -311,6 +328,7 @@ static PyNumberMethods tensor_as_number = {
     .nb_bool = nb_bool,
     .nb_float = nb_float,
     .nb_int = nb_int,
+    .nb_index = nb_index,
     .nb_matrix_multiply = nb_matmul,
     .nb_inplace_add = nb_iadd,
     .nb_inplace_subtract = nb_isub,
@@ -348,22 +366,9 @@ static Py_ssize_t tensor_len(PyObject *self) {
     return (Py_ssize_t)t->shape[0];
 }
 
-static PyObject *subscript(PyObject *self, PyObject *key) {
-    (void)self;
-    (void)key;
-    return em_py_error(PyExc_NotImplementedError,
-                       "tensor indexing (x[...]) is not implemented in ember yet");
-}
-static int ass_subscript(PyObject *self, PyObject *key, PyObject *value) {
-    (void)self;
-    (void)key;
-    (void)value;
-    PyErr_SetString(PyExc_NotImplementedError,
-                    "tensor index assignment (x[...] = v) is not implemented in ember yet");
-    return -1;
-}
-
-static PyMappingMethods tensor_as_mapping = {tensor_len, subscript, ass_subscript};
+/* Indexing itself (mp_subscript, mp_ass_subscript) is defined in Python
+ * (ember/_indexing.py), which composes it from the view and index ops. */
+static PyMappingMethods tensor_as_mapping = {tensor_len, NULL, NULL};
 
 /* ---- methods ---- */
 
@@ -480,9 +485,11 @@ static PyObject *cast_to(PyObject *self, em_dtype dt) {
 }
 /* to(dtype), to(device), to(device, dtype), to(dtype=..., device=...). */
 static PyObject *m_to(PyObject *self, PyObject *args, PyObject *kwargs) {
-    static char *kw[] = {"arg0", "arg1", "dtype", "device", NULL};
+    static char *kw[] = {"arg0", "arg1", "dtype", "device", "non_blocking", "copy", NULL};
     PyObject *a0 = Py_None, *a1 = Py_None, *dtype = Py_None, *device = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO$OO:to", kw, &a0, &a1, &dtype, &device))
+    int non_blocking = 0, copy = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO$OOpp:to", kw, &a0, &a1, &dtype, &device,
+                                     &non_blocking, &copy))
         return NULL;
     PyObject *pos[2] = {a0, a1};
     for (int i = 0; i < 2; i++) { /* a positional dtype (or Python type) or device */
@@ -495,6 +502,7 @@ static PyObject *m_to(PyObject *self, PyObject *args, PyObject *kwargs) {
     if (em_py_device_arg(device, "to") < 0) return NULL;
     em_dtype dt;
     if (em_py_dtype_arg(dtype, T(self)->dtype, &dt) < 0) return NULL;
+    if (copy && dt == T(self)->dtype) return em_py_wrap(em_clone(T(self))); /* own memory */
     return cast_to(self, dt);
 }
 static PyObject *m_float(PyObject *s, PyObject *u) { (void)u; return cast_to(s, EM_DTYPE_F32); }

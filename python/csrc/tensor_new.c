@@ -192,6 +192,26 @@ typedef struct {
     int64_t pos;
 } walker;
 
+/* Whether integer dtype dt holds v, by PyTorch's rule (c10::overflows):
+ * uint8 also takes negatives down to -255, which wrap. */
+static bool fits(em_dtype dt, double v) {
+    double lo, hi; /* [lo, hi) */
+    switch (dt) {
+    case EM_DTYPE_I32: lo = -2147483648.0, hi = 2147483648.0; break;
+    case EM_DTYPE_I16: lo = -32768.0, hi = 32768.0; break;
+    case EM_DTYPE_I8: lo = -128.0, hi = 128.0; break;
+    case EM_DTYPE_U8: lo = -255.0, hi = 256.0; break;
+    default: lo = -9223372036854775808.0, hi = 9223372036854775808.0; break;
+    }
+    return v >= lo && v < hi; /* false for NaN */
+}
+
+static int overflow(em_dtype dt) {
+    PyErr_Format(PyExc_RuntimeError, "value cannot be converted to type %s without overflow",
+                 em_dtype_long_name(dt));
+    return -1;
+}
+
 static int store_leaf(walker *w, PyObject *o) {
     if (em_py_is_tensor(o)) {
         em_tensor *t = em_py_tensor_of(o);
@@ -212,11 +232,7 @@ static int store_leaf(walker *w, PyObject *o) {
     if (em_dtype_is_float(w->dt) || PyFloat_Check(o)) {
         double v = PyFloat_AsDouble(o);
         if (v == -1.0 && PyErr_Occurred()) return -1;
-        if (!em_dtype_is_float(w->dt) && !(v > -9.3e18 && v < 9.3e18)) {
-            PyErr_Format(PyExc_RuntimeError, "value cannot be converted to type %s without overflow",
-                         em_dtype_name(w->dt));
-            return -1;
-        }
+        if (!em_dtype_is_float(w->dt) && !fits(w->dt, trunc(v))) return overflow(w->dt);
         em_store_f64(p, w->dt, v);
         return 0;
     }
@@ -230,6 +246,7 @@ static int store_leaf(walker *w, PyObject *o) {
         }
         return -1;
     }
+    if (w->dt != EM_DTYPE_I64 && !fits(w->dt, (double)v)) return overflow(w->dt); /* (int64: checked above) */
     em_store_i64(p, w->dt, v);
     return 0;
 }

@@ -174,10 +174,9 @@ for _meth, _dt in [("half", "float16"), ("bfloat16", "bfloat16"), ("int", "int32
     setattr(Tensor, _meth, _to_dtype(_dt))
 
 
-def _clone(self):
-    """A copy with its own memory."""
-    out = _C._empty(tuple(self.shape), self.dtype)
-    return out.copy_(self)
+def _clone(self, *, memory_format=None):
+    """A contiguous copy with its own memory."""
+    return self.to(self.dtype, copy=True)
 
 
 Tensor.clone = _clone

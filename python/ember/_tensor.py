@@ -114,11 +114,8 @@ class Tensor(_C._TensorBase):
 
     def tolist(self):
         """The values as (nested) Python lists of numbers."""
-        return self.numpy().tolist()
-
-    def __iter__(self):
-        raise NotImplementedError(
-            "iterating over a tensor needs indexing, which is not implemented in ember yet")
+        # NumPy has no bfloat16; its values are exactly float32 values
+        return (self.float() if self.dtype == _C.bfloat16 else self).numpy().tolist()
 
     def __repr__(self):
         from ._tensor_str import tensor_repr

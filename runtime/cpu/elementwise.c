@@ -248,9 +248,16 @@ em_status em_elementwise_into(em_op op, em_tensor *const *in, em_tensor *out) {
     em_status st = EM_OK;
     for (int i = 0; i < n; i++) {
         args[i] = in[i];
-        em_dtype want = em_ew_operand_dtype(op, i, cd);
-        if (in[i]->dtype == want) continue;
-        if (!(tmp[i] = converted(in[i], want))) {
+        em_dtype want = em_ew_operand_dtype(op, i, cd), via = em_ew_operand_via(op, i, types, n, out->dtype);
+        if (in[i]->dtype == want && via == want) continue;
+        if (via != want) { /* rounded to the common half dtype first */
+            em_tensor *h = converted(in[i], via);
+            tmp[i] = h ? converted(h, want) : NULL;
+            em_tensor_release(h);
+        } else {
+            tmp[i] = converted(in[i], want);
+        }
+        if (!tmp[i]) {
             st = em_last_status();
             goto done;
         }

@@ -86,7 +86,7 @@ typedef struct {
 static void linspace_range(void *arg, int64_t b, int64_t e) {
     const lin_ctx *c = arg;
     void *d = em_tensor_data(c->t);
-    int64_t half = c->n / 2;
+    int64_t half = c->n == 1 ? 1 : c->n / 2; /* one step: start, as PyTorch */
     switch (c->t->dtype) {
         EM_FOR_DTYPES_STORED(LINSPACE, _)
     default: break;

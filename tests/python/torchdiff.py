@@ -59,7 +59,7 @@ class Arg:
         src = self.values
         if self.dtype == "bfloat16":
             src = src.astype(np.float32)
-        t = m.from_numpy(np.ascontiguousarray(src).copy())
+        t = m.from_numpy(np.array(src, order="C", copy=True))  # (ascontiguousarray makes 0-d 1-d)
         t = t.to(getattr(m, self.dtype))
         t = self.view(m, t) if self.view else t
         return t.float() if self.widen else t
