@@ -116,7 +116,7 @@ static em_ir_value *value_of(em_tracer *tr, em_tensor *t, const char *op) {
         memset(&a, 0, sizeof a);
         a.dtype = t->dtype;
         a.value = em_tensor_get_f64(t, 0);
-        if (t->dtype == EM_DTYPE_I64) a.value_i = *(const int64_t *)em_tensor_data(t);
+        if (!em_dtype_is_float(t->dtype)) a.value_i = em_load_i64(em_tensor_data(t), t->dtype);
         em_type ty = em_tensor_type(t);
         em_ir_node *n = em_ir_node_new(tr->g, EM_OP_FULL, NULL, 0, &a, &ty, 1, current_loc(tr));
         if (!n || !remember(tr, n->out[0])) return NULL;
