@@ -113,7 +113,7 @@ static em_status promote_result(em_op op, em_dtype in, em_dtype *out) {
             return em_error(EM_ERR_DTYPE,
                             "%s: could not infer output dtype. Input dtype must be floating "
                             "point, got %s",
-                            info->name, em_dtype_name(in));
+                            info->name, em_dtype_long_name(in));
         *out = in;
         break;
     default: *out = in; break;
@@ -192,7 +192,7 @@ em_status infer_elementwise(em_op op, const em_type *in, int n_in, const em_attr
     if (info->promote == EM_PROMOTE_WHERE) {
         if (in[0].dtype != EM_DTYPE_BOOL)
             return em_error(EM_ERR_DTYPE, "where: expected the condition to be a bool tensor, got %s",
-                            em_dtype_name(in[0].dtype));
+                            em_dtype_long_name(in[0].dtype));
         first = 1;
     }
     for (int i = first; i < n_in; i++) ops[i - first] = &in[i];
@@ -286,7 +286,7 @@ em_status infer_matmul(em_op op, const em_type *in, int n_in, const em_attrs *at
     if (x->dtype != y->dtype)
         return em_error(EM_ERR_DTYPE,
                         "matmul: expected both operands to have the same dtype, got %s and %s",
-                        em_dtype_name(x->dtype), em_dtype_name(y->dtype));
+                        em_dtype_long_name(x->dtype), em_dtype_long_name(y->dtype));
     if (x->dtype == EM_DTYPE_BOOL)
         return em_error(EM_ERR_DTYPE, "matmul: not supported for bool tensors");
     int64_t k1 = x->shape[x->ndim - 1];
@@ -352,8 +352,10 @@ static em_status infer_permute(const em_type *in, const em_attrs *attrs, em_type
     for (int i = 0; i < attrs->n_dims; i++) {
         int64_t d = attrs->dims[i];
         if (d < 0 || d >= in->ndim || seen[d])
-            return em_error(EM_ERR_VALUE, "permute: dims are not a permutation of 0..%d",
-                            in->ndim - 1);
+            return em_error(EM_ERR_VALUE,
+                            "permute: dims are not a permutation of 0..%d (repeated or out of "
+                            "range dim %lld for the input %s)",
+                            in->ndim - 1, (long long)attrs->dims[i], TYPE_STR(in, a));
         seen[d] = true;
         r->shape[i] = in->shape[d];
     }
@@ -505,7 +507,7 @@ em_status infer_factory(em_op op, const em_type *in, int n_in, const em_attrs *a
     }
     if ((op == EM_OP_RAND || op == EM_OP_RANDN) && !em_dtype_is_float(attrs->dtype))
         return em_error(EM_ERR_DTYPE, "%s: expected a floating point dtype, got %s",
-                        em_op_name(op), em_dtype_name(attrs->dtype));
+                        em_op_name(op), em_dtype_long_name(attrs->dtype));
     if (op == EM_OP_EYE && r.ndim != 2)
         return em_error(EM_ERR_VALUE, "eye: expected a 2-d shape, got %d dims", r.ndim);
     if ((op == EM_OP_LINSPACE || op == EM_OP_RANDPERM) && r.ndim != 1)

@@ -198,9 +198,10 @@ static bool partial_overlap(const em_tensor *out, const em_tensor *in) {
 em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                             em_tensor *out) {
     const em_op_info *info = &op_table[op];
+    const char *name = info->kind == EM_KIND_CAST ? "copy" : info->name; /* x.copy_(y), x[k] = y */
     char a[256], b[256];
     em_type in_types[MAX_IO], rt;
-    if (n_in > MAX_IO) return em_error(EM_ERR_VALUE, "%s_: too many operands", info->name);
+    if (n_in > MAX_IO) return em_error(EM_ERR_VALUE, "%s_: too many operands", name);
     for (int i = 0; i < n_in; i++) in_types[i] = em_tensor_type(in[i]);
     em_status st = em_op_infer(op, in_types, n_in, attrs, &rt, 1);
     if (st != EM_OK) return st;
@@ -214,16 +215,16 @@ em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_a
         em_shape_str(out->shape, out->ndim, a, sizeof a);
         em_shape_str(rt.shape, rt.ndim, b, sizeof b);
         return em_error(EM_ERR_SHAPE, "%s_: output with shape %s doesn't match the broadcast shape %s",
-                        info->name, a, b);
+                        name, a, b);
     }
     if (!em_can_cast(rt.dtype, out->dtype))
         return em_error(EM_ERR_DTYPE, "%s_: result type %s can't be cast to the desired output type %s",
-                        info->name, em_dtype_long_name(rt.dtype), em_dtype_long_name(out->dtype));
+                        name, em_dtype_long_name(rt.dtype), em_dtype_long_name(out->dtype));
     for (int d = 0; d < out->ndim; d++)
         if (out->strides[d] == 0 && out->shape[d] > 1)
             return em_error(EM_ERR_VALUE,
                             "%s_: more than one element of the written-to tensor refers to a single "
-                            "memory location; clone() it before writing", info->name);
+                            "memory location; clone() it before writing", name);
     bool through_tmp = info->kind != EM_KIND_UNARY && info->kind != EM_KIND_BINARY &&
                        info->kind != EM_KIND_TERNARY && info->kind != EM_KIND_CAST;
     for (int i = 0; i < n_in; i++) through_tmp |= partial_overlap(out, in[i]);
@@ -241,7 +242,7 @@ em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_a
     __atomic_fetch_add(&out->storage->version, 1, __ATOMIC_RELAXED);
     if (op_depth == 0) {
         char what[64];
-        snprintf(what, sizeof what, "%s_", info->name);
+        snprintf(what, sizeof what, "%s_", name);
         em_note_event(EM_EVENT_MUTATION, what, out);
     }
     return EM_OK;

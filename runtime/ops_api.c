@@ -306,7 +306,7 @@ em_tensor *em_select(em_tensor *a, int64_t dim, int64_t index) {
     if (em_wrap_dim("select", dim, a->ndim, &d) != EM_OK) return NULL;
     int64_t n = a->shape[d];
     if (index < -n || index >= n) {
-        em_error(EM_ERR_INDEX, "index %lld is out of bounds for dimension %d with size %lld",
+        em_error(EM_ERR_INDEX, "select: index %lld is out of bounds for dimension %d with size %lld",
                  (long long)index, d, (long long)n);
         return NULL;
     }

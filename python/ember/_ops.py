@@ -631,24 +631,39 @@ def take_along_dim(input, indices, dim=None):
 
 # ---------------------------------------------------------------- linear algebra
 
+def _dims(t):
+    return "x".join(str(n) for n in t.shape) or "scalar"
+
+
 @_export
 def mm(input, mat2):
+    """The matrix product of two 2-d tensors."""
     if input.ndim != 2 or mat2.ndim != 2:
         raise RuntimeError(f"mm: expected 2-d tensors, got {input.ndim}-d and {mat2.ndim}-d")
+    if input.shape[1] != mat2.shape[0]:
+        raise RuntimeError(f"mm: mat1 and mat2 shapes cannot be multiplied ({_dims(input)} and "
+                           f"{_dims(mat2)})")
     return input @ mat2
 
 
 @_export
 def bmm(input, mat2):
+    """Batched matrix products of two 3-d tensors with equal batch sizes."""
     if input.ndim != 3 or mat2.ndim != 3:
         raise RuntimeError(f"bmm: expected 3-d tensors, got {input.ndim}-d and {mat2.ndim}-d")
-    if input.shape[0] != mat2.shape[0]:
-        raise RuntimeError(f"bmm: batch sizes differ: {input.shape[0]} and {mat2.shape[0]}")
+    if input.shape[0] != mat2.shape[0] or input.shape[2] != mat2.shape[1]:
+        raise RuntimeError(f"bmm: batch1 and batch2 shapes cannot be multiplied ({_dims(input)} "
+                           f"and {_dims(mat2)})")
     return input @ mat2
 
 
 @_export
 def mv(input, vec):
+    """Matrix (2-d) times vector (1-d)."""
+    if input.ndim != 2 or vec.ndim != 1:
+        raise RuntimeError(f"mv: expected a 2-d and a 1-d tensor, got {input.ndim}-d and {vec.ndim}-d")
+    if input.shape[1] != vec.shape[0]:
+        raise RuntimeError(f"mv: size mismatch, got input ({_dims(input)}) and vec ({_dims(vec)})")
     return input @ vec
 
 
@@ -680,12 +695,24 @@ _export(outer, "ger")
 
 @_export
 def dot(input, other):
+    """The inner product of two 1-d tensors of the same size and dtype."""
     if input.ndim != 1 or other.ndim != 1:
-        raise RuntimeError(f"dot: expected 1-d tensors, got {input.ndim}-d and {other.ndim}-d")
+        raise RuntimeError(f"dot: 1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
+    if input.shape[0] != other.shape[0]:
+        raise RuntimeError(f"dot: inconsistent tensor size, expected tensor [{input.shape[0]}] and "
+                           f"src [{other.shape[0]}] to have the same number of elements")
     return input @ other
 
 
-_export(dot, "inner")
+@_export
+def inner(input, other):
+    """Sums of products over the last dims (a product for 0-d operands)."""
+    if input.ndim == 0 or other.ndim == 0:
+        return input * other
+    if input.shape[-1] != other.shape[-1]:
+        raise RuntimeError(f"inner: last dims differ ({_dims(input)} and {_dims(other)})")
+    r = input.reshape(-1, input.shape[-1]) @ other.reshape(-1, other.shape[-1]).t()
+    return r.reshape(*input.shape[:-1], *other.shape[:-1])
 
 
 @_export

@@ -214,7 +214,7 @@ em_status em_elementwise_into(em_op op, em_tensor *const *in, em_tensor *out) {
     em_dtype native = em_ew_native_result(op, cd);
     em_loop_fn loop = ew_loops[op][cd];
     if (!loop)
-        return em_error(EM_ERR_DTYPE, "%s: not implemented for %s", info->name, em_dtype_name(cd));
+        return em_error(EM_ERR_DTYPE, "%s: not implemented for %s", info->name, em_dtype_long_name(cd));
 
     bool direct = out->dtype == native;
     for (int i = 0; i < n && direct; i++) direct = in[i]->dtype == em_ew_operand_dtype(op, i, cd);

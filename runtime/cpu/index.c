@@ -107,7 +107,7 @@ em_status infer_index_select(em_op op, const em_type *in, int n_in, const em_att
         return em_error(EM_ERR_INDEX, "index_select: dimension out of range for a %d-d tensor", x->ndim);
     if (!is_index_dtype(ix->dtype))
         return em_error(EM_ERR_DTYPE, "index_select: expected an integer index, got %s",
-                        em_dtype_name(ix->dtype));
+                        em_dtype_long_name(ix->dtype));
     if (ix->ndim > 1)
         return em_error(EM_ERR_INDEX, "index_select: the index must be 0-d or 1-d, got %d dims",
                         ix->ndim);
@@ -206,7 +206,7 @@ static em_status check_gather_like(const char *op, const em_type *x, const em_ty
     if (d < 0 || d >= (x->ndim ? x->ndim : 1))
         return em_error(EM_ERR_INDEX, "%s: dimension out of range for a %d-d tensor", op, x->ndim);
     if (!is_index_dtype(ix->dtype))
-        return em_error(EM_ERR_DTYPE, "%s: expected an integer index, got %s", op, em_dtype_name(ix->dtype));
+        return em_error(EM_ERR_DTYPE, "%s: expected an integer index, got %s", op, em_dtype_long_name(ix->dtype));
     if (ix->ndim != x->ndim && !(x->ndim == 0 && ix->ndim <= 1))
         return em_error(EM_ERR_SHAPE, "%s: index has %d dims but the input has %d", op, ix->ndim,
                         x->ndim);
@@ -292,7 +292,7 @@ em_status infer_scatter(em_op op, const em_type *in, int n_in, const em_attrs *a
                                 (long long)ix->shape[e], (long long)src->shape[e], e);
         if (src->dtype != x->dtype)
             return em_error(EM_ERR_DTYPE, "scatter: expected src to have the input's dtype %s, got %s",
-                            em_dtype_name(x->dtype), em_dtype_name(src->dtype));
+                            em_dtype_long_name(x->dtype), em_dtype_long_name(src->dtype));
     }
     out[0] = *x;
     return EM_OK;
@@ -365,7 +365,7 @@ static em_status adv_plan_make(const char *op, const em_type *x, const em_type *
         if (!is_index_dtype(ix[j].dtype))
             return em_error(EM_ERR_DTYPE,
                             "%s: tensors used as indices must be integer (or bool masks), got %s",
-                            op, em_dtype_name(ix[j].dtype));
+                            op, em_dtype_long_name(ix[j].dtype));
         int64_t bs[EM_MAX_DIMS];
         int nb;
         if (!em_broadcast_shapes(p->bshape, p->nb, ix[j].shape, ix[j].ndim, bs, &nb)) {
@@ -555,7 +555,7 @@ em_status infer_one_hot(em_op op, const em_type *in, int n_in, const em_attrs *a
     const em_type *x = &in[0];
     if (x->dtype != EM_DTYPE_I64)
         return em_error(EM_ERR_DTYPE, "one_hot: expected an int64 tensor of class indices, got %s",
-                        em_dtype_name(x->dtype));
+                        em_dtype_long_name(x->dtype));
     if (a->n_shape != x->ndim + 1 || !em_shape_eq(a->shape, x->ndim, x->shape, x->ndim))
         return em_error(EM_ERR_SHAPE, "one_hot: the result shape must be the input's plus the classes");
     out[0] = *x;
@@ -627,11 +627,17 @@ em_status infer_masked_select(em_op op, const em_type *in, int n_in, const em_at
                               em_type *out, int n_out) {
     if (in[1].dtype != EM_DTYPE_BOOL)
         return em_error(EM_ERR_DTYPE, "masked_select: expected a bool mask, got %s",
-                        em_dtype_name(in[1].dtype));
+                        em_dtype_long_name(in[1].dtype));
     int64_t bs[EM_MAX_DIMS];
     int nb;
     if (!em_broadcast_shapes(in[0].shape, in[0].ndim, in[1].shape, in[1].ndim, bs, &nb))
-        return em_error(EM_ERR_SHAPE, "masked_select: the mask does not broadcast to the input");
+    {
+        char a[128], b[128];
+        em_type_str(&in[0], a, sizeof a);
+        em_type_str(&in[1], b, sizeof b);
+        return em_error(EM_ERR_SHAPE, "masked_select: the mask %s does not broadcast with the input %s",
+                        b, a);
+    }
     out[0] = in[0];
     out[0].ndim = 1;
     out[0].shape[0] = 0; /* known only after running */

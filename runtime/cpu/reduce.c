@@ -356,7 +356,7 @@ static em_status reduce(em_tensor *x, const em_attrs *attrs, red_kind kind, cons
     p.param = param;
     if (!p.run || !p.col)
         return em_error(EM_ERR_INTERNAL, "reduce: kind %d not defined for %s", (int)kind,
-                        em_dtype_name(p.dt));
+                        em_dtype_long_name(p.dt));
     bool red[EM_MAX_DIMS] = {false};
     for (int i = 0; i < attrs->n_dims; i++) red[attrs->dims[i]] = true;
     int kd[EM_MAX_DIMS], rd[EM_MAX_DIMS], nk = 0, nr = 0;

@@ -74,7 +74,7 @@ def test_matmul_batch_mismatch():
 
 def test_matmul_dtype_mismatch_names_dtypes():
     raises(RuntimeError, lambda: ember.ones(2, 2) @ ember.ones(2, 2, dtype=ember.float64),
-           "matmul", "same dtype", "f32", "f64")
+           "matmul", "same dtype", "float32", "float64")
 
 
 # ---- shapes ----
