@@ -5,7 +5,8 @@ the Python cost of one tiny op, all in one run. Prints Markdown tables.
     PYTHONPATH=python:build/python /usr/bin/python3 bench/bench_ops.py [filter]
 
 Times are medians of REPEAT runs after a warm-up run; PyTorch and ember use
-2 threads. The ratio column is ember's time over PyTorch's: below 1 ember
+2 threads. Each ember measurement starts 0.25 s after PyTorch's last op, once
+PyTorch's spinning OpenMP threads have gone to sleep. The ratio column is ember's time over PyTorch's: below 1 ember
 is faster. An optional argument keeps only the ops whose name contains it.
 """
 
@@ -211,6 +212,9 @@ def main():
     for name, fn in OPS.items():
         if only and only not in name:
             continue
+        # PyTorch's OpenMP threads spin ~200 ms after its last op and would
+        # take the cores from ember's: let them go idle first
+        time.sleep(0.25)
         te = median_ms(lambda: fn(em, de))
         tt = median_ms(lambda: fn(torch, dt))
         rows.append((name, te, tt))

@@ -1,35 +1,48 @@
 /*
- * parallel.c - a small blocking thread pool.
+ * parallel.c - a small thread pool: spin briefly, then sleep.
  *
  * One job at a time: the submitting thread publishes (fn, ctx, n, pieces),
- * bumps a generation counter and wakes the workers; everybody, submitter
- * included, claims pieces with an atomic counter. Workers register as active
- * (under the lock) before touching the job and deregister after; a submitter
- * returns only when every piece is done and no worker is active, and
- * publishes a job only when no worker is active, so no straggler can read a
- * job while it is rewritten. A second thread submitting while a job runs (or a
- * kernel submitting from inside a job) runs its work inline instead of
- * queueing, which keeps the pool free of deadlocks by construction.
+ * bumps a generation counter and wakes sleeping workers; everybody, submitter
+ * included, claims pieces with an atomic counter, so a worker that arrives
+ * late simply finds fewer pieces left. Workers register as active (under the
+ * lock) before touching the job and deregister after; a submitter returns
+ * only when every piece is done and no worker is active, and publishes a job
+ * only when no worker is active, so no straggler can read a job while it is
+ * rewritten. A second thread submitting while a job runs (or a kernel
+ * submitting from inside a job) runs its work inline instead of queueing,
+ * which keeps the pool free of deadlocks by construction.
+ *
+ * Waiting. Waking a sleeping thread costs ~10 us here, as much as a whole
+ * 64K-element op, so a worker that finished a job spins for up to
+ * SPIN_NS watching for the next one before it sleeps, and a submitter
+ * spins the same way for stragglers. The spin is bounded and em_parallel_park
+ * ends it at once: the matmul kernels park the pool before calling OpenBLAS,
+ * whose own threads then have the cores to themselves (PyTorch's OpenMP
+ * threads spin for ~200 ms and slow its BLAS calls down instead).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "ember/parallel.h"
 
 #define MAX_THREADS 256
+#define SPIN_NS 50000         /* how long an idle thread watches for work */
+#define PIECES_PER_THREAD 4   /* finer pieces balance a late or slow thread */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t done = PTHREAD_COND_INITIALIZER;
 static pthread_mutex_t submit = PTHREAD_MUTEX_INITIALIZER;
 
-static int n_threads;      /* wanted, caller included (0: not decided yet) */
-static int n_workers;      /* started */
-static uint64_t generation; /* bumped per job */
-static int active;          /* workers inside run_pieces (under lock) */
+static int n_threads;       /* wanted, caller included (0: not decided yet) */
+static int n_workers;       /* started */
+static uint64_t generation; /* atomic; bumped per job (under lock) */
+static int active;          /* atomic; workers inside run_pieces (changed under lock) */
+static int parked;          /* atomic; set: spinning threads go to sleep now */
 static struct {
     em_parallel_fn fn;
     void *ctx;
@@ -41,6 +54,36 @@ static struct {
 
 static _Thread_local bool inside_job;
 
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Spins until cond(arg) holds, for at most SPIN_NS or until parked; returns
+ * whether it held. */
+static bool spin_until(bool (*cond)(void *), void *arg) {
+    int64_t deadline = 0;
+    for (int i = 0;; i++) {
+        if (cond(arg)) return true;
+        if (__atomic_load_n(&parked, __ATOMIC_RELAXED)) return false;
+        if ((i & 63) == 63) {
+            int64_t t = now_ns();
+            if (!deadline) deadline = t + SPIN_NS;
+            else if (t > deadline) return false;
+        }
+        cpu_relax();
+    }
+}
+
 static void run_pieces(void) {
     for (;;) {
         int64_t p = __atomic_fetch_add(&job.next, 1, __ATOMIC_ACQ_REL);
@@ -51,19 +94,25 @@ static void run_pieces(void) {
     }
 }
 
+static bool new_job(void *seen) {
+    return __atomic_load_n(&generation, __ATOMIC_ACQUIRE) != *(uint64_t *)seen;
+}
+
 static void *worker(void *arg) {
     (void)arg;
     inside_job = true;
     uint64_t seen = 0;
-    pthread_mutex_lock(&lock);
     for (;;) {
-        while (generation == seen) pthread_cond_wait(&wake, &lock);
-        seen = generation;
-        active++;
+        spin_until(new_job, &seen);
+        pthread_mutex_lock(&lock);
+        while (__atomic_load_n(&generation, __ATOMIC_ACQUIRE) == seen) pthread_cond_wait(&wake, &lock);
+        seen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+        __atomic_add_fetch(&active, 1, __ATOMIC_ACQ_REL);
         pthread_mutex_unlock(&lock);
         run_pieces();
         pthread_mutex_lock(&lock);
-        if (--active == 0) pthread_cond_broadcast(&done);
+        if (__atomic_sub_fetch(&active, 1, __ATOMIC_ACQ_REL) == 0) pthread_cond_broadcast(&done);
+        pthread_mutex_unlock(&lock);
     }
     return NULL;
 }
@@ -85,6 +134,7 @@ static void after_fork_child(void) {
     n_workers = 0;
     generation = 0;
     active = 0;
+    parked = 0;
 }
 
 static void ensure_workers(void) {
@@ -120,6 +170,19 @@ void em_set_num_threads(int n) {
     pthread_mutex_unlock(&submit);
 }
 
+void em_parallel_park(void) { __atomic_store_n(&parked, 1, __ATOMIC_RELAXED); }
+
+static bool job_done(void *unused) {
+    (void)unused;
+    return __atomic_load_n(&job.finished, __ATOMIC_ACQUIRE) >= job.n_pieces &&
+           __atomic_load_n(&active, __ATOMIC_ACQUIRE) == 0;
+}
+
+static bool no_worker_active(void *unused) {
+    (void)unused;
+    return __atomic_load_n(&active, __ATOMIC_ACQUIRE) == 0;
+}
+
 void em_parallel_for(int64_t n, int64_t grain, em_parallel_fn fn, void *ctx) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
@@ -129,14 +192,17 @@ void em_parallel_for(int64_t n, int64_t grain, em_parallel_fn fn, void *ctx) {
     }
     ensure_workers();
     int threads = n_workers + 1 < n_threads ? n_workers + 1 : n_threads;
-    int64_t pieces = n / grain < threads ? n / grain : threads;
-    if (pieces <= 1) {
+    int64_t most = (int64_t)threads * PIECES_PER_THREAD;
+    int64_t pieces = n / grain < most ? n / grain : most;
+    if (threads <= 1 || pieces <= 1) {
         pthread_mutex_unlock(&submit);
         fn(ctx, 0, n);
         return;
     }
+    __atomic_store_n(&parked, 0, __ATOMIC_RELAXED);
+    spin_until(no_worker_active, NULL); /* stragglers of the last job, usually none */
     pthread_mutex_lock(&lock);
-    while (active > 0) pthread_cond_wait(&done, &lock); /* stragglers of the last job */
+    while (__atomic_load_n(&active, __ATOMIC_ACQUIRE) > 0) pthread_cond_wait(&done, &lock);
     job.fn = fn;
     job.ctx = ctx;
     job.n = n;
@@ -144,7 +210,7 @@ void em_parallel_for(int64_t n, int64_t grain, em_parallel_fn fn, void *ctx) {
     job.n_pieces = (n + job.piece - 1) / job.piece;
     job.next = 0;
     job.finished = 0;
-    generation++;
+    __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&wake);
     pthread_mutex_unlock(&lock);
 
@@ -152,9 +218,10 @@ void em_parallel_for(int64_t n, int64_t grain, em_parallel_fn fn, void *ctx) {
     run_pieces();
     inside_job = false;
 
-    pthread_mutex_lock(&lock);
-    while (__atomic_load_n(&job.finished, __ATOMIC_ACQUIRE) < job.n_pieces || active > 0)
-        pthread_cond_wait(&done, &lock);
-    pthread_mutex_unlock(&lock);
+    if (!spin_until(job_done, NULL)) {
+        pthread_mutex_lock(&lock);
+        while (!job_done(NULL)) pthread_cond_wait(&done, &lock);
+        pthread_mutex_unlock(&lock);
+    }
     pthread_mutex_unlock(&submit);
 }

@@ -428,10 +428,17 @@ EM_SC double sc_softplus_f64(double x, double beta, double threshold) {
     EM_SC T sc_rsqrt_##sfx(T x) { return ONE / SQRT(x); }                                          \
     EM_SC T sc_reciprocal_##sfx(T x) { return ONE / x; }                                           \
     EM_SC T sc_div_##sfx(T a, T b) { return a / b; }                                               \
-    EM_SC T sc_relu_##sfx(T x) { return (x > 0 || x != x) ? x : 0; }                               \
-    /* maximum, minimum and clamp propagate NaN, like PyTorch */                                   \
-    EM_SC T sc_maximum_##sfx(T a, T b) { return (a != a || a > b) ? a : b; }                       \
-    EM_SC T sc_minimum_##sfx(T a, T b) { return (a != a || a < b) ? a : b; }                       \
+    EM_SC T sc_relu_##sfx(T x) { return x <= 0 ? 0 : x; } /* NaN stays NaN */                      \
+    /* maximum, minimum and clamp propagate NaN, like PyTorch; two selects, not ||, so loops     \
+     * vectorise */                                                                                \
+    EM_SC T sc_maximum_##sfx(T a, T b) {                                                           \
+        T r = a > b ? a : b;                                                                       \
+        return a != a ? a : r;                                                                     \
+    }                                                                                              \
+    EM_SC T sc_minimum_##sfx(T a, T b) {                                                           \
+        T r = a < b ? a : b;                                                                       \
+        return a != a ? a : r;                                                                     \
+    }                                                                                              \
     EM_SC T sc_clamp_##sfx(T x, T lo, T hi) { return sc_minimum_##sfx(sc_maximum_##sfx(x, lo), hi); } \
     EM_SC T sc_abs_##sfx(T x) { return x < 0 ? -x : x == 0 ? 0 : x; }                              \
     EM_SC T sc_sign_##sfx(T x) { return x > 0 ? ONE : x < 0 ? -ONE : 0; } /* NaN: 0, as PyTorch */ \
@@ -586,19 +593,21 @@ EM_SC_FLOAT_ARITH(double, f64)
 /* ================================================================ bool
  * Arithmetic on bool is logical, as in PyTorch (True + True == True). */
 
-EM_SC EM_SC_BOOL sc_add_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a || b; }
-EM_SC EM_SC_BOOL sc_mul_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a && b; }
-EM_SC EM_SC_BOOL sc_maximum_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a || b; }
-EM_SC EM_SC_BOOL sc_minimum_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a && b; }
+/* Bitwise forms of the logical ones (bools hold 0 or 1): no short-circuit
+ * branches, so loops vectorise. */
+EM_SC EM_SC_BOOL sc_add_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a | b; }
+EM_SC EM_SC_BOOL sc_mul_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a & b; }
+EM_SC EM_SC_BOOL sc_maximum_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a | b; }
+EM_SC EM_SC_BOOL sc_minimum_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a & b; }
 EM_SC EM_SC_BOOL sc_sign_b8(EM_SC_BOOL x) { return x; }
-EM_SC EM_SC_BOOL sc_logical_not_b8(EM_SC_BOOL x) { return !x; }
-EM_SC EM_SC_BOOL sc_logical_and_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a && b; }
-EM_SC EM_SC_BOOL sc_logical_or_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a || b; }
-EM_SC EM_SC_BOOL sc_logical_xor_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a != b; }
-EM_SC EM_SC_BOOL sc_bitwise_and_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a && b; }
-EM_SC EM_SC_BOOL sc_bitwise_or_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a || b; }
-EM_SC EM_SC_BOOL sc_bitwise_xor_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a != b; }
-EM_SC EM_SC_BOOL sc_bitwise_not_b8(EM_SC_BOOL a) { return !a; }
+EM_SC EM_SC_BOOL sc_logical_not_b8(EM_SC_BOOL x) { return x ^ 1; }
+EM_SC EM_SC_BOOL sc_logical_and_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a & b; }
+EM_SC EM_SC_BOOL sc_logical_or_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a | b; }
+EM_SC EM_SC_BOOL sc_logical_xor_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a ^ b; }
+EM_SC EM_SC_BOOL sc_bitwise_and_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a & b; }
+EM_SC EM_SC_BOOL sc_bitwise_or_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a | b; }
+EM_SC EM_SC_BOOL sc_bitwise_xor_b8(EM_SC_BOOL a, EM_SC_BOOL b) { return a ^ b; }
+EM_SC EM_SC_BOOL sc_bitwise_not_b8(EM_SC_BOOL a) { return a ^ 1; }
 
 /* ================================================================ casts
  * float -> integer: through int64, saturating, NaN -> 0, then wrapping to

@@ -1,9 +1,11 @@
 /*
  * parallel.h - the one thread pool every ember kernel uses.
  *
- * Workers sleep on a condition variable between jobs (they never spin), so
- * they do not steal cycles from OpenBLAS's threads when a matmul runs. The
- * calling thread takes a share of every job. A parallel_for issued from
+ * Between jobs a worker spins for at most 50 us (waking a sleeping thread
+ * costs as much as a small op), then sleeps on a condition variable;
+ * em_parallel_park() sends spinning workers to sleep at once, which the
+ * matmul kernels do before calling OpenBLAS so its threads get the cores.
+ * The calling thread takes a share of every job. A parallel_for issued from
  * inside a job runs inline.
  */
 #ifndef EMBER_PARALLEL_H
@@ -21,6 +23,9 @@ typedef void (*em_parallel_fn)(void *ctx, int64_t begin, int64_t end);
 /* Runs fn over [0, n) in contiguous pieces of at least `grain` items, spread
  * over the pool; returns when all are done. n <= grain runs inline. */
 void em_parallel_for(int64_t n, int64_t grain, em_parallel_fn fn, void *ctx);
+
+/* Ends the idle spinning of the pool's workers until the next job. */
+void em_parallel_park(void);
 
 /* Threads used by em_parallel_for, the caller included. Default: the CPUs this
  * process may run on, or EMBER_NUM_THREADS. */

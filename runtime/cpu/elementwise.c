@@ -37,6 +37,10 @@
             OUT *o = (OUT *)p[0];                                                                  \
             const IN *a = (const IN *)p[1];                                                        \
             for (int64_t i = 0; i < n; i++) o[i] = STORE(F(LOAD(a[i])));                           \
+        } else if (s[0] == SZ(OUT) && s[1] == 0) { /* a broadcast scalar: fill (zeros, full) */   \
+            OUT *o = (OUT *)p[0];                                                                  \
+            const OUT v = STORE(F(LOAD(*(const IN *)p[1])));                                       \
+            for (int64_t i = 0; i < n; i++) o[i] = v;                                              \
         } else {                                                                                   \
             for (int64_t i = 0; i < n; i++) AT(OUT, 0, i) = STORE(F(LOAD(AT(const IN, 1, i))));   \
         }                                                                                          \
@@ -49,9 +53,11 @@
         if (s[0] == SZ(OUT) && s[1] == SZ(IN) && s[2] == SZ(IN)) {                                 \
             for (int64_t i = 0; i < n; i++) o[i] = STORE(F(LOAD(a[i]), LOAD(b[i])));               \
         } else if (s[0] == SZ(OUT) && s[1] == SZ(IN) && s[2] == 0) {                               \
-            for (int64_t i = 0; i < n; i++) o[i] = STORE(F(LOAD(a[i]), LOAD(b[0])));               \
+            const IN bv = b[0]; /* hoisted: o may alias b, so b[0] would be reloaded */            \
+            for (int64_t i = 0; i < n; i++) o[i] = STORE(F(LOAD(a[i]), LOAD(bv)));                 \
         } else if (s[0] == SZ(OUT) && s[1] == 0 && s[2] == SZ(IN)) {                               \
-            for (int64_t i = 0; i < n; i++) o[i] = STORE(F(LOAD(a[0]), LOAD(b[i])));               \
+            const IN av = a[0];                                                                    \
+            for (int64_t i = 0; i < n; i++) o[i] = STORE(F(LOAD(av), LOAD(b[i])));                 \
         } else {                                                                                   \
             for (int64_t i = 0; i < n; i++)                                                        \
                 AT(OUT, 0, i) = STORE(F(LOAD(AT(const IN, 1, i)), LOAD(AT(const IN, 2, i))));      \
@@ -68,7 +74,8 @@
         if (s[0] == SZ(OUT) && s[1] == SZ(IN0) && s[2] == SZ(IN) && s[3] == SZ(IN)) {              \
             for (int64_t i = 0; i < n; i++) o[i] = STORE(F(LOAD0(a[i]), LOAD(b[i]), LOAD(c[i])));  \
         } else if (s[0] == SZ(OUT) && s[1] == SZ(IN0) && s[2] == 0 && s[3] == 0) {                 \
-            for (int64_t i = 0; i < n; i++) o[i] = STORE(F(LOAD0(a[i]), LOAD(b[0]), LOAD(c[0])));  \
+            const IN bv = b[0], cv = c[0]; /* hoisted, as in LOOP2 */                              \
+            for (int64_t i = 0; i < n; i++) o[i] = STORE(F(LOAD0(a[i]), LOAD(bv), LOAD(cv)));      \
         } else {                                                                                   \
             for (int64_t i = 0; i < n; i++)                                                        \
                 AT(OUT, 0, i) = STORE(F(LOAD0(AT(const IN0, 1, i)), LOAD(AT(const IN, 2, i)),       \
@@ -76,13 +83,43 @@
         }                                                                                          \
     }
 
+/* Bools live in memory as bytes read as uint8 (nonzero is true, as the code
+ * generators read them): gcc vectorises neither selects on loaded bools nor
+ * their negation, but does on bytes. M(sfx) is the memory type, LD(sfx)
+ * the conversion to the compute type. */
+#define M(sfx) M_##sfx
+#define M_f32 float
+#define M_f64 double
+#define M_i64 em_sc_i64
+#define M_i32 em_sc_i32
+#define M_i16 em_sc_i16
+#define M_i8 em_sc_i8
+#define M_u8 em_sc_u8
+#define M_b8 em_sc_u8
+#define LD(sfx) LD_##sfx
+#define LD_f32 ID
+#define LD_f64 ID
+#define LD_i64 ID
+#define LD_i32 ID
+#define LD_i16 ID
+#define LD_i8 ID
+#define LD_u8 ID
+#define LD_b8 AS_BOOL
+#define M_f16 em_sc_u16
+#define M_bf16 em_sc_u16
+#define LD_f16 ID
+#define LD_bf16 ID
+#define AS_BOOL(x) ((bool)(x))
+
 /* loop_<op>_<dtype> for each shape and arity */
-#define DEF_SAME_1(op, T, sfx) LOOP1(loop_##op##_##sfx, T, T, sc_##op##_##sfx, ID, ID)
-#define DEF_SAME_2(op, T, sfx) LOOP2(loop_##op##_##sfx, T, T, sc_##op##_##sfx, ID, ID)
-#define DEF_SAME_3(op, T, sfx) LOOP3(loop_##op##_##sfx, T, T, T, sc_##op##_##sfx, ID, ID, ID)
-#define DEF_PRED_1(op, T, sfx) LOOP1(loop_##op##_##sfx, bool, T, sc_##op##_##sfx, ID, ID)
-#define DEF_PRED_2(op, T, sfx) LOOP2(loop_##op##_##sfx, bool, T, sc_##op##_##sfx, ID, ID)
-#define DEF_WHERE_3(op, T, sfx) LOOP3(loop_##op##_##sfx, T, bool, T, sc_##op##_##sfx, ID, ID, ID)
+#define DEF_SAME_1(op, T, sfx) LOOP1(loop_##op##_##sfx, M(sfx), M(sfx), sc_##op##_##sfx, LD(sfx), ID)
+#define DEF_SAME_2(op, T, sfx) LOOP2(loop_##op##_##sfx, M(sfx), M(sfx), sc_##op##_##sfx, LD(sfx), ID)
+#define DEF_SAME_3(op, T, sfx)                                                                     \
+    LOOP3(loop_##op##_##sfx, M(sfx), M(sfx), M(sfx), sc_##op##_##sfx, LD(sfx), LD(sfx), ID)
+#define DEF_PRED_1(op, T, sfx) LOOP1(loop_##op##_##sfx, em_sc_u8, M(sfx), sc_##op##_##sfx, LD(sfx), ID)
+#define DEF_PRED_2(op, T, sfx) LOOP2(loop_##op##_##sfx, em_sc_u8, M(sfx), sc_##op##_##sfx, LD(sfx), ID)
+#define DEF_WHERE_3(op, T, sfx)                                                                    \
+    LOOP3(loop_##op##_##sfx, M(sfx), em_sc_u8, M(sfx), sc_##op##_##sfx, AS_BOOL, LD(sfx), ID)
 
 #define APPLY(m, ...) m(__VA_ARGS__)
 #define DEF_LOOP(arg, S, T, sfx) APPLY(DEF_LOOP_, UNPACK arg, T, sfx)
@@ -147,7 +184,7 @@ static const em_loop_fn half_loops[EM_OP_COUNT][2] = {
 /* ---- casts: cast_loops[from][to] ---- */
 
 #define DEF_CAST(FS, FT, fsfx, TS, TT, tsfx)                                                       \
-    LOOP1(loop_cast_##fsfx##_##tsfx, TT, FT, sc_cast_##fsfx##_##tsfx, ID, ID)
+    LOOP1(loop_cast_##fsfx##_##tsfx, M(tsfx), M(fsfx), sc_cast_##fsfx##_##tsfx, LD(fsfx), ID)
 #define CAST_INNER(from, S, T, sfx) APPLY(DEF_CAST, UNPACK from, S, T, sfx)
 #define CAST_OUTER(unused, S, T, sfx) EM_FOR_DTYPES_STORED_INNER(CAST_INNER, (S, T, sfx))
 EM_FOR_DTYPES_STORED(CAST_OUTER, _)

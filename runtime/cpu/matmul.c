@@ -68,6 +68,32 @@ static void gemm2d(em_dtype dt, const char *a, int64_t ars, int64_t acs, const c
     blas_layout(k, n, brs, bcs, &vb);
     CBLAS_TRANSPOSE ta = va.trans ? CblasTrans : CblasNoTrans;
     CBLAS_TRANSPOSE tb = vb.trans ? CblasTrans : CblasNoTrans;
+    em_parallel_park(); /* OpenBLAS's threads get the cores */
+    bool f32 = dt == EM_DTYPE_F32;
+    /* Vector shapes go to level-1/2 BLAS, which gemm handles poorly. */
+    if (m == 1 && n == 1 && k > 0 && acs != 0 && brs != 0) {
+        if (f32)
+            *(float *)c = cblas_sdot((blasint)k, (const float *)a, (blasint)acs, (const float *)b, (blasint)brs);
+        else
+            *(double *)c = cblas_ddot((blasint)k, (const double *)a, (blasint)acs, (const double *)b, (blasint)brs);
+        return;
+    }
+    if ((n == 1 && k > 0 && brs != 0) || (m == 1 && k > 0 && acs != 0)) {
+        /* c = A x (n == 1: A = a, x = b's column) or c^T = B^T x (m == 1) */
+        bool col = n == 1;
+        blas_view v = col ? va : vb;
+        CBLAS_TRANSPOSE t = col ? (v.trans ? CblasTrans : CblasNoTrans) : (v.trans ? CblasNoTrans : CblasTrans);
+        int64_t rows = col ? (v.trans ? k : m) : (v.trans ? n : k), cols = col ? (v.trans ? m : k) : (v.trans ? k : n);
+        const char *mat = col ? a : b, *x = col ? b : a;
+        int64_t incx = col ? brs : acs;
+        if (f32)
+            cblas_sgemv(CblasRowMajor, t, (blasint)rows, (blasint)cols, 1.0f, (const float *)mat, (blasint)v.ld,
+                        (const float *)x, (blasint)incx, 0.0f, (float *)c, 1);
+        else
+            cblas_dgemv(CblasRowMajor, t, (blasint)rows, (blasint)cols, 1.0, (const double *)mat, (blasint)v.ld,
+                        (const double *)x, (blasint)incx, 0.0, (double *)c, 1);
+        return;
+    }
     if (dt == EM_DTYPE_F32)
         cblas_sgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)k, 1.0f,
                     (const float *)a, (blasint)va.ld, (const float *)b, (blasint)vb.ld, 0.0f,
