@@ -230,7 +230,7 @@ static bool float_to_i64(double v, int64_t *out) {
 
 em_tensor *em_full(const int64_t *shape, int n, double value, em_dtype dtype) {
     int64_t vi = 0;
-    if (dtype == EM_DTYPE_I64 && !float_to_i64(value, &vi)) return NULL;
+    if (!em_dtype_is_float(dtype) && dtype != EM_DTYPE_BOOL && !float_to_i64(value, &vi)) return NULL;
     return factory(EM_OP_FULL, shape, n, dtype, value, vi);
 }
 em_tensor *em_full_i64(const int64_t *shape, int n, int64_t value, em_dtype dtype) {

@@ -144,7 +144,7 @@ static em_tensor *copy_buffer(PyObject *obj) {
         for (int i = 0; i < view.ndim; i++) shape[i] = view.shape[i];
         if (!(t = em_tensor_empty(shape, view.ndim, dt, em_cpu()))) {
             em_py_raise();
-        } else if (!view.strides && t->numel) { /* contiguous */
+        } else if (t->numel && (!view.strides || PyBuffer_IsContiguous(&view, 'C'))) {
             memcpy(em_tensor_data(t), view.buf, (size_t)t->numel * em_dtype_size(dt));
         } else if (t->numel) {
             int64_t pos = 0;

@@ -15,6 +15,7 @@ import numbers
 from . import _C
 
 _ADVANCED = (list, tuple)
+_WHERE = _C._op_ids()["where"]
 
 
 def _is_advanced(k):
@@ -134,7 +135,22 @@ def _apply(x, key):
     return x, adv
 
 
+def _lone_mask(x, key):
+    """key when it is one bool tensor over x's leading dims (x[mask]), else None."""
+    from . import Tensor, bool as bool_
+    if isinstance(key, Tensor) and key.dtype == bool_ and 0 < key.ndim <= x.ndim and \
+            tuple(key.shape) == tuple(x.shape[:key.ndim]):
+        return key
+    return None
+
+
 def getitem(x, key):
+    mask = _lone_mask(x, key)
+    if mask is not None:  # the common x[mask]: no index tensors in between
+        if mask.ndim == x.ndim:
+            return _C._masked_select(x, mask)
+        rows = _C._nonzero(mask.reshape(-1)).reshape(-1)
+        return _C._index_select(x.reshape(-1, *x.shape[mask.ndim:]), 0, rows)
     view, adv = _apply(x, key)
     if not adv:
         return view
@@ -142,6 +158,13 @@ def getitem(x, key):
 
 
 def setitem(x, key, value):
+    mask = _lone_mask(x, key)
+    if mask is not None and (not isinstance(value, _C._TensorBase) or value.ndim == 0):
+        # x[mask] = v is masked_fill_: an elementwise where, in place, with v
+        # converted to x's dtype first (as assignment converts)
+        v = value.to(x.dtype) if isinstance(value, _C._TensorBase) else _C.full((), value, dtype=x.dtype)
+        _C._ew_(_WHERE, x, mask.reshape(*mask.shape, *([1] * (x.ndim - mask.ndim))), v, x)
+        return
     view, adv = _apply(x, key)
     if not adv:
         view.copy_(value)

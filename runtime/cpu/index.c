@@ -152,31 +152,48 @@ static void isel_range(void *arg, int64_t b, int64_t e) {
     }
 }
 
-em_status cpu_index_select(em_op op, em_tensor *const *in, int n_in, const em_attrs *a,
-                           em_tensor **out) {
-    const em_tensor *x = in[0], *ix = in[1];
-    if (x->ndim == 0) { /* a 0-d input: the index must be 0 */
-        for (int64_t j = 0; j < ix->numel; j++)
-            if (em_tensor_get_f64(ix, j) != 0) return out_of_range(EM_ERR_INDEX, "index_select", (int64_t)em_tensor_get_f64(ix, j), 0, 1);
-        return em_copy_into(out[0], (em_tensor *)x);
+/* All of ix's values in row-major order, each checked against [-size, size)
+ * (negative ones wrapped) when negatives are allowed, else [0, size).
+ * NULL with the error set on a bad index. em_free the result. */
+static int64_t *load_indices(const em_tensor *ix, int64_t size, bool negatives, em_status kind,
+                             const char *op, int d) {
+    int64_t n = ix->numel;
+    int64_t *idx = em_malloc((size_t)(n ? n : 1) * sizeof *idx);
+    if (!idx) {
+        em_error(EM_ERR_NOMEM, "%s: out of memory", op);
+        return NULL;
     }
+    cursor c;
+    memset(&c, 0, sizeof c);
+    c.nd = ix->ndim;
+    c.n = 1;
+    c.shape = ix->shape;
+    memcpy(c.strides[0], ix->strides, sizeof c.strides[0]);
+    cursor_seek(&c, 0);
+    bool contiguous = em_tensor_is_contiguous(ix);
+    for (int64_t j = 0; j < n; j++) {
+        int64_t i = load_index(ix, contiguous ? j : c.off[0]);
+        if (!contiguous) cursor_next(&c);
+        if (negatives && i < 0 && i >= -size) i += size;
+        if (i < 0 || i >= size) {
+            em_free(idx);
+            out_of_range(kind, op, i, d, size);
+            return NULL;
+        }
+        idx[j] = i;
+    }
+    return idx;
+}
+
+/* y = x's slices at idx[0..n) along dim d (y contiguous, shaped like x with
+ * dim d of size n, or any shape with that layout). */
+static void run_isel(const em_tensor *x, int d, const int64_t *idx, int64_t n, em_tensor *y) {
     isel_ctx c;
     memset(&c, 0, sizeof c);
     c.x = x;
-    c.y = out[0];
-    c.d = (int)a->dims[0];
-    c.n = ix->numel;
-    int64_t *idx = em_malloc((size_t)(c.n ? c.n : 1) * sizeof *idx);
-    if (!idx) return EM_ERR_NOMEM;
-    int64_t size = x->shape[c.d];
-    for (int64_t j = 0; j < c.n; j++) {
-        idx[j] = load_index(ix, ix->ndim ? j * ix->strides[0] : 0);
-        if (idx[j] < 0 || idx[j] >= size) {
-            em_status st = out_of_range(EM_ERR_INDEX, "index_select", idx[j], c.d, size);
-            em_free(idx);
-            return st;
-        }
-    }
+    c.y = y;
+    c.d = d;
+    c.n = n;
     c.idx = idx;
     c.inner = 1;
     for (int k = c.d + 1; k < x->ndim; k++) c.inner *= x->shape[k];
@@ -194,8 +211,39 @@ em_status cpu_index_select(em_op op, em_tensor *const *in, int n_in, const em_at
     }
     int64_t outer = 1;
     for (int k = 0; k < c.d; k++) outer *= x->shape[k];
-    if (outer > 0 && c.n > 0 && c.inner > 0)
-        em_parallel_for(outer * c.n, EM_GRAIN_ELEMENTWISE / (c.inner ? c.inner : 1) + 1, isel_range, &c);
+    if (outer <= 0 || c.n <= 0 || c.inner <= 0) return;
+    if (outer == 1 && c.inner == 1) { /* picking single elements: a typed gather */
+        size_t item = em_dtype_size(x->dtype);
+        const char *xb = em_tensor_data(x);
+        char *yb = em_tensor_data(y);
+        int64_t xs = x->strides[d];
+        switch (item) {
+#define PICK(T)                                                                                    \
+    for (int64_t j = 0; j < n; j++) ((T *)yb)[j] = ((const T *)xb)[idx[j] * xs];                  \
+    break;
+        case 1: PICK(uint8_t)
+        case 2: PICK(uint16_t)
+        case 4: PICK(uint32_t)
+        default: PICK(uint64_t)
+#undef PICK
+        }
+        return;
+    }
+    em_parallel_for(outer * c.n, EM_GRAIN_ELEMENTWISE / (c.inner ? c.inner : 1) + 1, isel_range, &c);
+}
+
+em_status cpu_index_select(em_op op, em_tensor *const *in, int n_in, const em_attrs *a,
+                           em_tensor **out) {
+    const em_tensor *x = in[0], *ix = in[1];
+    if (x->ndim == 0) { /* a 0-d input: the index must be 0 */
+        for (int64_t j = 0; j < ix->numel; j++)
+            if (em_tensor_get_f64(ix, j) != 0) return out_of_range(EM_ERR_INDEX, "index_select", (int64_t)em_tensor_get_f64(ix, j), 0, 1);
+        return em_copy_into(out[0], (em_tensor *)x);
+    }
+    int d = (int)a->dims[0];
+    int64_t *idx = load_indices(ix, x->shape[d], false, EM_ERR_INDEX, "index_select", d);
+    if (!idx) return em_last_status();
+    run_isel(x, d, idx, ix->numel, out[0]);
     em_free(idx);
     return EM_OK;
 }
@@ -249,31 +297,58 @@ typedef struct {
     int64_t bad; /* an out-of-range index, or INT64_MIN */
 } gather_ctx;
 
-static void gather_range(void *arg, int64_t b, int64_t e) {
+/* Rows of the index tensor (all its dims but the last) in parallel; each
+ * row is one typed loop. */
+static void gather_rows(void *arg, int64_t b, int64_t e) {
     gather_ctx *g = arg;
+    const em_tensor *ix = g->ix, *x = g->x;
+    int nd = ix->ndim;
+    int64_t len = nd ? ix->shape[nd - 1] : 1;
     int64_t ys[EM_MAX_DIMS];
-    em_contiguous_strides(g->ix->shape, g->ix->ndim, ys);
+    em_contiguous_strides(ix->shape, nd, ys);
     cursor c;
-    gather_cursor(&c, g->ix, g->x, g->d, ys);
-    cursor_seek(&c, b);
-    size_t item = em_dtype_size(g->x->dtype);
-    const char *xb = em_tensor_data(g->x);
+    gather_cursor(&c, ix, x, g->d, ys);
+    c.nd = nd ? nd - 1 : 0; /* the cursor walks rows */
+    size_t item = em_dtype_size(x->dtype);
+    const char *xb = em_tensor_data(x);
     char *yb = em_tensor_data(g->y);
-    int64_t xsd = g->x->ndim ? g->x->strides[g->d] : 0;
-    for (int64_t t = b; t < e; t++, cursor_next(&c)) {
-        int64_t i = load_index(g->ix, c.off[0]);
-        if (i < 0 || i >= g->size) {
-            g->bad = i;
-            return;
+    int64_t xsd = x->ndim ? x->strides[g->d] : 0;
+    int64_t ixs = nd ? ix->strides[nd - 1] : 0, xs = nd ? c.strides[1][nd - 1] : 0;
+    int64_t rowbuf[256];
+    cursor_seek(&c, b);
+    for (int64_t r = b; r < e; r++, cursor_next(&c)) {
+        for (int64_t k0 = 0; k0 < len; k0 += 256) {
+            int64_t m = len - k0 < 256 ? len - k0 : 256;
+            for (int64_t k = 0; k < m; k++) {
+                int64_t i = load_index(ix, c.off[0] + (k0 + k) * ixs);
+                if (i < 0 || i >= g->size) {
+                    g->bad = i;
+                    return;
+                }
+                rowbuf[k] = c.off[1] + (k0 + k) * xs + i * xsd;
+            }
+            char *dst = yb + (size_t)(c.off[2] + k0) * item;
+            switch (item) {
+#define ROW(T)                                                                                     \
+    for (int64_t k = 0; k < m; k++) ((T *)dst)[k] = ((const T *)xb)[rowbuf[k]];                   \
+    break;
+            case 1: ROW(uint8_t)
+            case 2: ROW(uint16_t)
+            case 4: ROW(uint32_t)
+            default: ROW(uint64_t)
+#undef ROW
+            }
         }
-        copy_elem(yb + (size_t)c.off[2] * item, xb + (size_t)(c.off[1] + i * xsd) * item, item);
     }
 }
 
 em_status cpu_gather(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
     gather_ctx g = {in[0], in[1], out[0], (int)a->dims[0], 0, INT64_MIN};
     g.size = in[0]->ndim ? in[0]->shape[g.d] : 1;
-    em_parallel_for(in[1]->numel, EM_GRAIN_ELEMENTWISE, gather_range, &g);
+    const em_tensor *ix = in[1];
+    int64_t len = ix->ndim ? ix->shape[ix->ndim - 1] : 1;
+    int64_t rows = len ? ix->numel / len : 0;
+    if (rows) em_parallel_for(rows, EM_GRAIN_ELEMENTWISE / len + 1, gather_rows, &g);
     return g.bad != INT64_MIN ? out_of_range(EM_ERR_RUNTIME, "gather", g.bad, g.d, g.size) : EM_OK;
 }
 
@@ -304,14 +379,10 @@ em_status cpu_scatter(em_op op, em_tensor *const *in, int n_in, const em_attrs *
     em_tensor *src = in[2], *cast = NULL;
     int d = (int)a->dims[0];
     int64_t size = x->ndim ? x->shape[d] : 1;
+    int64_t *checked = load_indices(ix, size, false, EM_ERR_RUNTIME, "scatter", d); /* all, first */
+    if (!checked) return em_last_status();
+    em_free(checked);
     if (src->dtype != x->dtype && !(src = cast = em_cast(src, x->dtype))) return em_last_status();
-    for (int64_t t = 0; t < ix->numel; t++) { /* check every index first */
-        int64_t i = (int64_t)em_tensor_get_f64(ix, t);
-        if (i < 0 || i >= size) {
-            em_tensor_release(cast);
-            return out_of_range(EM_ERR_RUNTIME, "scatter", i, d, size);
-        }
-    }
     em_status st = em_copy_into(out[0], (em_tensor *)x);
     if (st == EM_OK && ix->numel) {
         int64_t ss[EM_MAX_DIMS] = {0};
@@ -422,10 +493,9 @@ static em_status adv_check(const char *op, const adv_plan *p, const em_tensor *x
                            em_tensor *const *ix, const em_attrs *a) {
     for (int j = 0; j < p->k; j++) {
         int d = (int)a->dims[j];
-        for (int64_t t = 0; t < ix[j]->numel; t++) {
-            int64_t i = (int64_t)em_tensor_get_f64(ix[j], t);
-            if (i < -x->shape[d] || i >= x->shape[d]) return out_of_range(EM_ERR_INDEX, op, i, d, x->shape[d]);
-        }
+        int64_t *checked = load_indices(ix[j], x->shape[d], true, EM_ERR_INDEX, op, d);
+        if (!checked) return em_last_status();
+        em_free(checked);
     }
     return EM_OK;
 }
@@ -483,8 +553,16 @@ em_status cpu_index(em_op op, em_tensor *const *in, int n_in, const em_attrs *a,
         return em_error(EM_ERR_INDEX, "index: 1 to %d index tensors, got %d", EM_MAX_DIMS, n_in - 1);
     for (int i = 0; i < n_in; i++) types[i] = em_tensor_type(in[i]);
     em_status st = adv_plan_make("index", &types[0], types + 1, n_in - 1, a, &p);
-    if (st == EM_OK) st = adv_check("index", &p, in[0], in + 1, a);
     if (st != EM_OK) return st;
+    if (p.k == 1) { /* x[i] along one dim: index_select with the index flattened */
+        int d = (int)a->dims[0];
+        int64_t *idx = load_indices(in[1], in[0]->shape[d], true, EM_ERR_INDEX, "index", d);
+        if (!idx) return em_last_status();
+        run_isel(in[0], d, idx, in[1]->numel, out[0]);
+        em_free(idx);
+        return EM_OK;
+    }
+    if ((st = adv_check("index", &p, in[0], in + 1, a)) != EM_OK) return st;
     index_ctx c = {&p, in[0], in + 1, a, out[0]};
     em_parallel_for(out[0]->numel, EM_GRAIN_ELEMENTWISE, index_range, &c);
     return EM_OK;
@@ -602,8 +680,111 @@ static bool nonzero_at(const em_tensor *x, int64_t off) {
     }
 }
 
+/* ---- the data-dependent ops on contiguous data, in parallel: count each
+ * chunk's hits, then every chunk writes its hits from its prefix offset ---- */
+
+#define CHUNK 65536
+
+/* hits in x[b, e) (contiguous, any dtype: nonzero values; bool masks alike) */
+static int64_t count_nonzero(const char *base, em_dtype dt, int64_t b, int64_t e) {
+    int64_t n = 0;
+    switch (dt) {
+#define COUNT(unused, S, T, sfx)                                                                   \
+    case EM_DTYPE_##S:                                                                             \
+        for (int64_t i = b; i < e; i++) n += sc_cast_##sfx##_b8(((const T *)base)[i]);             \
+        break;
+        EM_FOR_DTYPES_NUMERIC(COUNT, _)
+        EM_FOR_DTYPES_HALF(COUNT, _)
+#undef COUNT
+    default: /* bool: bytes, nonzero is true */
+        for (int64_t i = b; i < e; i++) n += ((const uint8_t *)base)[i] != 0;
+        break;
+    }
+    return n;
+}
+
+typedef struct {
+    const em_tensor *x, *mask;
+    em_tensor *y;
+    int64_t numel, *counts; /* per chunk; then each chunk's first output row */
+} hits_ctx;
+
+static void count_task(void *arg, int64_t b, int64_t e) {
+    hits_ctx *c = arg;
+    const em_tensor *m = c->mask ? c->mask : c->x;
+    for (int64_t k = b; k < e; k++) {
+        int64_t lo = k * CHUNK, hi = lo + CHUNK < c->numel ? lo + CHUNK : c->numel;
+        c->counts[k] = count_nonzero(em_tensor_data(m), m->dtype, lo, hi);
+    }
+}
+
+/* Each chunk's hits in order; returns the total (counts become offsets). */
+static int64_t count_hits(hits_ctx *c, int64_t nchunks) {
+    em_parallel_for(nchunks, 1, count_task, c);
+    int64_t total = 0;
+    for (int64_t k = 0; k < nchunks; k++) {
+        int64_t n = c->counts[k];
+        c->counts[k] = total;
+        total += n;
+    }
+    return total;
+}
+
+static bool is_hit(const em_tensor *m, int64_t i) {
+    return count_nonzero(em_tensor_data(m), m->dtype, i, i + 1) != 0;
+}
+
+static void nonzero_write_task(void *arg, int64_t b, int64_t e) {
+    hits_ctx *c = arg;
+    const em_tensor *x = c->x;
+    int nd = x->ndim;
+    int64_t *y = em_tensor_data(c->y);
+    for (int64_t k = b; k < e; k++) {
+        int64_t lo = k * CHUNK, hi = lo + CHUNK < c->numel ? lo + CHUNK : c->numel;
+        int64_t row = c->counts[k], coord[EM_MAX_DIMS], rem = lo;
+        for (int d = nd - 1; d >= 0; d--) {
+            coord[d] = rem % x->shape[d];
+            rem /= x->shape[d];
+        }
+        for (int64_t i = lo; i < hi; i++) {
+            if (is_hit(x, i)) {
+                memcpy(y + row * nd, coord, (size_t)nd * sizeof *coord);
+                row++;
+            }
+            for (int d = nd - 1; d >= 0 && ++coord[d] == x->shape[d]; d--) coord[d] = 0;
+        }
+    }
+}
+
+static void masked_write_task(void *arg, int64_t b, int64_t e) {
+    hits_ctx *c = arg;
+    size_t item = em_dtype_size(c->x->dtype);
+    const char *xb = em_tensor_data(c->x);
+    const uint8_t *mb = em_tensor_data(c->mask);
+    char *yb = em_tensor_data(c->y);
+    for (int64_t k = b; k < e; k++) {
+        int64_t lo = k * CHUNK, hi = lo + CHUNK < c->numel ? lo + CHUNK : c->numel;
+        char *dst = yb + (size_t)c->counts[k] * item;
+        for (int64_t i = lo; i < hi; i++)
+            if (mb[i]) {
+                copy_elem(dst, xb + (size_t)i * item, item);
+                dst += item;
+            }
+    }
+}
+
 em_status cpu_nonzero(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
     const em_tensor *x = in[0];
+    if (em_tensor_is_contiguous(x) && x->ndim > 0) {
+        int64_t nchunks = (x->numel + CHUNK - 1) / CHUNK;
+        hits_ctx c = {x, NULL, NULL, x->numel, em_malloc((size_t)(nchunks ? nchunks : 1) * sizeof(int64_t))};
+        if (!c.counts) return EM_ERR_NOMEM;
+        int64_t shape[2] = {count_hits(&c, nchunks), x->ndim};
+        if ((out[0] = c.y = em_tensor_empty(shape, 2, EM_DTYPE_I64, x->device)))
+            em_parallel_for(nchunks, 1, nonzero_write_task, &c);
+        em_free(c.counts);
+        return out[0] ? EM_OK : em_last_status();
+    }
     cursor c;
     memset(&c, 0, sizeof c);
     c.nd = x->ndim;
@@ -647,6 +828,17 @@ em_status infer_masked_select(em_op op, const em_type *in, int n_in, const em_at
 em_status cpu_masked_select(em_op op, em_tensor *const *in, int n_in, const em_attrs *a,
                             em_tensor **out) {
     const em_tensor *x = in[0], *m = in[1];
+    if (em_tensor_is_contiguous(x) && em_tensor_is_contiguous(m) &&
+        em_shape_eq(x->shape, x->ndim, m->shape, m->ndim)) {
+        int64_t nchunks = (x->numel + CHUNK - 1) / CHUNK;
+        hits_ctx c = {x, m, NULL, x->numel, em_malloc((size_t)(nchunks ? nchunks : 1) * sizeof(int64_t))};
+        if (!c.counts) return EM_ERR_NOMEM;
+        int64_t count = count_hits(&c, nchunks);
+        if ((out[0] = c.y = em_tensor_empty(&count, 1, x->dtype, x->device)))
+            em_parallel_for(nchunks, 1, masked_write_task, &c);
+        em_free(c.counts);
+        return out[0] ? EM_OK : em_last_status();
+    }
     int64_t bs[EM_MAX_DIMS];
     int nb;
     em_broadcast_shapes(x->shape, x->ndim, m->shape, m->ndim, bs, &nb);

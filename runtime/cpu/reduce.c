@@ -24,6 +24,7 @@
 #include "ember/alloc.h"
 #include "ember/ops_math.h"
 #include "ember/parallel.h"
+#include "minmax.h"
 
 #define BLOCK 65536
 #define TILE 256
@@ -125,41 +126,157 @@ typedef struct {
         }                                                                                          \
     }
 
-/* Contiguous float sums get independent accumulators so they vectorise
- * while the order of additions stays fixed. */
-#define RUN_SUM_FLOAT(T, sfx)                                                                      \
-    static void run_K_SUM_##sfx(acc_t *acc, const char *ptr, int64_t stride, int64_t n,            \
-                                int64_t j0, double param) {                                        \
+
+/* Contiguous runs fold into LANES independent accumulators, combined into
+ * the result in a fixed order at the end of the run, so the loop vectorises
+ * and results still do not depend on the thread count. UPD(l, v, P) updates
+ * a lane with element v; FOLD(A, l) folds a finished lane into the acc_t. */
+#define LANES 8
+#define LANE_RUN(FAM, KIND, T, sfx, LD, LT, LDX, INIT, UPD, FOLD)                                  \
+    static void run_##KIND##_##sfx(acc_t *acc, const char *ptr, int64_t stride, int64_t n,         \
+                                   int64_t j0, double param) {                                     \
         const T *x = (const T *)ptr;                                                               \
-        double a[8] = {0};                                                                         \
         int64_t i = 0;                                                                             \
+        acc_t a = *acc;                                                                            \
         (void)j0;                                                                                  \
-        (void)param;                                                                               \
-        if (stride == 1)                                                                           \
-            for (; i + 8 <= n; i += 8)                                                             \
-                for (int j = 0; j < 8; j++) a[j] += sc_cast_##sfx##_f64(x[i + j]);                 \
-        for (; i < n; i++) a[0] += sc_cast_##sfx##_f64(x[i * stride]);                             \
-        acc->f += ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));              \
+        if (stride == 1 && IS_MINMAX(KIND) && (T)0.5 != 0 && sizeof(T) >= 4) {                    \
+            double vl[16];                                                                         \
+            bool mn = KIND == K_MIN || KIND == K_MINABS, ab = KIND == K_MAXABS || KIND == K_MINABS; \
+            i = sizeof(T) == 4 ? vminmax_f32((const float *)x, n, mn, ab, vl)                      \
+                               : vminmax_f64((const double *)x, n, mn, ab, vl);                    \
+            for (int k = 0; k < (sizeof(T) == 4 ? 16 : 8) && i > 0; k++) FOLD(a, vl[k]);           \
+        }                                                                                          \
+        if (stride == 1 && n - i >= LANES) {                                                       \
+            LT l[LANES];                                                                           \
+            for (int k = 0; k < LANES; k++) l[k] = INIT;                                           \
+            for (; i + LANES <= n; i += LANES)                                                     \
+                for (int k = 0; k < LANES; k++) {                                                  \
+                    LT v = LDX(x[i + k]);                                                          \
+                    UPD(l[k], v, param);                                                           \
+                }                                                                                  \
+            for (int k = 0; k < LANES; k++) FOLD(a, l[k]);                                         \
+        }                                                                                          \
+        for (; i < n; i++) { /* the tail (and strided runs) by the same rules */                  \
+            LT t = INIT, v = LDX(x[i * stride]);                                                   \
+            UPD(t, v, param);                                                                      \
+            FOLD(a, t);                                                                            \
+        }                                                                                          \
+        *acc = a;                                                                                  \
     }
 
-#define FLOAT_KINDS(X, T, sfx)                                                                     \
-    X(F, K_PROD, T, sfx, LD_FLOAT) X(F, K_MAX, T, sfx, LD_FLOAT) X(F, K_MIN, T, sfx, LD_FLOAT)     \
-    X(F, K_ARGMAX, T, sfx, LD_FLOAT) X(F, K_ARGMIN, T, sfx, LD_FLOAT)                              \
-    X(F, K_ALL, T, sfx, LD_FLOAT) X(F, K_ANY, T, sfx, LD_FLOAT)                                    \
-    X(F, K_SUMSQDEV, T, sfx, LD_FLOAT) X(F, K_SUMABS, T, sfx, LD_FLOAT)                            \
-    X(F, K_SUMPOW, T, sfx, LD_FLOAT) X(F, K_MAXABS, T, sfx, LD_FLOAT)                              \
-    X(F, K_MINABS, T, sfx, LD_FLOAT) X(F, K_COUNTNZ, T, sfx, LD_FLOAT)                             \
-    X(F, K_SUMEXP, T, sfx, LD_FLOAT)
-#define INT_KINDS(X, T, sfx)                                                                       \
-    X(I, K_SUM, T, sfx, LD_INT) X(I, K_PROD, T, sfx, LD_INT) X(I, K_MAX, T, sfx, LD_INT)           \
-    X(I, K_MIN, T, sfx, LD_INT) X(I, K_ARGMAX, T, sfx, LD_INT) X(I, K_ARGMIN, T, sfx, LD_INT)      \
-    X(I, K_ALL, T, sfx, LD_INT) X(I, K_ANY, T, sfx, LD_INT)
+/* The same rules across a row of up to TILE adjacent outputs (the columns
+ * strategy): lane c is output c, so the loop over c vectorises. */
+#define LANE_COL(KIND, T, sfx, LT, LDX, INIT, UPD, FOLD)                                          \
+    static void linit_##KIND##_##sfx(void *lanes, int64_t len) {                                   \
+        LT *l = lanes;                                                                             \
+        for (int64_t c = 0; c < len; c++) l[c] = INIT;                                             \
+    }                                                                                              \
+    static void lcol_##KIND##_##sfx(void *lanes, const char *row, int64_t len,                     \
+                                    const double *param) {                                         \
+        LT *l = lanes;                                                                             \
+        const T *x = (const T *)row;                                                               \
+        if (param)                                                                                 \
+            for (int64_t c = 0; c < len; c++) {                                                    \
+                LT v = LDX(x[c]);                                                                  \
+                UPD(l[c], v, param[c]);                                                            \
+            }                                                                                      \
+        else                                                                                       \
+            for (int64_t c = 0; c < len; c++) {                                                    \
+                LT v = LDX(x[c]);                                                                  \
+                UPD(l[c], v, 0.0);                                                                 \
+            }                                                                                      \
+    }                                                                                              \
+    static void lfold_##KIND##_##sfx(acc_t *acc, const void *lanes, int64_t len) {                 \
+        const LT *l = lanes;                                                                       \
+        for (int64_t c = 0; c < len; c++) FOLD(acc[c], l[c]);                                      \
+    }
 
-#define GEN_FLOAT(unused, S, T, sfx) RUN_SUM_FLOAT(T, sfx) FLOAT_KINDS(RUN, T, sfx) FLOAT_KINDS(COL, T, sfx) \
-    COL(F, K_SUM, T, sfx, LD_FLOAT)
-#define GEN_INT(unused, S, T, sfx) INT_KINDS(RUN, T, sfx) INT_KINDS(COL, T, sfx)
-EM_FOR_DTYPES_FLOAT(GEN_FLOAT, _)
-EM_FOR_DTYPES_HALF(GEN_FLOAT, _)
+#define IS_MINMAX(KIND) (KIND == K_MAX || KIND == K_MIN || KIND == K_MAXABS || KIND == K_MINABS)
+
+/* lane rules: floats as double lanes, integers as int64 lanes */
+#define L_SUM(l, v, P) l += v
+#define L_PROD(l, v, P) l *= v
+#define L_MAX(l, v, P)                                                                             \
+    do {                                                                                           \
+        double t_ = v > l ? v : l;                                                                 \
+        l = v != v ? v : t_; /* NaN wins and stays; two selects vectorise */                      \
+    } while (0)
+#define L_MIN(l, v, P)                                                                             \
+    do {                                                                                           \
+        double t_ = v < l ? v : l;                                                                 \
+        l = v != v ? v : t_;                                                                       \
+    } while (0)
+#define L_MAXABS(l, v, P) L_MAX(l, fabs(v), P)
+#define L_MINABS(l, v, P) L_MIN(l, fabs(v), P)
+#define L_SUMSQDEV(l, v, P) l += (v - P) * (v - P)
+#define L_SUMABS(l, v, P) l += fabs(v)
+#define L_COUNTNZ(l, v, P) l += (v != 0)
+/* exp(x - max) in float for float32 and the 16-bit floats (ops_math.h's
+ * vectorised exp, as PyTorch computes it in float), libm's for float64 */
+#define L_SUMEXP_F32(l, v, P) l += (double)sc_exp_f32((float)(v - P))
+#define L_SUMEXP_F64(l, v, P) l += exp(v - P)
+#define L_ISUM(l, v, P) l = (int64_t)((uint64_t)l + (uint64_t)v)
+#define L_IPROD(l, v, P) l = (int64_t)((uint64_t)l * (uint64_t)v)
+#define L_IMAX(l, v, P) l = v > l ? v : l
+#define L_IMIN(l, v, P) l = v < l ? v : l
+
+#define FOLD_SUM(A, l) (A).f += (l)
+#define FOLD_PROD(A, l) (A).f *= (l)
+#define FOLD_MAX(A, l) F_K_MAX(A, l, 0, 0)
+#define FOLD_MIN(A, l) F_K_MIN(A, l, 0, 0)
+#define FOLD_ISUM(A, l) I_K_SUM(A, l, 0, 0)
+#define FOLD_IPROD(A, l) I_K_PROD(A, l, 0, 0)
+#define FOLD_IMAX(A, l) I_K_MAX(A, l, 0, 0)
+#define FOLD_IMIN(A, l) I_K_MIN(A, l, 0, 0)
+
+#define LDF(sfx) sc_cast_##sfx##_f64
+#define LDI(x) ((int64_t)(x))
+#define LANE_BOTH(FAM, KIND, T, sfx, LD, LT, LDX, INIT, UPD, FOLD)                                 \
+    LANE_RUN(FAM, KIND, T, sfx, LD, LT, LDX, INIT, UPD, FOLD)                                      \
+    LANE_COL(KIND, T, sfx, LT, LDX, INIT, UPD, FOLD)
+#define FLOAT_LANE_RUNS(T, sfx, SUMEXP)                                                            \
+    LANE_BOTH(F, K_SUM, T, sfx, LD_FLOAT, double, LDF(sfx), 0.0, L_SUM, FOLD_SUM)                   \
+    LANE_BOTH(F, K_PROD, T, sfx, LD_FLOAT, double, LDF(sfx), 1.0, L_PROD, FOLD_PROD)                \
+    LANE_BOTH(F, K_MAX, T, sfx, LD_FLOAT, double, LDF(sfx), -INFINITY, L_MAX, FOLD_MAX)             \
+    LANE_BOTH(F, K_MIN, T, sfx, LD_FLOAT, double, LDF(sfx), INFINITY, L_MIN, FOLD_MIN)              \
+    LANE_BOTH(F, K_MAXABS, T, sfx, LD_FLOAT, double, LDF(sfx), 0.0, L_MAXABS, FOLD_MAX)             \
+    LANE_BOTH(F, K_MINABS, T, sfx, LD_FLOAT, double, LDF(sfx), INFINITY, L_MINABS, FOLD_MIN)        \
+    LANE_BOTH(F, K_SUMSQDEV, T, sfx, LD_FLOAT, double, LDF(sfx), 0.0, L_SUMSQDEV, FOLD_SUM)         \
+    LANE_BOTH(F, K_SUMABS, T, sfx, LD_FLOAT, double, LDF(sfx), 0.0, L_SUMABS, FOLD_SUM)             \
+    LANE_BOTH(F, K_COUNTNZ, T, sfx, LD_FLOAT, double, LDF(sfx), 0.0, L_COUNTNZ, FOLD_SUM)           \
+    LANE_BOTH(F, K_SUMEXP, T, sfx, LD_FLOAT, double, LDF(sfx), 0.0, SUMEXP, FOLD_SUM)
+#define INT_LANE_RUNS(T, sfx)                                                                      \
+    LANE_BOTH(I, K_SUM, T, sfx, LD_INT, int64_t, LDI, 0, L_ISUM, FOLD_ISUM)                         \
+    LANE_BOTH(I, K_PROD, T, sfx, LD_INT, int64_t, LDI, 1, L_IPROD, FOLD_IPROD)                      \
+    LANE_BOTH(I, K_MAX, T, sfx, LD_INT, int64_t, LDI, INT64_MIN, L_IMAX, FOLD_IMAX)                 \
+    LANE_BOTH(I, K_MIN, T, sfx, LD_INT, int64_t, LDI, INT64_MAX, L_IMIN, FOLD_IMIN)
+
+/* kinds whose runs are LANE_RUNs, and the rest (plain sequential runs) */
+#define FLOAT_LANE_KINDS(X, T, sfx)                                                                \
+    X(F, K_SUM, T, sfx, LD_FLOAT) X(F, K_PROD, T, sfx, LD_FLOAT) X(F, K_MAX, T, sfx, LD_FLOAT)     \
+    X(F, K_MIN, T, sfx, LD_FLOAT) X(F, K_MAXABS, T, sfx, LD_FLOAT)                                 \
+    X(F, K_MINABS, T, sfx, LD_FLOAT) X(F, K_SUMSQDEV, T, sfx, LD_FLOAT)                            \
+    X(F, K_SUMABS, T, sfx, LD_FLOAT) X(F, K_COUNTNZ, T, sfx, LD_FLOAT)                             \
+    X(F, K_SUMEXP, T, sfx, LD_FLOAT)
+#define FLOAT_SEQ_KINDS(X, T, sfx)                                                                 \
+    X(F, K_ARGMAX, T, sfx, LD_FLOAT) X(F, K_ARGMIN, T, sfx, LD_FLOAT)                              \
+    X(F, K_ALL, T, sfx, LD_FLOAT) X(F, K_ANY, T, sfx, LD_FLOAT) X(F, K_SUMPOW, T, sfx, LD_FLOAT)
+#define FLOAT_KINDS(X, T, sfx) FLOAT_LANE_KINDS(X, T, sfx) FLOAT_SEQ_KINDS(X, T, sfx)
+#define INT_LANE_KINDS(X, T, sfx)                                                                  \
+    X(I, K_SUM, T, sfx, LD_INT) X(I, K_PROD, T, sfx, LD_INT) X(I, K_MAX, T, sfx, LD_INT)           \
+    X(I, K_MIN, T, sfx, LD_INT)
+#define INT_SEQ_KINDS(X, T, sfx)                                                                   \
+    X(I, K_ARGMAX, T, sfx, LD_INT) X(I, K_ARGMIN, T, sfx, LD_INT) X(I, K_ALL, T, sfx, LD_INT)      \
+    X(I, K_ANY, T, sfx, LD_INT)
+#define INT_KINDS(X, T, sfx) INT_LANE_KINDS(X, T, sfx) INT_SEQ_KINDS(X, T, sfx)
+
+#define GEN_FLOAT_AS(T, sfx, SUMEXP)                                                               \
+    FLOAT_LANE_RUNS(T, sfx, SUMEXP) FLOAT_SEQ_KINDS(RUN, T, sfx) FLOAT_KINDS(COL, T, sfx)
+#define GEN_F32(unused, S, T, sfx) GEN_FLOAT_AS(T, sfx, L_SUMEXP_F32)
+#define GEN_INT(unused, S, T, sfx) INT_LANE_RUNS(T, sfx) INT_SEQ_KINDS(RUN, T, sfx) INT_KINDS(COL, T, sfx)
+GEN_FLOAT_AS(float, f32, L_SUMEXP_F32)
+GEN_FLOAT_AS(double, f64, L_SUMEXP_F64)
+EM_FOR_DTYPES_HALF(GEN_F32, _)
 EM_FOR_DTYPES_INTBOOL(GEN_INT, _)
 
 typedef void (*run_fn)(acc_t *, const char *, int64_t, int64_t, int64_t, double);
@@ -167,17 +284,30 @@ typedef void (*col_fn)(acc_t *, const char *, int64_t, int64_t, const double *);
 
 #define RUN_ENTRY(FAM, KIND, T, sfx, LD) [KIND] = run_##KIND##_##sfx,
 #define COL_ENTRY(FAM, KIND, T, sfx, LD) [KIND] = col_##KIND##_##sfx,
-#define FLOAT_ROW(unused, S, T, sfx)                                                               \
-    [EM_DTYPE_##S] = {[K_SUM] = run_K_SUM_##sfx, FLOAT_KINDS(RUN_ENTRY, T, sfx)},
+#define FLOAT_ROW(unused, S, T, sfx) [EM_DTYPE_##S] = {FLOAT_KINDS(RUN_ENTRY, T, sfx)},
 #define INT_ROW(unused, S, T, sfx) [EM_DTYPE_##S] = {INT_KINDS(RUN_ENTRY, T, sfx)},
 static const run_fn run_table[EM_DTYPE_COUNT][K_COUNT] = {
     EM_FOR_DTYPES_FLOAT(FLOAT_ROW, _) EM_FOR_DTYPES_HALF(FLOAT_ROW, _) EM_FOR_DTYPES_INTBOOL(INT_ROW, _)};
-#define FLOAT_COL_ROW(unused, S, T, sfx)                                                           \
-    [EM_DTYPE_##S] = {[K_SUM] = col_K_SUM_##sfx, FLOAT_KINDS(COL_ENTRY, T, sfx)},
+#define FLOAT_COL_ROW(unused, S, T, sfx) [EM_DTYPE_##S] = {FLOAT_KINDS(COL_ENTRY, T, sfx)},
 #define INT_COL_ROW(unused, S, T, sfx) [EM_DTYPE_##S] = {INT_KINDS(COL_ENTRY, T, sfx)},
 static const col_fn col_table[EM_DTYPE_COUNT][K_COUNT] = {
     EM_FOR_DTYPES_FLOAT(FLOAT_COL_ROW, _) EM_FOR_DTYPES_HALF(FLOAT_COL_ROW, _)
         EM_FOR_DTYPES_INTBOOL(INT_COL_ROW, _)};
+
+typedef void (*linit_fn)(void *, int64_t);
+typedef void (*lcol_fn)(void *, const char *, int64_t, const double *);
+typedef void (*lfold_fn)(acc_t *, const void *, int64_t);
+typedef struct {
+    linit_fn init;
+    lcol_fn col;
+    lfold_fn fold;
+} lane_col_t;
+#define LANE_ENTRY(FAM, KIND, T, sfx, LD) [KIND] = {linit_##KIND##_##sfx, lcol_##KIND##_##sfx, lfold_##KIND##_##sfx},
+#define FLOAT_LANE_ROW(unused, S, T, sfx) [EM_DTYPE_##S] = {FLOAT_LANE_KINDS(LANE_ENTRY, T, sfx)},
+#define INT_LANE_ROW(unused, S, T, sfx) [EM_DTYPE_##S] = {INT_LANE_KINDS(LANE_ENTRY, T, sfx)},
+static const lane_col_t lane_col_table[EM_DTYPE_COUNT][K_COUNT] = {
+    EM_FOR_DTYPES_FLOAT(FLOAT_LANE_ROW, _) EM_FOR_DTYPES_HALF(FLOAT_LANE_ROW, _)
+        EM_FOR_DTYPES_INTBOOL(INT_LANE_ROW, _)};
 
 /* ---- identities and combining partial results (in order) ---- */
 
@@ -259,6 +389,7 @@ typedef struct {
     red_kind kind;
     run_fn run;
     col_fn col;
+    lane_col_t lane; /* .col NULL: the kind has no lane form */
     int nk, nr;
     int64_t kshape[EM_MAX_DIMS], kstride[EM_MAX_DIMS];
     int64_t rshape[EM_MAX_DIMS], rstride[EM_MAX_DIMS];
@@ -314,17 +445,27 @@ static void columns_task(void *arg, int64_t b, int64_t e) {
     int64_t kin = p->kshape[p->nk - 1], tiles = (kin + TILE - 1) / TILE;
     size_t item = em_dtype_size(p->dt);
     acc_t acc[TILE];
+    union {
+        double f[TILE];
+        int64_t i[TILE];
+    } lanes;
     for (int64_t t = b; t < e; t++) {
         int64_t ko = t / tiles, k0 = (t % tiles) * TILE;
         int64_t len = kin - k0 < TILE ? kin - k0 : TILE;
         int64_t koff = group_offset(p->kshape, p->kstride, p->nk - 1, ko) + k0;
         int64_t o0 = ko * kin + k0;
+        const double *param = p->param ? p->param + o0 : NULL;
         for (int64_t c = 0; c < len; c++) acc[c] = identity(p->kind, p->fl);
+        if (p->lane.col) p->lane.init(&lanes, len);
         for (int64_t r = 0; r < p->rnumel; r++) {
             const char *row =
                 p->base + (koff + group_offset(p->rshape, p->rstride, p->nr, r)) * (int64_t)item;
-            p->col(acc, row, len, r, p->param ? p->param + o0 : NULL);
+            if (p->lane.col)
+                p->lane.col(&lanes, row, len, param);
+            else
+                p->col(acc, row, len, r, param);
         }
+        if (p->lane.col) p->lane.fold(acc, &lanes, len);
         memcpy(p->result + o0, acc, (size_t)len * sizeof *acc);
     }
 }
@@ -353,6 +494,7 @@ static em_status reduce(em_tensor *x, const em_attrs *attrs, red_kind kind, cons
     p.kind = kind;
     p.run = run_table[p.dt][kind];
     p.col = col_table[p.dt][kind];
+    p.lane = lane_col_table[p.dt][kind];
     p.param = param;
     if (!p.run || !p.col)
         return em_error(EM_ERR_INTERNAL, "reduce: kind %d not defined for %s", (int)kind,

@@ -16,6 +16,7 @@
 #include "ember/alloc.h"
 #include "ember/ops_math.h"
 #include "ember/parallel.h"
+#include "minmax.h"
 
 typedef struct {
     em_op op;
@@ -75,13 +76,28 @@ static void line(const scan_ctx *c, const char *p, int64_t st, char *q, int64_t 
             for (int64_t i = 1; i < n; i++) ibuf[i] = (int64_t)((uint64_t)ibuf[i] * (uint64_t)ibuf[i - 1]);
         break;
     default: { /* softmax, log_softmax */
-        double m = -INFINITY;
-        for (int64_t i = 0; i < n; i++) m = (buf[i] != buf[i] || buf[i] > m) && m == m ? buf[i] : m;
+        double lanes[8], m = -INFINITY;
+        int64_t done = vminmax_f64(buf, n, false, false, lanes);
+        for (int k = 0; k < 8 && done; k++) m = lanes[k] != lanes[k] || lanes[k] > m ? lanes[k] : m;
+        for (int64_t i = done; i < n; i++) m = buf[i] != buf[i] || buf[i] > m ? buf[i] : m;
         if (isinf(m)) m = m > 0 ? m : 0.0; /* all -inf: exp(-inf - 0) = 0 */
-        double s = 0;
-        for (int64_t i = 0; i < n; i++) s += exp(buf[i] - m);
-        if (c->op == EM_OP_SOFTMAX) {
-            for (int64_t i = 0; i < n; i++) buf[i] = exp(buf[i] - m) / s;
+        /* exp in float for float32 and the 16-bit floats (ops_math.h's
+         * vectorised exp, as PyTorch computes these in float), libm's for
+         * float64; the sum in double */
+        bool f64 = c->x->dtype == EM_DTYPE_F64, soft = c->op == EM_OP_SOFTMAX;
+        double *e = soft ? buf : (double *)ibuf; /* (log_softmax still needs x) */
+        if (f64)
+            for (int64_t i = 0; i < n; i++) e[i] = exp(buf[i] - m);
+        else
+            for (int64_t i = 0; i < n; i++) e[i] = (double)sc_exp_f32((float)(buf[i] - m));
+        double l[8] = {0}, s = 0; /* 8 lanes in a fixed order: vectorises, stays deterministic */
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8)
+            for (int k = 0; k < 8; k++) l[k] += e[i + k];
+        for (; i < n; i++) s += e[i];
+        s += ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+        if (soft) {
+            for (int64_t i = 0; i < n; i++) buf[i] /= s;
         } else {
             double ls = m + log(s);
             for (int64_t i = 0; i < n; i++) buf[i] -= ls;

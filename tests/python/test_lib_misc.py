@@ -134,6 +134,8 @@ FACTORIES = [
     ("full float", lambda m: m.full((2, 2), 1.5)), ("full int", lambda m: m.full((2,), 7)),
     ("full bool", lambda m: m.full((2,), True)), ("full dtype", lambda m: m.full([3], 2, dtype=m.float16)),
     ("full big int", lambda m: m.full((1,), 2**53 + 1)),
+    ("full float into int32", lambda m: m.full((3,), -2.7, dtype=m.int32)),
+    ("full float into uint8", lambda m: m.full((3,), 7.9, dtype=m.uint8)),
     ("empty shape", lambda m: m.empty(2, 3).shape), ("empty dtype", lambda m: m.empty(2, dtype=m.int8).dtype),
     ("zeros_like", lambda m: m.zeros_like(m.ones(2, 3, dtype=m.int16))),
     ("ones_like dtype", lambda m: m.ones_like(m.ones(2), dtype=m.float64)),
