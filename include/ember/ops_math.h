@@ -48,7 +48,9 @@ static __device__ __forceinline__ em_sc_u32 em_sc_f32_as_u32(float f) { return _
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
-#define EM_SC static inline
+/* always inlined: a call left in a loop (gcc gives up inlining in big
+ * loops) keeps the loop scalar */
+#define EM_SC static inline __attribute__((always_inline))
 #define EM_SC_TABLE static const
 typedef int64_t em_sc_i64;
 typedef uint64_t em_sc_u64;

@@ -18,6 +18,7 @@
  */
 #include "../kernels.h"
 #include "ember/alloc.h"
+#include "ember/parallel.h"
 #include "ember/ops_math.h"
 
 #define SZ(T) ((int64_t)sizeof(T))
@@ -203,10 +204,74 @@ bool em_cast_table_complete(void) {
     return true;
 }
 
+/* ---- same-dtype copies of transposed data: 16 x 16 blocks through a
+ * buffer, so every cache line read or written is used whole at once (a
+ * run-by-run copy reads one line per element, and power-of-two row strides
+ * make those lines fight over the same cache sets) ---- */
+#define BLK 16
+
+typedef struct {
+    const em_iter *it;
+    int64_t rows, cols, brows, bcols; /* the two innermost dims, in blocks */
+    size_t item;
+} tr_ctx;
+
+#define TRANSPOSE_BLOCK(T)                                                                         \
+    {                                                                                              \
+        T buf[BLK][BLK];                                                                           \
+        for (int64_t c = 0; c < nc; c++) { /* source: contiguous along the rows */                 \
+            const char *sp = src + (c0 + c) * ss_c + r0 * ss_r;                                    \
+            for (int64_t r = 0; r < nr; r++) buf[r][c] = *(const T *)(sp + r * ss_r);              \
+        }                                                                                          \
+        for (int64_t r = 0; r < nr; r++) {                                                         \
+            char *dp = dst + (r0 + r) * ds_r + c0 * ds_c;                                          \
+            for (int64_t c = 0; c < nc; c++) *(T *)(dp + c * ds_c) = buf[r][c];                    \
+        }                                                                                          \
+    }
+
+static void transpose_blocks(void *arg, int64_t b, int64_t e) {
+    const tr_ctx *x = arg;
+    const em_iter *it = x->it;
+    int last = it->ndim - 1;
+    int64_t ds_r = it->strides[0][last - 1], ds_c = it->strides[0][last];
+    int64_t ss_r = it->strides[1][last - 1], ss_c = it->strides[1][last];
+    for (int64_t t = b; t < e; t++) {
+        int64_t bc = t % x->bcols, br = (t / x->bcols) % x->brows, outer = t / (x->bcols * x->brows);
+        char *dst = it->data[0];
+        const char *src = it->data[1];
+        for (int d = last - 2; d >= 0; d--) {
+            int64_t i = outer % it->shape[d];
+            outer /= it->shape[d];
+            dst += i * it->strides[0][d];
+            src += i * it->strides[1][d];
+        }
+        int64_t r0 = br * BLK, c0 = bc * BLK;
+        int64_t nr = x->rows - r0 < BLK ? x->rows - r0 : BLK, nc = x->cols - c0 < BLK ? x->cols - c0 : BLK;
+        switch (x->item) {
+        case 1: TRANSPOSE_BLOCK(uint8_t) break;
+        case 2: TRANSPOSE_BLOCK(uint16_t) break;
+        case 4: TRANSPOSE_BLOCK(uint32_t) break;
+        default: TRANSPOSE_BLOCK(uint64_t) break;
+        }
+    }
+}
+
 em_status em_copy_into(em_tensor *dst, em_tensor *src) {
     em_loop_fn loop = cast_loops[src->dtype][dst->dtype];
     em_iter it;
     em_iter_init(&it, dst, &src, 1);
+    int last = it.ndim - 1;
+    size_t item = em_dtype_size(src->dtype);
+    if (src->dtype == dst->dtype && it.ndim >= 2 && it.shape[last] >= BLK && it.shape[last - 1] >= BLK &&
+        it.strides[0][last] == (int64_t)item && it.strides[1][last - 1] == (int64_t)item &&
+        it.strides[1][last] > 64) { /* dst rows contiguous, src columns contiguous */
+        tr_ctx x = {&it, it.shape[last - 1], it.shape[last], (it.shape[last - 1] + BLK - 1) / BLK,
+                    (it.shape[last] + BLK - 1) / BLK, item};
+        int64_t outer = it.numel / (x.rows * x.cols);
+        em_parallel_for(outer * x.brows * x.bcols, EM_GRAIN_ELEMENTWISE / (BLK * BLK) + 1,
+                        transpose_blocks, &x);
+        return EM_OK;
+    }
     em_iter_run(&it, loop, EM_GRAIN_ELEMENTWISE);
     return EM_OK;
 }

@@ -163,6 +163,19 @@ static int64_t *load_indices(const em_tensor *ix, int64_t size, bool negatives, 
         em_error(EM_ERR_NOMEM, "%s: out of memory", op);
         return NULL;
     }
+    bool contiguous = em_tensor_is_contiguous(ix);
+    if (contiguous && ix->dtype == EM_DTYPE_I64) { /* the usual case: a min/max check, a copy */
+        const int64_t *v = em_tensor_data(ix);
+        int64_t lo = 0, hi = 0;
+        for (int64_t j = 0; j < n; j++) {
+            lo = v[j] < lo ? v[j] : lo;
+            hi = v[j] > hi ? v[j] : hi;
+        }
+        if (hi < size && lo >= 0) {
+            memcpy(idx, v, (size_t)n * sizeof *idx);
+            return idx;
+        }
+    }
     cursor c;
     memset(&c, 0, sizeof c);
     c.nd = ix->ndim;
@@ -170,7 +183,6 @@ static int64_t *load_indices(const em_tensor *ix, int64_t size, bool negatives, 
     c.shape = ix->shape;
     memcpy(c.strides[0], ix->strides, sizeof c.strides[0]);
     cursor_seek(&c, 0);
-    bool contiguous = em_tensor_is_contiguous(ix);
     for (int64_t j = 0; j < n; j++) {
         int64_t i = load_index(ix, contiguous ? j : c.off[0]);
         if (!contiguous) cursor_next(&c);
@@ -645,15 +657,12 @@ em_status infer_one_hot(em_op op, const em_type *in, int n_in, const em_attrs *a
 em_status cpu_one_hot(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
     const em_tensor *x = in[0];
     int64_t classes = out[0]->shape[x->ndim];
-    for (int64_t t = 0; t < x->numel; t++) {
-        double v = em_tensor_get_f64(x, t);
-        if (v < 0 || v >= (double)classes)
-            return em_error(EM_ERR_VALUE, "one_hot: class values must be in [0, %lld), got %lld",
-                            (long long)classes, (long long)v);
-    }
+    int64_t *cls = load_indices(x, classes, false, EM_ERR_VALUE, "one_hot", x->ndim);
+    if (!cls) return em_last_status();
     int64_t *y = em_tensor_data(out[0]);
     memset(y, 0, (size_t)out[0]->numel * sizeof *y);
-    for (int64_t t = 0; t < x->numel; t++) y[t * classes + (int64_t)em_tensor_get_f64(x, t)] = 1;
+    for (int64_t t = 0; t < x->numel; t++) y[t * classes + cls[t]] = 1;
+    em_free(cls);
     return EM_OK;
 }
 
