@@ -55,6 +55,8 @@ typedef struct {
     int64_t idx;
 } acc_t;
 
+static acc_t combine(red_kind k, bool fl, acc_t a, acc_t b);
+
 /* ---- per-element update rules ----
  * F: float data as double x; I: integer data as int64 x. A is the acc_t. */
 #define F_K_SUM(A, x, j, P) (A).f += (x)
@@ -110,8 +112,20 @@ typedef struct {
                                    int64_t j0, double param) {                                     \
         const T *x = (const T *)ptr;                                                               \
         acc_t a = *acc;                                                                            \
+        int64_t i = 0;                                                                             \
         (void)param;                                                                               \
-        for (int64_t i = 0; i < n; i++) {                                                          \
+        if (stride == 1 && (KIND == K_ARGMAX || KIND == K_ARGMIN) && (T)0.5 != 0 && sizeof(T) >= 4) { \
+            double bv;                                                                             \
+            int64_t bi;                                                                            \
+            bool mn = KIND == K_ARGMIN;                                                            \
+            i = sizeof(T) == 4 ? vargminmax_f32((const float *)x, n, mn, &bv, &bi)                 \
+                               : vargminmax_f64((const double *)x, n, mn, &bv, &bi);               \
+            if (i) { /* the lanes' winner against the earlier ranges in a */                       \
+                acc_t b = {bv, 0, j0 + bi};                                                        \
+                a = combine(KIND, true, a, b);                                                     \
+            }                                                                                      \
+        }                                                                                          \
+        for (; i < n; i++) {                                                                       \
             FAM##_##KIND(a, LD(T, sfx, x[i * stride]), j0 + i, param);                             \
         }                                                                                          \
         *acc = a;                                                                                  \

@@ -146,6 +146,131 @@ static void lines_task(void *arg, int64_t b, int64_t e) {
     em_free(ibuf);
 }
 
+/* ---- columns: the scan dim is not the innermost, which is contiguous in
+ * x and y (softmax over dim 0). Lines W apart in memory would each read one
+ * element per cache line; instead W adjacent lines go through one buffer of
+ * len rows x W columns, and every step runs across the W columns. ---- */
+#define W 16
+
+typedef struct {
+    const scan_ctx *c;
+    int64_t inner, blocks_per_outer; /* the innermost dim, in blocks of W */
+} cols_ctx;
+
+#define LOAD_W(unused, S, T, sfx)                                                                  \
+    case EM_DTYPE_##S:                                                                             \
+        for (int64_t r = 0; r < n; r++)                                                            \
+            for (int64_t w = 0; w < nw; w++)                                                       \
+                buf[r * W + w] = sc_cast_##sfx##_f64(((const T *)p)[r * st + w]);                  \
+        break;
+#define LOAD_WI(unused, S, T, sfx)                                                                 \
+    case EM_DTYPE_##S:                                                                             \
+        for (int64_t r = 0; r < n; r++)                                                            \
+            for (int64_t w = 0; w < nw; w++) ibuf[r * W + w] = (int64_t)((const T *)p)[r * st + w]; \
+        break;
+#define STORE_W(unused, S, T, sfx)                                                                 \
+    case EM_DTYPE_##S:                                                                             \
+        for (int64_t r = 0; r < n; r++)                                                            \
+            for (int64_t w = 0; w < nw; w++) ((T *)q)[r * ost + w] = sc_cast_f64_##sfx(buf[r * W + w]); \
+        break;
+#define STORE_WI(unused, S, T, sfx)                                                                \
+    case EM_DTYPE_##S:                                                                             \
+        for (int64_t r = 0; r < n; r++)                                                            \
+            for (int64_t w = 0; w < nw; w++) ((T *)q)[r * ost + w] = sc_cast_i64_##sfx(ibuf[r * W + w]); \
+        break;
+
+static void block(const scan_ctx *c, const char *p, int64_t st, char *q, int64_t ost, int64_t nw,
+                  double *buf, int64_t *ibuf) {
+    int64_t n = c->len;
+    bool fl = em_dtype_is_float(c->x->dtype);
+    switch (c->x->dtype) {
+        EM_FOR_DTYPES_FLOAT(LOAD_W, _)
+        EM_FOR_DTYPES_HALF(LOAD_W, _)
+        EM_FOR_DTYPES_INTBOOL(LOAD_WI, _)
+    default: break;
+    }
+    if (c->op == EM_OP_CUMSUM || c->op == EM_OP_CUMPROD) {
+        bool sum = c->op == EM_OP_CUMSUM;
+        for (int64_t r = 1; r < n; r++)
+            for (int64_t w = 0; w < W; w++) {
+                if (fl)
+                    buf[r * W + w] = sum ? buf[r * W + w] + buf[(r - 1) * W + w] : buf[r * W + w] * buf[(r - 1) * W + w];
+                else
+                    ibuf[r * W + w] = (int64_t)(sum ? (uint64_t)ibuf[r * W + w] + (uint64_t)ibuf[(r - 1) * W + w]
+                                                    : (uint64_t)ibuf[r * W + w] * (uint64_t)ibuf[(r - 1) * W + w]);
+            }
+    } else { /* softmax, log_softmax: as line() does, across W columns */
+        double m[W], sum[W] = {0};
+        bool f64 = c->x->dtype == EM_DTYPE_F64, soft = c->op == EM_OP_SOFTMAX;
+        for (int64_t w = 0; w < W; w++) m[w] = -INFINITY;
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t w = 0; w < W; w++) {
+                double v = buf[r * W + w], t = v > m[w] ? v : m[w];
+                m[w] = v != v ? v : m[w] != m[w] ? m[w] : t; /* NaN wins */
+            }
+        for (int64_t w = 0; w < W; w++)
+            if (isinf(m[w])) m[w] = m[w] > 0 ? m[w] : 0.0;
+        double *e = soft ? buf : (double *)ibuf;
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t w = 0; w < W; w++) {
+                double x = buf[r * W + w] - m[w];
+                double ex = f64 ? exp(x) : (double)sc_exp_f32((float)x);
+                e[r * W + w] = ex;
+                sum[w] += ex;
+            }
+        double sub[W];
+        for (int64_t w = 0; w < W; w++) sub[w] = m[w] + log(sum[w]);
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t w = 0; w < W; w++)
+                buf[r * W + w] = soft ? buf[r * W + w] / sum[w] : buf[r * W + w] - sub[w];
+    }
+    if (em_dtype_is_float(c->y->dtype)) {
+        switch (c->y->dtype) {
+            EM_FOR_DTYPES_FLOAT(STORE_W, _)
+            EM_FOR_DTYPES_HALF(STORE_W, _)
+        default: break;
+        }
+    } else {
+        switch (c->y->dtype) {
+            EM_FOR_DTYPES_INTBOOL(STORE_WI, _)
+        default: break;
+        }
+    }
+}
+
+static void cols_task(void *arg, int64_t b, int64_t e) {
+    const cols_ctx *k = arg;
+    scan_ctx *c = (scan_ctx *)k->c;
+    size_t n = (size_t)(c->len ? c->len : 1) * W;
+    double *buf = em_malloc(n * sizeof *buf);
+    int64_t *ibuf = em_malloc(n * sizeof *ibuf);
+    if (!buf || !ibuf) {
+        c->status = EM_ERR_NOMEM;
+        em_free(buf);
+        em_free(ibuf);
+        return;
+    }
+    memset(buf, 0, n * sizeof *buf); /* columns past nw compute on zeros, unused */
+    memset(ibuf, 0, n * sizeof *ibuf);
+    size_t xi = em_dtype_size(c->x->dtype), yi = em_dtype_size(c->y->dtype);
+    int last = c->n_outer - 1; /* the innermost dim among the lines' dims */
+    for (int64_t t = b; t < e; t++) {
+        int64_t ol = t / k->blocks_per_outer, w0 = (t % k->blocks_per_outer) * W;
+        int64_t nw = k->inner - w0 < W ? k->inner - w0 : W;
+        int64_t xo = w0 * c->xstride[last], yo = w0 * c->ystride[last], rem = ol;
+        for (int d = last - 1; d >= 0; d--) {
+            int64_t i = rem % c->oshape[d];
+            rem /= c->oshape[d];
+            xo += i * c->xstride[d];
+            yo += i * c->ystride[d];
+        }
+        block(c, (const char *)em_tensor_data(c->x) + xo * (int64_t)xi, c->x->strides[c->dim],
+              (char *)em_tensor_data(c->y) + yo * (int64_t)yi, c->y->strides[c->dim], nw, buf, ibuf);
+    }
+    em_free(buf);
+    em_free(ibuf);
+}
+
 em_status cpu_scan(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
     scan_ctx c;
     memset(&c, 0, sizeof c);
@@ -179,6 +304,14 @@ em_status cpu_scan(em_op op, em_tensor *const *in, int n_in, const em_attrs *att
         c.n_outer++;
         lines *= c.x->shape[d];
     }
-    em_parallel_for(lines, EM_GRAIN_ELEMENTWISE / (c.len ? c.len : 1) + 1, lines_task, &c);
+    int last = c.n_outer - 1;
+    if (last >= 0 && c.xstride[last] == 1 && c.ystride[last] == 1 && c.oshape[last] >= W &&
+        c.x->strides[c.dim] != 1) {
+        cols_ctx k = {&c, c.oshape[last], (c.oshape[last] + W - 1) / W};
+        int64_t blocks = (lines / k.inner) * k.blocks_per_outer;
+        em_parallel_for(blocks, EM_GRAIN_ELEMENTWISE / ((c.len ? c.len : 1) * W) + 1, cols_task, &k);
+    } else {
+        em_parallel_for(lines, EM_GRAIN_ELEMENTWISE / (c.len ? c.len : 1) + 1, lines_task, &c);
+    }
     return c.status ? em_error(c.status, "%s: out of memory", em_op_name(op)) : EM_OK;
 }

@@ -241,3 +241,34 @@ def test_result_independent_of_threads():
         ember.set_num_threads(old)
     for p, q in zip(a, b):
         np.testing.assert_array_equal(p.numpy(), q.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [15, 16, 17, 100, 1000, 70001])
+def test_long_arg_and_minmax_reductions_ties_and_nans(dtype, n):
+    """Lengths around the vector widths: ties resolve to the first index and
+    the first NaN wins, whichever lane it falls in."""
+    rng = np.random.default_rng(n)
+    v = rng.integers(-3, 4, n).astype(np.float64)  # many ties
+    check(lambda m, x: (x.argmax(), x.argmin(), x.amax(), x.amin(), x.max(0), x.min(0)), Arg(v, dtype))
+    for pos in {0, n // 3, n - 1}:
+        w = v.copy()
+        w[pos] = np.nan
+        w[(pos + n // 2) % n] = np.nan
+        check(lambda m, x: (x.argmax(), x.argmin(), x.amax(), x.amin()), Arg(w, dtype))
+        check(lambda m, x: (x.reshape(1, -1).argmax(1), x.reshape(1, -1).amax(1)), Arg(w, dtype))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "int64", "int32"])
+@pytest.mark.parametrize("op", ["cumsum", "cumprod", "softmax", "log_softmax"])
+def test_scans_along_outer_dims_of_wide_tensors(op, dtype):
+    """Scans over a dim that is not the innermost of a wide tensor (the
+    blocked path: 16 adjacent lines at a time, partial blocks included)."""
+    if op in ("softmax", "log_softmax") and dtype.startswith("int"):
+        return
+    kind = "unit" if op == "cumprod" else "any"
+    for shape, dim in [((7, 37), 0), ((3, 9, 20), 1), ((5, 16), 0), ((4, 3, 33), 0)]:
+        check(lambda m, x: getattr(m, op)(x, dim), arr(dtype, shape, kind))
+    x = Arg(np.array([[1000.0] * 20, [-np.inf] * 20, [np.nan] + [0.0] * 19]), dtype)
+    if op in ("softmax", "log_softmax") and not dtype.startswith("int"):
+        check(lambda m, x: getattr(m, op)(x, 0), x)
