@@ -8,6 +8,8 @@
 #include <math.h>
 #include <pthread.h>
 
+#include "ember/alloc.h"
+#include "ember/ops_math.h"
 #include "ember/parallel.h"
 #include "ember/random.h"
 #include "kernels.h"
@@ -73,10 +75,59 @@ typedef struct {
     em_dtype dt;
     void *out;
     int64_t per_block;
+    int64_t low; /* randint */
+    double span;
 } rng_ctx;
+
+/* randperm's swap targets: j[i] uniform in [0, i]. */
+static void perm_targets(void *arg, int64_t b, int64_t e) {
+    const rng_ctx *c = arg;
+    int64_t *j = c->out;
+    uint32_t w[4];
+    for (int64_t i = b; i < e; i++) {
+        em_philox(c->s.seed, c->s.offset + (uint64_t)i / 2, w);
+        j[i] = (int64_t)floor(u53(w[2 * (i % 2)], w[2 * (i % 2) + 1]) * (double)(i + 1));
+    }
+}
+
+/* Element i takes lane i % per_block of Philox block i / per_block, so any
+ * split of the range gives the same numbers. float32 normals run in chunks:
+ * the Philox words first, then Box-Muller over whole arrays with
+ * ops_math.h's vectorised log, sin and cos. */
+#define RCHUNK 256 /* elements per chunk (even) */
+
+static void normals_f32(const rng_ctx *c, int64_t b, int64_t e) {
+    float u1[RCHUNK / 2], u2[RCHUNK / 2], r[RCHUNK / 2], sn[RCHUNK / 2], cs[RCHUNK / 2];
+    float *out = c->out;
+    for (int64_t c0 = b & ~(int64_t)1; c0 < e; c0 += RCHUNK) {
+        int64_t blocks = (e - c0 + 1) / 2 < RCHUNK / 2 ? (e - c0 + 1) / 2 : RCHUNK / 2;
+        uint64_t first = (uint64_t)c0 / 2;
+        for (int64_t k = 0; k < blocks; k++) {
+            uint32_t w[4];
+            em_philox(c->s.seed, c->s.offset + first + (uint64_t)k, w);
+            u1[k] = 1.0f - u24(w[0]); /* (0, 1] */
+            u2[k] = u24(w[1]);
+        }
+        for (int64_t k = 0; k < blocks; k++) {
+            r[k] = sqrtf(-2.0f * sc_log_f32(u1[k]));
+            float t = 6.28318530717958648f * u2[k];
+            sn[k] = sc_sin_f32(t);
+            cs[k] = sc_cos_f32(t);
+        }
+        for (int64_t k = 0; k < blocks; k++) {
+            int64_t i = c0 + 2 * k;
+            if (i >= b && i < e) out[i] = r[k] * cs[k];
+            if (i + 1 >= b && i + 1 < e) out[i + 1] = r[k] * sn[k];
+        }
+    }
+}
 
 static void fill_range(void *arg, int64_t b, int64_t e) {
     const rng_ctx *c = arg;
+    if (c->op == EM_OP_RANDN && c->dt == EM_DTYPE_F32) {
+        normals_f32(c, b, e);
+        return;
+    }
     uint32_t w[4];
     uint64_t have = UINT64_MAX;
     for (int64_t i = b; i < e; i++) {
@@ -91,11 +142,10 @@ static void fill_range(void *arg, int64_t b, int64_t e) {
                 ((float *)c->out)[i] = u24(w[lane]);
             else
                 ((double *)c->out)[i] = u53(w[2 * lane], w[2 * lane + 1]);
-        } else if (c->dt == EM_DTYPE_F32) {
-            float u1 = 1.0f - u24(w[0]), u2 = u24(w[1]); /* u1 in (0, 1] */
-            float r = sqrtf(-2.0f * logf(u1)), t = 6.28318530717958648f * u2;
-            ((float *)c->out)[i] = lane ? r * sinf(t) : r * cosf(t);
-        } else {
+        } else if (c->op == EM_OP_RANDINT) {
+            double u = u53(w[2 * lane], w[2 * lane + 1]);
+            ((int64_t *)c->out)[i] = c->low + (int64_t)floor(u * c->span);
+        } else { /* float64 normals */
             double u1 = 1.0 - u53(w[0], w[1]), u2 = u53(w[2], w[3]);
             double r = sqrt(-2.0 * log(u1)), t = 6.28318530717958647692 * u2;
             ((double *)c->out)[i] = lane ? r * sin(t) : r * cos(t);
@@ -103,32 +153,37 @@ static void fill_range(void *arg, int64_t b, int64_t e) {
     }
 }
 
-/* randint: low + floor(u * (high - low)) from 53 random bits; randperm: a
- * Fisher-Yates shuffle driven by one Philox stream, sequential (so the same
- * seed gives the same permutation at any thread count). */
+/* randint: low + floor(u * (high - low)) from 53 random bits, in parallel;
+ * randperm: a Fisher-Yates shuffle whose swap targets are drawn first (in
+ * parallel), then applied in order (so the same seed gives the same
+ * permutation at any thread count). */
 static em_status random_ints(em_op op, const em_attrs *a, em_tensor *t) {
     int64_t n = t->numel;
     em_tensor *v = em_tensor_empty(t->shape, t->ndim, EM_DTYPE_I64, t->device);
     if (!v) return em_last_status();
     int64_t *y = em_tensor_data(v);
-    em_rng_state s = em_rng_reserve((uint64_t)((n + 1) / 2 + 1));
-    uint32_t w[4];
+    rng_ctx c = {.op = EM_OP_RANDINT, .dt = EM_DTYPE_I64, .out = y, .per_block = 2};
+    c.s = em_rng_reserve((uint64_t)((n + 1) / 2 + 1));
     if (op == EM_OP_RANDINT) {
-        double low = a->start, span = a->end - a->start;
-        for (int64_t i = 0; i < n; i++) {
-            em_philox(s.seed, s.offset + (uint64_t)i / 2, w);
-            double u = u53(w[2 * (i % 2)], w[2 * (i % 2) + 1]);
-            y[i] = (int64_t)low + (int64_t)floor(u * span);
-        }
+        c.low = (int64_t)a->start;
+        c.span = a->end - a->start;
+        em_parallel_for(n, EM_GRAIN_ELEMENTWISE / 8, fill_range, &c);
     } else {
+        int64_t *j = em_malloc((size_t)(n ? n : 1) * sizeof *j);
+        if (!j) {
+            em_tensor_release(v);
+            return EM_ERR_NOMEM;
+        }
+        c.out = j; /* j[i] = floor(u_i * (i + 1)): randint with span i + 1, by element */
+        c.op = EM_OP_RANDPERM;
+        em_parallel_for(n, EM_GRAIN_ELEMENTWISE / 8, perm_targets, &c);
         for (int64_t i = 0; i < n; i++) y[i] = i;
         for (int64_t i = n - 1; i > 0; i--) {
-            em_philox(s.seed, s.offset + (uint64_t)i / 2, w);
-            int64_t j = (int64_t)floor(u53(w[2 * (i % 2)], w[2 * (i % 2) + 1]) * (double)(i + 1));
             int64_t tmp = y[i];
-            y[i] = y[j];
-            y[j] = tmp;
+            y[i] = y[j[i]];
+            y[j[i]] = tmp;
         }
+        em_free(j);
     }
     em_status st = em_copy_into(t, v);
     em_tensor_release(v);
