@@ -99,6 +99,9 @@ em_status em_elementwise_into(em_op op, em_tensor *const *in, em_tensor *out);
 /* Copies `src` into `dst` (same shape; src may broadcast), converting dtype.
  * The one copy routine: contiguous(), reshape's copy and dtype casts. */
 em_status em_copy_into(em_tensor *dst, em_tensor *src);
+/* index_put's writes into y itself: y[ix...] (+)= values (attrs: dims, accumulate). */
+em_status em_index_put_write(em_tensor *y, em_tensor *const *ix, int k, em_tensor *values,
+                             const em_attrs *a);
 /* True when every (from, to) dtype pair has a cast loop (checked by a test). */
 bool em_cast_table_complete(void);
 

@@ -227,9 +227,15 @@ em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_a
                             "memory location; clone() it before writing", name);
     bool through_tmp = info->kind != EM_KIND_UNARY && info->kind != EM_KIND_BINARY &&
                        info->kind != EM_KIND_TERNARY && info->kind != EM_KIND_CAST;
+    /* x[i] = v writes the few indexed elements of x itself, not a copy of x
+     * (unless the indices or values share x's memory) */
+    bool put = op == EM_OP_INDEX_PUT && in[0] == out;
+    for (int i = 1; put && i < n_in; i++) put = in[i]->storage != out->storage;
     for (int i = 0; i < n_in; i++) through_tmp |= partial_overlap(out, in[i]);
     op_depth++;
-    if (!through_tmp) {
+    if (put) {
+        st = em_index_put_write(out, in + 1, n_in - 2, in[n_in - 1], attrs);
+    } else if (!through_tmp) {
         st = info->kind == EM_KIND_CAST ? em_copy_into(out, in[0]) : em_elementwise_into(op, in, out);
     } else { /* compute the result apart, then write it */
         em_tensor *r = NULL;

@@ -77,6 +77,12 @@
         } else if (s[0] == SZ(OUT) && s[1] == SZ(IN0) && s[2] == 0 && s[3] == 0) {                 \
             const IN bv = b[0], cv = c[0]; /* hoisted, as in LOOP2 */                              \
             for (int64_t i = 0; i < n; i++) o[i] = STORE(F(LOAD0(a[i]), LOAD(bv), LOAD(cv)));      \
+        } else if (s[0] == SZ(OUT) && s[1] == SZ(IN0) && s[2] == SZ(IN) && s[3] == 0) {            \
+            const IN cv = c[0]; /* lerp(a, b, w) */                                                \
+            for (int64_t i = 0; i < n; i++) o[i] = STORE(F(LOAD0(a[i]), LOAD(b[i]), LOAD(cv)));    \
+        } else if (s[0] == SZ(OUT) && s[1] == SZ(IN0) && s[2] == 0 && s[3] == SZ(IN)) {            \
+            const IN bv = b[0]; /* where(mask, v, x): masked_fill */                               \
+            for (int64_t i = 0; i < n; i++) o[i] = STORE(F(LOAD0(a[i]), LOAD(bv), LOAD(c[i])));    \
         } else {                                                                                   \
             for (int64_t i = 0; i < n; i++)                                                        \
                 AT(OUT, 0, i) = STORE(F(LOAD0(AT(const IN0, 1, i)), LOAD(AT(const IN, 2, i)),       \

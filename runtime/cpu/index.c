@@ -331,13 +331,29 @@ static void gather_rows(void *arg, int64_t b, int64_t e) {
     for (int64_t r = b; r < e; r++, cursor_next(&c)) {
         for (int64_t k0 = 0; k0 < len; k0 += 256) {
             int64_t m = len - k0 < 256 ? len - k0 : 256;
-            for (int64_t k = 0; k < m; k++) {
-                int64_t i = load_index(ix, c.off[0] + (k0 + k) * ixs);
-                if (i < 0 || i >= g->size) {
-                    g->bad = i;
-                    return;
+            bool bad = false;
+            if (ix->dtype == EM_DTYPE_I64) { /* the usual index dtype: no per-element switch */
+                const int64_t *ip = (const int64_t *)em_tensor_data(ix) + c.off[0] + k0 * ixs;
+                for (int64_t k = 0; k < m; k++) {
+                    int64_t i = ip[k * ixs];
+                    bad |= i < 0 || i >= g->size;
+                    rowbuf[k] = c.off[1] + (k0 + k) * xs + i * xsd;
                 }
-                rowbuf[k] = c.off[1] + (k0 + k) * xs + i * xsd;
+            } else {
+                for (int64_t k = 0; k < m; k++) {
+                    int64_t i = load_index(ix, c.off[0] + (k0 + k) * ixs);
+                    bad |= i < 0 || i >= g->size;
+                    rowbuf[k] = c.off[1] + (k0 + k) * xs + i * xsd;
+                }
+            }
+            if (bad) { /* report the first bad index of the row */
+                for (int64_t k = 0; k < m; k++) {
+                    int64_t i = load_index(ix, c.off[0] + (k0 + k) * ixs);
+                    if (i < 0 || i >= g->size) {
+                        g->bad = i;
+                        return;
+                    }
+                }
             }
             char *dst = yb + (size_t)(c.off[2] + k0) * item;
             switch (item) {
@@ -396,7 +412,28 @@ em_status cpu_scatter(em_op op, em_tensor *const *in, int n_in, const em_attrs *
     em_free(checked);
     if (src->dtype != x->dtype && !(src = cast = em_cast(src, x->dtype))) return em_last_status();
     em_status st = em_copy_into(out[0], (em_tensor *)x);
-    if (st == EM_OK && ix->numel) {
+    if (st == EM_OK && ix->numel && ix->ndim == 1 && ix->dtype == EM_DTYPE_I64 &&
+        (x->dtype == EM_DTYPE_F32 || x->dtype == EM_DTYPE_F64 || x->dtype == EM_DTYPE_I64)) {
+        /* 1-d: a typed loop, in index order (deterministic accumulation) */
+        const int64_t *ip = em_tensor_data(ix);
+        int64_t is = ix->strides[0], ss = src->ndim ? src->strides[0] : 0, ys = out[0]->strides[0];
+        char *yb = em_tensor_data(out[0]);
+        const char *sb = em_tensor_data(src);
+#define SCATTER_1D(T, ADD)                                                                         \
+    for (int64_t t = 0; t < ix->numel; t++) {                                                      \
+        T *dst = (T *)yb + ip[t * is] * ys;                                                        \
+        T v = ((const T *)sb)[t * ss];                                                             \
+        *dst = a->accumulate ? ADD(*dst, v) : v;                                                   \
+    }
+        if (x->dtype == EM_DTYPE_F32) {
+            SCATTER_1D(float, sc_add_f32)
+        } else if (x->dtype == EM_DTYPE_F64) {
+            SCATTER_1D(double, sc_add_f64)
+        } else {
+            SCATTER_1D(int64_t, sc_add_i64)
+        }
+#undef SCATTER_1D
+    } else if (st == EM_OK && ix->numel) {
         int64_t ss[EM_MAX_DIMS] = {0};
         if (src->ndim) memcpy(ss, src->strides, sizeof ss);
         cursor c;
@@ -603,39 +640,72 @@ em_status infer_index_put(em_op op, const em_type *in, int n_in, const em_attrs 
     return EM_OK;
 }
 
-em_status cpu_index_put(em_op op, em_tensor *const *in, int n_in, const em_attrs *a,
-                        em_tensor **out) {
+/* out[i_1..i_k] (+)= values, in index order, into out itself (x's values
+ * already there). */
+em_status em_index_put_write(em_tensor *y, em_tensor *const *ix, int k, em_tensor *values,
+                             const em_attrs *a) {
     adv_plan p;
-    em_type types[EM_MAX_DIMS + 2];
-    if (n_in < 3 || n_in > EM_MAX_DIMS + 2)
-        return em_error(EM_ERR_INDEX, "index_put: 1 to %d index tensors, got %d", EM_MAX_DIMS, n_in - 2);
-    for (int i = 0; i < n_in; i++) types[i] = em_tensor_type(in[i]);
-    em_status st = adv_plan_make("index_put", &types[0], types + 1, n_in - 2, a, &p);
-    if (st == EM_OK) st = adv_check("index_put", &p, in[0], in + 1, a);
+    em_type types[EM_MAX_DIMS + 1];
+    if (k < 1 || k > EM_MAX_DIMS)
+        return em_error(EM_ERR_INDEX, "index_put: 1 to %d index tensors, got %d", EM_MAX_DIMS, k);
+    types[0] = em_tensor_type(y);
+    for (int j = 0; j < k; j++) types[1 + j] = em_tensor_type(ix[j]);
+    em_status st = adv_plan_make("index_put", &types[0], types + 1, k, a, &p);
     if (st != EM_OK) return st;
-    em_tensor *v = in[n_in - 1], *cast = NULL;
-    if (v->dtype != in[0]->dtype && !(v = cast = em_cast(v, in[0]->dtype))) return em_last_status();
-    if ((st = em_copy_into(out[0], in[0])) == EM_OK) {
-        int64_t vs[EM_MAX_DIMS];
-        em_broadcast_strides(v->shape, v->strides, v->ndim, p.nd, vs);
-        cursor cur;
-        /* write into out: its strides stand in for x's */
-        adv_cursor(&cur, &p, out[0], in + 1, vs);
-        cursor_seek(&cur, 0);
-        size_t item = em_dtype_size(out[0]->dtype);
-        char *yb = em_tensor_data(out[0]);
-        const char *vb = em_tensor_data(v);
-        int64_t total = em_shape_numel(p.shape, p.nd);
-        for (int64_t t = 0; t < total; t++, cursor_next(&cur)) {
-            char *dst = yb + (size_t)adv_offset(&cur, &p, out[0], in + 1, a) * item;
-            if (a->accumulate)
-                add_elem(dst, vb + (size_t)cur.off[1] * item, out[0]->dtype);
-            else
-                copy_elem(dst, vb + (size_t)cur.off[1] * item, item);
+    em_tensor *v = values, *cast = NULL;
+    if (v->dtype != y->dtype && !(v = cast = em_cast(v, y->dtype))) return em_last_status();
+    size_t item = em_dtype_size(y->dtype);
+    char *yb = em_tensor_data(y);
+    const char *vb = em_tensor_data(v);
+    int d = (int)a->dims[0];
+    if (k == 1 && !a->accumulate && d == 0 && em_tensor_is_contiguous(y) &&
+        (v->numel == 1 || (em_tensor_is_contiguous(v) && em_shape_eq(v->shape, v->ndim, p.shape, p.nd)))) {
+        /* y[i] = v with i along dim 0: whole rows, in order (the last write wins) */
+        int64_t *idx = load_indices(ix[0], y->shape[0], true, EM_ERR_INDEX, "index_put", 0);
+        if (!idx) {
+            em_tensor_release(cast);
+            return em_last_status();
         }
+        int64_t row = y->shape[0] ? y->numel / y->shape[0] : 0;
+        size_t rb = (size_t)row * item;
+        for (int64_t j = 0; j < ix[0]->numel; j++) {
+            char *dst = yb + (size_t)idx[j] * rb;
+            if (v->numel != 1)
+                memcpy(dst, vb + (size_t)j * rb, rb);
+            else
+                for (int64_t e = 0; e < row; e++) copy_elem(dst + (size_t)e * item, vb, item);
+        }
+        em_free(idx);
+        em_tensor_release(cast);
+        return EM_OK;
+    }
+    if ((st = adv_check("index_put", &p, y, ix, a)) != EM_OK) {
+        em_tensor_release(cast);
+        return st;
+    }
+    int64_t vs[EM_MAX_DIMS];
+    em_broadcast_strides(v->shape, v->strides, v->ndim, p.nd, vs);
+    cursor cur;
+    adv_cursor(&cur, &p, y, ix, vs);
+    cursor_seek(&cur, 0);
+    int64_t total = em_shape_numel(p.shape, p.nd);
+    for (int64_t t = 0; t < total; t++, cursor_next(&cur)) {
+        char *dst = yb + (size_t)adv_offset(&cur, &p, y, ix, a) * item;
+        if (a->accumulate)
+            add_elem(dst, vb + (size_t)cur.off[1] * item, y->dtype);
+        else
+            copy_elem(dst, vb + (size_t)cur.off[1] * item, item);
     }
     em_tensor_release(cast);
-    return st;
+    return EM_OK;
+}
+
+em_status cpu_index_put(em_op op, em_tensor *const *in, int n_in, const em_attrs *a,
+                        em_tensor **out) {
+    if (n_in < 3 || n_in > EM_MAX_DIMS + 2)
+        return em_error(EM_ERR_INDEX, "index_put: 1 to %d index tensors, got %d", EM_MAX_DIMS, n_in - 2);
+    em_status st = em_copy_into(out[0], in[0]);
+    return st == EM_OK ? em_index_put_write(out[0], in + 1, n_in - 2, in[n_in - 1], a) : st;
 }
 
 /* ---- one_hot ---- */

@@ -12,26 +12,43 @@
 /* max/min over contiguous float32/float64 data with GCC vector extensions:
  * gcc will not vectorise a floating-point max reduction by itself (it would
  * need -ffinite-math-only), nor select on lanes kept in an array. Lanes are
- * blended bitwise; NaN wins and stays, as in PyTorch. Returns how many of
- * the n elements it folded into the V lane values written to out[]. */
+ * blended bitwise; a lane that saw a NaN comes out NaN (NaN wins, as in
+ * PyTorch). Returns how many of the n elements it folded into the V lane
+ * values written to out[]. */
 #define VMINMAX(NAME, T, IT, V)                                                                    \
     typedef T NAME##_vt __attribute__((vector_size(V * sizeof(T))));                               \
     typedef IT NAME##_vi __attribute__((vector_size(V * sizeof(T))));                              \
-    static inline int64_t NAME(const T *x, int64_t n, bool is_min, bool absval, double *out) {            \
-        NAME##_vt l;                                                                               \
-        for (int k = 0; k < V; k++) l[k] = is_min ? (T)INFINITY : absval ? (T)0 : -(T)INFINITY;    \
+    static inline NAME##_vt NAME##_pick(NAME##_vt v, NAME##_vt l, bool is_min) {                   \
+        NAME##_vi take = is_min ? (NAME##_vi)(v < l) : (NAME##_vi)(v > l);                         \
+        return (NAME##_vt)(((NAME##_vi)v & take) | ((NAME##_vi)l & ~take));                        \
+    }                                                                                              \
+    static inline int64_t NAME(const T *x, int64_t n, bool is_min, bool absval, double *out) {     \
+        const NAME##_vi sign = (NAME##_vi){0} + ((IT)1 << (8 * sizeof(T) - 1));                    \
+        T init = is_min ? (T)INFINITY : absval ? (T)0 : -(T)INFINITY;                              \
+        NAME##_vt l[4];                                                                            \
+        NAME##_vi nan = {0};                                                                       \
+        for (int a = 0; a < 4; a++)                                                                \
+            for (int k = 0; k < V; k++) l[a][k] = init;                                            \
         int64_t i = 0;                                                                             \
+        /* four accumulators (no chain of dependent blends), NaNs on the side */                   \
+        for (; i + 4 * V <= n; i += 4 * V)                                                         \
+            for (int a = 0; a < 4; a++) {                                                          \
+                NAME##_vt v;                                                                       \
+                memcpy(&v, x + i + a * V, sizeof v);                                               \
+                if (absval) v = (NAME##_vt)((NAME##_vi)v & ~sign);                                 \
+                nan |= (NAME##_vi)(v != v);                                                        \
+                l[a] = NAME##_pick(v, l[a], is_min);                                               \
+            }                                                                                      \
         for (; i + V <= n; i += V) {                                                               \
             NAME##_vt v;                                                                           \
             memcpy(&v, x + i, sizeof v);                                                           \
-            if (absval) /* clear the sign bits */                                                  \
-                v = (NAME##_vt)((NAME##_vi)v & ~((NAME##_vi){0} + ((IT)1 << (8 * sizeof(T) - 1))));  \
-            NAME##_vi better = is_min ? (NAME##_vi)(v < l) : (NAME##_vi)(v > l);                   \
-            NAME##_vi nan = (NAME##_vi)(v != v);                                                   \
-            NAME##_vi take = better | nan;                                                         \
-            l = (NAME##_vt)(((NAME##_vi)v & take) | ((NAME##_vi)l & ~take));                       \
+            if (absval) v = (NAME##_vt)((NAME##_vi)v & ~sign);                                     \
+            nan |= (NAME##_vi)(v != v);                                                            \
+            l[0] = NAME##_pick(v, l[0], is_min);                                                   \
         }                                                                                          \
-        for (int k = 0; k < V; k++) out[k] = (double)l[k];                                         \
+        NAME##_vt r = NAME##_pick(NAME##_pick(l[1], l[0], is_min),                                 \
+                                  NAME##_pick(l[3], l[2], is_min), is_min);                        \
+        for (int k = 0; k < V; k++) out[k] = nan[k] ? (double)NAN : (double)r[k];                 \
         return i;                                                                                  \
     }
 VMINMAX(vminmax_f32, float, uint32_t, 16)
