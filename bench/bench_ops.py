@@ -4,8 +4,8 @@ the Python cost of one tiny op, all in one run. Prints Markdown tables.
 
     PYTHONPATH=python:build/python /usr/bin/python3 bench/bench_ops.py [filter]
 
-Times are the best of TRIALS medians of REPEAT runs (each after a warm-up
-run); PyTorch and ember use 2 threads. Each ember measurement starts 0.25 s after PyTorch's last op, once
+Times are the best of TRIALS medians of at least REPEAT runs and 30 ms
+(each after 10 ms of warm-up calls); PyTorch and ember use 2 threads. Each ember measurement starts 0.25 s after PyTorch's last op, once
 PyTorch's spinning OpenMP threads have gone to sleep. The ratio column is ember's time over PyTorch's: below 1 ember
 is faster. An optional argument keeps only the ops whose name contains it.
 """
@@ -31,10 +31,17 @@ REPEAT = 20
 TRIALS = 3
 
 
-def median_ms(fn, repeat=REPEAT):
+def median_ms(fn, repeat=REPEAT, warm_s=0.01, min_s=0.03):
+    """Median time of fn in ms: warm-up calls for warm_s (caches, allocator,
+    a vCPU back at speed after idling), then at least `repeat` timed calls
+    and at least min_s of them."""
+    t0 = time.perf_counter()
     fn()
+    while time.perf_counter() - t0 < warm_s:
+        fn()
     times = []
-    for _ in range(repeat):
+    t0 = time.perf_counter()
+    while len(times) < repeat or time.perf_counter() - t0 < min_s:
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)

@@ -441,7 +441,12 @@ EM_SC double sc_softplus_f64(double x, double beta, double threshold) {
         T r = a < b ? a : b;                                                                       \
         return a != a ? a : r;                                                                     \
     }                                                                                              \
-    EM_SC T sc_clamp_##sfx(T x, T lo, T hi) { return sc_minimum_##sfx(sc_maximum_##sfx(x, lo), hi); } \
+    /* clamp: a NaN x stays NaN (both tests fail); a NaN bound is ignored, as  \
+     * std::max and std::min treat it in PyTorch's scalar kernel */            \
+    EM_SC T sc_clamp_##sfx(T x, T lo, T hi) {                                                      \
+        T r = x < lo ? lo : x;                                                                     \
+        return r > hi ? hi : r;                                                                    \
+    }                                                                                              \
     EM_SC T sc_abs_##sfx(T x) { return x < 0 ? -x : x == 0 ? 0 : x; }                              \
     EM_SC T sc_sign_##sfx(T x) { return x > 0 ? ONE : x < 0 ? -ONE : 0; } /* NaN: 0, as PyTorch */ \
     EM_SC T sc_floor_##sfx(T x) { return FLOOR(x); }                                               \
