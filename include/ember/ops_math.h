@@ -457,18 +457,38 @@ EM_SC double sc_softplus_f64(double x, double beta, double threshold) {
         return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;                                       \
     }                                                                                              \
     /* PyTorch's div_floor_floating, so // agrees with it to the last bit */                       \
-    EM_SC T sc_floor_divide_##sfx(T a, T b) {                                                      \
-        if (b == 0) return a / b;                                                                  \
-        T m = FMOD(a, b);                                                                          \
+    /* (with m = fmod(a, b) given, for kernels that compute it in bulk) */                       \
+    EM_SC T em_sc_floor_divide_from_fmod_##sfx(T a, T b, T m) {                                    \
         T d = (a - m) / b;                                                                         \
-        if (m != 0 && ((b < 0) != (m < 0))) d -= ONE;                                              \
+        d = (m != 0 && ((b < 0) != (m < 0))) ? d - ONE : d;                                        \
         T fd = FLOOR(d);                                                                           \
-        return d != 0 ? (d - fd > ONE / 2 ? fd + ONE : fd) : copysign(0.0, a / b);                 \
+        T r = d != 0 ? (d - fd > ONE / 2 ? fd + ONE : fd) : (T)copysign(0.0, a / b);               \
+        return b == 0 ? a / b : r;                                                                 \
+    }                                                                                              \
+    EM_SC T sc_floor_divide_##sfx(T a, T b) {                                                      \
+        return em_sc_floor_divide_from_fmod_##sfx(a, b, FMOD(a, b));                               \
     }                                                                                              \
     /* PyTorch's lerp: exact at both ends */                                                       \
     EM_SC T sc_lerp_##sfx(T a, T b, T w) {                                                         \
         return (w < ONE / 2 && w > -ONE / 2) ? a + w * (b - a) : b - (b - a) * (ONE - w);          \
     }
+/* fmod(a, b) for float32 in one branch-free exact step when |a| < 2^51 |b|
+ * (*done = 1; any quotient of everyday data), computed in double: q =
+ * trunc(A / B) is then within one of the true quotient, A - q B is exact
+ * (fma; the remainder needs no more than 25 bits), and one correction
+ * either way makes it exact. Otherwise *done = 0 and the result is
+ * unspecified: callers use fmodf for those elements. The eager kernels run
+ * it over whole arrays (it vectorises; fmodf does not). */
+EM_SC float em_sc_fmodf_step(float a, float b, em_sc_i32 *done) {
+    double A = fabs((double)a), B = fabs((double)b);
+    double q = trunc(A / B);
+    double r = fma(-q, B, A);
+    r = r < 0.0 ? r + B : r;
+    r = r >= B ? r - B : r;
+    *done = A < 0x1p51 * B && B < INFINITY; /* (B infinite: 0 * inf in the fma) */
+    return copysignf((float)r, a);
+}
+
 EM_SC_FLOAT_OPS(float, f32, sqrtf, fmodf, floorf, 1.0f)
 EM_SC_FLOAT_OPS(double, f64, sqrt, fmod, floor, 1.0)
 #undef EM_SC_FLOAT_OPS

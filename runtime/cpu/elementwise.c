@@ -16,6 +16,8 @@
  * through a temporary too. In-place ops reuse the driver with a given,
  * possibly strided, result tensor.
  */
+#include <string.h>
+
 #include "../kernels.h"
 #include "ember/alloc.h"
 #include "ember/parallel.h"
@@ -158,6 +160,53 @@
 #define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_EW_ROW_##kind(GEN_HALF, E, n, dts, pr)
 #include "ember/ops.def"
 #undef EM_OP
+
+/* ---- float32 fmod, remainder and floor_divide on contiguous data: the
+ * exact one-step fmod of ops_math.h over a block (vectorised), fmodf for
+ * the rare elements it does not cover, then the rest of each op's formula
+ * (sc_remainder_f32 and sc_floor_divide_f32 with that fmod: the same
+ * results, bit for bit). Other layouts take the generated loops. ---- */
+#define FBLK 256
+
+static void fmod_block(const float *a, const float *b, float *m, int64_t n) {
+    em_sc_i32 done[FBLK];
+    for (int64_t i = 0; i < n; i++) m[i] = em_sc_fmodf_step(a[i], b[i], &done[i]);
+    for (int64_t i = 0; i < n; i++)
+        if (!done[i]) m[i] = fmodf(a[i], b[i]);
+}
+
+static void loop_fmod_family_f32(em_op op, char **p, const int64_t *s, int64_t n, em_loop_fn slow) {
+    if (s[0] != 4 || s[1] != 4 || s[2] != 4) {
+        slow(p, s, n);
+        return;
+    }
+    float *o = (float *)p[0];
+    const float *a = (const float *)p[1], *b = (const float *)p[2];
+    for (int64_t i0 = 0; i0 < n; i0 += FBLK) {
+        int64_t k = n - i0 < FBLK ? n - i0 : FBLK;
+        float m[FBLK];
+        fmod_block(a + i0, b + i0, m, k);
+        if (op == EM_OP_FMOD) {
+            memcpy(o + i0, m, (size_t)k * sizeof *m);
+        } else if (op == EM_OP_REMAINDER) {
+            for (int64_t i = 0; i < k; i++) { /* sc_remainder_f32's correction */
+                float bi = b[i0 + i], mi = m[i];
+                o[i0 + i] = (mi != 0 && ((bi < 0) != (mi < 0))) ? mi + bi : mi;
+            }
+        } else {
+            for (int64_t i = 0; i < k; i++) o[i0 + i] = em_sc_floor_divide_from_fmod_f32(a[i0 + i], b[i0 + i], m[i]);
+        }
+    }
+}
+static void loop_fmod_fast_f32(char **p, const int64_t *s, int64_t n) {
+    loop_fmod_family_f32(EM_OP_FMOD, p, s, n, loop_fmod_f32);
+}
+static void loop_remainder_fast_f32(char **p, const int64_t *s, int64_t n) {
+    loop_fmod_family_f32(EM_OP_REMAINDER, p, s, n, loop_remainder_f32);
+}
+static void loop_floor_divide_fast_f32(char **p, const int64_t *s, int64_t n) {
+    loop_fmod_family_f32(EM_OP_FLOOR_DIVIDE, p, s, n, loop_floor_divide_f32);
+}
 
 /* ---- the loop tables ---- */
 
@@ -321,6 +370,11 @@ em_status em_elementwise_into(em_op op, em_tensor *const *in, em_tensor *out) {
     em_dtype cd = em_ew_compute_dtype(op, types, n, out->dtype);
     em_dtype native = em_ew_native_result(op, cd);
     em_loop_fn loop = ew_loops[op][cd];
+    if (cd == EM_DTYPE_F32) /* the fmod family's bulk loops */
+        loop = op == EM_OP_FMOD ? loop_fmod_fast_f32
+               : op == EM_OP_REMAINDER ? loop_remainder_fast_f32
+               : op == EM_OP_FLOOR_DIVIDE ? loop_floor_divide_fast_f32
+                                          : loop;
     if (!loop)
         return em_error(EM_ERR_DTYPE, "%s: not implemented for %s", info->name, em_dtype_long_name(cd));
 

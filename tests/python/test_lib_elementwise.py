@@ -426,3 +426,25 @@ def test_python_math_module_interop():
     x = ember.tensor(2.0)
     assert math.isclose(math.exp(x), math.e ** 2)
     assert float(x) == 2.0 and int(ember.tensor(3.7)) == 3
+
+
+@pytest.mark.parametrize("op", ["fmod", "remainder", "floor_divide"])
+def test_float32_fmod_family_is_exact_over_every_magnitude(op):
+    """fmod is exact, so it has one right answer: NumPy's (glibc's fmodf).
+    Quotients up to 2^277 take the fallback, everyday ones the vectorised
+    step; zeros, infinities and NaNs included. (PyTorch 1.13's own
+    vectorised fmod returns NaN once |a / b| overflows.)"""
+    rng = np.random.default_rng(0)
+    n = 20000
+    a = (rng.standard_normal(n) * 10.0 ** rng.uniform(-30, 30, n)).astype(np.float32)
+    b = (rng.standard_normal(n) * 10.0 ** rng.uniform(-30, 30, n)).astype(np.float32)
+    a[:8] = [0.0, -0.0, np.inf, -np.inf, np.nan, 3e38, -7.5, 7.5]
+    b[:8] = [1.0, 3.0, 2.0, 1.0, 1.0, 1e-38, np.inf, -2.0]
+    with np.errstate(all="ignore"):
+        want = getattr(np, op)(a, b)
+    got = getattr(ember, op)(ember.tensor(a), ember.tensor(b)).numpy()
+    if op == "floor_divide":  # NumPy and PyTorch round the quotient alike but for
+        ok = np.isfinite(want) & (np.abs(want) < 2**23)  # huge ones
+        np.testing.assert_array_equal(got[ok], want[ok])
+    else:
+        np.testing.assert_array_equal(got, want)
