@@ -254,6 +254,22 @@ def main():
         for name, te, tc in c_limits():
             print(f"| {name} | {te:.2f} | {tc:.2f} | {te / tc:.2f} |")
 
+        # BLAS next to elementwise ops: the thread pools must not fight
+        print("\n## An MLP step: relu(x @ w1 + b1) @ w2 + b2 (matmuls on OpenBLAS, 2 threads)\n")
+        print("x 256x512, w1 512x1024, w2 1024x256, float32.\n")
+        print("| library | ms per step |")
+        print("|---|---:|")
+        rng = np.random.default_rng(3)
+        ws = [rng.standard_normal(s).astype(np.float32) * 0.05
+              for s in [(256, 512), (512, 1024), (1024,), (1024, 256), (256,)]]
+        for name, m, conv in [("ember", em, em.from_numpy), ("PyTorch", torch, torch.from_numpy)]:
+            x, w1, b1, w2, b2 = [conv(w) for w in ws]
+            step = (lambda m=m, x=x, w1=w1, b1=b1, w2=w2, b2=b2:
+                    m.relu(x @ w1 + b1) @ w2 + b2)
+            time.sleep(0.25)
+            best = min(median_ms(step) for _ in range(TRIALS))
+            print(f"| {name} | {best:.3f} |")
+
         a, b = em.ones(1), em.ones(1)
         at, bt = torch.ones(1), torch.ones(1)
         an, bn = np.ones(1, np.float32), np.ones(1, np.float32)

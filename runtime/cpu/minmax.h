@@ -100,4 +100,25 @@ VMINMAX(vminmax_f64, double, uint64_t, 8)
 VARG(vargminmax_f32, float, uint32_t, 16)
 VARG(vargminmax_f64, double, uint64_t, 8)
 
+/* The sum of contiguous float32 data at float speed and double accuracy:
+ * 16 float lanes add up chunks of 256 elements (16 per lane: a few ulp at
+ * most), and each chunk's lanes go into double lanes. Returns how many
+ * elements it summed into out[0..16). */
+static inline int64_t vsum_f32(const float *x, int64_t n, double *out) {
+    typedef float v16f __attribute__((vector_size(64)));
+    double acc[16] = {0};
+    int64_t i = 0;
+    for (; i + 256 <= n; i += 256) {
+        v16f s = {0};
+        for (int j = 0; j < 256; j += 16) {
+            v16f v;
+            memcpy(&v, x + i + j, sizeof v);
+            s += v;
+        }
+        for (int k = 0; k < 16; k++) acc[k] += (double)s[k];
+    }
+    for (int k = 0; k < 16; k++) out[k] = acc[k];
+    return i;
+}
+
 #endif

@@ -160,6 +160,13 @@ static acc_t combine(red_kind k, bool fl, acc_t a, acc_t b);
                                : vminmax_f64((const double *)x, n, mn, ab, vl);                    \
             for (int k = 0; k < (sizeof(T) == 4 ? 16 : 8) && i > 0; k++) FOLD(a, vl[k]);           \
         }                                                                                          \
+        if (stride == 1 && KIND == K_SUM && sizeof(T) == 4 && (T)0.5 != 0) {                      \
+            double sl[16];                                                                         \
+            i = vsum_f32((const float *)x, n, sl);                                                 \
+            double t = 0;                                                                          \
+            for (int k = 0; k < 16; k++) t += sl[k];                                               \
+            a.f += t;                                                                              \
+        }                                                                                          \
         if (stride == 1 && n - i >= LANES) {                                                       \
             LT l[LANES];                                                                           \
             for (int k = 0; k < LANES; k++) l[k] = INIT;                                           \
