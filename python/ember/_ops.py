@@ -667,22 +667,24 @@ def mv(input, vec):
     return input @ vec
 
 
-@_export
-def addmm(input, mat1, mat2, *, beta=1, alpha=1):
-    """beta * input + alpha * (mat1 @ mat2)"""
-    p = mm(mat1, mat2)
+def _beta_alpha(input, p, beta, alpha):
+    """beta * input + alpha * p, skipping what beta = 0 and 1 do not need (as
+    PyTorch, beta = 0 ignores input, NaNs included)."""
     if alpha != 1:
         p = p * alpha
     return p if beta == 0 else (p + input if beta == 1 else p + input * beta)
+
+
+@_export
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    """beta * input + alpha * (mat1 @ mat2)"""
+    return _beta_alpha(input, mm(mat1, mat2), beta, alpha)
 
 
 @_export
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """beta * input + alpha * (batch1 @ batch2)"""
-    p = bmm(batch1, batch2)
-    if alpha != 1:
-        p = p * alpha
-    return p if beta == 0 else (p + input if beta == 1 else p + input * beta)
+    return _beta_alpha(input, bmm(batch1, batch2), beta, alpha)
 
 
 @_export

@@ -88,6 +88,14 @@ static void add_elem(char *dst, const char *src, em_dtype dt) {
     }
 }
 
+/* The write of scatter and index_put: dst = src, or dst += src. */
+static void put_elem(char *dst, const char *src, em_dtype dt, bool accumulate) {
+    if (accumulate)
+        add_elem(dst, src, dt);
+    else
+        copy_elem(dst, src, em_dtype_size(dt));
+}
+
 static bool is_index_dtype(em_dtype dt) { return dt != EM_DTYPE_BOOL && !em_dtype_is_float(dt); }
 
 /* IndexError for indexing and index_select, RuntimeError for gather and
@@ -444,11 +452,8 @@ em_status cpu_scatter(em_op op, em_tensor *const *in, int n_in, const em_attrs *
         int64_t ysd = out[0]->ndim ? out[0]->strides[d] : 0;
         cursor_seek(&c, 0);
         for (int64_t t = 0; t < ix->numel; t++, cursor_next(&c)) {
-            char *dst = yb + (size_t)(c.off[1] + load_index(ix, c.off[0]) * ysd) * item;
-            if (a->accumulate)
-                add_elem(dst, sb + (size_t)c.off[2] * item, x->dtype);
-            else
-                copy_elem(dst, sb + (size_t)c.off[2] * item, item);
+            put_elem(yb + (size_t)(c.off[1] + load_index(ix, c.off[0]) * ysd) * item,
+                     sb + (size_t)c.off[2] * item, x->dtype, a->accumulate);
         }
     }
     em_tensor_release(cast);
@@ -690,11 +695,8 @@ em_status em_index_put_write(em_tensor *y, em_tensor *const *ix, int k, em_tenso
     cursor_seek(&cur, 0);
     int64_t total = em_shape_numel(p.shape, p.nd);
     for (int64_t t = 0; t < total; t++, cursor_next(&cur)) {
-        char *dst = yb + (size_t)adv_offset(&cur, &p, y, ix, a) * item;
-        if (a->accumulate)
-            add_elem(dst, vb + (size_t)cur.off[1] * item, y->dtype);
-        else
-            copy_elem(dst, vb + (size_t)cur.off[1] * item, item);
+        put_elem(yb + (size_t)adv_offset(&cur, &p, y, ix, a) * item, vb + (size_t)cur.off[1] * item,
+                 y->dtype, a->accumulate);
     }
     em_tensor_release(cast);
     return EM_OK;
