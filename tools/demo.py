@@ -38,6 +38,17 @@ def main():
     print(f"   y = (x @ w + 1.0).relu() * 0.5  ->  shape {tuple(y.shape)}, dtype {y.dtype}")
     print("   y[:2, :4] via NumPy (zero-copy):", y.numpy()[:2, :4].astype(float).round(3).tolist())
 
+    print("\n   The PyTorch API, with its semantics: dtypes, indexing, reductions, einsum")
+    t = em.arange(12).reshape(3, 4)
+    print("   t = arange(12).reshape(3, 4):", t.tolist())
+    print("   t[1:, ::2] (a view):", t[1:, ::2].tolist(), "  t[t % 5 == 0]:", t[t % 5 == 0].tolist())
+    print("   t.float().softmax(-1)[0]:", [round(v, 4) for v in t.float().softmax(-1)[0].tolist()])
+    vals, idx = t.max(1)
+    print(f"   t.max(1) -> values {vals.tolist()}, indices {idx.tolist()}")
+    h = t.to(em.bfloat16) / 3
+    print(f"   t.to(ember.bfloat16) / 3 -> dtype {h.dtype}, h[0] = {h[0].tolist()}")
+    print("   einsum('ii', t @ t.T) (the trace of a Gram matrix):", em.einsum("ii", t @ t.T).item())
+
     print("\n2. @ember.compile: GELU on 16M float32 values")
     x = em.randn(4096, 4096)
     t = time.perf_counter()
