@@ -35,7 +35,7 @@
 #define LIB_(op, arity, shape, T, sfx) LIB_##shape##_##arity(op, T, sfx)
 #define LIB(arg, S, T, sfx) APPLY(LIB_, UNPACK arg, T, sfx)
 #define GEN_LIB(E, n, dts, arity, shape) EM_FOR_DTYPES_##dts(LIB, (n, arity, shape))
-#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_EW_ROW_##kind(GEN_LIB, E, n, dts, pr)
+#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at, gr) EM_EW_ROW_##kind(GEN_LIB, E, n, dts, pr)
 #include "ember/ops.def"
 #undef EM_OP
 

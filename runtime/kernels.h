@@ -87,7 +87,7 @@ em_status cpu_eye(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **
 #define EM_OP_KIND_RANDOM(E, n)
 #define EM_OP_KIND_FUSED(E, n)
 #define EM_OP_KIND_OTHER(E, n) EM_OTHER_DECL(E, n)
-#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_OP_KIND_##kind(E, n)
+#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at, gr) EM_OP_KIND_##kind(E, n)
 #include "ember/ops.def"
 #undef EM_OP
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "autograd/node.h"
 #include "kernels.h"
 
 #define INFER_UNARY infer_elementwise
@@ -74,7 +75,7 @@
 
 #define DTYPE_BIT(unused, S, T, sfx) | (1u << EM_DTYPE_##S)
 static const em_op_info op_table[EM_OP_COUNT] = {
-#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at)                                                 \
+#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at, gr)                                                 \
     [EM_OP_##E] = {#n,                                                                             \
                    EM_KIND_##kind,                                                                 \
                    ni,                                                                             \
@@ -167,6 +168,13 @@ em_status em_op_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *at
     st = info->cpu(op, in, n_in, attrs, res);
     op_depth--;
     if (st != EM_OK) goto fail;
+    if (info->flags & EM_F_VIEW)
+        for (int i = 0; i < n_out; i++) res[i]->is_view = true;
+    /* autograd records the outermost op only: an op built from others
+     * differentiates as one */
+    if (op_depth == 0 && em_autograd_wants(op, in, n_in) &&
+        em_autograd_record(op, in, n_in, attrs, res, n_out) != EM_OK)
+        goto fail;
 
     if (op_depth == 0 && trace_hook && trace_hook->on_op)
         trace_hook->on_op(trace_hook->ctx, op, in, n_in, attrs, res, n_out);
@@ -232,6 +240,9 @@ em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_a
     bool put = op == EM_OP_INDEX_PUT && in[0] == out;
     for (int i = 1; put && i < n_in; i++) put = in[i]->storage != out->storage;
     for (int i = 0; i < n_in; i++) through_tmp |= partial_overlap(out, in[i]);
+    em_node *pending = NULL; /* autograd: the node the write will be recorded as */
+    if (op_depth == 0 && (st = em_autograd_inplace_begin(op, in, n_in, attrs, out, &pending)) != EM_OK)
+        return st;
     op_depth++;
     if (put) {
         st = em_index_put_write(out, in + 1, n_in - 2, in[n_in - 1], attrs);
@@ -244,8 +255,12 @@ em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_a
         em_tensor_release(r);
     }
     op_depth--;
-    if (st != EM_OK) return st;
+    if (st != EM_OK) {
+        em_node_release(pending);
+        return st;
+    }
     __atomic_fetch_add(&out->storage->version, 1, __ATOMIC_RELAXED);
+    em_autograd_inplace_end(pending, out);
     if (op_depth == 0) {
         char what[64];
         snprintf(what, sizeof what, "%s_", name);

@@ -9,6 +9,7 @@
 
 #include "ember/alloc.h"
 #include "ember/ops_math.h"
+#include "ember/autograd.h"
 #include "ember/tensor.h"
 
 static int64_t live_tensors, live_storages;
@@ -212,6 +213,8 @@ void em_tensor_retain(em_tensor *t) { __atomic_fetch_add(&t->refcount, 1, __ATOM
 
 void em_tensor_release(em_tensor *t) {
     if (!t || __atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+    em_node_release(t->grad_fn);
+    em_tensor_release(t->grad);
     em_storage_release(t->storage);
     em_free(t);
     __atomic_fetch_sub(&live_tensors, 1, __ATOMIC_RELAXED);

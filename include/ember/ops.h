@@ -21,14 +21,14 @@ extern "C" {
 #endif
 
 typedef enum em_op {
-#define EM_OP(E, n, k, ni, no, dt, pr, fl, at) EM_OP_##E,
+#define EM_OP(E, n, k, ni, no, dt, pr, fl, at, gr) EM_OP_##E,
 #include "ember/ops.def"
 #undef EM_OP
     EM_OP_COUNT
 } em_op;
 
 /* Selects the elementwise rows of ops.def: with
- *   #define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_EW_ROW_##kind(X, E, n, dts, pr)
+ *   #define EM_OP(E, n, kind, ni, no, dts, pr, fl, at, gr) EM_EW_ROW_##kind(X, E, n, dts, pr)
  * an expansion of ops.def calls X(E, name, dtype_class, arity, shape) for
  * each UNARY, BINARY and TERNARY row and nothing for the others. */
 #define EM_EW_ROW_UNARY(X, E, n, dts, pr) X(E, n, dts, 1, EM_EW_SHAPE_##pr)

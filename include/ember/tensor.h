@@ -58,6 +58,18 @@ typedef struct em_tensor {
     /* Borrowed back-pointer to the Python object wrapping this tensor, so the
      * same tensor always surfaces as the same Python object. */
     void *pyobj;
+    /* Autograd (runtime/autograd/, include/ember/autograd.h). requires_grad:
+     * gradients flow to this tensor. grad_fn (owned): the node that made it,
+     * NULL for a leaf; output_nr: which of that node's results it is. grad
+     * (owned): a leaf's accumulated gradient. grad_acc (weak): the leaf's
+     * accumulation node while a graph uses it. is_view: made by a view op
+     * (in-place writes through such views are not differentiable yet). */
+    bool requires_grad;
+    bool is_view;
+    int output_nr;
+    struct em_node *grad_fn;
+    struct em_tensor *grad;
+    struct em_node *grad_acc;
 } em_tensor;
 
 /* ---- storage ---- */

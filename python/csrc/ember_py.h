@@ -82,6 +82,20 @@ PyObject *em_py_tensor_dlpack_device(PyObject *self, PyObject *unused);
 PyObject *em_py_from_dlpack(PyObject *self, PyObject *obj);
 extern PyBufferProcs em_py_tensor_buffer;
 
+/* ---- autograd (autograd.c) ---- */
+extern PyTypeObject em_py_Node;
+int em_py_autograd_init(PyObject *module);
+PyObject *em_py_get_requires_grad(PyObject *self, void *unused);
+int em_py_set_requires_grad(PyObject *self, PyObject *v, void *unused);
+PyObject *em_py_get_grad(PyObject *self, void *unused);
+int em_py_set_grad(PyObject *self, PyObject *v, void *unused);
+PyObject *em_py_get_grad_fn(PyObject *self, void *unused);
+PyObject *em_py_get_is_leaf(PyObject *self, void *unused);
+PyObject *em_py_get_version(PyObject *self, void *unused);
+PyObject *em_py_detach(PyObject *self, PyObject *unused);
+PyObject *em_py_detach_(PyObject *self, PyObject *unused);
+PyObject *em_py_requires_grad_(PyObject *self, PyObject *args, PyObject *kwargs);
+
 /* ---- compile (compiled_function.c) ---- */
 int em_py_compile_init(PyObject *module);
 /* Frames from files under this directory are ember's, not the user's. */

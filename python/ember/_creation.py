@@ -35,29 +35,31 @@ def _is_int(n):
     return isinstance(n, numbers.Integral) and not isinstance(n, bool)
 
 
-def _check_options(name, device, requires_grad):
+def _requiring_grad(t, requires_grad):
+    """A new factory tensor, made a leaf that requires grad if asked."""
+    return t.requires_grad_() if requires_grad else t
+
+
+def _check_options(name, device):
     if device is not None and str(device) not in ("cpu", "cpu:0"):
         d = str(device)
         raise (NotImplementedError if d.startswith("cuda") else RuntimeError)(
             f"{name}: device '{d}' is not available; this build of ember runs on the CPU only")
-    if requires_grad:
-        raise NotImplementedError(f"{name}(): requires_grad=True needs autograd, which is not "
-                                  f"implemented in ember yet")
 
 
 @_export
 def tensor(data, *, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of `data` (nested sequences, numbers,
     NumPy arrays or tensors); the dtype is inferred like PyTorch's."""
-    _check_options("tensor", device, requires_grad)
-    return _C.tensor(data, dtype=dtype)
+    _check_options("tensor", device)
+    return _requiring_grad(_C.tensor(data, dtype=dtype), requires_grad)
 
 
 @_export
 def as_tensor(data, dtype=None, device=None):
     """`data` as a tensor, sharing memory when it already is one (or a NumPy
     array) of the requested dtype."""
-    _check_options("as_tensor", device, False)
+    _check_options("as_tensor", device)
     if isinstance(data, _C._TensorBase):
         return data if dtype is None or data.dtype == dtype else data.to(dtype)
     if type(data).__module__ == "numpy" and type(data).__name__ == "ndarray":
@@ -81,10 +83,10 @@ def asarray(obj, *, dtype=None, device=None, copy=None):
 def _factory(name, c_fn):
     def fn(*size, out=None, dtype=None, device=None, requires_grad=False, layout=None,
            pin_memory=False, memory_format=None):
-        _check_options(name, device, requires_grad)
+        _check_options(name, device)
         if out is not None:
             raise NotImplementedError(f"{name}(): out= is not implemented in ember yet")
-        return c_fn(_sizes(name, size), dtype=dtype)
+        return _requiring_grad(c_fn(_sizes(name, size), dtype=dtype), requires_grad)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"{name}(*size, dtype=None): a new tensor of the given size."
     return _export(fn)
@@ -101,10 +103,10 @@ empty = _factory("empty", lambda shape, dtype: _C._empty(shape, dtype))
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     """A tensor of `size` filled with `fill_value`; the dtype follows the value
     (bool, int64 or the default float) unless given."""
-    _check_options("full", device, requires_grad)
+    _check_options("full", device)
     if isinstance(fill_value, _C._TensorBase):
         fill_value = fill_value.item()
-    return _C.full(_sizes("full", (size,)), fill_value, dtype=dtype)
+    return _requiring_grad(_C.full(_sizes("full", (size,)), fill_value, dtype=dtype), requires_grad)
 
 
 def _like(name, make):
@@ -113,8 +115,8 @@ def _like(name, make):
         if not isinstance(input, _C._TensorBase):
             raise TypeError(f"{name}(): argument 'input' must be a Tensor, not "
                             f"{type(input).__name__}")
-        _check_options(name, device, requires_grad)
-        return make(tuple(input.shape), dtype or input.dtype)
+        _check_options(name, device)
+        return _requiring_grad(make(tuple(input.shape), dtype or input.dtype), requires_grad)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"{name}(input, dtype=None): like input's shape (and dtype unless given)."
     return _export(fn)
@@ -130,54 +132,54 @@ randn_like = _like("randn_like", lambda s, dt: _C.randn(s, dtype=dt))
 @_export
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False,
               memory_format=None):
-    _check_options("full_like", device, requires_grad)
-    return _C.full(tuple(input.shape), fill_value, dtype=dtype or input.dtype)
+    _check_options("full_like", device)
+    return _requiring_grad(_C.full(tuple(input.shape), fill_value, dtype=dtype or input.dtype), requires_grad)
 
 
 @_export
 def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False):
     if high is None:
         low, high = 0, low
-    _check_options("randint_like", device, requires_grad)
-    return _C._randint(int(low), int(high), tuple(input.shape), dtype or input.dtype)
+    _check_options("randint_like", device)
+    return _requiring_grad(_C._randint(int(low), int(high), tuple(input.shape), dtype or input.dtype), requires_grad)
 
 
 @_export
 def arange(start, end=None, step=1, *, out=None, dtype=None, device=None, requires_grad=False):
     """Values from start (default 0) up to end, exclusive, by step; int64
     unless any bound is a float."""
-    _check_options("arange", device, requires_grad)
+    _check_options("arange", device)
     if end is None:
-        return _C.arange(start, dtype=dtype)
-    return _C.arange(start, end, step, dtype=dtype)
+        return _requiring_grad(_C.arange(start, dtype=dtype), requires_grad)
+    return _requiring_grad(_C.arange(start, end, step, dtype=dtype), requires_grad)
 
 
 @_export
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
     """`steps` values evenly spaced from start to end, both included."""
-    _check_options("linspace", device, requires_grad)
+    _check_options("linspace", device)
     if not isinstance(steps, numbers.Integral):
         raise TypeError(f"linspace(): steps must be an int, got {type(steps).__name__}")
     if steps < 0:
         raise RuntimeError(f"linspace(): number of steps must be non-negative, got {steps}")
-    return _C._linspace(float(start), float(end), int(steps), dtype)
+    return _requiring_grad(_C._linspace(float(start), float(end), int(steps), dtype), requires_grad)
 
 
 @_export
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
     """An n x m matrix (m defaults to n) with ones on the diagonal."""
-    _check_options("eye", device, requires_grad)
+    _check_options("eye", device)
     m = n if m is None else m
     if n < 0 or m < 0:
         raise RuntimeError(f"eye(): n and m must be non-negative, got n={n}, m={m}")
-    return _C._eye(int(n), int(m), dtype)
+    return _requiring_grad(_C._eye(int(n), int(m), dtype), requires_grad)
 
 
 @_export
 def randint(*args, size=None, dtype=None, device=None, requires_grad=False, generator=None):
     """randint(high, size) or randint(low, high, size): integers uniform in
     [low, high), int64 by default."""
-    _check_options("randint", device, requires_grad)
+    _check_options("randint", device)
     if generator is not None:
         raise NotImplementedError("randint(): generator= is not implemented in ember yet; use "
                                   "ember.manual_seed")
@@ -194,19 +196,19 @@ def randint(*args, size=None, dtype=None, device=None, requires_grad=False, gene
         raise TypeError("randint() takes (high, size) or (low, high, size)")
     if low >= high:
         raise RuntimeError(f"randint(): expected low < high, got low={low}, high={high}")
-    return _C._randint(int(low), int(high), _sizes("randint", (size,)), dtype)
+    return _requiring_grad(_C._randint(int(low), int(high), _sizes("randint", (size,)), dtype), requires_grad)
 
 
 @_export
 def randperm(n, *, dtype=None, device=None, requires_grad=False, generator=None):
     """A random permutation of 0 .. n-1 (int64 by default)."""
-    _check_options("randperm", device, requires_grad)
+    _check_options("randperm", device)
     if generator is not None:
         raise NotImplementedError("randperm(): generator= is not implemented in ember yet; use "
                                   "ember.manual_seed")
     if n < 0:
         raise RuntimeError(f"randperm(): n must be non-negative, got {n}")
-    return _C._randperm(int(n), dtype)
+    return _requiring_grad(_C._randperm(int(n), dtype), requires_grad)
 
 
 @_export

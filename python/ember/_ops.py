@@ -256,8 +256,15 @@ def _minmax(name, input, dim, keepdim):
         if not isinstance(dim, (type(None), numbers.Integral)):  # max(a, b): the elementwise form
             return _C._ew(_ID["maximum" if name == "max" else "minimum"], input, dim)
         return _reduce("amax" if name == "max" else "amin", input, None, False)
-    values = _reduce("amax" if name == "max" else "amin", input, dim, keepdim)
     indices = _reduce("argmax" if name == "max" else "argmin", input, dim, keepdim)
+    if input.requires_grad and _C.is_grad_enabled() and input.ndim:
+        # PyTorch's max(dim) sends the gradient to the one element the index
+        # names (amax shares it among ties): read the values at the indices
+        at = indices if keepdim else indices.unsqueeze(dim)
+        values = input.gather(dim, at)
+        values = values if keepdim else values.squeeze(dim)
+    else:
+        values = _reduce("amax" if name == "max" else "amin", input, dim, keepdim)
     return getattr(return_types, name)(values, indices)
 
 

@@ -127,3 +127,14 @@ class Tensor(_C._TensorBase):
         if self.ndim == 0:
             return self.item().__format__(spec)
         return object.__format__(self, spec)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulates the gradient of this tensor into the .grad of the
+        leaves it was computed from (see ember.autograd.backward)."""
+        from .autograd import backward
+        backward(self, gradient, retain_graph, create_graph, inputs)
+
+    @property
+    def data(self):
+        """This tensor's values without history (shares memory)."""
+        return self.detach()

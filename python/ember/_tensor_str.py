@@ -122,6 +122,12 @@ def _add_suffixes(text, suffixes, indent):
 
 
 def tensor_repr(t):
+    from .autograd import no_grad
+    with no_grad():
+        return _tensor_repr(t)
+
+
+def _tensor_repr(t):
     import numpy as np
     from . import float32, int64, bfloat16, bool as bool_
     prefix = "tensor("
@@ -141,4 +147,8 @@ def tensor_repr(t):
         summarize = t.numel() > THRESHOLD
         fmt = _Formatter(_summarized_values(a, summarize), t.dtype.is_floating_point)
         body = _tensor_str(a, indent, summarize, fmt)
+    if t.grad_fn is not None:
+        suffixes.append(f"grad_fn=<{t.grad_fn.name()}>")
+    elif t.requires_grad:
+        suffixes.append("requires_grad=True")
     return _add_suffixes(prefix + body, suffixes, indent)

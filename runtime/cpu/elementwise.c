@@ -135,7 +135,7 @@
 #define DEF_LOOP_(op, arity, shape, T, sfx) DEF_##shape##_##arity(op, T, sfx)
 #define UNPACK(...) __VA_ARGS__
 #define GEN_LOOPS(E, n, dts, arity, shape) EM_FOR_DTYPES_##dts(DEF_LOOP, (n, arity, shape))
-#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_EW_ROW_##kind(GEN_LOOPS, E, n, dts, pr)
+#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at, gr) EM_EW_ROW_##kind(GEN_LOOPS, E, n, dts, pr)
 #include "ember/ops.def"
 #undef EM_OP
 
@@ -157,7 +157,7 @@
 #define HALF_IF_INTBOOL(op, arity, shape)
 #define HALF_IF_BOOLONLY(op, arity, shape)
 #define GEN_HALF(E, n, dts, arity, shape) HALF_IF_##dts(n, arity, shape)
-#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_EW_ROW_##kind(GEN_HALF, E, n, dts, pr)
+#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at, gr) EM_EW_ROW_##kind(GEN_HALF, E, n, dts, pr)
 #include "ember/ops.def"
 #undef EM_OP
 
@@ -214,7 +214,7 @@ static void loop_floor_divide_fast_f32(char **p, const int64_t *s, int64_t n) {
 #define ENTRY(op, S, T, sfx) [EM_DTYPE_##S] = loop_##op##_##sfx,
 #define TABLE_ROW(E, n, dts, arity, shape) [EM_OP_##E] = {EM_FOR_DTYPES_##dts(ENTRY, n)},
 static const em_loop_fn ew_loops[EM_OP_COUNT][EM_DTYPE_COUNT] = {
-#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_EW_ROW_##kind(TABLE_ROW, E, n, dts, pr)
+#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at, gr) EM_EW_ROW_##kind(TABLE_ROW, E, n, dts, pr)
 #include "ember/ops.def"
 #undef EM_OP
 };
@@ -232,7 +232,7 @@ static const em_loop_fn ew_loops[EM_OP_COUNT][EM_DTYPE_COUNT] = {
 #define HALF_ROW_BOOLONLY(E, n, shape)
 #define HALF_TABLE_ROW(E, n, dts, arity, shape) HALF_ROW_##dts(E, n, shape)
 static const em_loop_fn half_loops[EM_OP_COUNT][2] = {
-#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at) EM_EW_ROW_##kind(HALF_TABLE_ROW, E, n, dts, pr)
+#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at, gr) EM_EW_ROW_##kind(HALF_TABLE_ROW, E, n, dts, pr)
 #include "ember/ops.def"
 #undef EM_OP
 };

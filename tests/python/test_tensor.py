@@ -559,7 +559,6 @@ def test_memory_stats_keys():
 
 NOT_IMPLEMENTED = [
     ("x.view(dtype)", lambda x: x.view(ember.int64), "view"),
-    ("requires_grad", lambda x: ember.zeros(2, requires_grad=True), "autograd"),
 ]
 
 

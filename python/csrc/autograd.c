@@ -1,0 +1,396 @@
+/*
+ * autograd.c - autograd's Python face: the tensor attributes (requires_grad,
+ * grad, grad_fn, is_leaf), backward/detach, grad mode, autograd.grad, and
+ * ember._C.Node, the type grad_fn objects have.
+ *
+ * The graph itself lives in the runtime (runtime/autograd/); this file only
+ * converts arguments and results.
+ */
+#include "ember/autograd.h"
+#include "ember/alloc.h"
+#include "ember_py.h"
+
+#define T(o) em_py_tensor_of(o)
+
+/* ---- Node: a grad_fn seen from Python ---- */
+
+typedef struct {
+    PyObject_HEAD em_node *node; /* one reference */
+} py_node;
+
+static PyObject *node_wrap(em_node *n) {
+    if (!n) Py_RETURN_NONE;
+    py_node *o = PyObject_New(py_node, &em_py_Node);
+    if (!o) return NULL;
+    em_node_retain(n);
+    o->node = n;
+    return (PyObject *)o;
+}
+
+static void node_dealloc(PyObject *self) {
+    em_node_release(((py_node *)self)->node);
+    PyObject_Free(self);
+}
+
+static PyObject *node_name(PyObject *self, PyObject *unused) {
+    (void)unused;
+    char buf[96];
+    return PyUnicode_FromString(em_node_name(((py_node *)self)->node, buf, sizeof buf));
+}
+
+static PyObject *node_repr(PyObject *self) {
+    char buf[96];
+    return PyUnicode_FromFormat("<%s object at %p>", em_node_name(((py_node *)self)->node, buf, sizeof buf),
+                                (void *)self);
+}
+
+/* ((next node or None, input_nr), ...) as in PyTorch */
+static PyObject *node_next_functions(PyObject *self, void *unused) {
+    (void)unused;
+    em_node *n = ((py_node *)self)->node;
+    int k = em_node_n_next(n);
+    PyObject *r = PyTuple_New(k);
+    for (int i = 0; r && i < k; i++) {
+        int nr = 0;
+        em_node *m = em_node_next(n, i, &nr);
+        PyObject *pair = Py_BuildValue("(Ni)", node_wrap(m), m ? nr : 0);
+        if (!pair) {
+            Py_CLEAR(r);
+            break;
+        }
+        PyTuple_SET_ITEM(r, i, pair);
+    }
+    return r;
+}
+
+static PyObject *node_variable(PyObject *self, void *unused) {
+    (void)unused;
+    em_tensor *v = em_node_variable(((py_node *)self)->node);
+    if (!v)
+        return em_py_error(PyExc_AttributeError, "only AccumulateGrad nodes have a 'variable'");
+    em_tensor_retain(v);
+    return em_py_wrap(v);
+}
+
+static PyObject *node_richcompare(PyObject *a, PyObject *b, int op) {
+    if (!PyObject_TypeCheck(b, &em_py_Node) || (op != Py_EQ && op != Py_NE)) Py_RETURN_NOTIMPLEMENTED;
+    bool same = ((py_node *)a)->node == ((py_node *)b)->node;
+    return PyBool_FromLong(op == Py_EQ ? same : !same);
+}
+
+static Py_hash_t node_hash(PyObject *self) { return _Py_HashPointer(((py_node *)self)->node); }
+
+static PyMethodDef node_methods[] = {
+    {"name", node_name, METH_NOARGS, "the node's name, e.g. 'MulBackward0'"},
+    {NULL, NULL, 0, NULL},
+};
+static PyGetSetDef node_getset[] = {
+    {"next_functions", node_next_functions, NULL, "where the gradients of the inputs go", NULL},
+    {"variable", node_variable, NULL, "the leaf an AccumulateGrad node accumulates into", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject em_py_Node = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ember._C.Node",
+    .tp_basicsize = sizeof(py_node),
+    .tp_dealloc = node_dealloc,
+    .tp_repr = node_repr,
+    .tp_hash = node_hash,
+    .tp_richcompare = node_richcompare,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "a node of the autograd graph (a tensor's grad_fn)",
+    .tp_methods = node_methods,
+    .tp_getset = node_getset,
+};
+
+/* ---- tensor attributes ---- */
+
+PyObject *em_py_get_requires_grad(PyObject *self, void *unused) {
+    (void)unused;
+    return PyBool_FromLong(T(self)->requires_grad);
+}
+
+int em_py_set_requires_grad(PyObject *self, PyObject *v, void *unused) {
+    (void)unused;
+    int on = v ? PyObject_IsTrue(v) : 0;
+    if (on < 0) return -1;
+    if (em_set_requires_grad(T(self), on) != EM_OK) {
+        em_py_raise();
+        return -1;
+    }
+    return 0;
+}
+
+PyObject *em_py_get_grad(PyObject *self, void *unused) {
+    (void)unused;
+    em_tensor *g = T(self)->grad;
+    if (!g) Py_RETURN_NONE;
+    em_tensor_retain(g);
+    return em_py_wrap(g);
+}
+
+int em_py_set_grad(PyObject *self, PyObject *v, void *unused) {
+    (void)unused;
+    em_tensor *t = T(self);
+    if (v && v != Py_None) {
+        if (!em_py_is_tensor(v)) {
+            PyErr_Format(PyExc_TypeError, "assigned grad expected to be a Tensor or None but got %s",
+                         Py_TYPE(v)->tp_name);
+            return -1;
+        }
+        em_tensor *g = T(v);
+        if (g->dtype != t->dtype) {
+            PyErr_Format(PyExc_RuntimeError, "assigned grad has data of type %s, the tensor is %s",
+                         em_dtype_long_name(g->dtype), em_dtype_long_name(t->dtype));
+            return -1;
+        }
+        if (!em_shape_eq(g->shape, g->ndim, t->shape, t->ndim)) {
+            char a[128], b[128];
+            em_shape_str(g->shape, g->ndim, a, sizeof a);
+            em_shape_str(t->shape, t->ndim, b, sizeof b);
+            PyErr_Format(PyExc_RuntimeError, "assigned grad has data of a different size: %s, the tensor is %s", a, b);
+            return -1;
+        }
+        em_tensor_retain(g);
+        em_tensor_release(t->grad);
+        t->grad = g;
+        return 0;
+    }
+    em_tensor_release(t->grad);
+    t->grad = NULL;
+    return 0;
+}
+
+PyObject *em_py_get_grad_fn(PyObject *self, void *unused) {
+    (void)unused;
+    return node_wrap(T(self)->grad_fn);
+}
+
+PyObject *em_py_get_is_leaf(PyObject *self, void *unused) {
+    (void)unused;
+    return PyBool_FromLong(T(self)->grad_fn == NULL);
+}
+
+PyObject *em_py_get_version(PyObject *self, void *unused) {
+    (void)unused;
+    return PyLong_FromUnsignedLongLong(T(self)->storage->version);
+}
+
+/* ---- tensor methods ---- */
+
+PyObject *em_py_detach(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return em_py_wrap(em_detach(T(self)));
+}
+
+PyObject *em_py_detach_(PyObject *self, PyObject *unused) {
+    (void)unused;
+    em_tensor *t = T(self);
+    em_node_release(t->grad_fn);
+    t->grad_fn = NULL;
+    t->requires_grad = false;
+    Py_INCREF(self);
+    return self;
+}
+
+PyObject *em_py_requires_grad_(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *kw[] = {"requires_grad", NULL};
+    int on = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p:requires_grad_", kw, &on)) return NULL;
+    if (em_set_requires_grad(T(self), on) != EM_OK) return em_py_raise();
+    Py_INCREF(self);
+    return self;
+}
+
+/* A sequence of tensors (or one tensor) as a new array of borrowed
+ * pointers; *n its length. `nones`: None entries allowed (left NULL). */
+static em_tensor **tensor_seq(PyObject *o, const char *what, bool nones, int *n) {
+    PyObject *seq = em_py_is_tensor(o) ? PyTuple_Pack(1, o) : PySequence_Tuple(o);
+    if (!seq) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s must be a Tensor or a sequence of Tensors, not %s", what,
+                     Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t k = PyTuple_GET_SIZE(seq);
+    em_tensor **r = em_malloc((size_t)(k ? k : 1) * sizeof *r);
+    if (!r) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *e = PyTuple_GET_ITEM(seq, i);
+        if (nones && e == Py_None) {
+            r[i] = NULL;
+        } else if (em_py_is_tensor(e)) {
+            r[i] = T(e); /* borrowed: the caller's objects keep them alive */
+        } else {
+            PyErr_Format(PyExc_TypeError, "%s[%zd] must be a Tensor%s, not %s", what, i,
+                         nones ? " or None" : "", Py_TYPE(e)->tp_name);
+            em_free(r);
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    *n = (int)k;
+    return r;
+}
+
+/* _backward(tensors, grad_tensors, retain_graph, create_graph) */
+static PyObject *f_backward(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *outs, *grads;
+    int retain, create;
+    if (!PyArg_ParseTuple(args, "OOpp", &outs, &grads, &retain, &create)) return NULL;
+    int n = 0, ng = 0;
+    em_tensor **o = tensor_seq(outs, "tensors", false, &n);
+    if (!o) return NULL;
+    em_tensor **g = grads == Py_None ? NULL : tensor_seq(grads, "grad_tensors", true, &ng);
+    if (grads != Py_None && !g) {
+        em_free(o);
+        return NULL;
+    }
+    if (g && ng != n) {
+        em_free(o);
+        em_free(g);
+        return em_py_error(PyExc_RuntimeError, "got %d tensors and %d gradients", n, ng);
+    }
+    em_status st;
+    Py_BEGIN_ALLOW_THREADS st = em_backward(o, g, n, retain, create);
+    Py_END_ALLOW_THREADS em_free(o);
+    em_free(g);
+    if (st != EM_OK) return em_py_raise();
+    Py_RETURN_NONE;
+}
+
+/* _grad(outputs, grad_outputs, inputs, retain_graph, create_graph, allow_unused) */
+static PyObject *f_grad(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *outs, *grads, *ins;
+    int retain, create, unused;
+    if (!PyArg_ParseTuple(args, "OOOppp", &outs, &grads, &ins, &retain, &create, &unused)) return NULL;
+    int n = 0, ng = 0, ni = 0;
+    em_tensor **o = tensor_seq(outs, "outputs", false, &n), **g = NULL, **in = NULL, **res = NULL;
+    PyObject *r = NULL;
+    if (!o) return NULL;
+    if (grads != Py_None && !(g = tensor_seq(grads, "grad_outputs", true, &ng))) goto done;
+    if (g && ng != n) {
+        em_py_error(PyExc_RuntimeError, "grad requires one grad_output per output: got %d outputs and %d grad_outputs", n, ng);
+        goto done;
+    }
+    if (!(in = tensor_seq(ins, "inputs", false, &ni))) goto done;
+    if (!(res = em_malloc((size_t)(ni ? ni : 1) * sizeof *res))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    em_status st;
+    Py_BEGIN_ALLOW_THREADS st = em_autograd_grad(o, g, n, in, ni, retain, create, unused, res);
+    Py_END_ALLOW_THREADS if (st != EM_OK) {
+        em_py_raise();
+        goto done;
+    }
+    r = PyTuple_New(ni);
+    for (int i = 0; i < ni; i++) {
+        PyObject *e;
+        if (res[i]) {
+            e = r ? em_py_wrap(res[i]) : (em_tensor_release(res[i]), NULL);
+        } else {
+            e = Py_None;
+            Py_INCREF(e);
+        }
+        if (r && e) {
+            PyTuple_SET_ITEM(r, i, e);
+        } else if (r) {
+            Py_CLEAR(r);
+        }
+    }
+done:
+    em_free(o);
+    em_free(g);
+    em_free(in);
+    em_free(res);
+    return r;
+}
+
+static PyObject *f_is_grad_enabled(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(em_grad_enabled());
+}
+
+/* _set_grad_enabled(on) -> the previous setting */
+static PyObject *f_set_grad_enabled(PyObject *self, PyObject *arg) {
+    (void)self;
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    return PyBool_FromLong(em_set_grad_enabled(on));
+}
+
+static PyObject *f_node_live_count(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return PyLong_FromLongLong(em_node_live_count());
+}
+
+/* _make_subclass(cls, data, requires_grad): a `cls` instance (nn.Parameter)
+ * sharing data's memory, a leaf without history. */
+static PyObject *f_make_subclass(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *cls, *data;
+    int rg;
+    if (!PyArg_ParseTuple(args, "O!Op", &PyType_Type, &cls, &data, &rg)) return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)cls, &em_py_TensorBase))
+        return em_py_error(PyExc_TypeError, "_make_subclass: %s is not a Tensor class",
+                           ((PyTypeObject *)cls)->tp_name);
+    if (!em_py_is_tensor(data))
+        return em_py_error(PyExc_TypeError, "data must be a Tensor, not %s", Py_TYPE(data)->tp_name);
+    em_tensor *t = em_detach(T(data));
+    if (!t) return em_py_raise();
+    if (rg && em_set_requires_grad(t, true) != EM_OK) {
+        em_tensor_release(t);
+        return em_py_raise();
+    }
+    PyObject *o = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, 0);
+    if (!o) {
+        em_tensor_release(t);
+        return NULL;
+    }
+    ((em_py_tensor *)o)->t = t;
+    t->pyobj = o;
+    return o;
+}
+
+/* The names of the ops that have a backward formula (for the test that
+ * every one of them is gradchecked). */
+static PyObject *f_differentiable_ops(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    PyObject *r = PyList_New(0);
+    for (int op = 0; r && op < EM_OP_COUNT; op++) {
+        if (!em_op_differentiable(op)) continue;
+        PyObject *name = PyUnicode_FromString(em_op_name((em_op)op));
+        if (!name || PyList_Append(r, name) < 0) Py_CLEAR(r);
+        Py_XDECREF(name);
+    }
+    return r;
+}
+
+static PyMethodDef autograd_methods[] = {
+    {"_differentiable_ops", f_differentiable_ops, METH_NOARGS, "names of the ops with a gradient"},
+    {"_backward", f_backward, METH_VARARGS, "_backward(tensors, grad_tensors, retain_graph, create_graph)"},
+    {"_grad", f_grad, METH_VARARGS, "_grad(outputs, grad_outputs, inputs, retain_graph, create_graph, allow_unused)"},
+    {"is_grad_enabled", f_is_grad_enabled, METH_NOARGS, "is grad mode on (in this thread)?"},
+    {"_set_grad_enabled", f_set_grad_enabled, METH_O, "sets grad mode; returns the previous one"},
+    {"_node_live_count", f_node_live_count, METH_NOARGS, "live autograd nodes (leak tests)"},
+    {"_make_subclass", f_make_subclass, METH_VARARGS, "_make_subclass(cls, data, requires_grad)"},
+    {NULL, NULL, 0, NULL},
+};
+
+int em_py_autograd_init(PyObject *module) {
+    if (PyType_Ready(&em_py_Node) < 0) return -1;
+    Py_INCREF(&em_py_Node);
+    if (PyModule_AddObject(module, "Node", (PyObject *)&em_py_Node) < 0) return -1;
+    return PyModule_AddFunctions(module, autograd_methods);
+}

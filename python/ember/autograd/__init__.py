@@ -1,0 +1,50 @@
+"""ember.autograd: reverse-mode automatic differentiation.
+
+The graph is recorded and walked in C (runtime/autograd/); this package
+holds the user-facing spelling: backward, grad, the grad-mode switches
+(context managers and decorators) and gradcheck."""
+
+from .. import _C
+from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck
+
+__all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+           "inference_mode", "gradcheck", "gradgradcheck", "GradcheckError"]
+
+
+def _as_tuple(x):
+    if x is None or isinstance(x, _C._TensorBase):
+        return (x,)
+    return tuple(x)
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulates the gradients of `tensors` (with upstream gradients
+    `grad_tensors`; a one-element tensor may leave its own out) into the
+    .grad of every leaf that requires grad. The graph's saved values are
+    freed unless retain_graph (which defaults to create_graph)."""
+    if inputs is not None:
+        raise NotImplementedError("backward(inputs=...) is not implemented in ember yet; use "
+                                  "ember.autograd.grad(outputs, inputs)")
+    tensors = _as_tuple(tensors)
+    grads = None if grad_tensors is None else _as_tuple(grad_tensors)
+    if grads is not None and len(grads) != len(tensors):
+        raise RuntimeError(f"backward: got {len(tensors)} tensors and {len(grads)} gradients")
+    if retain_graph is None:
+        retain_graph = create_graph
+    _C._backward(tensors, grads, bool(retain_graph), bool(create_graph))
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=False):
+    """The gradients of `outputs` with respect to `inputs`, as a tuple
+    (None for an unused input when allow_unused), without touching any .grad.
+    With create_graph the result has history, so it can be differentiated
+    again."""
+    outputs = _as_tuple(outputs)
+    inputs = _as_tuple(inputs)
+    grads = None if grad_outputs is None else _as_tuple(grad_outputs)
+    if retain_graph is None:
+        retain_graph = create_graph
+    return _C._grad(outputs, grads, inputs, bool(retain_graph), bool(create_graph),
+                    bool(allow_unused))

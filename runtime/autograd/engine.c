@@ -1,0 +1,793 @@
+/*
+ * engine.c - autograd nodes, recording, and the backward engine.
+ *
+ * Recording (em_autograd_record, called by em_op_run): a node per
+ * differentiable op whose inputs require grad, with edges to the nodes that
+ * made them (a leaf's edge goes to its AccumulateGrad node, one per leaf,
+ * found again through the leaf's weak grad_acc pointer) and the tensors the
+ * formula needs. Inputs are saved as themselves (their history is needed
+ * for double backward); results are saved as history-less aliases, since a
+ * result pointing at its own node would be a reference cycle.
+ *
+ * Backward: the nodes reachable from the outputs are counted (how many
+ * edges lead into each), then run newest first as their counts reach zero.
+ * Gradients arriving at a node from several edges are summed; each formula's
+ * results are summed down to the input's shape and cast to its dtype before
+ * they travel on. Grad mode during backward is create_graph, so a backward
+ * with create_graph records the formulas' own ops.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ember/alloc.h"
+#include "node.h"
+
+static _Thread_local bool grad_disabled; /* inverted: zero-initialised means on */
+static uint64_t next_seq;
+static int64_t live_nodes;
+
+bool em_grad_enabled(void) { return !grad_disabled; }
+
+bool em_set_grad_enabled(bool on) {
+    bool was = !grad_disabled;
+    grad_disabled = !on;
+    return was;
+}
+
+int64_t em_node_live_count(void) { return __atomic_load_n(&live_nodes, __ATOMIC_RELAXED); }
+
+/* ---- nodes ---- */
+
+static em_node *node_new(int op, int n_in, int n_out) {
+    em_node *n = em_malloc(sizeof *n);
+    if (!n) return NULL;
+    memset(n, 0, sizeof *n);
+    n->refcount = 1;
+    n->seq = __atomic_fetch_add(&next_seq, 1, __ATOMIC_RELAXED);
+    n->op = op;
+    n->n_in = n_in;
+    n->n_out = n_out;
+    size_t ni = (size_t)(n_in ? n_in : 1), no = (size_t)(n_out ? n_out : 1);
+    n->next = em_malloc(ni * sizeof *n->next);
+    n->in_types = em_malloc(ni * sizeof *n->in_types);
+    n->out_types = em_malloc(no * sizeof *n->out_types);
+    n->saved_in = em_malloc(ni * sizeof *n->saved_in);
+    n->saved_out = em_malloc(no * sizeof *n->saved_out);
+    if (!n->next || !n->in_types || !n->out_types || !n->saved_in || !n->saved_out) {
+        em_free(n->next);
+        em_free(n->in_types);
+        em_free(n->out_types);
+        em_free(n->saved_in);
+        em_free(n->saved_out);
+        em_free(n);
+        em_error(EM_ERR_NOMEM, "autograd: out of memory for a graph node");
+        return NULL;
+    }
+    memset(n->next, 0, ni * sizeof *n->next);
+    memset(n->saved_in, 0, ni * sizeof *n->saved_in);
+    memset(n->saved_out, 0, no * sizeof *n->saved_out);
+    __atomic_fetch_add(&live_nodes, 1, __ATOMIC_RELAXED);
+    return n;
+}
+
+void em_node_retain(em_node *n) {
+    if (n) __atomic_fetch_add(&n->refcount, 1, __ATOMIC_RELAXED);
+}
+
+static void release_saved(em_node *n) {
+    for (int i = 0; i < n->n_in; i++) {
+        em_tensor_release(n->saved_in[i].t);
+        n->saved_in[i].t = NULL;
+    }
+    for (int i = 0; i < n->n_out; i++) {
+        em_tensor_release(n->saved_out[i].t);
+        n->saved_out[i].t = NULL;
+    }
+}
+
+/* Frees n, and iteratively every node only it kept alive: a recursive
+ * release would overflow the stack on a long graph (an RNN over 100k steps). */
+void em_node_release(em_node *n) {
+    em_node *stack[64], **work = stack;
+    size_t cap = 64, top = 0;
+    if (n) work[top++] = n;
+    while (top) {
+        em_node *m = work[--top];
+        if (__atomic_sub_fetch(&m->refcount, 1, __ATOMIC_ACQ_REL) != 0) continue;
+        for (int i = 0; i < m->n_in; i++) {
+            em_node *next = m->next[i].node;
+            if (!next) continue;
+            if (top == cap) { /* grow the work list (never below the fixed stack) */
+                em_node **bigger = em_malloc(2 * cap * sizeof *bigger);
+                if (!bigger) { /* out of memory: fall back to recursion for this one */
+                    em_node_release(next);
+                    continue;
+                }
+                memcpy(bigger, work, cap * sizeof *work);
+                if (work != stack) em_free(work);
+                work = bigger;
+                cap *= 2;
+            }
+            work[top++] = next;
+        }
+        release_saved(m);
+        if (m->variable) {
+            if (m->variable->grad_acc == m) m->variable->grad_acc = NULL;
+            em_tensor_release(m->variable);
+        }
+        em_free(m->next);
+        em_free(m->in_types);
+        em_free(m->out_types);
+        em_free(m->saved_in);
+        em_free(m->saved_out);
+        em_free(m);
+        __atomic_fetch_sub(&live_nodes, 1, __ATOMIC_RELAXED);
+    }
+    if (work != stack) em_free(work);
+}
+
+/* ---- tensors ---- */
+
+em_status em_set_requires_grad(em_tensor *t, bool on) {
+    if (on && !em_dtype_is_float(t->dtype))
+        return em_error(EM_ERR_RUNTIME,
+                        "only Tensors of floating point dtype can require gradients (got %s)",
+                        em_dtype_long_name(t->dtype));
+    if (!on && t->grad_fn)
+        return em_error(EM_ERR_RUNTIME,
+                        "you can only change requires_grad flags of leaf variables. If you want to "
+                        "use a computed variable in a subgraph that doesn't require "
+                        "differentiation use var_no_grad = var.detach().");
+    t->requires_grad = on;
+    return EM_OK;
+}
+
+static em_tensor *alias(em_tensor *t) {
+    em_tensor *a = em_tensor_from_storage(t->storage, t->dtype, t->offset, t->shape, t->strides, t->ndim);
+    if (a) a->is_wrapped_number = t->is_wrapped_number;
+    return a;
+}
+
+em_tensor *em_detach(em_tensor *t) { return t ? alias(t) : NULL; }
+
+/* The edge a gradient for t travels along: its grad_fn, or its leaf's
+ * AccumulateGrad node (made on first use). */
+static em_status gradient_edge(em_tensor *t, em_edge *e) {
+    if (t->grad_fn) {
+        em_node_retain(t->grad_fn);
+        e->node = t->grad_fn;
+        e->input_nr = t->output_nr;
+        return EM_OK;
+    }
+    if (t->grad_acc) {
+        em_node_retain(t->grad_acc);
+    } else {
+        em_node *acc = node_new(EM_OP_ACCUMULATE, 0, 1);
+        if (!acc) return em_last_status();
+        em_tensor_retain(t);
+        acc->variable = t;
+        acc->out_types[0] = em_tensor_type(t);
+        t->grad_acc = acc; /* weak: the node keeps t alive, not the reverse */
+    }
+    e->node = t->grad_acc;
+    e->input_nr = 0;
+    return EM_OK;
+}
+
+/* ---- recording ---- */
+
+bool em_autograd_wants(em_op op, em_tensor *const *in, int n_in) {
+    if (grad_disabled || em_grad_rule_of(op)->kind == EM_GRAD_NONE) return false;
+    for (int i = 0; i < n_in; i++)
+        if (in[i] && in[i]->requires_grad) return true;
+    return false;
+}
+
+static bool saves_in(em_grad_kind k, int i) {
+    return k == EM_GRAD_IN || k == EM_GRAD_BOTH || (k == EM_GRAD_IDX && i > 0);
+}
+static bool saves_out(em_grad_kind k) { return k == EM_GRAD_OUT || k == EM_GRAD_BOTH; }
+
+/* A node for op over in[] with n_out results of the given types; inputs
+ * saved as the grad rule says (except `skip`, saved as an alias with its
+ * old history: an in-place op's target, about to be overwritten). */
+static em_node *make_node(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
+                          const em_type *out_types, int n_out, const em_tensor *skip) {
+    em_node *n = node_new(op, n_in, n_out);
+    if (!n) return NULL;
+    if (attrs) n->attrs = *attrs;
+    em_grad_kind k = em_grad_rule_of(op)->kind;
+    for (int i = 0; i < n_in; i++) {
+        n->in_types[i] = em_tensor_type(in[i]);
+        if (in[i]->requires_grad && gradient_edge(in[i], &n->next[i]) != EM_OK) goto fail;
+        if (!saves_in(k, i)) continue;
+        em_tensor *s = in[i];
+        if (s == skip) { /* a copy of the value about to be overwritten, with its history */
+            bool was = em_set_grad_enabled(false);
+            s = em_clone(in[i]);
+            em_set_grad_enabled(was);
+            if (!s) goto fail;
+            s->requires_grad = in[i]->requires_grad;
+            s->grad_fn = in[i]->grad_fn;
+            em_node_retain(s->grad_fn);
+            s->output_nr = in[i]->output_nr;
+        } else {
+            em_tensor_retain(s);
+        }
+        n->saved_in[i].t = s;
+        n->saved_in[i].version = s->storage->version;
+    }
+    for (int j = 0; j < n_out; j++) n->out_types[j] = out_types[j];
+    return n;
+fail:
+    em_node_release(n);
+    return NULL;
+}
+
+static em_status save_outputs(em_node *n, em_tensor *const *out) {
+    if (!saves_out(em_grad_rule_of((em_op)n->op)->kind)) return EM_OK;
+    for (int j = 0; j < n->n_out; j++) {
+        if (!(n->saved_out[j].t = alias(out[j]))) return em_last_status();
+        n->saved_out[j].version = out[j]->storage->version;
+        n->saved_out[j].is_output = true;
+    }
+    return EM_OK;
+}
+
+static void attach(em_node *n, em_tensor *t, int output_nr) {
+    if (!em_dtype_is_float(t->dtype)) return; /* integer results carry no gradient */
+    em_node_retain(n);
+    em_node_release(t->grad_fn);
+    t->grad_fn = n;
+    t->output_nr = output_nr;
+    t->requires_grad = true;
+}
+
+/* Is t one of the inputs (an op such as contiguous() may return its input
+ * itself, which keeps its own history)? */
+static bool is_input(const em_tensor *t, em_tensor *const *in, int n_in) {
+    for (int i = 0; i < n_in; i++)
+        if (in[i] == t) return true;
+    return false;
+}
+
+em_status em_autograd_record(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
+                             em_tensor *const *out, int n_out) {
+    bool fresh = false;
+    for (int j = 0; j < n_out; j++) fresh |= !is_input(out[j], in, n_in);
+    if (!fresh) return EM_OK;
+    em_type types[8];
+    if (n_out > 8) return em_error(EM_ERR_INTERNAL, "autograd: %d results", n_out);
+    for (int j = 0; j < n_out; j++) types[j] = em_tensor_type(out[j]);
+    em_node *n = make_node(op, in, n_in, attrs, types, n_out, NULL);
+    if (!n) return em_last_status();
+    em_status st = save_outputs(n, out);
+    if (st == EM_OK)
+        for (int j = 0; j < n_out; j++)
+            if (!is_input(out[j], in, n_in)) attach(n, out[j], j);
+    em_node_release(n); /* the results hold it now */
+    return st;
+}
+
+em_status em_autograd_inplace_begin(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
+                                    em_tensor *target, em_node **pending) {
+    *pending = NULL;
+    bool any = target->requires_grad;
+    for (int i = 0; i < n_in; i++) any |= in[i]->requires_grad;
+    if (grad_disabled || !any) return EM_OK;
+    const char *name = em_op_get(op)->kind == EM_KIND_CAST ? "copy" : em_op_name(op);
+    if (!target->grad_fn && target->requires_grad)
+        return em_error(EM_ERR_RUNTIME,
+                        "a leaf Variable that requires grad is being used in an in-place operation "
+                        "(%s_); do it under ember.no_grad(), or on a clone",
+                        name);
+    if (target->is_view)
+        return em_error(EM_ERR_NOT_IMPLEMENTED,
+                        "%s_: in-place operations on a view of a tensor that requires grad are not "
+                        "supported by ember's autograd yet; use an out-of-place operation",
+                        name);
+    if (em_grad_rule_of(op)->kind == EM_GRAD_NONE)
+        return em_error(EM_ERR_RUNTIME, "%s_: the result is not differentiable, but the tensor it "
+                                        "writes into requires grad", name);
+    em_type t = em_tensor_type(target);
+    *pending = make_node(op, in, n_in, attrs, &t, 1, target);
+    return *pending ? EM_OK : em_last_status();
+}
+
+void em_autograd_inplace_end(em_node *pending, em_tensor *target) {
+    if (!pending) return;
+    if (save_outputs(pending, &target) == EM_OK) attach(pending, target, 0);
+    em_node_release(pending);
+}
+
+/* ---- introspection ---- */
+
+const char *em_node_name(const em_node *n, char *buf, size_t size) {
+    if (n->op == EM_OP_ACCUMULATE) {
+        snprintf(buf, size, "AccumulateGrad");
+        return buf;
+    }
+    /* PyTorch's style: MulBackward0, LogSoftmaxBackward0 */
+    const char *name = em_op_name((em_op)n->op);
+    size_t k = 0;
+    bool upper = true;
+    for (const char *p = name; *p && k + 1 < size; p++) {
+        if (*p == '_') {
+            upper = true;
+            continue;
+        }
+        buf[k++] = upper && *p >= 'a' && *p <= 'z' ? (char)(*p - 'a' + 'A') : *p;
+        upper = false;
+    }
+    snprintf(buf + k, size > k ? size - k : 0, "Backward0");
+    return buf;
+}
+
+int em_node_n_next(const em_node *n) { return n->n_in; }
+
+em_node *em_node_next(const em_node *n, int i, int *input_nr) {
+    if (i < 0 || i >= n->n_in) return NULL;
+    if (input_nr) *input_nr = n->next[i].input_nr;
+    return n->next[i].node;
+}
+
+em_tensor *em_node_variable(const em_node *n) { return n->variable; }
+
+/* ---- the engine ---- */
+
+/* Graph bookkeeping for one backward: reachable nodes in a hash table. */
+typedef struct {
+    em_node *node;
+    int deps;          /* edges from nodes still to run */
+    em_tensor **grads; /* [n_out] summed incoming gradients */
+    bool queued;
+} task;
+
+typedef struct {
+    task *tasks;
+    size_t cap, count;
+    size_t *heap; /* indices of ready tasks, max-heap on seq */
+    size_t n_heap;
+    bool create_graph;
+    /* autograd.grad: the gradients captured for its inputs */
+    em_tensor *const *capture_in;
+    int n_capture;
+    em_tensor **captured;
+} engine;
+
+static size_t hash_ptr(const void *p, size_t cap) {
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (size_t)x & (cap - 1);
+}
+
+static task *lookup(engine *e, em_node *n, bool insert) {
+    if (!e->cap) return NULL; /* nothing discovered yet (insert always follows a grow) */
+    for (size_t h = hash_ptr(n, e->cap);; h = (h + 1) & (e->cap - 1)) {
+        if (e->tasks[h].node == n) return &e->tasks[h];
+        if (!e->tasks[h].node) {
+            if (!insert) return NULL;
+            e->tasks[h].node = n;
+            e->count++;
+            return &e->tasks[h];
+        }
+    }
+}
+
+static em_status grow(engine *e) {
+    if ((e->count + 1) * 2 < e->cap) return EM_OK;
+    size_t old_cap = e->cap;
+    task *old = e->tasks;
+    e->cap = old_cap ? old_cap * 2 : 64;
+    e->tasks = em_malloc(e->cap * sizeof *e->tasks);
+    if (!e->tasks) {
+        e->tasks = old;
+        e->cap = old_cap;
+        return em_error(EM_ERR_NOMEM, "backward: out of memory");
+    }
+    memset(e->tasks, 0, e->cap * sizeof *e->tasks);
+    e->count = 0;
+    for (size_t i = 0; i < old_cap; i++)
+        if (old[i].node) {
+            task *t = lookup(e, old[i].node, true);
+            *t = old[i];
+        }
+    em_free(old);
+    return EM_OK;
+}
+
+/* Counts, for every node reachable from the roots, the edges into it. */
+static em_status discover(engine *e, em_node *const *roots, int n_roots) {
+    size_t cap = 64, top = 0;
+    em_node **stack = em_malloc(cap * sizeof *stack);
+    if (!stack) return em_error(EM_ERR_NOMEM, "backward: out of memory");
+    em_status st = EM_OK;
+    for (int r = 0; r < n_roots && st == EM_OK; r++) {
+        if (!roots[r] || lookup(e, roots[r], false)) continue;
+        if ((st = grow(e)) != EM_OK) break;
+        lookup(e, roots[r], true);
+        stack[top++] = roots[r];
+        while (top && st == EM_OK) {
+            em_node *n = stack[--top];
+            for (int i = 0; i < n->n_in; i++) {
+                em_node *m = n->next[i].node;
+                if (!m) continue;
+                task *t = lookup(e, m, false);
+                if (!t) {
+                    if ((st = grow(e)) != EM_OK) break;
+                    t = lookup(e, m, true);
+                    if (top == cap) {
+                        em_node **bigger = em_malloc(2 * cap * sizeof *bigger);
+                        if (!bigger) {
+                            st = em_error(EM_ERR_NOMEM, "backward: out of memory");
+                            break;
+                        }
+                        memcpy(bigger, stack, cap * sizeof *stack);
+                        em_free(stack);
+                        stack = bigger;
+                        cap *= 2;
+                    }
+                    stack[top++] = m;
+                }
+                t->deps++;
+            }
+        }
+    }
+    em_free(stack);
+    return st;
+}
+
+static bool newer(const engine *e, size_t a, size_t b) {
+    return e->tasks[a].node->seq > e->tasks[b].node->seq;
+}
+
+static void push_ready(engine *e, task *t) {
+    size_t i = e->n_heap++, idx = (size_t)(t - e->tasks);
+    e->heap[i] = idx;
+    t->queued = true;
+    while (i && newer(e, e->heap[i], e->heap[(i - 1) / 2])) {
+        size_t p = (i - 1) / 2, tmp = e->heap[p];
+        e->heap[p] = e->heap[i];
+        e->heap[i] = tmp;
+        i = p;
+    }
+}
+
+static task *pop_ready(engine *e) {
+    size_t top = e->heap[0];
+    e->heap[0] = e->heap[--e->n_heap];
+    for (size_t i = 0;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < e->n_heap && newer(e, e->heap[l], e->heap[m])) m = l;
+        if (r < e->n_heap && newer(e, e->heap[r], e->heap[m])) m = r;
+        if (m == i) break;
+        size_t tmp = e->heap[m];
+        e->heap[m] = e->heap[i];
+        e->heap[i] = tmp;
+        i = m;
+    }
+    return &e->tasks[top];
+}
+
+/* Adds g into a node's gradient slot (a sum when several edges meet). */
+static em_status deliver(task *t, int slot, em_tensor *g) {
+    if (!t->grads) {
+        int n = t->node->n_out ? t->node->n_out : 1;
+        if (!(t->grads = em_malloc((size_t)n * sizeof *t->grads)))
+            return em_error(EM_ERR_NOMEM, "backward: out of memory");
+        memset(t->grads, 0, (size_t)n * sizeof *t->grads);
+    }
+    if (!t->grads[slot]) {
+        em_tensor_retain(g);
+        t->grads[slot] = g;
+        return EM_OK;
+    }
+    em_tensor *sum = em_add(t->grads[slot], g);
+    if (!sum) return em_last_status();
+    em_tensor_release(t->grads[slot]);
+    t->grads[slot] = sum;
+    return EM_OK;
+}
+
+/* g summed down to `want`'s shape (undoing broadcasting; a formula may also
+ * return a gradient that broadcasts up to it) and cast to its dtype. */
+static em_tensor *fit(em_tensor *g, const em_type *want) {
+    em_tensor_retain(g);
+    if (!em_shape_eq(g->shape, g->ndim, want->shape, want->ndim) && g->ndim >= want->ndim) {
+        int64_t dims[EM_MAX_DIMS];
+        int nd = 0, lead = g->ndim - want->ndim;
+        for (int i = 0; i < g->ndim; i++)
+            if (i < lead || (want->shape[i - lead] == 1 && g->shape[i] != 1)) dims[nd++] = i;
+        if (nd) {
+            em_tensor *s = em_sum(g, dims, nd, true);
+            em_tensor *r = s && s->numel == em_shape_numel(want->shape, want->ndim)
+                               ? em_reshape(s, want->shape, want->ndim)
+                               : (em_tensor_retain(s), s);
+            em_tensor_release(s);
+            em_tensor_release(g);
+            if (!(g = r)) return NULL;
+        }
+    }
+    if (!em_shape_eq(g->shape, g->ndim, want->shape, want->ndim)) {
+        em_tensor *x = em_expand(g, want->shape, want->ndim);
+        em_tensor_release(g);
+        if (!(g = x)) return NULL;
+    }
+    if (g->dtype != want->dtype) {
+        em_tensor *c = em_cast(g, want->dtype);
+        em_tensor_release(g);
+        g = c;
+    }
+    return g;
+}
+
+static em_status accumulate(engine *e, em_node *n, em_tensor *g) {
+    em_tensor *v = n->variable;
+    for (int i = 0; i < e->n_capture; i++) /* autograd.grad: captured, not accumulated */
+        if (e->capture_in[i] == v) {
+            if (e->captured[i]) {
+                em_tensor *s = em_add(e->captured[i], g);
+                if (!s) return em_last_status();
+                em_tensor_release(e->captured[i]);
+                e->captured[i] = s;
+            } else {
+                em_tensor_retain(g);
+                e->captured[i] = g;
+            }
+            return EM_OK;
+        }
+    if (e->capture_in) return EM_OK; /* autograd.grad leaves other leaves' .grad alone */
+    if (!v->grad) { /* the first gradient: a tensor of the leaf's own */
+        bool sole = g->refcount == 1 && g->storage->refcount == 1 && em_tensor_is_contiguous(g) &&
+                    !g->grad_fn; /* nobody else can see it: no copy needed */
+        em_tensor *c = e->create_graph || sole ? (em_tensor_retain(g), g) : em_clone(g);
+        if (!c) return em_last_status();
+        v->grad = c;
+        return EM_OK;
+    }
+    if (e->create_graph) { /* out of place, so the sum has history */
+        em_tensor *s = em_add(v->grad, g);
+        if (!s) return em_last_status();
+        em_tensor_release(v->grad);
+        v->grad = s;
+        return EM_OK;
+    }
+    em_tensor *ops[2] = {v->grad, g};
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    bool was = em_set_grad_enabled(false);
+    em_status st = em_op_run_inplace(EM_OP_ADD, ops, 2, &at, v->grad);
+    em_set_grad_enabled(was);
+    return st;
+}
+
+/* Unpacks a saved tensor for a formula, checking it was not overwritten. */
+static em_status unpack(const em_node *n, const em_saved *s, int output_nr, bool create_graph,
+                        em_tensor **out) {
+    *out = NULL;
+    if (!s->t) return EM_OK;
+    if (s->t->storage->version != s->version) {
+        char name[64];
+        char shape[128];
+        em_shape_str(s->t->shape, s->t->ndim, shape, sizeof shape);
+        return em_error(EM_ERR_RUNTIME,
+                        "one of the variables needed for gradient computation has been modified by "
+                        "an inplace operation: [%s %s] is at version %llu; expected version %llu "
+                        "instead (it is an %s of %s)",
+                        em_dtype_long_name(s->t->dtype), shape,
+                        (unsigned long long)s->t->storage->version, (unsigned long long)s->version,
+                        s->is_output ? "output" : "input", em_node_name(n, name, sizeof name));
+    }
+    if (s->is_output && create_graph) { /* give it its history back: double backward */
+        em_tensor *a = alias(s->t);
+        if (!a) return em_last_status();
+        a->requires_grad = true;
+        a->grad_fn = (em_node *)n;
+        em_node_retain(a->grad_fn);
+        a->output_nr = output_nr;
+        *out = a;
+        return EM_OK;
+    }
+    em_tensor_retain(s->t);
+    *out = s->t;
+    return EM_OK;
+}
+
+/* Runs one node: its formula on its summed gradients, results onward. */
+static em_status run_node(engine *e, task *t, bool retain_graph) {
+    em_node *n = t->node;
+    if (n->op == EM_OP_ACCUMULATE) return t->grads && t->grads[0] ? accumulate(e, n, t->grads[0]) : EM_OK;
+    for (int i = 0; i < e->n_capture; i++) /* autograd.grad of a non-leaf input */
+        if (e->capture_in[i]->grad_fn == n && t->grads && t->grads[e->capture_in[i]->output_nr]) {
+            em_tensor *g = t->grads[e->capture_in[i]->output_nr];
+            em_tensor_retain(g);
+            em_tensor_release(e->captured[i]);
+            e->captured[i] = g;
+        }
+    if (n->released) {
+        char name[64];
+        return em_error(EM_ERR_RUNTIME,
+                        "Trying to backward through the graph a second time (or directly access "
+                        "saved tensors after they have already been freed) at %s. Saved "
+                        "intermediate values of the graph are freed when you call .backward() or "
+                        "autograd.grad(). Specify retain_graph=True if you need to backward "
+                        "through the graph a second time",
+                        em_node_name(n, name, sizeof name));
+    }
+    const em_grad_rule *rule = em_grad_rule_of((em_op)n->op);
+    int ni = n->n_in, no = n->n_out;
+    em_tensor **buf = em_malloc((size_t)(2 * ni + 2 * no + 2) * sizeof *buf);
+    bool *needs = em_malloc((size_t)(ni + 1) * sizeof *needs);
+    if (!buf || !needs) {
+        em_free(buf);
+        em_free(needs);
+        return em_error(EM_ERR_NOMEM, "backward: out of memory");
+    }
+    memset(buf, 0, (size_t)(2 * ni + 2 * no + 2) * sizeof *buf);
+    em_tensor **in = buf, **out = buf + ni, **gout = buf + ni + no, **gin = buf + ni + 2 * no;
+    em_status st = EM_OK;
+    bool any = false;
+    for (int i = 0; i < ni; i++) any |= (needs[i] = n->next[i].node != NULL);
+    for (int i = 0; i < ni && st == EM_OK; i++) st = unpack(n, &n->saved_in[i], 0, e->create_graph, &in[i]);
+    for (int j = 0; j < no && st == EM_OK; j++) st = unpack(n, &n->saved_out[j], j, e->create_graph, &out[j]);
+    for (int j = 0; j < no && st == EM_OK; j++) { /* absent gradients are zeros */
+        gout[j] = t->grads ? t->grads[j] : NULL;
+        if (gout[j]) {
+            em_tensor_retain(gout[j]);
+        } else if (!(gout[j] = em_zeros(n->out_types[j].shape, n->out_types[j].ndim, n->out_types[j].dtype))) {
+            st = em_last_status();
+        }
+    }
+    if (st == EM_OK && any) {
+        if (rule->kind == EM_GRAD_ZERO) {
+            for (int i = 0; i < ni && st == EM_OK; i++)
+                if (needs[i] && !(gin[i] = em_zeros(n->in_types[i].shape, n->in_types[i].ndim, n->in_types[i].dtype)))
+                    st = em_last_status();
+        } else {
+            em_bw_ctx c = {n, in, out, needs};
+            st = rule->fn(&c, gout, gin);
+        }
+    }
+    for (int i = 0; i < ni && st == EM_OK; i++) {
+        if (!needs[i] || !gin[i]) continue;
+        em_tensor *g = fit(gin[i], &n->in_types[i]);
+        if (!g) {
+            st = em_last_status();
+            break;
+        }
+        task *next = lookup(e, n->next[i].node, false);
+        st = deliver(next, n->next[i].input_nr, g);
+        em_tensor_release(g);
+    }
+    for (int i = 0; i < 2 * ni + 2 * no; i++) em_tensor_release(buf[i]);
+    em_free(buf);
+    em_free(needs);
+    if (st == EM_OK && !retain_graph) {
+        release_saved(n);
+        n->released = true;
+    }
+    return st;
+}
+
+static em_status run(engine *e, em_tensor *const *outputs, em_tensor *const *grads, int n,
+                     bool retain_graph) {
+    em_node **roots = em_malloc((size_t)(n ? n : 1) * sizeof *roots);
+    em_tensor **seeds = em_malloc((size_t)(n ? n : 1) * sizeof *seeds);
+    if (!roots || !seeds) {
+        em_free(roots);
+        em_free(seeds);
+        return em_error(EM_ERR_NOMEM, "backward: out of memory");
+    }
+    memset(seeds, 0, (size_t)(n ? n : 1) * sizeof *seeds);
+    em_status st = EM_OK;
+    int n_roots = 0;
+    for (int i = 0; i < n && st == EM_OK; i++) {
+        em_tensor *o = outputs[i];
+        if (!o->requires_grad) {
+            st = em_error(EM_ERR_RUNTIME, "element %d of tensors does not require grad and does not "
+                                          "have a grad_fn", i);
+            break;
+        }
+        if (grads && grads[i]) {
+            if (!em_shape_eq(grads[i]->shape, grads[i]->ndim, o->shape, o->ndim)) {
+                char a[128], b[128];
+                em_shape_str(grads[i]->shape, grads[i]->ndim, a, sizeof a);
+                em_shape_str(o->shape, o->ndim, b, sizeof b);
+                st = em_error(EM_ERR_RUNTIME, "Mismatch in shape: grad_output[%d] has a shape of %s "
+                                              "and output[%d] has a shape of %s", i, a, i, b);
+                break;
+            }
+            em_tensor_retain(grads[i]);
+            seeds[i] = grads[i];
+        } else if (o->numel != 1) {
+            char b[128];
+            em_shape_str(o->shape, o->ndim, b, sizeof b);
+            st = em_error(EM_ERR_RUNTIME, "grad can be implicitly created only for scalar outputs "
+                                          "(output %d has shape %s)", i, b);
+            break;
+        } else if (!(seeds[i] = em_ones(o->shape, o->ndim, o->dtype))) {
+            st = em_last_status();
+            break;
+        }
+        em_edge edge = {NULL, 0};
+        if ((st = gradient_edge(o, &edge)) != EM_OK) break;
+        roots[n_roots++] = edge.node; /* a reference, released at the end */
+    }
+    if (st == EM_OK) st = discover(e, roots, n_roots);
+    if (st == EM_OK && !(e->heap = em_malloc((e->count + 1) * sizeof *e->heap)))
+        st = em_error(EM_ERR_NOMEM, "backward: out of memory");
+    for (int i = 0; i < n && st == EM_OK; i++) { /* seed the roots */
+        task *t = lookup(e, roots[i], false);
+        em_tensor *o = outputs[i];
+        st = deliver(t, o->grad_fn ? o->output_nr : 0, seeds[i]);
+    }
+    for (size_t i = 0; i < e->cap && st == EM_OK; i++)
+        if (e->tasks[i].node && e->tasks[i].deps == 0 && !e->tasks[i].queued) push_ready(e, &e->tasks[i]);
+    while (st == EM_OK && e->n_heap) {
+        task *t = pop_ready(e);
+        st = run_node(e, t, retain_graph);
+        em_node *node = t->node;
+        for (int i = 0; i < node->n_in && st == EM_OK; i++) {
+            if (!node->next[i].node) continue;
+            task *m = lookup(e, node->next[i].node, false);
+            if (--m->deps == 0 && !m->queued) push_ready(e, m);
+        }
+    }
+    for (size_t i = 0; i < e->cap; i++) {
+        task *t = &e->tasks[i];
+        if (!t->node || !t->grads) continue;
+        for (int j = 0; j < (t->node->n_out ? t->node->n_out : 1); j++) em_tensor_release(t->grads[j]);
+        em_free(t->grads);
+    }
+    for (int i = 0; i < n; i++) em_tensor_release(seeds[i]);
+    for (int i = 0; i < n_roots; i++) em_node_release(roots[i]);
+    em_free(e->tasks);
+    em_free(e->heap);
+    em_free(roots);
+    em_free(seeds);
+    return st;
+}
+
+em_status em_backward(em_tensor *const *outputs, em_tensor *const *grads, int n, bool retain_graph,
+                      bool create_graph) {
+    engine e;
+    memset(&e, 0, sizeof e);
+    e.create_graph = create_graph;
+    bool was = em_set_grad_enabled(create_graph);
+    em_status st = run(&e, outputs, grads, n, retain_graph || create_graph);
+    em_set_grad_enabled(was);
+    return st;
+}
+
+em_status em_autograd_grad(em_tensor *const *outputs, em_tensor *const *grads, int n,
+                           em_tensor *const *inputs, int n_inputs, bool retain_graph,
+                           bool create_graph, bool allow_unused, em_tensor **result) {
+    for (int i = 0; i < n_inputs; i++) {
+        result[i] = NULL;
+        if (!inputs[i]->requires_grad)
+            return em_error(EM_ERR_RUNTIME, "One of the differentiated Tensors (input %d) does not "
+                                            "require grad", i);
+    }
+    engine e;
+    memset(&e, 0, sizeof e);
+    e.create_graph = create_graph;
+    e.capture_in = inputs;
+    e.n_capture = n_inputs;
+    e.captured = result;
+    bool was = em_set_grad_enabled(create_graph);
+    em_status st = run(&e, outputs, grads, n, retain_graph || create_graph);
+    em_set_grad_enabled(was);
+    for (int i = 0; i < n_inputs && st == EM_OK; i++)
+        if (!result[i] && !allow_unused)
+            st = em_error(EM_ERR_RUNTIME, "One of the differentiated Tensors (input %d) appears to "
+                                          "not have been used in the graph. Set allow_unused=True "
+                                          "if this is the desired behavior.", i);
+    if (st != EM_OK)
+        for (int i = 0; i < n_inputs; i++) {
+            em_tensor_release(result[i]);
+            result[i] = NULL;
+        }
+    return st;
+}

@@ -1,0 +1,691 @@
+/*
+ * formulas.c - the backward formula of every differentiable op (ops.def's
+ * grad column), written with ember ops.
+ *
+ * Because they are ordinary ops, a backward run with create_graph records
+ * them like any other computation, so they can be differentiated again
+ * (double backward), and a tracer sees them. Each formula gets the node (its
+ * attributes and the types of its inputs and results), the saved tensors the
+ * grad column asked for, and the gradients of the results; it returns the
+ * gradients of the inputs that need one. It need not match shapes or dtypes
+ * exactly: the engine sums a gradient down to its input's shape (undoing
+ * broadcasting) and casts it to the input's dtype.
+ *
+ * Temporaries live in a scope released when the formula returns; an op that
+ * fails leaves NULL, which every helper passes through, so a formula is
+ * written as straight-line math and checks once at the end.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "node.h"
+
+/* (C11 without POSIX's M_ constants) */
+#define LN2 0.69314718055994530942
+#define TWO_OVER_SQRTPI 1.12837916709551257390
+#define SQRT1_2 0.70710678118654752440
+#define SQRT2 1.41421356237309504880
+
+/* ---- a scope of temporaries ---- */
+
+#define SCOPE_MAX 96
+
+typedef struct {
+    em_tensor *items[SCOPE_MAX];
+    int n;
+    bool failed;
+} scope;
+
+typedef em_tensor *T;
+
+static T keep(scope *s, T t) {
+    if (!t) {
+        s->failed = true;
+        return NULL;
+    }
+    if (s->n == SCOPE_MAX) { /* a formula this long is a bug here, not bad input */
+        em_tensor_release(t);
+        em_error(EM_ERR_INTERNAL, "autograd: a backward formula made more than %d temporaries",
+                 SCOPE_MAX);
+        s->failed = true;
+        return NULL;
+    }
+    s->items[s->n++] = t;
+    return t;
+}
+
+static void scope_end(scope *s) {
+    for (int i = 0; i < s->n; i++) em_tensor_release(s->items[i]);
+}
+
+/* The result a formula hands back: a new reference of a scope value. */
+static T give(T t) {
+    if (t) em_tensor_retain(t);
+    return t;
+}
+
+/* Finishes a formula: the status, and on failure no half-made results. */
+static em_status finish(scope *s, const em_bw_ctx *c, T *gin) {
+    scope_end(s);
+    if (!s->failed) return EM_OK;
+    for (int i = 0; i < c->node->n_in; i++) {
+        em_tensor_release(gin[i]);
+        gin[i] = NULL;
+    }
+    em_status st = em_last_status();
+    return st != EM_OK ? st : em_error(EM_ERR_INTERNAL, "autograd: a backward formula failed");
+}
+
+static T un(scope *s, em_op op, T a) { return a ? keep(s, em_unary(op, a)) : keep(s, NULL); }
+static T bin(scope *s, em_op op, T a, T b) {
+    return a && b ? keep(s, em_binary(op, a, b)) : keep(s, NULL);
+}
+static T ter(scope *s, em_op op, T a, T b, T c) {
+    return a && b && c ? keep(s, em_ternary(op, a, b, c)) : keep(s, NULL);
+}
+
+#define ADD(a, b) bin(s, EM_OP_ADD, a, b)
+#define SUB(a, b) bin(s, EM_OP_SUB, a, b)
+#define MUL(a, b) bin(s, EM_OP_MUL, a, b)
+#define DIV(a, b) bin(s, EM_OP_DIV, a, b)
+#define WHERE(c, a, b) ter(s, EM_OP_WHERE, c, a, b)
+#define GT(a, b) bin(s, EM_OP_GT, a, b)
+#define GE(a, b) bin(s, EM_OP_GE, a, b)
+#define LT(a, b) bin(s, EM_OP_LT, a, b)
+#define LE(a, b) bin(s, EM_OP_LE, a, b)
+#define EQ(a, b) bin(s, EM_OP_EQ, a, b)
+
+/* A Python-number-like operand: a 0-d tensor that takes the other
+ * operand's dtype (PyTorch's wrapped-number rule). */
+static T num(scope *s, double v) {
+    T t = em_full(NULL, 0, v, EM_DTYPE_F64);
+    if (t) t->is_wrapped_number = true;
+    return keep(s, t);
+}
+
+static T zeros_of(scope *s, const em_type *ty, em_dtype dt) {
+    return keep(s, em_zeros(ty->shape, ty->ndim, dt));
+}
+
+static T sum_dim(scope *s, T a, int64_t dim, bool keepdim) {
+    return a ? keep(s, em_sum(a, &dim, 1, keepdim)) : keep(s, NULL);
+}
+
+/* A reduction's result gradient brought back to the input's shape: the
+ * reduced dims put back as size 1 (unless keepdim kept them), then
+ * expanded. */
+static T unreduce(scope *s, T g, const em_node *n) {
+    if (!g) return keep(s, NULL);
+    const em_type *in = &n->in_types[0];
+    int64_t shape[EM_MAX_DIMS];
+    memcpy(shape, in->shape, (size_t)in->ndim * sizeof *shape);
+    for (int i = 0; i < n->attrs.n_dims; i++) shape[n->attrs.dims[i]] = 1;
+    T k = keep(s, em_reshape(g, shape, in->ndim));
+    return k ? keep(s, em_expand(k, in->shape, in->ndim)) : NULL;
+}
+
+/* How many elements each result element of a reduction combines. */
+static double reduced_count(const em_node *n) {
+    double count = 1;
+    for (int i = 0; i < n->attrs.n_dims; i++) count *= (double)n->in_types[0].shape[n->attrs.dims[i]];
+    return count;
+}
+
+#define FORMULA(name) \
+    static em_status bw_##name(const em_bw_ctx *c, em_tensor *const *gout, em_tensor **gin)
+#define BEGIN                    \
+    scope sc = {{NULL}, 0, false}; \
+    scope *s = &sc;              \
+    T g = gout[0];               \
+    (void)g;                     \
+    (void)s
+#define END return finish(s, c, gin)
+#define NEEDS(i) (c->needs[i])
+#define X (c->in[0])
+#define Y (c->out[0])
+
+/* ---- elementwise, one input ---- */
+
+FORMULA(neg) { BEGIN; gin[0] = give(un(s, EM_OP_NEG, g)); END; }
+FORMULA(abs) { BEGIN; gin[0] = give(MUL(g, un(s, EM_OP_SIGN, X))); END; }
+FORMULA(exp) { BEGIN; gin[0] = give(MUL(g, Y)); END; }
+FORMULA(exp2) { BEGIN; gin[0] = give(MUL(g, MUL(Y, num(s, LN2)))); END; }
+FORMULA(expm1) { BEGIN; gin[0] = give(MUL(g, ADD(Y, num(s, 1)))); END; }
+FORMULA(log) { BEGIN; gin[0] = give(DIV(g, X)); END; }
+FORMULA(log2) { BEGIN; gin[0] = give(DIV(g, MUL(X, num(s, LN2)))); END; }
+FORMULA(log1p) { BEGIN; gin[0] = give(DIV(g, ADD(X, num(s, 1)))); END; }
+FORMULA(sqrt) { BEGIN; gin[0] = give(DIV(g, MUL(Y, num(s, 2)))); END; }
+FORMULA(rsqrt) { BEGIN; gin[0] = give(MUL(g, MUL(MUL(Y, MUL(Y, Y)), num(s, -0.5)))); END; }
+FORMULA(reciprocal) { BEGIN; gin[0] = give(MUL(g, un(s, EM_OP_NEG, MUL(Y, Y)))); END; }
+FORMULA(sin) { BEGIN; gin[0] = give(MUL(g, un(s, EM_OP_COS, X))); END; }
+FORMULA(cos) { BEGIN; gin[0] = give(MUL(g, un(s, EM_OP_NEG, un(s, EM_OP_SIN, X)))); END; }
+FORMULA(tan) { BEGIN; gin[0] = give(MUL(g, ADD(MUL(Y, Y), num(s, 1)))); END; }
+FORMULA(tanh) { BEGIN; gin[0] = give(MUL(g, SUB(num(s, 1), MUL(Y, Y)))); END; }
+FORMULA(sigmoid) { BEGIN; gin[0] = give(MUL(g, MUL(Y, SUB(num(s, 1), Y)))); END; }
+FORMULA(erf) {
+    BEGIN; /* 2/sqrt(pi) exp(-x^2) */
+    T e = un(s, EM_OP_EXP, un(s, EM_OP_NEG, MUL(X, X)));
+    gin[0] = give(MUL(g, MUL(e, num(s, TWO_OVER_SQRTPI))));
+    END;
+}
+FORMULA(relu) { BEGIN; gin[0] = give(WHERE(GT(Y, num(s, 0)), g, num(s, 0))); END; }
+FORMULA(gelu) {
+    BEGIN; /* Phi(x) + x phi(x) */
+    T cdf = MUL(ADD(un(s, EM_OP_ERF, MUL(X, num(s, SQRT1_2))), num(s, 1)), num(s, 0.5));
+    T pdf = MUL(un(s, EM_OP_EXP, MUL(MUL(X, X), num(s, -0.5))), num(s, 0.5 * TWO_OVER_SQRTPI * SQRT1_2));
+    gin[0] = give(MUL(g, ADD(cdf, MUL(X, pdf))));
+    END;
+}
+FORMULA(gelu_tanh) {
+    BEGIN; /* PyTorch's GeluBackward for approximate='tanh' */
+    const double beta = SQRT2 * TWO_OVER_SQRTPI * 0.5, kappa = 0.044715;
+    T x2 = MUL(X, X);
+    T inner = MUL(ADD(X, MUL(MUL(x2, X), num(s, kappa))), num(s, beta));
+    T th = un(s, EM_OP_TANH, inner);
+    T left = MUL(X, num(s, 0.5));
+    T left_d = MUL(ADD(th, num(s, 1)), num(s, 0.5));
+    T inner_d = MUL(ADD(MUL(x2, num(s, 3 * kappa)), num(s, 1)), num(s, beta));
+    T right_d = MUL(MUL(left, SUB(num(s, 1), MUL(th, th))), inner_d);
+    gin[0] = give(MUL(g, ADD(left_d, right_d)));
+    END;
+}
+FORMULA(silu) {
+    BEGIN; /* s (1 + x (1 - s)) */
+    T sg = un(s, EM_OP_SIGMOID, X);
+    gin[0] = give(MUL(g, MUL(sg, ADD(MUL(X, SUB(num(s, 1), sg)), num(s, 1)))));
+    END;
+}
+FORMULA(cast) { BEGIN; gin[0] = give(g); END; }
+
+/* ---- elementwise, two and three inputs ---- */
+
+FORMULA(add) {
+    BEGIN;
+    for (int i = 0; i < 2; i++)
+        if (NEEDS(i)) gin[i] = give(g);
+    END;
+}
+FORMULA(sub) {
+    BEGIN;
+    if (NEEDS(0)) gin[0] = give(g);
+    if (NEEDS(1)) gin[1] = give(un(s, EM_OP_NEG, g));
+    END;
+}
+FORMULA(mul) {
+    BEGIN;
+    if (NEEDS(0)) gin[0] = give(MUL(g, c->in[1]));
+    if (NEEDS(1)) gin[1] = give(MUL(g, c->in[0]));
+    END;
+}
+FORMULA(div) {
+    BEGIN;
+    T a = c->in[0], b = c->in[1];
+    if (NEEDS(0)) gin[0] = give(DIV(g, b));
+    if (NEEDS(1)) gin[1] = give(un(s, EM_OP_NEG, DIV(MUL(g, a), MUL(b, b))));
+    END;
+}
+/* maximum/minimum: the larger (smaller) operand takes the gradient; ties
+ * split it in halves, as in PyTorch. */
+static em_status minmax_bw(const em_bw_ctx *c, em_tensor *const *gout, em_tensor **gin, em_op wins) {
+    BEGIN;
+    T a = c->in[0], b = c->in[1];
+    T half = MUL(g, num(s, 0.5)), zero = num(s, 0);
+    T tie = EQ(a, b);
+    if (NEEDS(0)) gin[0] = give(WHERE(tie, half, WHERE(bin(s, wins, a, b), g, zero)));
+    if (NEEDS(1)) gin[1] = give(WHERE(tie, half, WHERE(bin(s, wins, b, a), g, zero)));
+    END;
+}
+FORMULA(maximum) { return minmax_bw(c, gout, gin, EM_OP_GT); }
+FORMULA(minimum) { return minmax_bw(c, gout, gin, EM_OP_LT); }
+FORMULA(pow) {
+    BEGIN; /* PyTorch's masks: b == 0 gives a zero base gradient, a == 0 with b >= 0 a zero exponent one */
+    T a = c->in[0], b = c->in[1], zero = num(s, 0);
+    if (NEEDS(0)) {
+        T d = MUL(b, bin(s, EM_OP_POW, a, SUB(b, num(s, 1))));
+        gin[0] = give(WHERE(EQ(b, zero), zero, MUL(g, d)));
+    }
+    if (NEEDS(1)) {
+        T d = MUL(Y, un(s, EM_OP_LOG, a));
+        T both = bin(s, EM_OP_LOGICAL_AND, EQ(a, zero), GE(b, zero));
+        gin[1] = give(WHERE(both, zero, MUL(g, d)));
+    }
+    END;
+}
+/* a - q b with q = trunc(a / b) (fmod) or floor(a / b) (remainder) */
+static em_status mod_bw(const em_bw_ctx *c, em_tensor *const *gout, em_tensor **gin, em_op round) {
+    BEGIN;
+    if (NEEDS(0)) gin[0] = give(g);
+    if (NEEDS(1)) gin[1] = give(MUL(un(s, EM_OP_NEG, g), un(s, round, DIV(c->in[0], c->in[1]))));
+    END;
+}
+FORMULA(fmod) { return mod_bw(c, gout, gin, EM_OP_TRUNC); }
+FORMULA(remainder) { return mod_bw(c, gout, gin, EM_OP_FLOOR); }
+FORMULA(where) {
+    BEGIN;
+    T zero = num(s, 0), cond = c->in[0];
+    if (NEEDS(1)) gin[1] = give(WHERE(cond, g, zero));
+    if (NEEDS(2)) gin[2] = give(WHERE(cond, zero, g));
+    END;
+}
+FORMULA(clamp) {
+    BEGIN; /* PyTorch's clamp_backward_min_max */
+    T x = c->in[0], lo = c->in[1], hi = c->in[2], zero = num(s, 0);
+    if (NEEDS(0)) gin[0] = give(WHERE(bin(s, EM_OP_LOGICAL_AND, GE(x, lo), LE(x, hi)), g, zero));
+    if (NEEDS(1)) gin[1] = give(WHERE(bin(s, EM_OP_LOGICAL_AND, LT(x, lo), LT(lo, hi)), g, zero));
+    if (NEEDS(2)) gin[2] = give(WHERE(bin(s, EM_OP_LOGICAL_OR, GT(x, hi), LT(hi, lo)), g, zero));
+    END;
+}
+FORMULA(lerp) {
+    BEGIN; /* a + w (e - a) */
+    T a = c->in[0], e = c->in[1], w = c->in[2];
+    if (NEEDS(0)) gin[0] = give(MUL(g, SUB(num(s, 1), w)));
+    if (NEEDS(1)) gin[1] = give(MUL(g, w));
+    if (NEEDS(2)) gin[2] = give(MUL(g, SUB(e, a)));
+    END;
+}
+FORMULA(softplus) {
+    BEGIN; /* sigmoid(beta x) below the threshold, 1 above */
+    T bx = MUL(c->in[0], c->in[1]);
+    if (NEEDS(0)) gin[0] = give(WHERE(GT(bx, c->in[2]), g, MUL(g, un(s, EM_OP_SIGMOID, bx))));
+    if (NEEDS(1) || NEEDS(2))
+        em_error(EM_ERR_NOT_IMPLEMENTED, "softplus: gradients with respect to beta and threshold");
+    if (NEEDS(1) || NEEDS(2)) s->failed = true;
+    END;
+}
+
+/* ---- reductions ---- */
+
+FORMULA(sum) { BEGIN; gin[0] = give(unreduce(s, g, c->node)); END; }
+FORMULA(mean) {
+    BEGIN;
+    gin[0] = give(DIV(unreduce(s, g, c->node), num(s, reduced_count(c->node))));
+    END;
+}
+/* Products of the elements before (after) each one along `dim`, exclusive:
+ * differentiable and exact with zeros, unlike out / x. */
+static T exclusive_cumprod(scope *s, T x, int64_t dim, bool reverse) {
+    if (!x) return keep(s, NULL);
+    T v = reverse ? keep(s, em_flip(x, &dim, 1)) : x;
+    T cp = v ? keep(s, em_scan(EM_OP_CUMPROD, v, dim)) : NULL;
+    int64_t n = x->shape[dim];
+    T head = v ? keep(s, em_slice(v, dim, 0, 1, 1)) : NULL;
+    T ones = head ? keep(s, em_ones(head->shape, head->ndim, head->dtype)) : NULL;
+    T body = cp ? keep(s, em_slice(cp, dim, 0, n - 1, 1)) : NULL;
+    T parts[2] = {ones, body};
+    T r = ones && body ? keep(s, em_cat(parts, 2, dim)) : keep(s, NULL);
+    return reverse && r ? keep(s, em_flip(r, &dim, 1)) : r;
+}
+FORMULA(prod) {
+    BEGIN;
+    const em_node *n = c->node;
+    T x = X;
+    int64_t dim;
+    if (n->attrs.n_dims == 1) {
+        dim = n->attrs.dims[0];
+    } else if (n->attrs.n_dims != n->in_types[0].ndim && n->attrs.n_dims != 0) {
+        em_error(EM_ERR_NOT_IMPLEMENTED, "prod: the gradient of a product over %d of %d dims",
+                 n->attrs.n_dims, n->in_types[0].ndim);
+        s->failed = true;
+        END;
+    } else { /* all dims (or none of a 0-d input): along the flattened input */
+        int64_t flat = x->numel;
+        x = keep(s, em_reshape(x, &flat, 1));
+        dim = 0;
+    }
+    if (x && x->shape[dim] == 0) { /* an empty product: no element to differentiate */
+        gin[0] = give(zeros_of(s, &n->in_types[0], g->dtype));
+        END;
+    }
+    T others = MUL(exclusive_cumprod(s, x, dim, false), exclusive_cumprod(s, x, dim, true));
+    if (others && n->attrs.n_dims != 1) others = keep(s, em_reshape(others, n->in_types[0].shape, n->in_types[0].ndim));
+    gin[0] = give(MUL(unreduce(s, g, n), others));
+    END;
+}
+/* amax/amin: the gradient shared evenly by the elements equal to the
+ * result (PyTorch's rule for amax; max(dim) takes its gather route). */
+static em_status extreme_bw(const em_bw_ctx *c, em_tensor *const *gout, em_tensor **gin) {
+    BEGIN;
+    const em_node *n = c->node;
+    T mask = EQ(X, unreduce(s, Y, n));
+    T fm = mask ? keep(s, em_cast(mask, g->dtype)) : keep(s, NULL);
+    T count = fm ? keep(s, em_sum(fm, n->attrs.dims, n->attrs.n_dims, true)) : keep(s, NULL);
+    gin[0] = give(DIV(MUL(unreduce(s, g, n), fm), count));
+    END;
+}
+FORMULA(amax) { return extreme_bw(c, gout, gin); }
+FORMULA(amin) { return extreme_bw(c, gout, gin); }
+/* x - mean(x) over the reduced dims */
+static T centred(scope *s, T x, const em_node *n) {
+    return SUB(x, x ? keep(s, em_mean(x, n->attrs.dims, n->attrs.n_dims, true)) : keep(s, NULL));
+}
+FORMULA(var) {
+    BEGIN; /* 2 (x - mean) / (N - correction) */
+    double denom = reduced_count(c->node) - c->node->attrs.correction;
+    gin[0] = give(MUL(unreduce(s, g, c->node), MUL(centred(s, X, c->node), num(s, 2.0 / denom))));
+    END;
+}
+FORMULA(std) {
+    BEGIN; /* (x - mean) / ((N - correction) std) */
+    double denom = reduced_count(c->node) - c->node->attrs.correction;
+    T scaled = DIV(g, MUL(Y, num(s, denom)));
+    gin[0] = give(MUL(unreduce(s, scaled, c->node), centred(s, X, c->node)));
+    END;
+}
+FORMULA(norm) {
+    BEGIN;
+    const em_node *n = c->node;
+    double p = n->attrs.ord;
+    T zero = num(s, 0), x = X;
+    T gu = unreduce(s, g, n), yu = unreduce(s, Y, n);
+    T r;
+    if (p == 0.0) {
+        r = zeros_of(s, &n->in_types[0], g->dtype);
+    } else if (p == 1.0) {
+        r = MUL(gu, un(s, EM_OP_SIGN, x));
+    } else if (isinf(p)) { /* the extreme |x|, shared evenly among ties */
+        T mask = EQ(un(s, EM_OP_ABS, x), yu);
+        T fm = mask ? keep(s, em_cast(mask, g->dtype)) : keep(s, NULL);
+        T count = fm ? keep(s, em_sum(fm, n->attrs.dims, n->attrs.n_dims, true)) : keep(s, NULL);
+        r = DIV(MUL(MUL(gu, un(s, EM_OP_SIGN, x)), fm), count);
+    } else if (p == 2.0) { /* x / norm, zero where the norm is zero */
+        r = WHERE(EQ(yu, zero), zero, MUL(gu, DIV(x, yu)));
+    } else { /* x |x|^(p-2) / norm^(p-1) */
+        T ax = un(s, EM_OP_ABS, x);
+        T num_ = MUL(x, bin(s, EM_OP_POW, ax, num(s, p - 2)));
+        T den = bin(s, EM_OP_POW, yu, num(s, p - 1));
+        r = WHERE(EQ(yu, zero), zero, MUL(gu, DIV(num_, den)));
+    }
+    gin[0] = give(r);
+    END;
+}
+FORMULA(logsumexp) {
+    BEGIN;
+    const em_node *n = c->node;
+    gin[0] = give(MUL(unreduce(s, g, n), un(s, EM_OP_EXP, SUB(X, unreduce(s, Y, n)))));
+    END;
+}
+
+/* ---- scans ---- */
+
+FORMULA(cumsum) {
+    BEGIN; /* the reversed cumulative sum of g */
+    int64_t d = c->node->attrs.dims[0];
+    if (g->ndim == 0) {
+        gin[0] = give(g);
+        END;
+    }
+    T f = keep(s, em_flip(g, &d, 1));
+    T cs = f ? keep(s, em_scan(EM_OP_CUMSUM, f, d)) : keep(s, NULL);
+    gin[0] = give(cs ? keep(s, em_flip(cs, &d, 1)) : keep(s, NULL));
+    END;
+}
+FORMULA(cumprod) {
+    BEGIN; /* reversed cumsum of g * out, over x (needs x without zeros) */
+    int64_t d = c->node->attrs.dims[0];
+    if (g->ndim == 0) {
+        gin[0] = give(g);
+        END;
+    }
+    T any_zero = keep(s, em_reduce(EM_OP_ANY, EQ(X, num(s, 0)), NULL, 0, false, 0, 0));
+    if (any_zero && ((uint8_t *)any_zero->storage->data)[any_zero->offset]) {
+        em_error(EM_ERR_NOT_IMPLEMENTED, "cumprod: the gradient for an input holding zeros");
+        s->failed = true;
+        END;
+    }
+    T gy = MUL(g, Y);
+    T f = gy ? keep(s, em_flip(gy, &d, 1)) : keep(s, NULL);
+    T cs = f ? keep(s, em_scan(EM_OP_CUMSUM, f, d)) : keep(s, NULL);
+    T back = cs ? keep(s, em_flip(cs, &d, 1)) : keep(s, NULL);
+    gin[0] = give(DIV(back, X));
+    END;
+}
+FORMULA(softmax) {
+    BEGIN; /* y (g - sum(g y)) */
+    int64_t d = c->node->attrs.dims[0];
+    T gy = MUL(g, Y);
+    gin[0] = give(MUL(Y, SUB(g, g->ndim ? sum_dim(s, gy, d, true) : gy)));
+    END;
+}
+FORMULA(log_softmax) {
+    BEGIN; /* g - exp(y) sum(g) */
+    int64_t d = c->node->attrs.dims[0];
+    gin[0] = give(SUB(g, MUL(un(s, EM_OP_EXP, Y), g->ndim ? sum_dim(s, g, d, true) : g)));
+    END;
+}
+
+/* ---- matmul ---- */
+
+static T mT(scope *s, T a) { return a ? keep(s, em_transpose(a, -2, -1)) : keep(s, NULL); }
+static T unsq(scope *s, T a, int64_t d) { return a ? keep(s, em_unsqueeze(a, d)) : keep(s, NULL); }
+static T mm(scope *s, T a, T b) { return a && b ? keep(s, em_matmul(a, b)) : keep(s, NULL); }
+
+FORMULA(matmul) {
+    BEGIN; /* matrices (batched): g b^T and a^T g; a 1-d side is a row or column */
+    T a = c->in[0], b = c->in[1];
+    if (a->ndim == 1 && b->ndim == 1) {
+        if (NEEDS(0)) gin[0] = give(MUL(g, b));
+        if (NEEDS(1)) gin[1] = give(MUL(g, a));
+    } else if (b->ndim == 1) { /* [.., m, k] @ [k] -> [.., m] */
+        T gc = unsq(s, g, -1);
+        if (NEEDS(0)) gin[0] = give(MUL(gc, b));
+        if (NEEDS(1)) gin[1] = give(mm(s, unsq(s, g, -2), a)); /* [.., 1, k], summed by the engine */
+    } else if (a->ndim == 1) { /* [k] @ [.., k, n] -> [.., n] */
+        T gr = unsq(s, g, -2);
+        if (NEEDS(0)) gin[0] = give(mm(s, gr, mT(s, b)));
+        if (NEEDS(1)) gin[1] = give(MUL(unsq(s, a, -1), gr));
+    } else {
+        if (NEEDS(0)) gin[0] = give(mm(s, g, mT(s, b)));
+        if (NEEDS(1)) gin[1] = give(mm(s, mT(s, a), g));
+    }
+    END;
+}
+
+/* ---- views and data movement ---- */
+
+FORMULA(reshape) {
+    BEGIN;
+    const em_type *in = &c->node->in_types[0];
+    gin[0] = give(keep(s, em_reshape(g, in->shape, in->ndim)));
+    END;
+}
+FORMULA(permute) {
+    BEGIN;
+    int64_t inv[EM_MAX_DIMS];
+    for (int i = 0; i < c->node->attrs.n_dims; i++) inv[c->node->attrs.dims[i]] = i;
+    gin[0] = give(keep(s, em_permute(g, inv, c->node->attrs.n_dims)));
+    END;
+}
+FORMULA(expand) { BEGIN; gin[0] = give(g); END; } /* the engine sums it down */
+FORMULA(contiguous) { BEGIN; gin[0] = give(g); END; }
+
+/* g placed into zeros of the input's shape at positions `idx` (int64, one
+ * per element of g along `dim`). Without create_graph a plain strided copy
+ * into a view of the zeros does it; with it, index_put, so the placement is
+ * itself differentiable. */
+static T embed(scope *s, const em_node *n, T g, int64_t dim, int64_t start, int64_t step, bool select) {
+    const em_type *in = &n->in_types[0];
+    T z = zeros_of(s, in, g->dtype);
+    if (!z) return NULL;
+    if (!em_grad_enabled()) {
+        T v = select ? keep(s, em_select(z, dim, start))
+                     : keep(s, em_slice(z, dim, start, start + g->shape[dim] * step, step));
+        em_attrs at;
+        memset(&at, 0, sizeof at);
+        at.dtype = g->dtype;
+        if (v && em_op_run_inplace(EM_OP_CAST, &g, 1, &at, v) != EM_OK) return keep(s, NULL);
+        return v ? z : NULL;
+    }
+    T vals = select ? unsq(s, g, dim) : g;
+    int64_t len = select ? 1 : g->shape[dim];
+    T idx = keep(s, em_arange((double)start, (double)(start + len * step), (double)step, EM_DTYPE_I64));
+    return idx && vals ? keep(s, em_index_put(z, &idx, &dim, 1, vals, false)) : keep(s, NULL);
+}
+FORMULA(slice) {
+    BEGIN;
+    const em_attrs *at = &c->node->attrs;
+    gin[0] = give(embed(s, c->node, g, at->dims[0], (int64_t)at->start, (int64_t)at->step, false));
+    END;
+}
+FORMULA(select) {
+    BEGIN;
+    const em_attrs *at = &c->node->attrs;
+    gin[0] = give(embed(s, c->node, g, at->dims[0], (int64_t)at->start, 1, true));
+    END;
+}
+FORMULA(flip) {
+    BEGIN;
+    gin[0] = give(keep(s, em_flip(g, c->node->attrs.dims, c->node->attrs.n_dims)));
+    END;
+}
+FORMULA(roll) {
+    BEGIN;
+    const em_attrs *at = &c->node->attrs;
+    int64_t back[EM_MAX_DIMS];
+    for (int i = 0; i < at->n_shifts; i++) back[i] = -at->shifts[i];
+    gin[0] = give(keep(s, em_roll(g, back, at->dims, at->n_shifts)));
+    END;
+}
+FORMULA(cat) {
+    BEGIN; /* each input's stretch of g */
+    int64_t d = c->node->attrs.dims[0], off = 0;
+    for (int i = 0; i < c->node->n_in; i++) {
+        const em_type *in = &c->node->in_types[i];
+        if (in->ndim != g->ndim) { /* a legacy empty 1-d input, which cat skips */
+            if (NEEDS(i)) gin[i] = give(zeros_of(s, in, g->dtype));
+            continue;
+        }
+        int64_t len = in->shape[d];
+        if (NEEDS(i)) gin[i] = give(keep(s, em_slice(g, d, off, off + len, 1)));
+        off += len;
+    }
+    END;
+}
+FORMULA(tril) { BEGIN; gin[0] = give(keep(s, em_tril(g, c->node->attrs.diagonal))); END; }
+FORMULA(triu) { BEGIN; gin[0] = give(keep(s, em_triu(g, c->node->attrs.diagonal))); END; }
+
+/* ---- indexing ---- */
+
+/* g added into zeros of the input's shape at the indexed positions:
+ * the adjoint of reading them. */
+static T index_adjoint(scope *s, const em_node *n, T g, T const *idx, int k) {
+    T z = zeros_of(s, &n->in_types[0], g->dtype);
+    for (int j = 0; j < k; j++)
+        if (!idx[j]) return keep(s, NULL);
+    return z ? keep(s, em_index_put(z, idx, n->attrs.dims, k, g, true)) : NULL;
+}
+FORMULA(index_select) {
+    BEGIN;
+    gin[0] = give(index_adjoint(s, c->node, g, &c->in[1], 1));
+    END;
+}
+FORMULA(index) {
+    BEGIN;
+    gin[0] = give(index_adjoint(s, c->node, g, &c->in[1], c->node->n_in - 1));
+    END;
+}
+FORMULA(gather) {
+    BEGIN;
+    T z = zeros_of(s, &c->node->in_types[0], g->dtype);
+    gin[0] = give(z ? keep(s, em_scatter(z, c->node->attrs.dims[0], c->in[1], g, true)) : NULL);
+    END;
+}
+/* src's gradient: g read at the index; where src is bigger than the index
+ * (scatter reads only its leading part), zeros pad the rest. */
+static T pad_to(scope *s, T t, const em_type *want) {
+    for (int d = 0; t && d < t->ndim && want->ndim == t->ndim; d++) {
+        int64_t extra = want->shape[d] - t->shape[d];
+        if (extra <= 0) continue;
+        int64_t shape[EM_MAX_DIMS];
+        memcpy(shape, t->shape, (size_t)t->ndim * sizeof *shape);
+        shape[d] = extra;
+        T z = keep(s, em_zeros(shape, t->ndim, t->dtype));
+        T parts[2] = {t, z};
+        t = z ? keep(s, em_cat(parts, 2, d)) : NULL;
+    }
+    return t ? t : keep(s, NULL);
+}
+FORMULA(scatter) {
+    BEGIN; /* (input, index, src) */
+    int64_t d = c->node->attrs.dims[0];
+    T index = c->in[1];
+    if (NEEDS(0)) {
+        if (c->node->attrs.accumulate) {
+            gin[0] = give(g);
+        } else { /* overwritten positions get nothing */
+            T z = keep(s, em_zeros(NULL, 0, g->dtype));
+            gin[0] = give(z ? keep(s, em_scatter(g, d, index, z, false)) : NULL);
+        }
+    }
+    if (NEEDS(2)) {
+        T got = keep(s, em_gather(g, d, index));
+        gin[2] = give(c->node->in_types[2].ndim ? pad_to(s, got, &c->node->in_types[2]) : got);
+    }
+    END;
+}
+FORMULA(index_put) {
+    BEGIN; /* (input, indices..., values) */
+    int k = c->node->n_in - 2;
+    T const *idx = &c->in[1];
+    if (NEEDS(0)) {
+        if (c->node->attrs.accumulate) {
+            gin[0] = give(g);
+        } else {
+            T z = keep(s, em_zeros(NULL, 0, g->dtype));
+            gin[0] = give(z ? keep(s, em_index_put(g, idx, c->node->attrs.dims, k, z, false)) : NULL);
+        }
+    }
+    if (NEEDS(k + 1)) gin[k + 1] = give(keep(s, em_index(g, idx, c->node->attrs.dims, k)));
+    END;
+}
+FORMULA(masked_select) {
+    BEGIN; /* g back at the mask's true positions (the mask broadcast to the input) */
+    const em_type *in = &c->node->in_types[0];
+    T mask = c->in[1];
+    int64_t shape[EM_MAX_DIMS];
+    int nd;
+    if (!em_broadcast_shapes(in->shape, in->ndim, mask->shape, mask->ndim, shape, &nd)) {
+        em_error(EM_ERR_INTERNAL, "masked_select backward: shapes do not broadcast");
+        s->failed = true;
+        END;
+    }
+    T m = keep(s, em_expand(mask, shape, nd));
+    T nz = m ? keep(s, em_nonzero(m)) : keep(s, NULL);
+    T idx[EM_MAX_DIMS];
+    int64_t dims[EM_MAX_DIMS];
+    for (int j = 0; j < nd; j++) {
+        idx[j] = nz ? keep(s, em_select(nz, 1, j)) : keep(s, NULL);
+        dims[j] = j;
+    }
+    T z = keep(s, em_zeros(shape, nd, g->dtype));
+    bool ok = z && nz;
+    for (int j = 0; j < nd; j++) ok = ok && idx[j];
+    if (nd == 0) { /* 0-d input and mask: one element or none */
+        gin[0] = give(g->numel ? keep(s, em_reshape(g, NULL, 0)) : z);
+    } else {
+        gin[0] = give(ok ? keep(s, em_index_put(z, idx, dims, nd, g, true)) : keep(s, NULL));
+    }
+    END;
+}
+
+/* ---- the table, from ops.def's grad column ---- */
+
+#define RULE_NONE(n) {EM_GRAD_NONE, NULL}
+#define RULE_ZERO(n) {EM_GRAD_ZERO, NULL}
+#define RULE_NOSAVE(n) {EM_GRAD_NOSAVE, bw_##n}
+#define RULE_IN(n) {EM_GRAD_IN, bw_##n}
+#define RULE_IDX(n) {EM_GRAD_IDX, bw_##n}
+#define RULE_OUT(n) {EM_GRAD_OUT, bw_##n}
+#define RULE_BOTH(n) {EM_GRAD_BOTH, bw_##n}
+
+static const em_grad_rule rules[EM_OP_COUNT] = {
+#define EM_OP(e, n, k, ni, no, dt, pr, fl, at, gr) [EM_OP_##e] = RULE_##gr(n),
+#include "ember/ops.def"
+#undef EM_OP
+};
+
+const em_grad_rule *em_grad_rule_of(em_op op) {
+    static const em_grad_rule none = {EM_GRAD_NONE, NULL};
+    return (unsigned)op < EM_OP_COUNT ? &rules[op] : &none;
+}
+
+bool em_op_differentiable(int op) { return em_grad_rule_of((em_op)op)->kind != EM_GRAD_NONE; }

@@ -1,0 +1,76 @@
+/*
+ * node.h - the autograd graph inside the runtime: nodes, saved tensors,
+ * the hooks em_op_run calls, and the backward formulas' interface.
+ */
+#ifndef EMBER_AUTOGRAD_NODE_H
+#define EMBER_AUTOGRAD_NODE_H
+
+#include "ember/autograd.h"
+#include "ember/ops.h"
+
+/* Where an input's gradient goes: a node and which of its results the input
+ * was (AccumulateGrad nodes have one). */
+typedef struct {
+    em_node *node; /* owned; NULL: the input needs no gradient */
+    int input_nr;
+} em_edge;
+
+/* A tensor a backward formula needs, with the storage version it had. */
+typedef struct {
+    em_tensor *t; /* owned; NULL: not saved */
+    uint64_t version;
+    bool is_output; /* saved without history (it would point back at its node) */
+} em_saved;
+
+#define EM_OP_ACCUMULATE EM_OP_COUNT /* the op of AccumulateGrad nodes */
+
+struct em_node {
+    int64_t refcount; /* atomic */
+    uint64_t seq;     /* creation order: backward runs newest first */
+    int op;           /* an em_op, or EM_OP_ACCUMULATE */
+    em_attrs attrs;
+    int n_in, n_out;
+    em_edge *next;      /* [n_in] */
+    em_type *in_types;  /* [n_in] */
+    em_type *out_types; /* [n_out] */
+    em_saved *saved_in; /* [n_in] */
+    em_saved *saved_out;/* [n_out] */
+    bool released;      /* saved tensors freed by a backward without retain_graph */
+    em_tensor *variable; /* AccumulateGrad: the leaf (owned) */
+};
+
+/* A backward formula: gradients of the inputs (gin[i], new references; NULL
+ * where none) from the gradients of the results (gout[j], borrowed, never
+ * NULL: absent ones are zeros), with the node's saved tensors unpacked into
+ * in[] and out[] (NULL where not saved). Formulas need not match shapes or
+ * dtypes: the engine sums each gradient down to its input's shape (undoing
+ * broadcasting) and casts it to the input's dtype. */
+typedef struct {
+    const em_node *node;
+    em_tensor *const *in;  /* [n_in] saved inputs */
+    em_tensor *const *out; /* [n_out] saved results */
+    const bool *needs;     /* [n_in]: which inputs want a gradient */
+} em_bw_ctx;
+typedef em_status (*em_bw_fn)(const em_bw_ctx *c, em_tensor *const *gout, em_tensor **gin);
+
+/* The grad column of ops.def, as a table. */
+typedef enum { EM_GRAD_NONE, EM_GRAD_ZERO, EM_GRAD_NOSAVE, EM_GRAD_IN, EM_GRAD_IDX, EM_GRAD_OUT, EM_GRAD_BOTH } em_grad_kind;
+typedef struct {
+    em_grad_kind kind;
+    em_bw_fn fn;
+} em_grad_rule;
+const em_grad_rule *em_grad_rule_of(em_op op);
+
+/* Hooks for em_op_run / em_op_run_inplace (runtime/op_table.c). */
+bool em_autograd_wants(em_op op, em_tensor *const *in, int n_in);
+/* After an out-of-place op: a node for its results. */
+em_status em_autograd_record(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
+                             em_tensor *const *out, int n_out);
+/* Around an in-place op writing into `target` (which is also an input):
+ * checks, saves the inputs before the write (begin), then rebases target's
+ * history onto the new node (end). */
+em_status em_autograd_inplace_begin(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
+                                    em_tensor *target, em_node **pending);
+void em_autograd_inplace_end(em_node *pending, em_tensor *target);
+
+#endif

@@ -1,0 +1,391 @@
+"""The autograd engine's behaviour, against PyTorch where PyTorch defines
+it: which tensors require grad, accumulation, retain_graph, grad mode,
+autograd.grad and higher derivatives, in-place ops inside graphs and the
+version-counter errors, and that graphs are freed."""
+
+import gc
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+
+
+def both(fn):
+    """fn(m) run with ember and with torch; returns (ember result, torch result)."""
+    return fn(ember), fn(torch)
+
+
+def close(a, b, tol=1e-6):
+    np.testing.assert_allclose(np.asarray(a.detach().numpy() if hasattr(a, "detach") else a),
+                               np.asarray(b.detach().numpy() if hasattr(b, "detach") else b),
+                               rtol=tol, atol=tol)
+
+
+def vals(m, shape=(3, 4), seed=0, rg=True, dtype=None):
+    t = m.tensor(np.random.default_rng(seed).standard_normal(shape),
+                 dtype=dtype or m.float32)
+    return t.requires_grad_() if rg else t
+
+
+# ---- requires_grad, leaves, grad_fn ----
+
+def test_flags_propagate_like_torch():
+    def f(m):
+        x, c = vals(m), vals(m, seed=1, rg=False)
+        y = x * c
+        z = c + 1
+        return (x.is_leaf, x.requires_grad, x.grad_fn is None, y.is_leaf, y.requires_grad,
+                y.grad_fn.name(), z.requires_grad, z.is_leaf, (x > 0).requires_grad,
+                x.argmax().requires_grad, x.detach().requires_grad, x.detach().is_leaf)
+    e, t = both(f)
+    assert e == t
+
+
+def test_only_float_tensors_can_require_grad():
+    with pytest.raises(RuntimeError, match="floating point"):
+        ember.tensor([1, 2]).requires_grad_()
+    with pytest.raises(RuntimeError, match="floating point"):
+        ember.zeros(2, dtype=ember.int64, requires_grad=True)
+
+
+def test_non_leaf_cannot_stop_requiring_grad():
+    x = vals(ember)
+    y = x * 2
+    with pytest.raises(RuntimeError, match="leaf"):
+        y.requires_grad = False
+
+
+def test_factories_take_requires_grad():
+    for t in (ember.zeros(2, 3, requires_grad=True), ember.ones(2, requires_grad=True),
+              ember.randn(4, requires_grad=True), ember.tensor([1.0], requires_grad=True),
+              ember.full((2,), 3.0, requires_grad=True), ember.zeros_like(ember.ones(2), requires_grad=True)):
+        assert t.requires_grad and t.is_leaf
+
+
+def test_repr_shows_history():
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    assert repr(x) == "tensor([1., 2.], requires_grad=True)"
+    assert repr(x * 2) == "tensor([2., 4.], grad_fn=<MulBackward0>)"
+    assert repr((x * 2).sum()) == "tensor(6., grad_fn=<SumBackward0>)"
+
+
+def test_next_functions_and_accumulate_grad():
+    x = ember.tensor([1.0, 2.0], requires_grad=True)
+    y = (x * 3).exp()
+    (mul, nr), = y.grad_fn.next_functions
+    assert mul.name() == "MulBackward0" and nr == 0
+    acc, _ = mul.next_functions[0]
+    assert acc.name() == "AccumulateGrad" and acc.variable is x
+    assert mul.next_functions[1][0] is None  # the constant 3
+
+
+# ---- backward ----
+
+def test_grad_accumulates_across_backwards():
+    def f(m):
+        x = vals(m)
+        for k in range(3):
+            ((x * x).sum() * (k + 1)).backward()
+        return x.grad
+    close(*both(f))
+
+
+def test_backward_on_shared_subexpressions():
+    def f(m):
+        x = vals(m)
+        a = x.tanh()
+        b = a * a + a.exp() - (a @ a.t()).sum(0, keepdim=True).t()
+        b.sum().backward()
+        return x.grad
+    close(*both(f), tol=1e-5)
+
+
+def test_backward_with_gradient_argument():
+    def f(m):
+        x = vals(m)
+        y = x.sin()
+        y.backward(m.ones(3, 4) * 0.5)
+        return x.grad
+    close(*both(f))
+
+
+def test_backward_of_non_scalar_needs_a_gradient():
+    x = vals(ember)
+    with pytest.raises(RuntimeError, match="scalar outputs"):
+        (x * 2).backward()
+    with pytest.raises(RuntimeError, match="shape"):
+        (x * 2).backward(ember.ones(4))
+
+
+def test_backward_on_a_tensor_without_grad():
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        ember.ones(2).sum().backward()
+
+
+def test_graph_freed_unless_retained():
+    x = vals(ember)
+    y = (x.exp() * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward()
+    ref = vals(torch)
+    yt = (ref.exp() * ref).sum()
+    yt.backward(retain_graph=True)
+    yt.backward()
+    close(x.grad, ref.grad)
+
+
+def test_backward_through_a_leaf_itself():
+    x = ember.tensor(2.0, requires_grad=True)
+    x.backward()
+    assert x.grad.item() == 1.0
+
+
+def test_integer_outputs_stop_the_gradient():
+    def f(m):
+        x = vals(m)
+        i = x.argmax(1)
+        y = x.gather(1, i.unsqueeze(1)).sum() + x.sum() * (x > 0).sum()
+        y.backward()
+        return x.grad
+    close(*both(f))
+
+
+def test_multiple_outputs_of_split_and_unbind():
+    def f(m):
+        x = vals(m, (4, 6))
+        a, b, c = x.split(2, dim=1)
+        p, q, r, s = x.unbind(0)
+        (a * 2 + c.exp()).sum().backward(retain_graph=True)
+        (p * q - s).sum().backward()
+        return x.grad
+    close(*both(f))
+
+
+def test_max_with_dim_sends_gradient_to_the_index():
+    def f(m):
+        x = m.tensor([[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]], requires_grad=True)
+        v, i = x.max(1)
+        (v * m.tensor([1.0, 2.0])).sum().backward()
+        return x.grad
+    close(*both(f))
+
+
+def test_amax_shares_gradient_among_ties():
+    def f(m):
+        x = m.tensor([[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]], requires_grad=True)
+        x.amax(1).sum().backward()
+        return x.grad
+    close(*both(f))
+
+
+def test_mixed_dtypes():
+    def f(m):
+        x = vals(m, dtype=m.float64)
+        w = vals(m, (4,), seed=1)
+        y = (x * w).sum() + (w.double() ** 2).sum()
+        y.backward()
+        return x.grad, w.grad, x.grad.dtype == m.float64, w.grad.dtype == m.float32
+    (ex, ew, *ed), (tx, tw, *td) = both(f)
+    close(ex, tx)
+    close(ew, tw)
+    assert ed == td == [True, True]
+
+
+def test_long_chain_frees_without_recursion():
+    x = ember.ones(1, requires_grad=True)
+    y = x
+    for _ in range(100_000):
+        y = y * 1.0
+    y.sum().backward()
+    assert x.grad.item() == 1.0
+    del y
+    gc.collect()
+    assert ember._C._node_live_count() <= 1  # at most x's AccumulateGrad, freed with x
+    del x
+    assert ember._C._node_live_count() == 0
+
+
+def test_graphs_do_not_leak():
+    base = ember._C._node_live_count()
+    x = vals(ember)
+    for _ in range(3):
+        loss = (x.relu() @ x.t()).softmax(1).log().sum()
+        loss.backward()
+    del loss
+    del x
+    gc.collect()
+    assert ember._C._node_live_count() == base
+
+
+# ---- grad mode ----
+
+def test_no_grad_context_and_decorator():
+    x = vals(ember)
+    with ember.no_grad():
+        assert not (x * 2).requires_grad
+        with ember.enable_grad():
+            assert (x * 2).requires_grad
+        assert not ember.is_grad_enabled()
+    assert ember.is_grad_enabled()
+
+    @ember.no_grad()
+    def f(t):
+        return t * 2
+    assert not f(x).requires_grad
+    assert (x * 2).requires_grad
+
+
+def test_no_grad_restores_after_exception():
+    with pytest.raises(ValueError):
+        with ember.no_grad():
+            raise ValueError
+    assert ember.is_grad_enabled()
+
+
+def test_set_grad_enabled_as_function_and_context():
+    x = vals(ember)
+    with ember.set_grad_enabled(False):
+        assert not (x * 2).requires_grad
+    assert ember.is_grad_enabled()
+    ember.set_grad_enabled(False)
+    try:
+        assert not (x * 2).requires_grad
+    finally:
+        ember.set_grad_enabled(True)
+    with ember.inference_mode():
+        assert not (x * 2).requires_grad
+
+
+def test_detach_shares_memory():
+    x = vals(ember)
+    d = x.detach()
+    assert not d.requires_grad and d.data_ptr() == x.data_ptr()
+    assert x.data.data_ptr() == x.data_ptr()
+
+
+# ---- autograd.grad, higher order ----
+
+def test_autograd_grad_second_and_third_derivatives():
+    def f(m):
+        x = m.tensor([0.5, -1.0, 2.0], dtype=m.float64, requires_grad=True)
+        y = (x ** 3 + x.sin()).sum()
+        g, = m.autograd.grad(y, x, create_graph=True)
+        h, = m.autograd.grad(g.sum(), x, create_graph=True)
+        k, = m.autograd.grad(h.sum(), x)
+        return g, h, k, x.grad is None
+    (eg, eh, ek, en), (tg, th, tk, tn) = both(f)
+    close(eg, tg)
+    close(eh, th)
+    close(ek, tk)
+    assert en and tn
+
+
+def test_autograd_grad_of_intermediate_and_unused():
+    x = vals(ember)
+    h = x.exp()
+    y = (h * 3).sum()
+    w = vals(ember, seed=3)
+    gh, gw = ember.autograd.grad(y, [h, w], allow_unused=True)
+    close(gh, np.full((3, 4), 3.0))
+    assert gw is None
+    with pytest.raises(RuntimeError, match="not have been used"):
+        ember.autograd.grad((x * 2).sum(), [x, w])
+
+
+def test_gradient_penalty_double_backward_matches_torch():
+    def f(m):
+        w = vals(m, (4, 3), seed=1)
+        x = vals(m, (5, 4), seed=2)
+        out = (x @ w).tanh().sum()
+        gx, = m.autograd.grad(out, x, create_graph=True)
+        penalty = (gx.norm(dim=1) - 1).pow(2).mean()
+        penalty.backward()
+        return w.grad
+    close(*both(f), tol=1e-5)
+
+
+# ---- in-place ----
+
+def test_inplace_ops_are_differentiated():
+    def f(m):
+        x = vals(m)
+        w = vals(m, (4,), seed=1)
+        y = x * 1
+        y.add_(w)
+        y.mul_(w)  # needs y's value before the write: kept for it
+        y.sub_(x, alpha=2)
+        y.clamp_(max=1.5)
+        y.exp_()  # saves its result, so it comes last
+        y.sum().backward()
+        return x.grad, w.grad
+    (ex, ew), (tx, tw) = both(f)
+    close(ex, tx, 1e-5)
+    close(ew, tw, 1e-5)
+
+
+def test_inplace_setitem_with_advanced_index():
+    def f(m):
+        x = vals(m)
+        v = vals(m, (2, 4), seed=1)
+        y = x * 2
+        y[m.tensor([0, 2])] = v
+        (y * y).sum().backward()
+        return x.grad, v.grad
+    (ex, ev), (tx, tv) = both(f)
+    close(ex, tx)
+    close(ev, tv)
+
+
+def test_modified_saved_tensor_is_an_error():
+    for m in (ember, torch):
+        x = vals(m)
+        y = x.sigmoid()
+        z = y * 2
+        y.mul_(2)  # sigmoid saved y for its backward
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            (z + y).sum().backward()
+
+
+def test_modified_input_is_an_error():
+    for m in (ember, torch):
+        x = vals(m)
+        a = x * 1
+        b = a.exp() * a  # mul saved a
+        a.add_(1)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            b.sum().backward()
+
+
+def test_inplace_on_leaf_requiring_grad_is_an_error():
+    for m in (ember, torch):
+        x = vals(m)
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            x.add_(1)
+    x = vals(ember)
+    with ember.no_grad():
+        x.add_(1)  # allowed: the optimizer's update
+
+
+def test_inplace_on_a_view_is_not_supported_yet():
+    x = vals(ember)
+    y = x * 1
+    with pytest.raises(NotImplementedError, match="view"):
+        y[0].mul_(2)
+    with pytest.raises(NotImplementedError, match="view"):
+        y[:, 1] = ember.ones(3)
+
+
+def test_grad_setter_checks():
+    x = vals(ember)
+    x.grad = ember.ones(3, 4)
+    assert x.grad.sum().item() == 12
+    with pytest.raises(RuntimeError, match="size"):
+        x.grad = ember.ones(4)
+    with pytest.raises(RuntimeError, match="type"):
+        x.grad = ember.ones(3, 4, dtype=ember.float64)
+    x.grad = None
+    assert x.grad is None
