@@ -171,11 +171,6 @@ PyObject *em_py_get_is_leaf(PyObject *self, void *unused) {
     return PyBool_FromLong(T(self)->grad_fn == NULL);
 }
 
-PyObject *em_py_get_version(PyObject *self, void *unused) {
-    (void)unused;
-    return PyLong_FromUnsignedLongLong(T(self)->storage->version);
-}
-
 /* ---- tensor methods ---- */
 
 PyObject *em_py_detach(PyObject *self, PyObject *unused) {
@@ -202,42 +197,6 @@ PyObject *em_py_requires_grad_(PyObject *self, PyObject *args, PyObject *kwargs)
     return self;
 }
 
-/* A sequence of tensors (or one tensor) as a new array of borrowed
- * pointers; *n its length. `nones`: None entries allowed (left NULL). */
-static em_tensor **tensor_seq(PyObject *o, const char *what, bool nones, int *n) {
-    PyObject *seq = em_py_is_tensor(o) ? PyTuple_Pack(1, o) : PySequence_Tuple(o);
-    if (!seq) {
-        PyErr_Clear();
-        PyErr_Format(PyExc_TypeError, "%s must be a Tensor or a sequence of Tensors, not %s", what,
-                     Py_TYPE(o)->tp_name);
-        return NULL;
-    }
-    Py_ssize_t k = PyTuple_GET_SIZE(seq);
-    em_tensor **r = em_malloc((size_t)(k ? k : 1) * sizeof *r);
-    if (!r) {
-        Py_DECREF(seq);
-        PyErr_NoMemory();
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < k; i++) {
-        PyObject *e = PyTuple_GET_ITEM(seq, i);
-        if (nones && e == Py_None) {
-            r[i] = NULL;
-        } else if (em_py_is_tensor(e)) {
-            r[i] = T(e); /* borrowed: the caller's objects keep them alive */
-        } else {
-            PyErr_Format(PyExc_TypeError, "%s[%zd] must be a Tensor%s, not %s", what, i,
-                         nones ? " or None" : "", Py_TYPE(e)->tp_name);
-            em_free(r);
-            Py_DECREF(seq);
-            return NULL;
-        }
-    }
-    Py_DECREF(seq);
-    *n = (int)k;
-    return r;
-}
-
 /* _backward(tensors, grad_tensors, retain_graph, create_graph) */
 static PyObject *f_backward(PyObject *self, PyObject *args) {
     (void)self;
@@ -245,9 +204,9 @@ static PyObject *f_backward(PyObject *self, PyObject *args) {
     int retain, create;
     if (!PyArg_ParseTuple(args, "OOpp", &outs, &grads, &retain, &create)) return NULL;
     int n = 0, ng = 0;
-    em_tensor **o = tensor_seq(outs, "tensors", false, &n);
+    em_tensor **o = em_py_tensor_list(outs, "tensors", false, &n);
     if (!o) return NULL;
-    em_tensor **g = grads == Py_None ? NULL : tensor_seq(grads, "grad_tensors", true, &ng);
+    em_tensor **g = grads == Py_None ? NULL : em_py_tensor_list(grads, "grad_tensors", true, &ng);
     if (grads != Py_None && !g) {
         em_free(o);
         return NULL;
@@ -272,15 +231,15 @@ static PyObject *f_grad(PyObject *self, PyObject *args) {
     int retain, create, unused;
     if (!PyArg_ParseTuple(args, "OOOppp", &outs, &grads, &ins, &retain, &create, &unused)) return NULL;
     int n = 0, ng = 0, ni = 0;
-    em_tensor **o = tensor_seq(outs, "outputs", false, &n), **g = NULL, **in = NULL, **res = NULL;
+    em_tensor **o = em_py_tensor_list(outs, "outputs", false, &n), **g = NULL, **in = NULL, **res = NULL;
     PyObject *r = NULL;
     if (!o) return NULL;
-    if (grads != Py_None && !(g = tensor_seq(grads, "grad_outputs", true, &ng))) goto done;
+    if (grads != Py_None && !(g = em_py_tensor_list(grads, "grad_outputs", true, &ng))) goto done;
     if (g && ng != n) {
         em_py_error(PyExc_RuntimeError, "grad requires one grad_output per output: got %d outputs and %d grad_outputs", n, ng);
         goto done;
     }
-    if (!(in = tensor_seq(ins, "inputs", false, &ni))) goto done;
+    if (!(in = em_py_tensor_list(ins, "inputs", false, &ni))) goto done;
     if (!(res = em_malloc((size_t)(ni ? ni : 1) * sizeof *res))) {
         PyErr_NoMemory();
         goto done;

@@ -2,6 +2,7 @@
  * convert.c - Python arguments to ember values: dtypes, shapes, dims,
  * devices, and Python numbers as operands.
  */
+#include "ember/alloc.h"
 #include "ember_py.h"
 
 /* ---- dtype objects: ember.float32, ... ---- */
@@ -218,4 +219,40 @@ em_tensor *em_py_operand_dtype(PyObject *o, em_dtype ref) {
     }
     t->is_wrapped_number = true;
     return t;
+}
+
+/* A sequence of tensors (or one tensor) as a new array of borrowed
+ * pointers; *n its length. `nones`: None entries allowed (left NULL). */
+em_tensor **em_py_tensor_list(PyObject *o, const char *what, bool nones, int *n) {
+    PyObject *seq = em_py_is_tensor(o) ? PyTuple_Pack(1, o) : PySequence_Tuple(o);
+    if (!seq) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s must be a Tensor or a sequence of Tensors, not %s", what,
+                     Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t k = PyTuple_GET_SIZE(seq);
+    em_tensor **r = em_malloc((size_t)(k ? k : 1) * sizeof *r);
+    if (!r) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *e = PyTuple_GET_ITEM(seq, i);
+        if (nones && e == Py_None) {
+            r[i] = NULL;
+        } else if (em_py_is_tensor(e)) {
+            r[i] = em_py_tensor_of(e); /* borrowed: the caller's objects keep them alive */
+        } else {
+            PyErr_Format(PyExc_TypeError, "%s[%zd] must be a Tensor%s, not %s", what, i,
+                         nones ? " or None" : "", Py_TYPE(e)->tp_name);
+            em_free(r);
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    *n = (int)k;
+    return r;
 }

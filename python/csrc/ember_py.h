@@ -64,6 +64,11 @@ em_tensor *em_py_number_operand(PyObject *o, em_op op, int pos, em_dtype tensors
  * number is combined with). */
 em_tensor *em_py_operand_dtype(PyObject *o, em_dtype ref);
 int em_py_module_init_dtypes(PyObject *module);
+/* A tensor or a sequence of tensors as a new em_malloc'd array of borrowed
+ * pointers (the objects keep them alive), its length in *n; with `nones`,
+ * None entries are allowed and left NULL. NULL with an exception set if an
+ * entry is not a tensor; `what` names the argument. */
+em_tensor **em_py_tensor_list(PyObject *o, const char *what, bool nones, int *n);
 
 /* ---- construction (tensor_new.c) ---- */
 PyObject *em_py_tensor_new(PyObject *self, PyObject *args, PyObject *kwargs);
@@ -91,10 +96,12 @@ PyObject *em_py_get_grad(PyObject *self, void *unused);
 int em_py_set_grad(PyObject *self, PyObject *v, void *unused);
 PyObject *em_py_get_grad_fn(PyObject *self, void *unused);
 PyObject *em_py_get_is_leaf(PyObject *self, void *unused);
-PyObject *em_py_get_version(PyObject *self, void *unused);
 PyObject *em_py_detach(PyObject *self, PyObject *unused);
 PyObject *em_py_detach_(PyObject *self, PyObject *unused);
 PyObject *em_py_requires_grad_(PyObject *self, PyObject *args, PyObject *kwargs);
+
+/* ---- optimizers (optim.c) ---- */
+int em_py_optim_init(PyObject *module);
 
 /* ---- compile (compiled_function.c) ---- */
 int em_py_compile_init(PyObject *module);

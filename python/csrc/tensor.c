@@ -173,7 +173,6 @@ static PyGetSetDef tensor_getset[] = {
     {"grad_fn", em_py_get_grad_fn, NULL, "the autograd node that made this tensor (None for leaves)",
      NULL},
     {"is_leaf", em_py_get_is_leaf, NULL, "made by the user rather than by a recorded op?", NULL},
-    {"_version", em_py_get_version, NULL, "the storage's write counter", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -29,6 +29,7 @@ _methods._install_new()
 
 from . import autograd  # noqa: E402
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402,F401,E501
+from . import nn, optim  # noqa: E402,F401
 from . import compiler  # noqa: E402
 from .compiler import compile  # noqa: E402,F401
 

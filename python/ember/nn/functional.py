@@ -1,0 +1,591 @@
+"""nn.functional: the stateless side of nn, PyTorch's signatures.
+
+Everything here is composed of ember ops, so autograd differentiates it
+with no formulas of its own. Convolution and pooling gather their windows
+with strided slices (unfold below) and reduce or multiply them with the
+library's ops."""
+
+import math
+import numbers
+
+from .. import _C, _creation, _ops
+from ..autograd import no_grad
+
+# ---------------------------------------------------------------- activations
+
+def relu(input, inplace=False):
+    return input.relu_() if inplace else input.relu()
+
+
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    return input.clamp_(min_val, max_val) if inplace else input.clamp(min_val, max_val)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    out = _ops.where(input > 0, input, input * negative_slope)
+    return input.copy_(out) if inplace else out
+
+
+def elu(input, alpha=1.0, inplace=False):
+    # expm1 of min(x, 0): the unused branch stays finite, so its zero
+    # gradient never meets an inf
+    out = _ops.where(input > 0, input, input.clamp(max=0.0).expm1() * alpha)
+    return input.copy_(out) if inplace else out
+
+
+def gelu(input, approximate="none"):
+    return _ops.gelu(input, approximate=approximate)
+
+
+def silu(input, inplace=False):
+    return input.copy_(_ops.silu(input)) if inplace else _ops.silu(input)
+
+
+def mish(input, inplace=False):
+    out = input * softplus(input).tanh()
+    return input.copy_(out) if inplace else out
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    return _ops.softplus(input, beta, threshold)
+
+
+def logsigmoid(input):
+    return -softplus(-input)
+
+
+def tanh(input):
+    return input.tanh()
+
+
+def sigmoid(input):
+    return input.sigmoid()
+
+
+def _softmax_dim(name, input, dim):
+    if dim is None:  # PyTorch's legacy choice, with its warning
+        import warnings
+        warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call "
+                      f"to include dim=X as an argument.", stacklevel=3)
+        dim = 0 if input.ndim in (0, 1, 3) else 1
+    return dim
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    return _ops.softmax(input, _softmax_dim("softmax", input, dim), dtype=dtype)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    return _ops.log_softmax(input, _softmax_dim("log_softmax", input, dim), dtype=dtype)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12):
+    return input / input.norm(p=p, dim=dim, keepdim=True).clamp(min=eps)
+
+
+# ---------------------------------------------------------------- linear, embedding, dropout
+
+def linear(input, weight, bias=None):
+    """input @ weight.T + bias"""
+    if input.ndim == 0 or input.shape[-1] != weight.shape[-1]:
+        lead = list(input.shape[:-1]) if input.ndim else []
+        raise RuntimeError(
+            f"linear: mat1 and mat2 shapes cannot be multiplied "
+            f"({math.prod(lead) if lead else 1}x{input.shape[-1] if input.ndim else 0} and "
+            f"{weight.shape[-1]}x{weight.shape[0]}): input {list(input.shape)}, weight "
+            f"{list(weight.shape)}")
+    out = _C.matmul(input, weight.t())
+    return out if bias is None else out + bias
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    """The rows of weight that input (integer indices) names."""
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not "
+                                  "implemented in ember yet")
+    if input.dtype not in (_C.int64, _C.int32):
+        raise RuntimeError(f"embedding: expected the indices to be int64 or int32, got {input.dtype}")
+    rows = weight.index_select(0, input.reshape(-1))
+    if padding_idx is not None:
+        if padding_idx < 0:
+            padding_idx += weight.shape[0]
+        # the padding row gets no gradient: mask it out of the lookup
+        keep = (input.reshape(-1) != padding_idx).to(weight.dtype).unsqueeze(1)
+        rows = rows * keep
+    return rows.reshape(*input.shape, weight.shape[1])
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zeroes each element with probability p, scaling the rest by 1/(1-p)."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        out = input * 0.0
+    else:
+        keep = _creation.rand(*input.shape, dtype=input.dtype) >= p
+        out = input * (keep.to(input.dtype) * (1.0 / (1.0 - p)))
+    return input.copy_(out) if inplace else out
+
+
+# ---------------------------------------------------------------- normalisation
+
+def _norm_dims(input, normalized_shape, what):
+    shape = (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) else \
+        tuple(normalized_shape)
+    k = len(shape)
+    if k == 0 or tuple(input.shape[input.ndim - k:]) != shape or input.ndim < k:
+        raise RuntimeError(f"{what}: expected input with shape [*, {', '.join(map(str, shape))}], "
+                           f"but got input of size {list(input.shape)}")
+    return tuple(range(input.ndim - k, input.ndim))
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    dims = _norm_dims(input, normalized_shape, "layer_norm")
+    mean = input.mean(dims, keepdim=True)
+    var = input.var(dims, unbiased=False, keepdim=True)
+    out = (input - mean) * (var + eps).rsqrt()
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+_EPS = {_C.float64: 2.0 ** -52, _C.float32: 2.0 ** -23, _C.float16: 2.0 ** -10,
+        _C.bfloat16: 2.0 ** -7}
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    dims = _norm_dims(input, normalized_shape, "rms_norm")
+    if eps is None:  # PyTorch's default: the machine epsilon of the input's dtype
+        eps = _EPS[input.dtype]
+    out = input * ((input * input).mean(dims, keepdim=True) + eps).rsqrt()
+    return out if weight is None else out * weight
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """Normalises each channel (dim 1) by the batch's statistics when
+    training (updating the running ones), by the running ones otherwise."""
+    if input.ndim < 2:
+        raise ValueError(f"batch_norm: expected 2D or more input (got {input.ndim}D input)")
+    dims = tuple(d for d in range(input.ndim) if d != 1)
+    shape = [1, input.shape[1]] + [1] * (input.ndim - 2)
+    if training:
+        n = input.numel() // input.shape[1]
+        if n <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input "
+                             f"size {list(input.shape)}")
+        mean = input.mean(dims)
+        var = input.var(dims, unbiased=False)
+        if running_mean is not None:
+            with no_grad():
+                running_mean.mul_(1 - momentum).add_(mean.detach() * momentum)
+                running_var.mul_(1 - momentum).add_(var.detach() * (momentum * n / (n - 1)))
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("batch_norm: running_mean and running_var must be defined in "
+                               "evaluation mode")
+        mean, var = running_mean, running_var
+    out = (input - mean.reshape(shape)) * (var.reshape(shape) + eps).rsqrt()
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out
+
+
+# ---------------------------------------------------------------- padding, windows
+
+def _pair(v, n=2, what="argument"):
+    if isinstance(v, numbers.Integral):
+        return (int(v),) * n
+    v = tuple(int(x) for x in v)
+    if len(v) == 1:
+        return v * n
+    if len(v) != n:
+        raise ValueError(f"{what} must be an int or a tuple of {n} ints, got {v}")
+    return v
+
+
+def pad(input, pad, mode="constant", value=None):
+    """Pads (or, with negative amounts, crops) the last len(pad) // 2 dims:
+    pad = (left, right) for the last, then (top, bottom) for the one before..."""
+    if mode != "constant":
+        raise NotImplementedError(f"pad: mode={mode!r} is not implemented in ember yet (only "
+                                  f"'constant')")
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise ValueError(f"pad: padding length must be even and at most twice the number of "
+                         f"dims; got {len(pad)} for a {input.ndim}-d input")
+    value = 0.0 if value is None else value
+    out = input
+    for k in range(len(pad) // 2):
+        dim = input.ndim - 1 - k
+        before, after = int(pad[2 * k]), int(pad[2 * k + 1])
+        if before < 0:
+            out = out.narrow(dim, -before, out.shape[dim] + before)
+            before = 0
+        if after < 0:
+            out = out.narrow(dim, 0, out.shape[dim] + after)
+            after = 0
+        parts = []
+        for n in (before, None, after):
+            if n is None:
+                parts.append(out)
+            elif n > 0:
+                shape = list(out.shape)
+                shape[dim] = n
+                parts.append(_creation.full(shape, value, dtype=out.dtype))
+        if len(parts) > 1:
+            out = _ops.cat(parts, dim)
+    return out
+
+
+def _out_size(size, k, s, p, d, ceil_mode=False):
+    span = size + 2 * p - d * (k - 1) - 1
+    if span < 0:
+        return 0
+    n = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (n - 1) * s >= size + p:  # the last window must start inside
+        n -= 1
+    return n
+
+
+def _windows(input, kernel, stride, padding, dilation, fill=0.0, ceil_mode=False, what="conv"):
+    """(N, C, KH*KW, OH, OW): every kernel tap's view of the (padded) input,
+    one strided slice per tap, for a (N, C, H, W) input."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    n, c, h, w = input.shape
+    oh = _out_size(h, kh, sh, ph, dh, ceil_mode)
+    ow = _out_size(w, kw, sw, pw, dw, ceil_mode)
+    if oh <= 0 or ow <= 0:
+        raise RuntimeError(f"{what}: input of size {list(input.shape)} is too small for kernel "
+                           f"{list(kernel)} (dilation {list(dilation)}, padding {list(padding)}): "
+                           f"output size would be {oh}x{ow}")
+    # room on the bottom/right for ceil_mode's partial windows
+    extra_h = max(0, (oh - 1) * sh + dh * (kh - 1) + 1 - (h + 2 * ph))
+    extra_w = max(0, (ow - 1) * sw + dw * (kw - 1) + 1 - (w + 2 * pw))
+    x = input
+    if ph or pw or extra_h or extra_w:
+        x = globals()["pad"](input, (pw, pw + extra_w, ph, ph + extra_h), value=fill)
+    taps = []
+    for i in range(kh):
+        for j in range(kw):
+            taps.append(x[:, :, i * dh: i * dh + (oh - 1) * sh + 1: sh,
+                          j * dw: j * dw + (ow - 1) * sw + 1: sw])
+    return _ops.stack(taps, 2), oh, ow
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """Sliding blocks as columns: (N, C*KH*KW, L) for a (N, C, H, W) input."""
+    if input.ndim != 4:
+        raise NotImplementedError(f"unfold: only 4-d (batched image) input is supported, got "
+                                  f"{input.ndim}-d")
+    k = _pair(kernel_size, what="kernel_size")
+    cols, oh, ow = _windows(input, k, _pair(stride), _pair(padding), _pair(dilation), what="unfold")
+    n, c = input.shape[0], input.shape[1]
+    return cols.reshape(n, c * k[0] * k[1], oh * ow)
+
+
+def _check_conv(input, weight, groups, nd, what):
+    if input.ndim not in (nd + 1, nd + 2):
+        raise RuntimeError(f"{what}: expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input, "
+                           f"but got input of size {list(input.shape)}")
+    if weight.ndim != nd + 2:
+        raise RuntimeError(f"{what}: expected a {nd + 2}-d weight, got size {list(weight.shape)}")
+    c = input.shape[-nd - 1]
+    if c % groups or weight.shape[0] % groups or weight.shape[1] * groups != c:
+        raise RuntimeError(
+            f"{what}: given groups={groups}, weight of size {list(weight.shape)}, expected input "
+            f"{list(input.shape)} to have {weight.shape[1] * groups} channels, but got {c} "
+            f"channels instead")
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-d convolution (cross-correlation, as in PyTorch) as one batched
+    matmul of the weights with the input's windows, per group."""
+    _check_conv(input, weight, groups, 2, "conv2d")
+    if input.ndim == 3:
+        return conv2d(input.unsqueeze(0), weight, bias, stride, padding, dilation, groups).squeeze(0)
+    k = tuple(weight.shape[2:])
+    stride, dilation = _pair(stride, what="stride"), _pair(dilation, what="dilation")
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = (0, 0)
+        elif padding == "same":
+            if any(s != 1 for s in stride):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            total = [d * (kk - 1) for d, kk in zip(dilation, k)]
+            if any(t % 2 for t in total):
+                raise NotImplementedError("conv2d: padding='same' with an even total padding "
+                                          "(asymmetric) is not implemented in ember yet")
+            padding = tuple(t // 2 for t in total)
+        else:
+            raise ValueError(f"Invalid padding string {padding!r}, should be one of "
+                             f"{{'valid', 'same'}}")
+    padding = _pair(padding, what="padding")
+    n, c = input.shape[0], input.shape[1]
+    cols, oh, ow = _windows(input, k, stride, padding, dilation, what="conv2d")
+    o = weight.shape[0]
+    kk = (c // groups) * k[0] * k[1]
+    # cols: (N, C, K, OH, OW) -> (N, G, C/G * K, OH*OW); weight -> (G, O/G, C/G * K)
+    cols = cols.reshape(n, groups, kk, oh * ow)
+    w = weight.reshape(groups, o // groups, kk)
+    out = _C.matmul(w, cols).reshape(n, o, oh, ow)
+    if bias is not None:
+        out = out + bias.reshape(1, o, 1, 1)
+    return out
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-d convolution: conv2d over a height of one."""
+    _check_conv(input, weight, groups, 1, "conv1d")
+    if input.ndim == 2:
+        return conv1d(input.unsqueeze(0), weight, bias, stride, padding, dilation, groups).squeeze(0)
+    if isinstance(padding, str):
+        pad2 = padding
+    else:
+        pad2 = (0, _pair(padding, 1, "padding")[0])
+    out = conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, (1, _pair(stride, 1)[0]), pad2,
+                 (1, _pair(dilation, 1)[0]), groups)
+    return out.squeeze(2)
+
+
+def _pool_input(input, what):
+    if input.ndim not in (3, 4):
+        raise RuntimeError(f"{what}: expected 3D or 4D input, got size {list(input.shape)}")
+    return input.unsqueeze(0) if input.ndim == 3 else input
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    if return_indices:
+        raise NotImplementedError("max_pool2d: return_indices=True is not implemented in ember yet")
+    x = _pool_input(input, "max_pool2d")
+    k = _pair(kernel_size, what="kernel_size")
+    s = k if stride is None or stride == [] else _pair(stride, what="stride")
+    p = _pair(padding, what="padding")
+    if any(pp * 2 > kk for pp, kk in zip(p, k)):
+        raise RuntimeError(f"max_pool2d: pad should be at most half of the kernel size, but got "
+                           f"pad={list(p)} and kernel_size={list(k)}")
+    win, _, _ = _windows(x, k, s, p, _pair(dilation), fill=-math.inf, ceil_mode=ceil_mode,
+                         what="max_pool2d")
+    out = win.max(2).values  # one winner per window gets the gradient, as in PyTorch
+    return out.squeeze(0) if input.ndim == 3 else out
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    if ceil_mode:
+        raise NotImplementedError("avg_pool2d: ceil_mode=True is not implemented in ember yet")
+    x = _pool_input(input, "avg_pool2d")
+    k = _pair(kernel_size, what="kernel_size")
+    s = k if stride is None or stride == [] else _pair(stride, what="stride")
+    p = _pair(padding, what="padding")
+    if any(pp * 2 > kk for pp, kk in zip(p, k)):
+        raise RuntimeError(f"avg_pool2d: pad should be at most half of the kernel size, but got "
+                           f"pad={list(p)} and kernel_size={list(k)}")
+    win, _, _ = _windows(x, k, s, p, (1, 1), what="avg_pool2d")
+    total = win.sum(2)
+    if divisor_override:
+        out = total / divisor_override
+    elif count_include_pad or p == (0, 0):
+        out = total / (k[0] * k[1])
+    else:
+        ones = _creation.ones(1, 1, *x.shape[2:], dtype=x.dtype)
+        count, _, _ = _windows(ones, k, s, p, (1, 1), what="avg_pool2d")
+        out = total / count.sum(2)
+    return out.squeeze(0) if input.ndim == 3 else out
+
+
+def _adaptive_bounds(size, out):
+    return [((i * size) // out, -((-(i + 1) * size) // out)) for i in range(out)]
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Averages over PyTorch's adaptive windows: cell i of n covers
+    [floor(i*H/n), ceil((i+1)*H/n))."""
+    x = _pool_input(input, "adaptive_avg_pool2d")
+    n, c, h, w = x.shape
+    oh, ow = _pair(output_size, what="output_size") if output_size is not None else (h, w)
+    oh = h if oh is None else oh
+    ow = w if ow is None else ow
+    if h % oh == 0 and w % ow == 0:  # equal windows: one reshape and a mean
+        out = x.reshape(n, c, oh, h // oh, ow, w // ow).mean((3, 5))
+    else:
+        rows = []
+        for (h0, h1) in _adaptive_bounds(h, oh):
+            cells = [x[:, :, h0:h1, w0:w1].mean((2, 3)) for (w0, w1) in _adaptive_bounds(w, ow)]
+            rows.append(_ops.stack(cells, -1))
+        out = _ops.stack(rows, -2)
+    return out.squeeze(0) if input.ndim == 3 else out
+
+
+# ---------------------------------------------------------------- attention
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None):
+    """softmax(q k^T * scale + mask) v over the last two dims; is_causal
+    lets position i see positions <= i; a bool attn_mask marks what may be
+    attended to, a float one is added to the scores."""
+    L, S = query.shape[-2], key.shape[-2]
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = _C.matmul(query, key.transpose(-2, -1)) * scale
+    if is_causal:
+        if attn_mask is not None:
+            raise RuntimeError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
+        causal = _creation.ones(L, S, dtype=_C.bool).tril()
+        scores = scores.masked_fill(causal.logical_not(), -math.inf)
+    elif attn_mask is not None:
+        if attn_mask.dtype == _C.bool:
+            scores = scores.masked_fill(attn_mask.logical_not(), -math.inf)
+        else:
+            scores = scores + attn_mask
+    weights = scores.softmax(-1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p)
+    return _C.matmul(weights, value)
+
+
+# ---------------------------------------------------------------- losses
+
+def _reduce(loss, reduction, what):
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{what}: {reduction} is not a valid value for reduction")
+
+
+def _check_target(input, target, what):
+    if target.dtype.is_floating_point or target.dtype == _C.bool:
+        raise RuntimeError(f"{what}: expected scalar type Long but found "
+                           f"{repr(target.dtype).split('.')[-1].capitalize()} (target must hold "
+                           f"class indices)")
+    if target.dtype != _C.int64:
+        raise RuntimeError(f"{what}: expected scalar type Long but found "
+                           f"{repr(target.dtype).split('.')[-1].capitalize()}")
+    batched = input.ndim >= 2
+    if batched and target.ndim >= 1 and input.shape[0] != target.shape[0]:
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
+                         f"batch_size ({target.shape[0]}).")
+    want = (input.shape[0],) + tuple(input.shape[2:]) if batched else ()
+    if tuple(target.shape) != want:
+        raise RuntimeError(f"{what}: expected target of size {list(want)} for input of size "
+                           f"{list(input.shape)}, got {list(target.shape)}")
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean"):
+    """-input[i, target[i]] (times weight[target[i]]), ignoring ignore_index."""
+    if size_average is not None or reduce is not None:
+        raise NotImplementedError("nll_loss: size_average/reduce are deprecated; use reduction")
+    _check_target(input, target, "nll_loss")
+    c = input.shape[1] if input.ndim >= 2 else input.shape[0]
+    keep = target != ignore_index
+    safe = _ops.where(keep, target, 0)
+    with no_grad():
+        if safe.numel() and (int(safe.min()) < 0 or int(safe.max()) >= c):
+            bad = int(safe.max()) if int(safe.max()) >= c else int(safe.min())
+            raise IndexError(f"nll_loss: Target {bad} is out of bounds (input has {c} classes)")
+    cls_dim = 1 if input.ndim >= 2 else 0
+    picked = -input.gather(cls_dim, safe.unsqueeze(cls_dim)).squeeze(cls_dim)
+    w = keep.to(input.dtype)
+    if weight is not None:
+        w = w * weight.index_select(0, safe.reshape(-1)).reshape(safe.shape)
+    loss = picked * w
+    if reduction == "mean":
+        return loss.sum() / w.sum()
+    return _reduce(loss, reduction, "nll_loss")
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
+    """nll_loss of log_softmax over dim 1 (class indices), or the cross
+    entropy with class probabilities when target is a float tensor of
+    input's shape; label_smoothing mixes in the uniform distribution."""
+    if size_average is not None or reduce is not None:
+        raise NotImplementedError("cross_entropy: size_average/reduce are deprecated; use reduction")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    cls_dim = 1 if input.ndim >= 2 else 0
+    logp = input.log_softmax(cls_dim)
+    c = input.shape[cls_dim]
+    wshape = [1] * input.ndim
+    wshape[cls_dim] = c
+    if target.dtype.is_floating_point:
+        if tuple(target.shape) != tuple(input.shape):
+            raise RuntimeError(f"cross_entropy: expected a target of class probabilities with the "
+                               f"input's size {list(input.shape)}, got {list(target.shape)} (use "
+                               f"int64 class indices otherwise)")
+        if label_smoothing > 0:
+            target = target * (1 - label_smoothing) + label_smoothing / c
+        terms = logp * target
+        if weight is not None:
+            terms = terms * weight.reshape(wshape)
+        return _reduce(-terms.sum(cls_dim), reduction, "cross_entropy")
+    nll = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
+    if label_smoothing == 0.0:
+        return nll
+    keep = (target != ignore_index).to(input.dtype)
+    terms = logp if weight is None else logp * weight.reshape(wshape)
+    smooth = -terms.sum(cls_dim) * keep
+    if reduction == "mean":
+        if weight is None:
+            smooth = smooth.sum() / keep.sum()
+        else:
+            safe = _ops.where(target != ignore_index, target, 0)
+            smooth = smooth.sum() / (weight.index_select(0, safe.reshape(-1)).reshape(safe.shape)
+                                     * keep).sum()
+    else:
+        smooth = _reduce(smooth, reduction, "cross_entropy")
+    return nll * (1 - label_smoothing) + smooth * (label_smoothing / c)
+
+
+def _check_same_size(input, target, what):
+    if tuple(input.shape) != tuple(target.shape):
+        import warnings
+        warnings.warn(f"Using a target size ({list(target.shape)}) that is different to the input "
+                      f"size ({list(input.shape)}). This will likely lead to incorrect results due "
+                      f"to broadcasting. Please ensure they have the same size.", stacklevel=3)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    _check_same_size(input, target, "mse_loss")
+    d = input - target
+    return _reduce(d * d, reduction, "mse_loss")
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    _check_same_size(input, target, "l1_loss")
+    return _reduce((input - target).abs(), reduction, "l1_loss")
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
+                                     reduction="mean", pos_weight=None):
+    """-[pos_weight * t * log sigmoid(x) + (1 - t) log(1 - sigmoid(x))], in
+    the stable form (1 - t) x + (1 + (pos_weight - 1) t) softplus(-x)."""
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Target size ({list(target.shape)}) must be the same as input size "
+                         f"({list(input.shape)})")
+    sp = softplus(-input)
+    if pos_weight is not None:
+        loss = (1 - target) * input + (1 + (pos_weight - 1) * target) * sp
+    else:
+        loss = (1 - target) * input + sp
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
+
+
+def one_hot(tensor, num_classes=-1):
+    return _ops.one_hot(tensor, num_classes)

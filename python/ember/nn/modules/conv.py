@@ -1,0 +1,79 @@
+"""Conv1d and Conv2d."""
+
+import math
+
+from ... import _creation
+from .. import functional as F, init
+from ..parameter import Parameter
+from .module import Module
+
+
+class _ConvNd(Module):
+    _nd = 0
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups:
+            raise ValueError("out_channels must be divisible by groups")
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"{type(self).__name__}: padding_mode={padding_mode!r} is "
+                                      f"not implemented in ember yet (only 'zeros')")
+        n = self._nd
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size = F._pair(kernel_size, n, "kernel_size")
+        self.stride = F._pair(stride, n, "stride")
+        self.padding = padding if isinstance(padding, str) else F._pair(padding, n, "padding")
+        self.dilation = F._pair(dilation, n, "dilation")
+        self.groups, self.padding_mode = groups, padding_mode
+        self.weight = Parameter(_creation.empty(out_channels, in_channels // groups,
+                                                *self.kernel_size, dtype=dtype, device=device))
+        if bias:
+            self.bias = Parameter(_creation.empty(out_channels, dtype=dtype, device=device))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            if fan_in != 0:
+                bound = 1 / math.sqrt(fan_in)
+                init.uniform_(self.bias, -bound, bound)
+
+    def extra_repr(self):
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}")
+        if self.padding != (0,) * self._nd:
+            s += f", padding={self.padding!r}" if isinstance(self.padding, str) else \
+                f", padding={self.padding}"
+        if self.dilation != (1,) * self._nd:
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s
+
+
+class Conv1d(_ConvNd):
+    """1-d convolution over (N, C, L) input."""
+    _nd = 1
+
+    def forward(self, input):
+        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                        self.groups)
+
+
+class Conv2d(_ConvNd):
+    """2-d convolution over (N, C, H, W) input."""
+    _nd = 2
+
+    def forward(self, input):
+        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                        self.groups)

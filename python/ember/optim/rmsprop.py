@@ -1,0 +1,44 @@
+"""RMSprop (optionally centered, with momentum)."""
+
+from .. import _C
+from .optimizer import Optimizer, _step_tensor
+
+
+class RMSprop(Optimizer):
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
+                 centered=False, foreach=None, maximize=False, differentiable=False):
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= momentum:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not 0.0 <= alpha:
+            raise ValueError(f"Invalid alpha value: {alpha}")
+        super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps,
+                                      centered=centered, weight_decay=weight_decay,
+                                      foreach=foreach, maximize=maximize,
+                                      differentiable=differentiable))
+
+    def _update(self, g):
+        ps, gs = self._with_grads(g)
+        if not ps:
+            return
+        sq, ga, bufs = [], [], []
+        for p in ps:
+            st = self.state[p]
+            if "square_avg" not in st:
+                st["square_avg"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+                if g["momentum"] > 0:
+                    st["momentum_buffer"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+                if g["centered"]:
+                    st["grad_avg"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+            _step_tensor(st)
+            sq.append(st["square_avg"])
+            ga.append(st.get("grad_avg"))
+            bufs.append(st.get("momentum_buffer"))
+        _C._rmsprop_step(ps, gs, sq, ga if g["centered"] else None,
+                         bufs if g["momentum"] > 0 else None, g["lr"], g["alpha"], g["eps"],
+                         g["weight_decay"], g["momentum"], g["centered"], g["maximize"])

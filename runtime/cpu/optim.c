@@ -1,0 +1,206 @@
+/*
+ * optim.c - the fused optimizer updates of optim.h.
+ *
+ * Each update is one pass over the elements of a parameter and its state,
+ * split across the thread pool; the arithmetic follows torch.optim's
+ * single-tensor code step by step (same order, same dtype), so the same
+ * gradients give the same parameters to rounding. float32 and float64
+ * parameters; the loops are written once as a macro over the element type.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "ember/optim.h"
+#include "ember/parallel.h"
+#include "ember/types.h"
+
+#define GRAIN 16384
+
+static em_status check(const char *what, const em_tensor *p, const em_tensor *t, const char *role) {
+    if (!t) return em_error(EM_ERR_VALUE, "%s: missing %s tensor", what, role);
+    if (t->dtype != p->dtype || !em_shape_eq(t->shape, t->ndim, p->shape, p->ndim)) {
+        char a[128], b[128];
+        em_shape_str(p->shape, p->ndim, a, sizeof a);
+        em_shape_str(t->shape, t->ndim, b, sizeof b);
+        return em_error(EM_ERR_SHAPE, "%s: the %s (%s %s) does not match its parameter (%s %s)", what,
+                        role, em_dtype_long_name(t->dtype), b, em_dtype_long_name(p->dtype), a);
+    }
+    if (!em_tensor_is_contiguous(t))
+        return em_error(EM_ERR_VALUE, "%s: the %s must be contiguous", what, role);
+    return EM_OK;
+}
+
+static em_status check_param(const char *what, const em_tensor *p) {
+    if (p->dtype != EM_DTYPE_F32 && p->dtype != EM_DTYPE_F64)
+        return em_error(EM_ERR_DTYPE, "%s: parameters must be float32 or float64, got %s", what,
+                        em_dtype_long_name(p->dtype));
+    if (!em_tensor_is_contiguous(p)) return em_error(EM_ERR_VALUE, "%s: parameters must be contiguous", what);
+    return EM_OK;
+}
+
+#define PTR(t, T) ((T *)((char *)(t)->storage->data + (t)->offset * (int64_t)sizeof(T)))
+
+/* ---- SGD ---- */
+
+typedef struct {
+    em_tensor *p, *g, *buf;
+    bool first;
+    const em_sgd_options *o;
+} sgd_job;
+
+#define SGD_LOOP(T)                                                                                \
+    static void sgd_##T(void *arg, int64_t b, int64_t e) {                                        \
+        const sgd_job *j = arg;                                                                    \
+        const em_sgd_options *o = j->o;                                                            \
+        T *p = PTR(j->p, T), *g = PTR(j->g, T), *buf = j->buf ? PTR(j->buf, T) : NULL;            \
+        const T lr = (T)o->lr, wd = (T)o->weight_decay, mom = (T)o->momentum;                     \
+        const T damp = (T)(1 - o->dampening);                                                      \
+        for (int64_t i = b; i < e; i++) {                                                          \
+            T d = o->maximize ? -g[i] : g[i];                                                      \
+            if (o->weight_decay != 0) d = d + wd * p[i];                                           \
+            if (buf) {                                                                             \
+                T m = j->first ? d : buf[i] * mom + damp * d;                                     \
+                buf[i] = m;                                                                        \
+                d = o->nesterov ? d + mom * m : m;                                                 \
+            }                                                                                      \
+            p[i] = p[i] - lr * d;                                                                  \
+        }                                                                                          \
+    }
+SGD_LOOP(float)
+SGD_LOOP(double)
+
+em_status em_sgd_step(em_tensor *const *params, em_tensor *const *grads, em_tensor *const *momentum_buf,
+                      const bool *first, int n, const em_sgd_options *o) {
+    for (int i = 0; i < n; i++) {
+        em_status st = check_param("sgd", params[i]);
+        if (st == EM_OK) st = check("sgd", params[i], grads[i], "gradient");
+        if (st == EM_OK && o->momentum != 0) st = check("sgd", params[i], momentum_buf[i], "momentum buffer");
+        if (st != EM_OK) return st;
+    }
+    for (int i = 0; i < n; i++) {
+        sgd_job j = {params[i], grads[i], o->momentum != 0 ? momentum_buf[i] : NULL, first && first[i], o};
+        em_parallel_for(params[i]->numel, GRAIN, params[i]->dtype == EM_DTYPE_F32 ? sgd_float : sgd_double, &j);
+        __atomic_fetch_add(&params[i]->storage->version, 1, __ATOMIC_RELAXED);
+    }
+    return EM_OK;
+}
+
+/* ---- Adam, AdamW ---- */
+
+typedef struct {
+    em_tensor *p, *g, *m, *v, *vmax;
+    double step_size, bias2_sqrt;
+    const em_adam_options *o;
+} adam_job;
+
+#define ADAM_LOOP(T, SQRT)                                                                         \
+    static void adam_##T(void *arg, int64_t b, int64_t e) {                                       \
+        const adam_job *j = arg;                                                                   \
+        const em_adam_options *o = j->o;                                                           \
+        T *p = PTR(j->p, T), *g = PTR(j->g, T), *m = PTR(j->m, T), *v = PTR(j->v, T);             \
+        T *vmax = o->amsgrad ? PTR(j->vmax, T) : NULL;                                            \
+        const T b1 = (T)o->beta1, b2 = (T)o->beta2, eps = (T)o->eps, wd = (T)o->weight_decay;     \
+        const T decay = (T)(1 - o->lr * o->weight_decay), step = (T)j->step_size;                 \
+        const T c2 = (T)j->bias2_sqrt;                                                             \
+        for (int64_t i = b; i < e; i++) {                                                          \
+            T gi = o->maximize ? -g[i] : g[i];                                                     \
+            if (o->weight_decay != 0) {                                                            \
+                if (o->decoupled)                                                                  \
+                    p[i] = p[i] * decay;                                                           \
+                else                                                                               \
+                    gi = gi + wd * p[i];                                                           \
+            }                                                                                      \
+            T mi = m[i] * b1 + (1 - b1) * gi;                                                      \
+            T vi = v[i] * b2 + (1 - b2) * gi * gi;                                                 \
+            m[i] = mi;                                                                             \
+            v[i] = vi;                                                                             \
+            if (vmax) vi = vmax[i] = vmax[i] > vi ? vmax[i] : vi;                                 \
+            T denom = SQRT(vi) / c2 + eps;                                                         \
+            p[i] = p[i] - step * (mi / denom);                                                     \
+        }                                                                                          \
+    }
+ADAM_LOOP(float, sqrtf)
+ADAM_LOOP(double, sqrt)
+
+em_status em_adam_step(em_tensor *const *params, em_tensor *const *grads, em_tensor *const *exp_avg,
+                       em_tensor *const *exp_avg_sq, em_tensor *const *max_exp_avg_sq,
+                       const int64_t *step, int n, const em_adam_options *o) {
+    const char *what = o->decoupled ? "adamw" : "adam";
+    for (int i = 0; i < n; i++) {
+        em_status st = check_param(what, params[i]);
+        if (st == EM_OK) st = check(what, params[i], grads[i], "gradient");
+        if (st == EM_OK) st = check(what, params[i], exp_avg[i], "exp_avg");
+        if (st == EM_OK) st = check(what, params[i], exp_avg_sq[i], "exp_avg_sq");
+        if (st == EM_OK && o->amsgrad) st = check(what, params[i], max_exp_avg_sq[i], "max_exp_avg_sq");
+        if (st == EM_OK && step[i] < 1) st = em_error(EM_ERR_VALUE, "%s: step must be at least 1", what);
+        if (st != EM_OK) return st;
+    }
+    for (int i = 0; i < n; i++) {
+        double bias1 = 1 - pow(o->beta1, (double)step[i]), bias2 = 1 - pow(o->beta2, (double)step[i]);
+        adam_job j = {params[i], grads[i], exp_avg[i], exp_avg_sq[i],
+                      o->amsgrad ? max_exp_avg_sq[i] : NULL, o->lr / bias1, sqrt(bias2), o};
+        em_parallel_for(params[i]->numel, GRAIN, params[i]->dtype == EM_DTYPE_F32 ? adam_float : adam_double, &j);
+        __atomic_fetch_add(&params[i]->storage->version, 1, __ATOMIC_RELAXED);
+    }
+    return EM_OK;
+}
+
+/* ---- RMSprop ---- */
+
+typedef struct {
+    em_tensor *p, *g, *sq, *ga, *buf;
+    const em_rmsprop_options *o;
+} rms_job;
+
+#define RMS_LOOP(T, SQRT)                                                                          \
+    static void rms_##T(void *arg, int64_t b, int64_t e) {                                        \
+        const rms_job *j = arg;                                                                    \
+        const em_rmsprop_options *o = j->o;                                                        \
+        T *p = PTR(j->p, T), *g = PTR(j->g, T), *sq = PTR(j->sq, T);                              \
+        T *ga = o->centered ? PTR(j->ga, T) : NULL, *buf = o->momentum > 0 ? PTR(j->buf, T) : NULL; \
+        const T alpha = (T)o->alpha, eps = (T)o->eps, wd = (T)o->weight_decay;                    \
+        const T lr = (T)o->lr, mom = (T)o->momentum;                                              \
+        for (int64_t i = b; i < e; i++) {                                                          \
+            T gi = o->maximize ? -g[i] : g[i];                                                     \
+            if (o->weight_decay != 0) gi = gi + wd * p[i];                                         \
+            T s = sq[i] * alpha + (1 - alpha) * gi * gi;                                           \
+            sq[i] = s;                                                                             \
+            T avg;                                                                                 \
+            if (ga) {                                                                              \
+                T a = ga[i] * alpha + (1 - alpha) * gi;                                            \
+                ga[i] = a;                                                                         \
+                avg = SQRT(s - a * a) + eps;                                                       \
+            } else {                                                                               \
+                avg = SQRT(s) + eps;                                                               \
+            }                                                                                      \
+            if (buf) {                                                                             \
+                T bi = buf[i] * mom + gi / avg;                                                    \
+                buf[i] = bi;                                                                       \
+                p[i] = p[i] - lr * bi;                                                             \
+            } else {                                                                               \
+                p[i] = p[i] - lr * (gi / avg);                                                     \
+            }                                                                                      \
+        }                                                                                          \
+    }
+RMS_LOOP(float, sqrtf)
+RMS_LOOP(double, sqrt)
+
+em_status em_rmsprop_step(em_tensor *const *params, em_tensor *const *grads, em_tensor *const *square_avg,
+                          em_tensor *const *grad_avg, em_tensor *const *momentum_buf, int n,
+                          const em_rmsprop_options *o) {
+    for (int i = 0; i < n; i++) {
+        em_status st = check_param("rmsprop", params[i]);
+        if (st == EM_OK) st = check("rmsprop", params[i], grads[i], "gradient");
+        if (st == EM_OK) st = check("rmsprop", params[i], square_avg[i], "square_avg");
+        if (st == EM_OK && o->centered) st = check("rmsprop", params[i], grad_avg[i], "grad_avg");
+        if (st == EM_OK && o->momentum > 0) st = check("rmsprop", params[i], momentum_buf[i], "momentum buffer");
+        if (st != EM_OK) return st;
+    }
+    for (int i = 0; i < n; i++) {
+        rms_job j = {params[i], grads[i], square_avg[i], o->centered ? grad_avg[i] : NULL,
+                     o->momentum > 0 ? momentum_buf[i] : NULL, o};
+        em_parallel_for(params[i]->numel, GRAIN, params[i]->dtype == EM_DTYPE_F32 ? rms_float : rms_double, &j);
+        __atomic_fetch_add(&params[i]->storage->version, 1, __ATOMIC_RELAXED);
+    }
+    return EM_OK;
+}
