@@ -14,6 +14,7 @@
 
 #include "ember/frontend.h"
 #include "ember/ops.h"
+#include "ember/random.h"
 
 /* The C part of every ember.Tensor: one reference to an em_tensor. */
 typedef struct {
@@ -80,6 +81,16 @@ PyObject *em_py_tensor_item(em_tensor *t, const char *what);
 extern PyMethodDef em_py_op_methods[];
 /* op in place into out: out.op_(*objs); returns out (new reference). */
 PyObject *em_py_inplace(em_op op, PyObject *out, PyObject *const *objs, int n);
+
+/* ---- generators (generator.c) ---- */
+/* A random op on an ember.Generator, whose state `gen` is a list [seed,
+ * offset], or on the global state when `gen` is None:
+ *     if (em_py_rng_swap_in(gen, &global) < 0) return NULL;
+ *     return em_py_rng_swap_out(gen, global, em_randperm(n, dt));
+ * swap_out puts the global state back, stores the generator's advanced
+ * offset and wraps t (stolen) like em_py_wrap. */
+int em_py_rng_swap_in(PyObject *gen, em_rng_state *global);
+PyObject *em_py_rng_swap_out(PyObject *gen, em_rng_state global, em_tensor *t);
 
 /* ---- interop (interop.c) ---- */
 PyObject *em_py_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs);

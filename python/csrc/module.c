@@ -77,7 +77,7 @@ static PyObject *f_matmul(PyObject *self, PyObject *args) {
 /* zeros(*shape, dtype=None, device=None) and friends. */
 static PyObject *factory(PyObject *args, PyObject *kwargs, const char *name, em_op op, double value,
                          bool has_fill) {
-    PyObject *dtype = Py_None, *device = Py_None, *fill = NULL;
+    PyObject *dtype = Py_None, *device = Py_None, *fill = NULL, *gen = Py_None;
     if (kwargs) {
         PyObject *k, *v;
         Py_ssize_t pos = 0;
@@ -89,6 +89,8 @@ static PyObject *factory(PyObject *args, PyObject *kwargs, const char *name, em_
                 device = v;
             else if (s && !strcmp(s, "requires_grad") && !PyObject_IsTrue(v))
                 continue;
+            else if (s && !strcmp(s, "generator") && (op == EM_OP_RAND || op == EM_OP_RANDN))
+                gen = v; /* a Generator's [seed, offset] list (see generator.c) */
             else
                 return em_py_error(PyExc_TypeError, "%s() got an unexpected keyword argument '%s'",
                                    name, s ? s : "?");
@@ -124,9 +126,14 @@ static PyObject *factory(PyObject *args, PyObject *kwargs, const char *name, em_
     }
     em_dtype dt;
     if (em_py_dtype_arg(dtype, dflt, &dt) < 0) return NULL;
+    em_rng_state global;
     switch (op) {
-    case EM_OP_RAND: return em_py_wrap(em_rand(shape, n, dt));
-    case EM_OP_RANDN: return em_py_wrap(em_randn(shape, n, dt));
+    case EM_OP_RAND:
+        if (em_py_rng_swap_in(gen, &global) < 0) return NULL;
+        return em_py_rng_swap_out(gen, global, em_rand(shape, n, dt));
+    case EM_OP_RANDN:
+        if (em_py_rng_swap_in(gen, &global) < 0) return NULL;
+        return em_py_rng_swap_out(gen, global, em_randn(shape, n, dt));
     default:
         return em_py_wrap(exact_int && dt == EM_DTYPE_I64 ? em_full_i64(shape, n, ivalue, dt)
                                                           : em_full(shape, n, value, dt));

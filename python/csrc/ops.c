@@ -425,26 +425,31 @@ static PyObject *f_eye(PyObject *self, PyObject *args) {
 static PyObject *f_randint(PyObject *self, PyObject *args) {
     (void)self;
     long long lo, hi;
-    PyObject *shape, *dtype;
-    if (!PyArg_ParseTuple(args, "LLOO", &lo, &hi, &shape, &dtype)) return NULL;
+    PyObject *shape, *dtype, *gen = Py_None;
+    if (!PyArg_ParseTuple(args, "LLOO|O", &lo, &hi, &shape, &dtype, &gen)) return NULL;
     int64_t s[EM_MAX_DIMS];
     int n;
     em_dtype dt;
+    em_rng_state global;
     PyObject *t = PyTuple_Pack(1, shape);
     int rc = t ? em_py_shape_args(t, "randint", s, &n) : -1;
     Py_XDECREF(t);
-    if (rc < 0 || em_py_dtype_arg(dtype, EM_DTYPE_I64, &dt) < 0) return NULL;
-    return em_py_wrap(em_randint(lo, hi, s, n, dt));
+    if (rc < 0 || em_py_dtype_arg(dtype, EM_DTYPE_I64, &dt) < 0 ||
+        em_py_rng_swap_in(gen, &global) < 0)
+        return NULL;
+    return em_py_rng_swap_out(gen, global, em_randint(lo, hi, s, n, dt));
 }
 
 static PyObject *f_randperm(PyObject *self, PyObject *args) {
     (void)self;
     long long n;
-    PyObject *dtype;
+    PyObject *dtype, *gen = Py_None;
     em_dtype dt;
-    if (!PyArg_ParseTuple(args, "LO", &n, &dtype) || em_py_dtype_arg(dtype, EM_DTYPE_I64, &dt) < 0)
+    em_rng_state global;
+    if (!PyArg_ParseTuple(args, "LO|O", &n, &dtype, &gen) ||
+        em_py_dtype_arg(dtype, EM_DTYPE_I64, &dt) < 0 || em_py_rng_swap_in(gen, &global) < 0)
         return NULL;
-    return em_py_wrap(em_randperm(n, dt));
+    return em_py_rng_swap_out(gen, global, em_randperm(n, dt));
 }
 
 /* ---- dtype rules ---- */
@@ -537,8 +542,8 @@ PyMethodDef em_py_op_methods[] = {
     {"_empty", f_empty, METH_VARARGS, "_empty(shape, dtype)"},
     {"_linspace", f_linspace, METH_VARARGS, "_linspace(start, end, steps, dtype)"},
     {"_eye", f_eye, METH_VARARGS, "_eye(n, m, dtype)"},
-    {"_randint", f_randint, METH_VARARGS, "_randint(low, high, shape, dtype)"},
-    {"_randperm", f_randperm, METH_VARARGS, "_randperm(n, dtype)"},
+    {"_randint", f_randint, METH_VARARGS, "_randint(low, high, shape, dtype, generator=None)"},
+    {"_randperm", f_randperm, METH_VARARGS, "_randperm(n, dtype, generator=None)"},
     {"result_type", f_result_type, METH_VARARGS, "the dtype an op on the two operands gives"},
     {"promote_types", f_promote_types, METH_VARARGS, "the smallest dtype both promote to"},
     {"can_cast", f_can_cast, METH_VARARGS, "can results of dtype `from` be written into `to`?"},

@@ -11,6 +11,7 @@ __path__ = _pkgutil.extend_path(__path__, __name__)
 
 from . import _C  # noqa: E402
 from ._tensor import Tensor, device  # noqa: E402
+from ._generator import Generator  # noqa: E402,F401
 
 _C._set_tensor_class(Tensor)
 _C._set_package_dir(_os.path.dirname(_os.path.abspath(__file__)) + _os.sep)

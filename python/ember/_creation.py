@@ -8,6 +8,7 @@ requires_grad=False, layout/memory_format left at their defaults).
 import numbers
 
 from . import _C
+from ._generator import _state_of
 
 __all__ = []
 
@@ -92,10 +93,24 @@ def _factory(name, c_fn):
     return _export(fn)
 
 
+def _random_factory(name, c_fn):
+    def fn(*size, generator=None, out=None, dtype=None, device=None, requires_grad=False,
+           layout=None, pin_memory=False):
+        _check_options(name, device)
+        if out is not None:
+            raise NotImplementedError(f"{name}(): out= is not implemented in ember yet")
+        t = c_fn(_sizes(name, size), dtype=dtype, generator=_state_of(name, generator))
+        return _requiring_grad(t, requires_grad)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"{name}(*size, generator=None, dtype=None): a new tensor of the given size, "
+                  f"drawn from `generator` (an ember.Generator) or ember's global stream.")
+    return _export(fn)
+
+
 zeros = _factory("zeros", _C.zeros)
 ones = _factory("ones", _C.ones)
-rand = _factory("rand", _C.rand)
-randn = _factory("randn", _C.randn)
+rand = _random_factory("rand", _C.rand)
+randn = _random_factory("randn", _C.randn)
 empty = _factory("empty", lambda shape, dtype: _C._empty(shape, dtype))
 
 
@@ -180,9 +195,7 @@ def randint(*args, size=None, dtype=None, device=None, requires_grad=False, gene
     """randint(high, size) or randint(low, high, size): integers uniform in
     [low, high), int64 by default."""
     _check_options("randint", device)
-    if generator is not None:
-        raise NotImplementedError("randint(): generator= is not implemented in ember yet; use "
-                                  "ember.manual_seed")
+    state = _state_of("randint", generator)
     args = list(args)
     if size is None:
         if not args or isinstance(args[-1], numbers.Integral):
@@ -196,19 +209,18 @@ def randint(*args, size=None, dtype=None, device=None, requires_grad=False, gene
         raise TypeError("randint() takes (high, size) or (low, high, size)")
     if low >= high:
         raise RuntimeError(f"randint(): expected low < high, got low={low}, high={high}")
-    return _requiring_grad(_C._randint(int(low), int(high), _sizes("randint", (size,)), dtype), requires_grad)
+    return _requiring_grad(
+        _C._randint(int(low), int(high), _sizes("randint", (size,)), dtype, state), requires_grad)
 
 
 @_export
 def randperm(n, *, dtype=None, device=None, requires_grad=False, generator=None):
     """A random permutation of 0 .. n-1 (int64 by default)."""
     _check_options("randperm", device)
-    if generator is not None:
-        raise NotImplementedError("randperm(): generator= is not implemented in ember yet; use "
-                                  "ember.manual_seed")
+    state = _state_of("randperm", generator)
     if n < 0:
         raise RuntimeError(f"randperm(): n must be non-negative, got {n}")
-    return _requiring_grad(_C._randperm(int(n), dtype), requires_grad)
+    return _requiring_grad(_C._randperm(int(n), dtype, state), requires_grad)
 
 
 @_export

@@ -223,6 +223,40 @@ def test_shuffle_repeats_under_the_same_seed():
     assert orders(3) != orders(4)
 
 
+def test_shuffle_with_a_seeded_generator_repeats_and_leaves_the_global_stream_alone():
+    def orders(seed):
+        loader = DataLoader(Squares(30), batch_size=7, shuffle=True,
+                            generator=ember.Generator().manual_seed(seed))
+        return [flat_indices(loader) for _ in range(3)]
+
+    ember.manual_seed(0)
+    expected_global = ember.rand(10).tolist()
+    ember.manual_seed(0)
+    first = orders(42)
+    assert ember.rand(10).tolist() == expected_global
+    assert first == orders(42) and first != orders(43)
+    for order in first:
+        assert sorted(order) == list(range(30))
+    assert first[0] != first[1]  # the generator advances from pass to pass
+    # each pass's order is the generator's next randperm
+    g = ember.Generator().manual_seed(42)
+    assert first == [ember.randperm(30, generator=g).tolist() for _ in range(3)]
+
+
+def test_tensor_dataset_shuffled_with_a_generator():
+    x = ember.arange(10) * 10
+    loader = DataLoader(TensorDataset(x), batch_size=4, shuffle=True,
+                        generator=ember.Generator().manual_seed(7))
+    batches = [xb.tolist() for xb, in loader]
+    perm = ember.randperm(10, generator=ember.Generator().manual_seed(7)).tolist()
+    assert batches == [[10 * i for i in perm[k:k + 4]] for k in (0, 4, 8)]
+
+
+def test_dataloader_refuses_a_torch_generator_at_once():
+    with pytest.raises(TypeError, match=r"DataLoader\(\): generator must be an ember.Generator"):
+        DataLoader(Squares(3), shuffle=True, generator=torch.Generator())
+
+
 def test_shuffle_with_drop_last_drops_a_short_batch_of_the_shuffled_order():
     ember.manual_seed(0)
     batches = [xb.tolist() for xb, _ in DataLoader(Squares(10), batch_size=4, shuffle=True,
@@ -336,8 +370,16 @@ def test_random_split_warns_about_an_empty_split():
         random_split(Squares(2), [0.9, 0.1])
 
 
-def test_generators_are_refused_until_ember_has_them():
-    with pytest.raises(NotImplementedError, match="no Generator objects"):
-        DataLoader(Squares(3), shuffle=True, generator=torch.Generator())
-    with pytest.raises(NotImplementedError, match="no Generator objects"):
+def test_random_split_with_a_seeded_generator():
+    def split(seed):
+        return [s.indices for s in random_split(Squares(30), [10, 20],
+                                                generator=ember.Generator().manual_seed(seed))]
+
+    assert split(1) == split(1) != split(2)
+    g = ember.Generator().manual_seed(1)
+    assert sum(split(1), []) == ember.randperm(30, generator=g).tolist()
+
+
+def test_random_split_refuses_a_torch_generator():
+    with pytest.raises(TypeError, match=r"random_split\(\): generator must be an ember.Generator"):
         random_split(Squares(3), [1, 2], generator=torch.Generator())

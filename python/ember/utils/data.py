@@ -9,15 +9,14 @@ datasets, one process).
 - Dataset: __getitem__ and __len__ to override; `a + b` concatenates.
 - TensorDataset, Subset, ConcatDataset, random_split: as in PyTorch.
 - DataLoader: batches of `batch_size` indices in order, or in the order of
-  ember.randperm(n) when shuffle=True, drawn afresh for every epoch (every
-  iter()) from ember's global Philox RNG; ember.manual_seed(s) makes a run
-  repeat exactly. Samples are merged by `collate_fn`, default_collate unless
-  given. A TensorDataset with the default collation takes a fast path: one
-  index op per tensor per batch (tensor[idx]) instead of stacking samples,
-  with the same result.
+  ember.randperm(n, generator=generator) when shuffle=True, drawn afresh for
+  every epoch (every iter()): from `generator` (an ember.Generator) when
+  given, else from ember's global stream (ember.manual_seed). Samples are
+  merged by `collate_fn`, default_collate unless given. A TensorDataset with
+  the default collation takes a fast path: one index op per tensor per batch
+  (tensor[idx]) instead of stacking samples, with the same result.
 
-Not here (yet): torch.Generator objects (ember has none; generator=...
-raises NotImplementedError), worker processes, samplers, IterableDataset.
+Not here (yet): worker processes, samplers, IterableDataset.
 """
 
 import bisect
@@ -30,6 +29,7 @@ from typing import Generic, TypeVar
 
 # the public API (ember/__init__ imports this package last, so it is all there)
 from .. import Tensor, arange, as_tensor, float64, randperm, stack, tensor
+from .._generator import _state_of
 
 __all__ = ["Dataset", "TensorDataset", "ConcatDataset", "Subset", "DataLoader",
            "random_split", "default_collate"]
@@ -122,23 +122,13 @@ class Subset(Dataset):
         return len(self.indices)
 
 
-def _check_generator(name, generator):
-    """ember draws from one global RNG; refuse per-call generators loudly
-    rather than ignore the seed a caller thinks they set."""
-    if generator is None:
-        return
-    if hasattr(generator, "manual_seed") or hasattr(generator, "initial_seed"):
-        raise NotImplementedError(f"{name}(generator=...): ember has no Generator objects yet; "
-                                  f"use ember.manual_seed")
-    raise TypeError(f"{name}(): generator must be None, got {type(generator).__name__}")
-
-
 def random_split(dataset, lengths, generator=None):
     """Splits `dataset` at random into Subsets of the given `lengths`: ints
     summing to len(dataset), or fractions summing to 1 (each split gets
     floor(frac * n), the remainder handed out one by one from the first, as
-    PyTorch does). The permutation is ember.randperm's."""
-    _check_generator("random_split", generator)
+    PyTorch does). The permutation is ember.randperm's, drawn from
+    `generator` (an ember.Generator) or else ember's global stream."""
+    _state_of("random_split", generator)  # so that a wrong kind is named as ours
     n = len(dataset)
     if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
         lengths = _lengths_of_fractions(lengths, n)
@@ -149,7 +139,7 @@ def random_split(dataset, lengths, generator=None):
     if sum(lengths) != n:
         raise ValueError(f"Sum of input lengths ({sum(lengths)}) does not equal the length of "
                          f"the input dataset ({n})!")
-    indices = randperm(n).tolist()
+    indices = randperm(n, generator=generator).tolist()
     splits, start = [], 0
     for length in lengths:
         splits.append(Subset(dataset, indices[start:start + length]))
@@ -246,7 +236,8 @@ def _collate_sequence(elem, batch):
 class DataLoader:
     """Iterates over `dataset` in batches of `batch_size` samples merged by
     `collate_fn` (default_collate); shuffle=True draws a new order from
-    ember.randperm for every pass; drop_last drops a final short batch."""
+    ember.randperm (with `generator`, if given) for every pass; drop_last
+    drops a final short batch."""
 
     def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, generator=None,
                  collate_fn=None, num_workers=0):
@@ -254,7 +245,7 @@ class DataLoader:
                 or batch_size <= 0:
             raise ValueError(f"batch_size should be a positive integer value, but got "
                              f"batch_size={batch_size!r}")
-        _check_generator("DataLoader", generator)
+        _state_of("DataLoader", generator)  # a wrong kind fails now, not at the first pass
         if num_workers:
             raise NotImplementedError(f"DataLoader(num_workers={num_workers}): ember loads "
                                       f"batches in the calling process only; use num_workers=0")
@@ -271,9 +262,9 @@ class DataLoader:
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def __iter__(self):
-        # a generator: the order is drawn at the first next(), as in torch
+        # a generator function: the order is drawn at the first next(), as in torch
         n = len(self.dataset)
-        order = randperm(n) if self.shuffle else arange(n)
+        order = randperm(n, generator=self.generator) if self.shuffle else arange(n)
         stop = n - n % self.batch_size if self.drop_last else n
         fast = self._is_plain_tensor_dataset()
         positions = None if fast else order.tolist()
