@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "ember/alloc.h"
+#include "ember/autograd.h"
 #include "ember/frontend.h"
 
 struct em_tracer {
@@ -146,6 +147,14 @@ static void on_op(void *ctx, em_op op, em_tensor *const *in, int n_in, const em_
                       info->name);
         return;
     }
+    for (int j = 0; j < n_out && em_grad_enabled(); j++)
+        if (out[j] && out[j]->requires_grad) {
+            em_trace_fail(tr,
+                          "%s: an input requires grad, and compiled graphs do not record autograd "
+                          "history yet (call it under ember.no_grad() to compile inference)",
+                          info->name);
+            return;
+        }
     if (info->flags & EM_F_DATA_DEPENDENT) {
         em_trace_fail(tr,
                       "%s: its result's shape depends on the input's values, which a compiled "

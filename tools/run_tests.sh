@@ -12,7 +12,7 @@ set -euo pipefail
 source "$(dirname "$0")/setup.sh"
 cd "$EMBER_ROOT"
 
-ensure_packages "${BUILD_PACKAGES[@]}" python3-pytest python3-hypothesis python3-torch
+ensure_packages "${BUILD_PACKAGES[@]}" python3-pytest python3-hypothesis python3-torch python3-sklearn
 pick_python
 echo "== python: $PYTHON"
 

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "ember/strbuf.h"
+#include "ember/autograd.h"
 #include "ember_py.h"
 
 bool em_py_compile_enabled = true;
@@ -34,6 +35,8 @@ typedef struct {
     em_tensor **captured;
     int n_captured;
     int out_kind, n_out;
+    bool grad_mode; /* traced with grad mode on: captured tensors that require grad make
+                       such a trace fail, where one under no_grad compiles */
     char reason[512];
 } entry;
 
@@ -247,6 +250,7 @@ static entry *add_entry(compiled_fn *cf, const em_arg *args, int n) {
     cf->entries = ne;
     entry *e = &ne[cf->n_entries];
     memset(e, 0, sizeof *e);
+    e->grad_mode = em_grad_enabled();
     if (!(e->guards = em_guards_new(args, n))) {
         em_py_raise();
         return NULL;
@@ -454,8 +458,20 @@ static PyObject *cf_call(PyObject *self, PyObject *args, PyObject *kwargs) {
         cf->n_eager_calls++;
         return PyObject_Call(cf->fn, args, kwargs);
     }
+    /* A compiled graph records no autograd history: calls that need one run
+     * eagerly (the trace of such a call fails too, for captured tensors) */
+    for (int i = 0; i < n && em_grad_enabled(); i++)
+        if (a[i].kind == EM_ARG_TENSOR && a[i].tensor->requires_grad) {
+            if (warn_fallback(cf, "an argument requires grad, and compiled functions do not record "
+                                  "autograd history yet (call it under ember.no_grad() to compile "
+                                  "inference)") < 0)
+                return NULL;
+            cf->n_eager_calls++;
+            return PyObject_Call(cf->fn, args, kwargs);
+        }
     for (int i = 0; i < cf->n_entries; i++)
-        if (em_guards_check(cf->entries[i].guards, a, n, NULL, 0))
+        if (cf->entries[i].grad_mode == em_grad_enabled() &&
+            em_guards_check(cf->entries[i].guards, a, n, NULL, 0))
             return run_entry(cf, &cf->entries[i], args, kwargs, a, n);
     if (cf->n_entries >= cf->cache_limit) {
         if (!cf->warned_limit) {

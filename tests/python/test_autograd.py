@@ -389,3 +389,29 @@ def test_grad_setter_checks():
         x.grad = ember.ones(3, 4, dtype=ember.float64)
     x.grad = None
     assert x.grad is None
+
+
+# ---- compiled functions ----
+
+@pytest.mark.filterwarnings("ignore:ember.compile")
+def test_compiled_function_keeps_gradients_by_running_eagerly():
+    w = vals(ember, (4,), seed=1)
+
+    @ember.compile
+    def f(x):
+        return (x * w).exp().sum()
+
+    x = vals(ember, (4,))
+    for _ in range(3):  # every call records the graph: no compiled kernel swallows it
+        x.grad = w.grad = None
+        f(x).backward()
+        np.testing.assert_allclose(x.grad.numpy(), (x * w).exp().detach().numpy() * w.detach().numpy(),
+                                   rtol=1e-6)
+        np.testing.assert_allclose(w.grad.numpy(), (x * w).exp().detach().numpy() * x.detach().numpy(),
+                                   rtol=1e-6)
+    with ember.no_grad():  # inference compiles, captured weights and all
+        c = ember.randn(4)
+        for _ in range(2):
+            r = f(c)
+        np.testing.assert_allclose(r.item(), float((c * w).exp().sum()), rtol=1e-6)
+    assert "llvm" in [s["backend"] for s in f._specializations()] or not ember.compiler.has_llvm()
