@@ -473,6 +473,14 @@ FORMULA(matmul) {
         T gr = unsq(s, g, -2);
         if (NEEDS(0)) gin[0] = give(mm(s, gr, mT(s, b)));
         if (NEEDS(1)) gin[1] = give(MUL(unsq(s, a, -1), gr));
+    } else if (b->ndim == 2 && a->ndim > 2) { /* a Linear layer on [.., m, k]: b's gradient in
+                                                 one GEMM over all rows, not a batch summed */
+        if (NEEDS(0)) gin[0] = give(mm(s, g, mT(s, b)));
+        if (NEEDS(1)) {
+            int64_t ka[2] = {-1, a->shape[a->ndim - 1]}, ng[2] = {-1, g->shape[g->ndim - 1]};
+            T a2 = keep(s, em_reshape(a, ka, 2)), g2 = keep(s, em_reshape(g, ng, 2));
+            gin[1] = give(mm(s, mT(s, a2), g2));
+        }
     } else {
         if (NEEDS(0)) gin[0] = give(mm(s, g, mT(s, b)));
         if (NEEDS(1)) gin[1] = give(mm(s, mT(s, a), g));

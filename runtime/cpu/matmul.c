@@ -186,6 +186,22 @@ em_status cpu_matmul(em_op op, em_tensor *const *in, int n_in, const em_attrs *a
     size_t item = em_dtype_size(x->dtype);
     const char *xd = em_tensor_data(xa), *yd = em_tensor_data(ya);
     char *zd = em_tensor_data(z);
+    /* [.., m, k] @ [k, n] with x's batch dims laid out like more rows (a
+     * Linear layer on a sequence): one GEMM of batches * m rows, which BLAS
+     * blocks and threads far better than `batches` small ones. */
+    bool fold = yb == 0 && batches > 1 && m > 1 && xb == zb;
+    int64_t want = xrs * m; /* each batch dim's stride must continue the rows' */
+    for (int d = xb - 1; d >= 0 && fold; d--) {
+        if (xa->shape[d] != 1 && xa->strides[d] != want) fold = false;
+        want *= xa->shape[d];
+    }
+    blas_view folded;
+    if (fold && blas_layout(m * batches, k, xrs, xcs, &folded)) { /* (a legal BLAS matrix still) */
+        gemm2d(x->dtype, xd, xrs, xcs, yd, yrs, ycs, zd, m * batches, n, k);
+        em_tensor_release(xa);
+        em_tensor_release(ya);
+        return EM_OK;
+    }
     for (int64_t bi = 0; bi < batches; bi++) {
         int64_t rem = bi, xo = 0, yo = 0;
         for (int d = zb - 1; d >= 0; d--) {
