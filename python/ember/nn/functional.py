@@ -13,6 +13,15 @@ from ..autograd import no_grad
 
 # ---------------------------------------------------------------- activations
 
+def _maybe_inplace(input, fn, inplace):
+    """fn(input), or with inplace, input overwritten with it. The graph of
+    fn is then built on a copy: copy_ bumps input's version, and a backward
+    that saved input itself would find it modified."""
+    if not inplace:
+        return fn(input)
+    return input.copy_(fn(input.clone() if input.requires_grad else input))
+
+
 def relu(input, inplace=False):
     return input.relu_() if inplace else input.relu()
 
@@ -21,20 +30,26 @@ def relu6(input, inplace=False):
     return hardtanh(input, 0.0, 6.0, inplace)
 
 
+def _hardtanh(input, min_val, max_val):
+    # clamp's gradient passes at the bounds; PyTorch's hardtanh (and relu6)
+    # stops it there: only strictly inside do the values flow through
+    inside = (input > min_val) & (input < max_val)
+    return _ops.where(inside, input, input.detach().clamp(min_val, max_val))
+
+
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    return input.clamp_(min_val, max_val) if inplace else input.clamp(min_val, max_val)
+    return _maybe_inplace(input, lambda x: _hardtanh(x, min_val, max_val), inplace)
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    out = _ops.where(input > 0, input, input * negative_slope)
-    return input.copy_(out) if inplace else out
+    return _maybe_inplace(input, lambda x: _ops.where(x > 0, x, x * negative_slope), inplace)
 
 
 def elu(input, alpha=1.0, inplace=False):
     # expm1 of min(x, 0): the unused branch stays finite, so its zero
     # gradient never meets an inf
-    out = _ops.where(input > 0, input, input.clamp(max=0.0).expm1() * alpha)
-    return input.copy_(out) if inplace else out
+    return _maybe_inplace(
+        input, lambda x: _ops.where(x > 0, x, x.clamp(max=0.0).expm1() * alpha), inplace)
 
 
 def gelu(input, approximate="none"):
@@ -42,12 +57,11 @@ def gelu(input, approximate="none"):
 
 
 def silu(input, inplace=False):
-    return input.copy_(_ops.silu(input)) if inplace else _ops.silu(input)
+    return _maybe_inplace(input, _ops.silu, inplace)
 
 
 def mish(input, inplace=False):
-    out = input * softplus(input).tanh()
-    return input.copy_(out) if inplace else out
+    return _maybe_inplace(input, lambda x: x * softplus(x).tanh(), inplace)
 
 
 def softplus(input, beta=1.0, threshold=20.0):
@@ -114,9 +128,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     if padding_idx is not None:
         if padding_idx < 0:
             padding_idx += weight.shape[0]
-        # the padding row gets no gradient: mask it out of the lookup
-        keep = (input.reshape(-1) != padding_idx).to(weight.dtype).unsqueeze(1)
-        rows = rows * keep
+        # the padding row gets no gradient, but its value is still returned
+        # (as in PyTorch, where it need not be zero)
+        keep = (input.reshape(-1) != padding_idx).unsqueeze(1)
+        rows = _ops.where(keep, rows, rows.detach())
     return rows.reshape(*input.shape, weight.shape[1])
 
 
@@ -127,11 +142,10 @@ def dropout(input, p=0.5, training=True, inplace=False):
     if not training or p == 0.0:
         return input
     if p == 1.0:
-        out = input * 0.0
-    else:
-        keep = _creation.rand(*input.shape, dtype=input.dtype) >= p
-        out = input * (keep.to(input.dtype) * (1.0 / (1.0 - p)))
-    return input.copy_(out) if inplace else out
+        return _maybe_inplace(input, lambda x: x * 0.0, inplace)
+    keep = _creation.rand(*input.shape, dtype=input.dtype) >= p
+    scale = keep.to(input.dtype) * (1.0 / (1.0 - p))
+    return _maybe_inplace(input, lambda x: x * scale, inplace)
 
 
 # ---------------------------------------------------------------- normalisation
@@ -221,9 +235,10 @@ def pad(input, pad, mode="constant", value=None):
     if mode != "constant":
         raise NotImplementedError(f"pad: mode={mode!r} is not implemented in ember yet (only "
                                   f"'constant')")
-    if len(pad) % 2 or len(pad) // 2 > input.ndim:
-        raise ValueError(f"pad: padding length must be even and at most twice the number of "
-                         f"dims; got {len(pad)} for a {input.ndim}-d input")
+    if len(pad) % 2:
+        raise RuntimeError(f"Padding length must be divisible by 2, got {len(pad)}")
+    if len(pad) // 2 > input.ndim:
+        raise RuntimeError(f"Padding length too large: {len(pad)} for a {input.ndim}-d input")
     value = 0.0 if value is None else value
     out = input
     for k in range(len(pad) // 2):
@@ -284,10 +299,12 @@ def _windows(input, kernel, stride, padding, dilation, fill=0.0, ceil_mode=False
 
 
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
-    """Sliding blocks as columns: (N, C*KH*KW, L) for a (N, C, H, W) input."""
+    """Sliding blocks as columns: (N, C*KH*KW, L) for a (N, C, H, W) input,
+    (C*KH*KW, L) for an unbatched (C, H, W) one."""
+    if input.ndim == 3:
+        return unfold(input.unsqueeze(0), kernel_size, dilation, padding, stride).squeeze(0)
     if input.ndim != 4:
-        raise NotImplementedError(f"unfold: only 4-d (batched image) input is supported, got "
-                                  f"{input.ndim}-d")
+        raise RuntimeError(f"unfold: expected 3D or 4D (batched) input, got {input.ndim}-d")
     k = _pair(kernel_size, what="kernel_size")
     cols, oh, ow = _windows(input, k, _pair(stride), _pair(padding), _pair(dilation), what="unfold")
     n, c = input.shape[0], input.shape[1]
@@ -321,15 +338,14 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
             padding = (0, 0)
         elif padding == "same":
             if any(s != 1 for s in stride):
-                raise ValueError("padding='same' is not supported for strided convolutions")
+                raise RuntimeError("padding='same' is not supported for strided convolutions")
             total = [d * (kk - 1) for d, kk in zip(dilation, k)]
-            if any(t % 2 for t in total):
-                raise NotImplementedError("conv2d: padding='same' with an even total padding "
-                                          "(asymmetric) is not implemented in ember yet")
             padding = tuple(t // 2 for t in total)
+            if any(t % 2 for t in total):
+                # an odd total: PyTorch puts the extra row/column at the end
+                input = pad(input, (0, total[1] % 2, 0, total[0] % 2))
         else:
-            raise ValueError(f"Invalid padding string {padding!r}, should be one of "
-                             f"{{'valid', 'same'}}")
+            raise RuntimeError(f"Invalid padding string: {padding!r}")
     padding = _pair(padding, what="padding")
     n, c = input.shape[0], input.shape[1]
     cols, oh, ow = _windows(input, k, stride, padding, dilation, what="conv2d")
@@ -414,9 +430,13 @@ def adaptive_avg_pool2d(input, output_size):
     [floor(i*H/n), ceil((i+1)*H/n))."""
     x = _pool_input(input, "adaptive_avg_pool2d")
     n, c, h, w = x.shape
-    oh, ow = _pair(output_size, what="output_size") if output_size is not None else (h, w)
-    oh = h if oh is None else oh
-    ow = w if ow is None else ow
+    # None (for both or for one) keeps that size of the input
+    if output_size is None or isinstance(output_size, numbers.Integral):
+        output_size = (output_size, output_size)
+    if len(output_size) != 2:
+        raise ValueError(f"adaptive_avg_pool2d: output_size must be an int or a pair, got "
+                         f"{output_size}")
+    oh, ow = (size if o is None else int(o) for o, size in zip(output_size, (h, w)))
     if h % oh == 0 and w % ow == 0:  # equal windows: one reshape and a mean
         out = x.reshape(n, c, oh, h // oh, ow, w // ow).mean((3, 5))
     else:
@@ -502,7 +522,9 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     w = keep.to(input.dtype)
     if weight is not None:
         w = w * weight.index_select(0, safe.reshape(-1)).reshape(safe.shape)
-    loss = picked * w
+    # where, not just the zero weight: when every target is ignored the mean
+    # divides by zero, and inf * 0 would send NaN (PyTorch: zero) back
+    loss = _ops.where(keep, picked * w, 0.0)
     if reduction == "mean":
         return loss.sum() / w.sum()
     return _reduce(loss, reduction, "nll_loss")
@@ -516,7 +538,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if size_average is not None or reduce is not None:
         raise NotImplementedError("cross_entropy: size_average/reduce are deprecated; use reduction")
     if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     cls_dim = 1 if input.ndim >= 2 else 0
     logp = input.log_softmax(cls_dim)
     c = input.shape[cls_dim]
@@ -536,9 +558,10 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     nll = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
     if label_smoothing == 0.0:
         return nll
-    keep = (target != ignore_index).to(input.dtype)
+    mask = target != ignore_index
+    keep = mask.to(input.dtype)
     terms = logp if weight is None else logp * weight.reshape(wshape)
-    smooth = -terms.sum(cls_dim) * keep
+    smooth = _ops.where(mask, -terms.sum(cls_dim), 0.0)  # where: as in nll_loss
     if reduction == "mean":
         if weight is None:
             smooth = smooth.sum() / keep.sum()

@@ -54,7 +54,8 @@ class Hardtanh(Module):
         return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
 
     def extra_repr(self):
-        return f"min_val={self.min_val}, max_val={self.max_val}"
+        return f"min_val={self.min_val}, max_val={self.max_val}" + \
+            (", inplace=True" if self.inplace else "")
 
 
 class GELU(Module):
@@ -76,6 +77,9 @@ class SiLU(Module):
 
     def forward(self, input):
         return F.silu(input, self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class Mish(SiLU):
@@ -99,7 +103,7 @@ class LogSigmoid(Module):
 
 
 class Softplus(Module):
-    def __init__(self, beta=1.0, threshold=20.0):
+    def __init__(self, beta=1, threshold=20):  # PyTorch's defaults, which its repr shows
         super().__init__()
         self.beta, self.threshold = beta, threshold
 

@@ -20,6 +20,15 @@ class _ConvNd(Module):
             raise ValueError("in_channels must be divisible by groups")
         if out_channels % groups:
             raise ValueError("out_channels must be divisible by groups")
+        if isinstance(padding, str):
+            if padding not in ("same", "valid"):
+                raise ValueError(f"Invalid padding string {padding!r}, should be one of "
+                                 f"{{'same', 'valid'}}")
+            if padding == "same" and any(s != 1 for s in F._pair(stride, self._nd, "stride")):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+        if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
+            raise ValueError(f"padding_mode must be one of {{'zeros', 'reflect', 'replicate', "
+                             f"'circular'}}, but got padding_mode={padding_mode!r}")
         if padding_mode != "zeros":
             raise NotImplementedError(f"{type(self).__name__}: padding_mode={padding_mode!r} is "
                                       f"not implemented in ember yet (only 'zeros')")
@@ -50,8 +59,7 @@ class _ConvNd(Module):
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
              f"stride={self.stride}")
         if self.padding != (0,) * self._nd:
-            s += f", padding={self.padding!r}" if isinstance(self.padding, str) else \
-                f", padding={self.padding}"
+            s += f", padding={self.padding}"  # a string unquoted, as PyTorch prints it
         if self.dilation != (1,) * self._nd:
             s += f", dilation={self.dilation}"
         if self.groups != 1:

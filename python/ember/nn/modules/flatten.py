@@ -18,7 +18,8 @@ class Flatten(Module):
 class Unflatten(Module):
     def __init__(self, dim, unflattened_size):
         super().__init__()
-        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+        # kept as given (a tuple or a list), which the repr shows as PyTorch's does
+        self.dim, self.unflattened_size = dim, unflattened_size
 
     def forward(self, input):
         return input.unflatten(self.dim, self.unflattened_size)

@@ -193,7 +193,9 @@ class Module:
 
     def _named_members(self, registry, prefix, recurse, remove_duplicate=True):
         seen = set()
-        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        # a module reached by two names is walked under both unless deduplicating
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse \
+            else [(prefix, self)]
         for mod_prefix, m in mods:
             for name, v in getattr(m, registry).items():
                 if v is None or (remove_duplicate and id(v) in seen):
@@ -261,27 +263,37 @@ class Module:
                 p.grad = None
             else:
                 g = p.grad
+                if g.grad_fn is not None:  # a gradient with history (create_graph):
+                    g.detach_()            # cut it from its graph first, as PyTorch does
+                else:
+                    g.requires_grad_(False)
                 with no_grad():
                     g.zero_()
 
     def _apply(self, fn):
         """fn applied to every parameter (keeping it a Parameter, in place
         of the old one so optimizers built later see the new ones) and
-        buffer, recursively."""
+        buffer, recursively. Each distinct tensor is converted once, so a
+        parameter shared by two modules (tied weights) stays shared."""
+        done = {}  # id(old) -> (old, its replacement); old kept alive so its id stays unique
         for m in self.modules():
             for name, p in m._parameters.items():
                 if p is None:
                     continue
-                with no_grad():
-                    new = fn(p)
-                if new is not p:
-                    np_ = Parameter(new, p.requires_grad)
-                    if p.grad is not None:
-                        np_.grad = fn(p.grad)
-                    m._parameters[name] = np_
+                if id(p) not in done:
+                    with no_grad():
+                        new = fn(p)
+                    if new is not p:
+                        new = Parameter(new, p.requires_grad)
+                        if p.grad is not None:
+                            new.grad = fn(p.grad)
+                    done[id(p)] = (p, new)
+                m._parameters[name] = done[id(p)][1]
             for name, b in m._buffers.items():
                 if b is not None:
-                    m._buffers[name] = fn(b)
+                    if id(b) not in done:
+                        done[id(b)] = (b, fn(b))
+                    m._buffers[name] = done[id(b)][1]
         return self
 
     def to(self, *args, **kwargs):
