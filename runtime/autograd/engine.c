@@ -671,6 +671,13 @@ static em_status run_node(engine *e, task *t, bool retain_graph) {
     return st;
 }
 
+static void drop_grads(task *t) {
+    if (!t->grads) return;
+    for (int j = 0; j < (t->node->n_out ? t->node->n_out : 1); j++) em_tensor_release(t->grads[j]);
+    em_free(t->grads);
+    t->grads = NULL;
+}
+
 static em_status run(engine *e, em_tensor *const *outputs, em_tensor *const *grads, int n,
                      bool retain_graph) {
     em_node **roots = em_malloc((size_t)(n ? n : 1) * sizeof *roots);
@@ -728,6 +735,8 @@ static em_status run(engine *e, em_tensor *const *outputs, em_tensor *const *gra
     while (st == EM_OK && e->n_heap) {
         task *t = pop_ready(e);
         st = run_node(e, t, retain_graph);
+        drop_grads(t); /* done with them: memory back now, and a gradient that was a view
+                          of one of them can become a leaf's .grad without a copy */
         em_node *node = t->node;
         for (int i = 0; i < node->n_in && st == EM_OK; i++) {
             if (!node->next[i].node) continue;
@@ -735,12 +744,8 @@ static em_status run(engine *e, em_tensor *const *outputs, em_tensor *const *gra
             if (--m->deps == 0 && !m->queued) push_ready(e, m);
         }
     }
-    for (size_t i = 0; i < e->cap; i++) {
-        task *t = &e->tasks[i];
-        if (!t->node || !t->grads) continue;
-        for (int j = 0; j < (t->node->n_out ? t->node->n_out : 1); j++) em_tensor_release(t->grads[j]);
-        em_free(t->grads);
-    }
+    for (size_t i = 0; i < e->cap; i++)
+        if (e->tasks[i].node) drop_grads(&e->tasks[i]);
     for (int i = 0; i < n; i++) em_tensor_release(seeds[i]);
     for (int i = 0; i < n_roots; i++) em_node_release(roots[i]);
     em_free(e->tasks);

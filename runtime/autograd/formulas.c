@@ -459,6 +459,19 @@ static T mT(scope *s, T a) { return a ? keep(s, em_transpose(a, -2, -1)) : keep(
 static T unsq(scope *s, T a, int64_t d) { return a ? keep(s, em_unsqueeze(a, d)) : keep(s, NULL); }
 static T mm(scope *s, T a, T b) { return a && b ? keep(s, em_matmul(a, b)) : keep(s, NULL); }
 
+/* Is t a matrix stored transposed (column-major), like W.t()? */
+static bool column_major(const em_tensor *t) {
+    return t->ndim == 2 && t->shape[0] > 1 && t->shape[1] > 1 && t->strides[0] == 1 &&
+           t->strides[1] == t->shape[0];
+}
+
+/* x @ y laid out like `like`: for a column-major `like` (the W.t() of a
+ * Linear layer) as (y^T x^T)^T, so the gradient reaching W is contiguous
+ * and its .grad needs no transposing copy (PyTorch's mm_mat2_backward). */
+static T mm_like(scope *s, T x, T y, const em_tensor *like) {
+    return column_major(like) ? mT(s, mm(s, mT(s, y), mT(s, x))) : mm(s, x, y);
+}
+
 FORMULA(matmul) {
     BEGIN; /* matrices (batched): g b^T and a^T g; a 1-d side is a row or column */
     T a = c->in[0], b = c->in[1];
@@ -479,11 +492,11 @@ FORMULA(matmul) {
         if (NEEDS(1)) {
             int64_t ka[2] = {-1, a->shape[a->ndim - 1]}, ng[2] = {-1, g->shape[g->ndim - 1]};
             T a2 = keep(s, em_reshape(a, ka, 2)), g2 = keep(s, em_reshape(g, ng, 2));
-            gin[1] = give(mm(s, mT(s, a2), g2));
+            gin[1] = give(mm_like(s, mT(s, a2), g2, b));
         }
     } else {
-        if (NEEDS(0)) gin[0] = give(mm(s, g, mT(s, b)));
-        if (NEEDS(1)) gin[1] = give(mm(s, mT(s, a), g));
+        if (NEEDS(0)) gin[0] = give(mm_like(s, g, mT(s, b), a));
+        if (NEEDS(1)) gin[1] = give(mm_like(s, mT(s, a), g, b));
     }
     END;
 }
