@@ -336,7 +336,35 @@ static PyObject *f_differentiable_ops(PyObject *self, PyObject *unused) {
     return r;
 }
 
+/* _set_data(t, src): t takes src's memory, dtype and shape, keeping its
+ * identity and autograd flags (PyTorch's `t.data = src`, which Module.to()
+ * uses so that optimizers keep holding the model's parameters). */
+static PyObject *f_set_data(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *a, *b;
+    if (!PyArg_ParseTuple(args, "OO", &a, &b)) return NULL;
+    if (!em_py_is_tensor(a) || !em_py_is_tensor(b))
+        return em_py_error(PyExc_TypeError, "data must be set to a Tensor, got %s", Py_TYPE(b)->tp_name);
+    em_tensor *t = T(a), *src = T(b);
+    if (t->requires_grad && !em_dtype_is_float(src->dtype))
+        return em_py_error(PyExc_RuntimeError, "data set to a tensor of dtype %s, but this tensor "
+                           "requires grad and only floating point tensors can",
+                           em_dtype_long_name(src->dtype));
+    em_storage_retain(src->storage);
+    em_storage_release(t->storage);
+    t->storage = src->storage;
+    t->offset = src->offset;
+    t->numel = src->numel;
+    t->dtype = src->dtype;
+    t->ndim = src->ndim;
+    memcpy(t->shape, src->shape, sizeof t->shape);
+    memcpy(t->strides, src->strides, sizeof t->strides);
+    t->is_view = false;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef autograd_methods[] = {
+    {"_set_data", f_set_data, METH_VARARGS, "_set_data(t, src): t.data = src"},
     {"_differentiable_ops", f_differentiable_ops, METH_NOARGS, "names of the ops with a gradient"},
     {"_backward", f_backward, METH_VARARGS, "_backward(tensors, grad_tensors, retain_graph, create_graph)"},
     {"_grad", f_grad, METH_VARARGS, "_grad(outputs, grad_outputs, inputs, retain_graph, create_graph, allow_unused)"},

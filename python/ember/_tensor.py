@@ -136,5 +136,10 @@ class Tensor(_C._TensorBase):
 
     @property
     def data(self):
-        """This tensor's values without history (shares memory)."""
+        """This tensor's values without history (shares memory). Assigning
+        a tensor makes this one take its memory, dtype and shape."""
         return self.detach()
+
+    @data.setter
+    def data(self, value):
+        _C._set_data(self, value)

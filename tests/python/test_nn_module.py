@@ -856,3 +856,20 @@ def test_fan_errors():
         init.kaiming_uniform_(ember.empty(3, 4), mode="fan_avg")
     with pytest.raises(ValueError):
         init.eye_(ember.empty(2, 2, 2))
+
+
+def test_to_keeps_parameter_identity_for_optimizers_built_before():
+    def run(m):
+        model = m.nn.Linear(3, 2)
+        with m.no_grad():
+            model.weight.copy_(m.tensor(np.arange(6.0).reshape(2, 3) / 10))
+            model.bias.zero_()
+        w = model.weight
+        opt = m.optim.SGD(model.parameters(), lr=0.1)
+        model.double()
+        assert model.weight is w and w.dtype == m.float64 and isinstance(w, m.nn.Parameter)
+        model(m.ones(4, 3, dtype=m.float64)).sum().backward()
+        opt.step()
+        return w.detach().numpy().copy()
+    np.testing.assert_allclose(run(ember), run(torch), rtol=1e-12)
+    assert str(ember.nn.Parameter(ember.ones(1))).startswith("Parameter containing:")

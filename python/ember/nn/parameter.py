@@ -19,6 +19,8 @@ class Parameter(Tensor):
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()
 
+    __str__ = __repr__
+
     def __reduce_ex__(self, protocol):
         return (Parameter, (self.detach(), self.requires_grad))
 

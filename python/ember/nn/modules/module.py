@@ -271,24 +271,25 @@ class Module:
                     g.zero_()
 
     def _apply(self, fn):
-        """fn applied to every parameter (keeping it a Parameter, in place
-        of the old one so optimizers built later see the new ones) and
-        buffer, recursively. Each distinct tensor is converted once, so a
-        parameter shared by two modules (tied weights) stays shared."""
+        """fn applied to every parameter and buffer, recursively.
+        Parameters keep their identity (their data is swapped, as PyTorch's
+        `param.data = fn(param)` does), so an optimizer built before
+        model.double() still holds the model's parameters. Each distinct
+        tensor is converted once, so tied weights stay tied."""
         done = {}  # id(old) -> (old, its replacement); old kept alive so its id stays unique
         for m in self.modules():
-            for name, p in m._parameters.items():
-                if p is None:
+            for p in m._parameters.values():
+                if p is None or id(p) in done:
                     continue
-                if id(p) not in done:
-                    with no_grad():
-                        new = fn(p)
-                    if new is not p:
-                        new = Parameter(new, p.requires_grad)
-                        if p.grad is not None:
-                            new.grad = fn(p.grad)
-                    done[id(p)] = (p, new)
-                m._parameters[name] = done[id(p)][1]
+                with no_grad():
+                    new = fn(p)
+                if new is not p:
+                    grad = p.grad
+                    p.grad = None
+                    p.data = new
+                    if grad is not None:
+                        p.grad = fn(grad)
+                done[id(p)] = (p, p)
             for name, b in m._buffers.items():
                 if b is not None:
                     if id(b) not in done:
