@@ -14,7 +14,8 @@ sleep instead of spinning between ops, its better setting on this 2-core
 machine), so neither disturbs ember's thread pool. The C limit is the same
 MLP step written with OpenBLAS sgemm calls and plain loops (train_ref.c),
 and the block's GEMMs alone. Times are medians over at least 30 steps
-after warm-up, best of 3 rounds.
+after warm-up (10 for the block); three rounds interleave all contenders in
+time and each keeps its best.
 """
 
 import ctypes
@@ -42,10 +43,6 @@ def median_ms(fn, n=30, warm=5):
         fn()
         times.append(time.perf_counter() - t)
     return statistics.median(times) * 1e3
-
-
-def best_of(fn, **kw):
-    return min(median_ms(fn, **kw) for _ in range(ROUNDS))
 
 
 # ---------------------------------------------------------------- the models, written once
@@ -163,7 +160,7 @@ def numpy_block_forward(batch=4, seq=256, d=768, heads=12):
 
 # ---------------------------------------------------------------- the C limit
 
-def c_limits():
+def c_step_fns():
     out = os.path.join(tempfile.mkdtemp(prefix="ember-bench-"), "libtrain_ref.so")
     subprocess.run(["gcc", "-O3", "-march=native", "-shared", "-fPIC", "-I/usr/include/openblas",
                     os.path.join(HERE, "train_ref.c"), "-o", out, "-lopenblas", "-lm"], check=True)
@@ -177,9 +174,8 @@ def c_limits():
     x = np.random.default_rng(0).standard_normal((128, 784)).astype(np.float32)
     y = np.random.default_rng(1).integers(0, 10, 128).astype(np.int64)
     blk = lib.block_new(4, 256, 768, 12)
-    mlp = best_of(lambda: lib.mlp_step(m, x.ctypes.data, y.ctypes.data, 0.01))
-    block = best_of(lambda: lib.block_gemms(blk), n=10, warm=2)
-    return mlp, block
+    return (lambda: lib.mlp_step(m, x.ctypes.data, y.ctypes.data, 0.01),
+            lambda: lib.block_gemms(blk))
 
 
 # ---------------------------------------------------------------- PyTorch, in child processes
@@ -187,8 +183,8 @@ def c_limits():
 def torch_child():
     import torch
     torch.set_num_threads(2)
-    mlp = best_of(mlp_step_fn(torch))
-    block = best_of(gpt_block_fn(torch), n=10, warm=2)
+    mlp = median_ms(mlp_step_fn(torch))
+    block = median_ms(gpt_block_fn(torch), n=10, warm=2)
     print(json.dumps({"mlp": mlp, "block": block, "version": torch.__version__}))
 
 
@@ -215,14 +211,28 @@ def machine():
 
 def main():
     import ember
-    t_default = torch_times(passive=False)
-    t_passive = torch_times(passive=True)
-    time.sleep(0.5)
-    em_mlp = best_of(mlp_step_fn(ember))
-    em_block = best_of(gpt_block_fn(ember), n=10, warm=2)
-    np_mlp = best_of(numpy_mlp_step())
-    np_block = best_of(numpy_block_forward(), n=10, warm=2)
-    c_mlp, c_block = c_limits()
+    # rounds interleave every contender in time (this VM's speed drifts by
+    # up to 2x over minutes); each keeps its best round
+    em_fns = (mlp_step_fn(ember), gpt_block_fn(ember))
+    np_fns = (numpy_mlp_step(), numpy_block_forward())
+    c_fns = c_step_fns()
+    res = {k: [] for k in ("td_mlp", "td_block", "tp_mlp", "tp_block", "em_mlp", "em_block",
+                           "np_mlp", "np_block", "c_mlp", "c_block")}
+    for _ in range(ROUNDS):
+        for passive, key in ((False, "td"), (True, "tp")):
+            t = torch_times(passive)
+            res[key + "_mlp"].append(t["mlp"])
+            res[key + "_block"].append(t["block"])
+        time.sleep(0.5)  # PyTorch's process is gone; let the CPU settle
+        for key, (mlp, block) in (("em", em_fns), ("np", np_fns), ("c", c_fns)):
+            res[key + "_mlp"].append(median_ms(mlp))
+            res[key + "_block"].append(median_ms(block, n=10, warm=2))
+    best = {k: min(v) for k, v in res.items()}
+    t_default = {"mlp": best["td_mlp"], "block": best["td_block"], "version": t["version"]}
+    t_passive = {"mlp": best["tp_mlp"], "block": best["tp_block"]}
+    em_mlp, em_block = best["em_mlp"], best["em_block"]
+    np_mlp, np_block = best["np_mlp"], best["np_block"]
+    c_mlp, c_block = best["c_mlp"], best["c_block"]
 
     print(f"Machine: {machine()}; PyTorch {t_default['version']}; ember {ember.__version__} "
           f"({ember.get_num_threads()} threads)\n")
