@@ -873,3 +873,12 @@ def test_to_keeps_parameter_identity_for_optimizers_built_before():
         return w.detach().numpy().copy()
     np.testing.assert_allclose(run(ember), run(torch), rtol=1e-12)
     assert str(ember.nn.Parameter(ember.ones(1))).startswith("Parameter containing:")
+
+
+def test_batchnorm_state_dict_without_num_batches_tracked_loads():
+    for m, nn_ in ((ember, enn), (torch, torch.nn)):
+        bn = nn_.BatchNorm2d(3)
+        sd = {k: v for k, v in bn.state_dict().items() if k != "num_batches_tracked"}
+        assert bn.load_state_dict(sd).missing_keys == []
+        assert int(bn.num_batches_tracked) == 0
+        assert "num_batches_tracked" not in sd  # the caller's dict is left alone

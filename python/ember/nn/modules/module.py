@@ -371,6 +371,9 @@ class Module:
         unexpected keys are an error; either way they are returned."""
         if not hasattr(state_dict, "items"):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        state_dict = OrderedDict(state_dict)  # (the upgrades below must not touch the caller's)
+        for prefix, m in self.named_modules():
+            m._upgrade_state_dict(state_dict, prefix + "." if prefix else "")
         missing, unexpected, errors = [], [], []
         own = self.state_dict(keep_vars=True)
         for key, target in own.items():
@@ -401,6 +404,10 @@ class Module:
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" +
                                "\n\t".join(errors))
         return _IncompatibleKeys(missing, unexpected)
+
+    def _upgrade_state_dict(self, state_dict, prefix):
+        """Fills in, in place, entries this module can supply for state dicts
+        written before they existed (BatchNorm's num_batches_tracked)."""
 
     # ---- printing ----
 

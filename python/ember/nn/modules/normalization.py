@@ -102,6 +102,14 @@ class _BatchNorm(Module):
             init.ones_(self.weight)
             init.zeros_(self.bias)
 
+    def _upgrade_state_dict(self, state_dict, prefix):
+        # PyTorch's rule: state dicts from before num_batches_tracked load
+        # with the count at zero
+        key = prefix + "num_batches_tracked"
+        if self.track_running_stats and key not in state_dict and \
+                prefix + "running_mean" in state_dict:
+            state_dict[key] = _creation.tensor(0, dtype=_C.int64)
+
     def forward(self, input):
         if input.ndim not in self._dims:
             raise ValueError(f"expected {' or '.join(f'{d}D' for d in self._dims)} input (got "
