@@ -165,11 +165,31 @@ def setitem(x, key, value):
         v = value.to(x.dtype) if isinstance(value, _C._TensorBase) else _C.full((), value, dtype=x.dtype)
         _C._ew_(_WHERE, x, mask.reshape(*mask.shape, *([1] * (x.ndim - mask.ndim))), v, x)
         return
+    if _C.is_grad_enabled() and (x.requires_grad or getattr(value, "requires_grad", False)):
+        _setitem_recorded(x, key, value)
+        return
     view, adv = _apply(x, key)
     if not adv:
         view.copy_(value)
         return
     _C._index_put(view, [t for _, t in adv], [d for d, _ in adv], value, False, True)
+
+
+def _setitem_recorded(x, key, value):
+    """x[key] = value as one index_put_ into x itself, which autograd records
+    (a write through a view of x would not reach x's history): the key picks
+    positions out of a grid of x's flat indices, unravelled per dim."""
+    flat = _C.arange(x.numel()).reshape(tuple(x.shape)) if x.ndim else _C.arange(1).reshape(())
+    picked = getitem(flat, key)
+    idx = []
+    for n in reversed(tuple(x.shape)):
+        idx.append(picked.remainder(n))
+        picked = picked.floor_divide(n)
+    idx.reverse()
+    if not idx:  # a 0-d x: the one element
+        x.copy_(value)
+        return
+    _C._index_put(x, idx, list(range(len(idx))), value, False, True)
 
 
 def index_put(x, indices, values, accumulate=False, inplace=False):

@@ -375,8 +375,22 @@ def test_inplace_on_a_view_is_not_supported_yet():
     y = x * 1
     with pytest.raises(NotImplementedError, match="view"):
         y[0].mul_(2)
-    with pytest.raises(NotImplementedError, match="view"):
-        y[:, 1] = ember.ones(3)
+
+
+def test_setitem_into_a_tensor_that_requires_grad():
+    """x[key] = v with any key is recorded as one write into x itself."""
+    def f(m):
+        x = m.tensor(np.arange(12.0).reshape(3, 4), requires_grad=True)
+        v = m.tensor([1.0, 2.0], dtype=m.float64, requires_grad=True)
+        y = x * 2
+        y[1, 1:3] = v * 3
+        y[:, 0] = 7.0
+        y[y > 15] = 0.0
+        y[[0, 2], -1] = v
+        (y * y).sum().backward()
+        return y, x.grad, v.grad
+    for e, t in zip(*both(f)):
+        close(e, t)
 
 
 def test_grad_setter_checks():
