@@ -8,11 +8,13 @@
  * per compiled graph: the traced IR, the IR after every pass, the backend's
  * code and the guards, as text a person can read and ember-opt can parse.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "ember/alloc.h"
 #include "ember/frontend.h"
@@ -24,7 +26,14 @@ struct em_compiled {
     void *state;
     char dump_path[1024];
     char note[512];
+    double passes_ms, backend_ms; /* compile time by stage, for explain() */
 };
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
 
 /* ---- the interpreter as a backend ---- */
 
@@ -62,7 +71,7 @@ unsigned em_dump_mask_from_env(void) {
     snprintf(buf, sizeof buf, "%s", env);
     for (char *tok = strtok(buf, ", "); tok; tok = strtok(NULL, ", ")) {
         if (!strcmp(tok, "all") || !strcmp(tok, "1"))
-            mask |= EM_DUMP_IR | EM_DUMP_PASSES | EM_DUMP_LLVM | EM_DUMP_GUARDS;
+            mask |= EM_DUMP_IR | EM_DUMP_PASSES | EM_DUMP_LLVM | EM_DUMP_GUARDS | EM_DUMP_DOT;
         else if (!strcmp(tok, "ir"))
             mask |= EM_DUMP_IR | EM_DUMP_GUARDS;
         else if (!strcmp(tok, "passes"))
@@ -71,6 +80,8 @@ unsigned em_dump_mask_from_env(void) {
             mask |= EM_DUMP_LLVM;
         else if (!strcmp(tok, "guards"))
             mask |= EM_DUMP_GUARDS;
+        else if (!strcmp(tok, "dot"))
+            mask |= EM_DUMP_DOT;
     }
     return mask;
 }
@@ -150,6 +161,7 @@ em_status em_compile(em_ir_graph *graph, em_tensor *const *examples, int n_examp
     }
     int n_passes = 0;
     while (em_default_pipeline[n_passes]) n_passes++;
+    double t0 = now_ms();
     em_status st = em_pass_run_pipeline(graph, em_default_pipeline, n_passes, true,
                                         dc.dir && (opts->dump_mask & EM_DUMP_PASSES) ? dump_after_pass : NULL,
                                         &dc);
@@ -157,7 +169,13 @@ em_status em_compile(em_ir_graph *graph, em_tensor *const *examples, int n_examp
         em_compiled_free(c);
         return st;
     }
+    c->passes_ms = now_ms() - t0;
     if (dc.dir && (opts->dump_mask & EM_DUMP_IR)) dump_graph(dc.dir, "final.ir", graph);
+    if (dc.dir && (opts->dump_mask & EM_DUMP_DOT)) {
+        char *dot = em_ir_to_dot(graph);
+        if (dot) write_file(dc.dir, "final.dot", dot);
+        free(dot);
+    }
 
     const em_backend *want = em_llvm_backend();
     if (opts->backend && strcmp(opts->backend, "interp") == 0) want = NULL;
@@ -168,6 +186,7 @@ em_status em_compile(em_ir_graph *graph, em_tensor *const *examples, int n_examp
         bo.dump = dump_backend_text;
         bo.dump_ctx = &dc;
     }
+    t0 = now_ms();
     if (want) {
         if (want->compile(graph, &bo, &c->state) == EM_OK) {
             c->backend = want;
@@ -184,6 +203,7 @@ em_status em_compile(em_ir_graph *graph, em_tensor *const *examples, int n_examp
         }
         c->backend = &interp_backend;
     }
+    c->backend_ms = now_ms() - t0;
     if (dc.dir) {
         char *desc = c->backend->describe(c->state);
         if (desc) write_file(dc.dir, "backend.txt", desc);
@@ -209,6 +229,11 @@ const char *em_compiled_backend(const em_compiled *c) { return c->backend->name;
 const char *em_compiled_dump_path(const em_compiled *c) { return c->dump_path; }
 const char *em_compiled_note(const em_compiled *c) { return c->note; }
 const em_ir_graph *em_compiled_graph(const em_compiled *c) { return c->graph; }
+void em_compiled_times(const em_compiled *c, double *passes_ms, double *backend_ms) {
+    *passes_ms = c->passes_ms;
+    *backend_ms = c->backend_ms;
+}
+char *em_compiled_describe(const em_compiled *c) { return c->backend->describe(c->state); }
 
 #ifndef EMBER_HAVE_LLVM
 const em_backend *em_llvm_backend(void) { return NULL; }

@@ -97,6 +97,7 @@ enum {
     EM_DUMP_PASSES = 1u << 1, /* the graph after every pass               */
     EM_DUMP_LLVM = 1u << 2,   /* generated LLVM IR, before and after opt  */
     EM_DUMP_GUARDS = 1u << 3, /* the guards of each specialisation        */
+    EM_DUMP_DOT = 1u << 4,    /* the final graph as Graphviz (final.dot)  */
 };
 
 /* EMBER_DUMP (a list like "ir,passes,llvm" or "all") as a mask, and the
@@ -127,6 +128,10 @@ const char *em_compiled_dump_path(const em_compiled *c);
 /* Why the preferred backend was not used ("" if it was). */
 const char *em_compiled_note(const em_compiled *c);
 const em_ir_graph *em_compiled_graph(const em_compiled *c);
+/* Milliseconds spent in the passes and in the backend's compile. */
+void em_compiled_times(const em_compiled *c, double *passes_ms, double *backend_ms);
+/* What the backend made (its kernels), as malloc'd text; NULL on failure. */
+char *em_compiled_describe(const em_compiled *c);
 
 /* The interpreter as a backend (always available). */
 const em_backend *em_interp_backend(void);

@@ -115,6 +115,9 @@ em_ir_loc em_ir_loc_merge(em_ir_loc a, em_ir_loc b);
 
 /* The graph as text; a malloc'd string the caller frees, NULL on failure. */
 char *em_ir_print(const em_ir_graph *g);
+/* The graph as Graphviz text (fused kernels as clusters); malloc'd, NULL on
+ * failure. */
+char *em_ir_to_dot(const em_ir_graph *g);
 /* Parses one graph. On error returns NULL and sets a message of the form
  * "file:line:col: error: what\n<the line>\n<caret>". */
 em_ir_graph *em_ir_parse(const char *text, const char *filename);

@@ -18,11 +18,14 @@
  * (which is then captured on its own). Results that are proxies are handed
  * back as the caller's original objects.
  */
-#include <string.h>
+#include "ember_py.h" /* first: Python.h sets the feature macros (strdup, clock_gettime) */
 
-#include "ember/strbuf.h"
+#include <string.h>
+#include <time.h>
+
 #include "ember/autograd.h"
-#include "ember_py.h"
+#include "ember/passes.h"
+#include "ember/strbuf.h"
 
 bool em_py_compile_enabled = true;
 static char *package_dir; /* frames in here are ember's own, not the user's */
@@ -38,7 +41,15 @@ typedef struct {
     bool grad_mode; /* traced with grad mode on: captured tensors that require grad make
                        such a trace fail, where one under no_grad compiles */
     char reason[512];
+    double trace_ms; /* the traced call (an eager run with recording) */
+    char *traced_ir; /* the graph as traced, before the passes (malloc'd) */
 } entry;
+
+/* Why calls ran eagerly, with counts (for _stats and explain). */
+typedef struct {
+    char *reason;
+    int64_t count;
+} fallback;
 
 typedef struct {
     PyObject_HEAD PyObject *fn;
@@ -53,6 +64,14 @@ typedef struct {
     char **warned; /* fallback reasons already warned about */
     int n_warned;
     int64_t n_compiled_calls, n_eager_calls, n_traces;
+    int64_t n_misses; /* calls no specialisation accepted */
+    fallback *fallbacks;
+    int n_fallbacks;
+    /* The latest call: "compiled", "traced" or "eager", the specialisation
+     * that ran or was made (-1: none), and why it ran eagerly. */
+    const char *last_event;
+    int last_entry;
+    char last_reason[512];
 } compiled_fn;
 
 #define MAX_ARGS 64
@@ -234,6 +253,7 @@ static PyObject *build_result(int kind, em_tensor **outs, int n) {
 /* ---- specialisations ---- */
 
 static void entry_clear(entry *e) {
+    free(e->traced_ir);
     em_guards_free(e->guards);
     em_compiled_free(e->compiled);
     for (int i = 0; i < e->n_captured; i++) em_tensor_release(e->captured[i]);
@@ -288,12 +308,41 @@ static int warn_fallback(compiled_fn *cf, const char *reason) {
     return warn(cf, "running eagerly: %s", reason);
 }
 
+/* Records what the current call does (before it runs, so a call that
+ * raises is still described). */
+static void note_call(compiled_fn *cf, const char *event, int entry_index, const char *reason) {
+    cf->last_event = event;
+    cf->last_entry = entry_index;
+    snprintf(cf->last_reason, sizeof cf->last_reason, "%s", reason ? reason : "");
+    if (strcmp(event, "eager") != 0) return;
+    cf->n_eager_calls++;
+    for (int i = 0; i < cf->n_fallbacks; i++)
+        if (strcmp(cf->fallbacks[i].reason, cf->last_reason) == 0) {
+            cf->fallbacks[i].count++;
+            return;
+        }
+    fallback *f = realloc(cf->fallbacks, (size_t)(cf->n_fallbacks + 1) * sizeof *f);
+    char *copy = strdup(cf->last_reason);
+    if (!f || !copy) { /* counting is best effort */
+        free(copy);
+        if (f) cf->fallbacks = f;
+        return;
+    }
+    cf->fallbacks = f;
+    cf->fallbacks[cf->n_fallbacks++] = (fallback){copy, 1};
+}
+
+/* Runs f eagerly for `reason`. */
+static PyObject *call_eagerly(compiled_fn *cf, int entry_index, const char *reason, PyObject *args,
+                              PyObject *kwargs) {
+    note_call(cf, "eager", entry_index, reason);
+    return PyObject_Call(cf->fn, args, kwargs);
+}
+
 static PyObject *run_entry(compiled_fn *cf, entry *e, PyObject *args, PyObject *kwargs,
                            const em_arg *a, int n) {
-    if (!e->compiled) {
-        cf->n_eager_calls++;
-        return PyObject_Call(cf->fn, args, kwargs);
-    }
+    if (!e->compiled) return call_eagerly(cf, (int)(e - cf->entries), e->reason, args, kwargs);
+    note_call(cf, "compiled", (int)(e - cf->entries), NULL);
     em_tensor *in[MAX_ARGS + 256];
     int k = 0;
     for (int i = 0; i < n; i++)
@@ -373,6 +422,9 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
         goto done;
     }
     cf->n_traces++;
+    note_call(cf, "traced", cf->n_entries, NULL);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int i = 0; i < n; i++)
         if (proxies[i] && em_trace_add_input(tr, em_py_tensor_of(proxies[i]), a[i].name) != EM_OK)
             em_trace_fail(tr, "out of memory while tracing");
@@ -388,6 +440,7 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
     char why[512] = "";
     if (!flatten(res, outs, &n_out, &kind, why, sizeof why)) em_trace_fail(tr, "%s", why);
     em_status st = em_trace_end(tr, outs, n_out, &tres);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     if (!(out = unproxy(res, objs, proxies, n))) {
         em_trace_result_clear(&tres);
         goto done;
@@ -400,8 +453,10 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
     }
     e->out_kind = kind;
     e->n_out = n_out;
+    e->trace_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
     if (st != EM_OK) {
         snprintf(e->reason, sizeof e->reason, "%s", em_last_error());
+        snprintf(cf->last_reason, sizeof cf->last_reason, "%s", e->reason);
         if (warn_fallback(cf, e->reason) < 0) Py_CLEAR(out);
         goto done;
     }
@@ -415,9 +470,11 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
                             e->guards};
     em_ir_graph *graph = tres.graph;
     tres.graph = NULL; /* em_compile owns it now, whatever happens */
+    e->traced_ir = em_ir_print(graph);
     if (em_compile(graph, examples, k, &opts, &e->compiled) != EM_OK) {
         e->compiled = NULL;
         snprintf(e->reason, sizeof e->reason, "compiling failed: %s", em_last_error());
+        snprintf(cf->last_reason, sizeof cf->last_reason, "%s", e->reason);
         em_trace_result_clear(&tres);
         if (warn_fallback(cf, e->reason) < 0) Py_CLEAR(out);
         goto done;
@@ -437,10 +494,12 @@ done:
 
 static PyObject *cf_call(PyObject *self, PyObject *args, PyObject *kwargs) {
     compiled_fn *cf = (compiled_fn *)self;
-    if (!em_py_compile_enabled || em_trace_active()) {
-        cf->n_eager_calls++;
-        return PyObject_Call(cf->fn, args, kwargs);
-    }
+    if (!em_py_compile_enabled)
+        return call_eagerly(cf, -1, "compilation is disabled (EMBER_COMPILE=0 or "
+                                    "ember.compiler.disable())", args, kwargs);
+    if (em_trace_active()) /* inlined into the caller's trace */
+        return call_eagerly(cf, -1, "called while another compiled function is being traced "
+                                    "(its ops join that trace)", args, kwargs);
     em_arg a[MAX_ARGS];
     PyObject *objs[MAX_ARGS], *keys[MAX_ARGS];
     const char *bad = NULL;
@@ -448,43 +507,42 @@ static PyObject *cf_call(PyObject *self, PyObject *args, PyObject *kwargs) {
     int n = collect_args(cf, args, kwargs, a, objs, keys, &bad, &bad_obj);
     if (n == -2) return NULL;
     if (n < 0) {
+        char why[256];
+        snprintf(why, sizeof why, "argument '%s' is a %s, which compiled functions do not support "
+                                  "yet (tensors, Python numbers, strings and None are)",
+                 bad, bad_obj ? Py_TYPE(bad_obj)->tp_name : "?");
         if (!cf->warned_args) {
             cf->warned_args = true;
-            if (warn(cf, "argument '%s' is a %s, which compiled functions do not support yet "
-                         "(tensors, Python numbers, strings and None are); running eagerly",
-                     bad, bad_obj ? Py_TYPE(bad_obj)->tp_name : "?") < 0)
-                return NULL;
+            if (warn(cf, "%s; running eagerly", why) < 0) return NULL;
         }
-        cf->n_eager_calls++;
-        return PyObject_Call(cf->fn, args, kwargs);
+        return call_eagerly(cf, -1, why, args, kwargs);
     }
     /* A compiled graph records no autograd history: calls that need one run
      * eagerly (the trace of such a call fails too, for captured tensors) */
     for (int i = 0; i < n && em_grad_enabled(); i++)
         if (a[i].kind == EM_ARG_TENSOR && a[i].tensor->requires_grad) {
-            if (warn_fallback(cf, "an argument requires grad, and compiled functions do not record "
-                                  "autograd history yet (call it under ember.no_grad() to compile "
-                                  "inference)") < 0)
-                return NULL;
-            cf->n_eager_calls++;
-            return PyObject_Call(cf->fn, args, kwargs);
+            const char *why = "an argument requires grad, and compiled functions do not record "
+                              "autograd history yet (call it under ember.no_grad() to compile "
+                              "inference)";
+            if (warn_fallback(cf, why) < 0) return NULL;
+            return call_eagerly(cf, -1, why, args, kwargs);
         }
     for (int i = 0; i < cf->n_entries; i++)
         if (cf->entries[i].grad_mode == em_grad_enabled() &&
             em_guards_check(cf->entries[i].guards, a, n, NULL, 0))
             return run_entry(cf, &cf->entries[i], args, kwargs, a, n);
+    cf->n_misses++;
     if (cf->n_entries >= cf->cache_limit) {
+        char failed[512] = "", why[700];
+        if (cf->n_entries) em_guards_check(cf->entries[cf->n_entries - 1].guards, a, n, failed, sizeof failed);
+        snprintf(why, sizeof why, "cache limit of %d specialisations reached", cf->cache_limit);
         if (!cf->warned_limit) {
             cf->warned_limit = true;
-            char why[512] = "";
-            if (cf->n_entries) em_guards_check(cf->entries[cf->n_entries - 1].guards, a, n, why, sizeof why);
-            if (warn(cf, "cache limit of %d specialisations reached; calls that match none of them "
-                         "run eagerly (this call failed the guard %s)",
-                     cf->cache_limit, why) < 0)
+            if (warn(cf, "%s; calls that match none of them run eagerly (this call failed the "
+                         "guard %s)", why, failed) < 0)
                 return NULL;
         }
-        cf->n_eager_calls++;
-        return PyObject_Call(cf->fn, args, kwargs);
+        return call_eagerly(cf, -1, why, args, kwargs);
     }
     return trace_call(cf, args, kwargs, a, objs, keys, n);
 }
@@ -541,6 +599,8 @@ static void cf_dealloc(PyObject *self) {
     free(cf->entries);
     for (int i = 0; i < cf->n_warned; i++) free(cf->warned[i]);
     free(cf->warned);
+    for (int i = 0; i < cf->n_fallbacks; i++) free(cf->fallbacks[i].reason);
+    free(cf->fallbacks);
     Py_CLEAR(cf->fn);
     Py_CLEAR(cf->dict);
     Py_CLEAR(cf->arg_names);
@@ -579,12 +639,19 @@ static PyObject *cf_specializations(PyObject *self, PyObject *unused) {
     for (int i = 0; list && i < cf->n_entries; i++) {
         entry *e = &cf->entries[i];
         char *g = em_guards_print(e->guards);
+        char *kernels = e->compiled ? em_compiled_describe(e->compiled) : NULL;
+        double passes_ms = 0, backend_ms = 0;
+        if (e->compiled) em_compiled_times(e->compiled, &passes_ms, &backend_ms);
         PyObject *d = Py_BuildValue(
-            "{s:s,s:s,s:s,s:s,s:s,s:i}", "backend", e->compiled ? em_compiled_backend(e->compiled) : "eager",
-            "dump_path", e->compiled ? em_compiled_dump_path(e->compiled) : "", "guards", g ? g : "",
-            "reason", e->reason, "note", e->compiled ? em_compiled_note(e->compiled) : "",
-            "captured", e->n_captured);
+            "{s:s,s:s,s:s,s:s,s:s,s:i,s:O,s:d,s:d,s:d,s:s,s:s}", "backend",
+            e->compiled ? em_compiled_backend(e->compiled) : "eager", "dump_path",
+            e->compiled ? em_compiled_dump_path(e->compiled) : "", "guards", g ? g : "", "reason",
+            e->reason, "note", e->compiled ? em_compiled_note(e->compiled) : "", "captured",
+            e->n_captured, "grad_mode", e->grad_mode ? Py_True : Py_False, "trace_ms", e->trace_ms,
+            "passes_ms", passes_ms, "backend_ms", backend_ms, "kernels", kernels ? kernels : "",
+            "traced_ir", e->traced_ir ? e->traced_ir : "");
         free(g);
+        free(kernels);
         if (!d || PyList_Append(list, d) < 0) {
             Py_XDECREF(d);
             Py_DECREF(list);
@@ -611,9 +678,33 @@ static PyObject *cf_graph(PyObject *self, PyObject *arg) {
 static PyObject *cf_stats(PyObject *self, PyObject *unused) {
     (void)unused;
     compiled_fn *cf = (compiled_fn *)self;
-    return Py_BuildValue("{s:L,s:L,s:L,s:i,s:i}", "compiled_calls", (long long)cf->n_compiled_calls,
-                         "eager_calls", (long long)cf->n_eager_calls, "traces", (long long)cf->n_traces,
-                         "specializations", cf->n_entries, "cache_limit", cf->cache_limit);
+    PyObject *reasons = PyDict_New();
+    for (int i = 0; reasons && i < cf->n_fallbacks; i++) {
+        PyObject *c = PyLong_FromLongLong(cf->fallbacks[i].count);
+        if (!c || PyDict_SetItemString(reasons, cf->fallbacks[i].reason, c) < 0) Py_CLEAR(reasons);
+        Py_XDECREF(c);
+    }
+    if (!reasons) return NULL;
+    /* hits: calls a compiled specialisation ran; misses: calls none accepted
+     * (each then traced, or ran eagerly at the cache limit); recompiles:
+     * traces after the first */
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:i,s:N}", "compiled_calls",
+                         (long long)cf->n_compiled_calls, "hits", (long long)cf->n_compiled_calls,
+                         "misses", (long long)cf->n_misses, "recompiles",
+                         (long long)(cf->n_traces > 0 ? cf->n_traces - 1 : 0), "eager_calls",
+                         (long long)cf->n_eager_calls, "traces", (long long)cf->n_traces,
+                         "specializations", cf->n_entries, "cache_limit", cf->cache_limit,
+                         "fallbacks", reasons);
+}
+
+/* {event, specialization, reason} of the latest call */
+static PyObject *cf_last_call(PyObject *self, PyObject *unused) {
+    (void)unused;
+    compiled_fn *cf = (compiled_fn *)self;
+    if (!cf->last_event) Py_RETURN_NONE;
+    PyObject *spec = cf->last_entry >= 0 ? PyLong_FromLong(cf->last_entry) : (Py_INCREF(Py_None), Py_None);
+    return Py_BuildValue("{s:s,s:N,s:s}", "event", cf->last_event, "specialization", spec, "reason",
+                         cf->last_reason);
 }
 
 static PyObject *cf_reset(PyObject *self, PyObject *unused) {
@@ -624,6 +715,10 @@ static PyObject *cf_reset(PyObject *self, PyObject *unused) {
     cf->warned_limit = cf->warned_args = false;
     for (int i = 0; i < cf->n_warned; i++) free(cf->warned[i]);
     cf->n_warned = 0;
+    for (int i = 0; i < cf->n_fallbacks; i++) free(cf->fallbacks[i].reason);
+    cf->n_fallbacks = 0;
+    cf->n_compiled_calls = cf->n_eager_calls = cf->n_traces = cf->n_misses = 0;
+    cf->last_event = NULL;
     Py_RETURN_NONE;
 }
 
@@ -631,6 +726,7 @@ static PyMethodDef cf_methods[] = {
     {"_specializations", cf_specializations, METH_NOARGS, "the cached specialisations"},
     {"_graph", cf_graph, METH_O, "the optimised IR of specialisation i"},
     {"_stats", cf_stats, METH_NOARGS, "call counters"},
+    {"_last_call", cf_last_call, METH_NOARGS, "what the latest call did"},
     {"_reset", cf_reset, METH_NOARGS, "forget every specialisation"},
     {NULL, NULL, 0, NULL},
 };
@@ -659,12 +755,36 @@ PyTypeObject em_py_CompiledFunction = {
               "cached specialisations while their guards hold.",
 };
 
+/* The names of the passes every graph goes through, in order. */
+static PyObject *f_pass_pipeline(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    int n = 0;
+    while (em_default_pipeline[n]) n++;
+    PyObject *t = PyTuple_New(n);
+    for (int i = 0; t && i < n; i++) {
+        PyObject *name = PyUnicode_FromString(em_default_pipeline[i]);
+        if (!name) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SET_ITEM(t, i, name);
+    }
+    return t;
+}
+
+static PyMethodDef compile_methods[] = {
+    {"_pass_pipeline", f_pass_pipeline, METH_NOARGS, "the passes every graph goes through"},
+    {NULL, NULL, 0, NULL},
+};
+
 int em_py_compile_init(PyObject *module) {
     const char *env = getenv("EMBER_COMPILE");
     em_py_compile_enabled = !(env && strcmp(env, "0") == 0);
     if (PyType_Ready(&em_py_CompiledFunction) < 0) return -1;
     Py_INCREF(&em_py_CompiledFunction);
-    return PyModule_AddObject(module, "CompiledFunction", (PyObject *)&em_py_CompiledFunction);
+    if (PyModule_AddObject(module, "CompiledFunction", (PyObject *)&em_py_CompiledFunction) < 0) return -1;
+    return PyModule_AddFunctions(module, compile_methods);
 }
 
 PyObject *em_py_set_package_dir(PyObject *self, PyObject *arg) {

@@ -11,9 +11,15 @@ compiled code; others trace a new specialisation, up to `cache_limit`
 (default 8, or EMBER_CACHE_LIMIT), after which unmatched calls run eagerly.
 
 Switches: EMBER_COMPILE=0 or ember.compiler.disable() run every compiled
-function eagerly. EMBER_DUMP=ir,passes,llvm (or all) with EMBER_DUMP_DIR
-writes each graph before and after every pass, the generated LLVM IR and
-the guards. EMBER_BACKEND=interp forces the interpreter.
+function eagerly. EMBER_DUMP=ir,passes,llvm,dot (or all) with EMBER_DUMP_DIR
+writes each graph before and after every pass, the generated LLVM IR, the
+guards and a Graphviz picture of the final graph. EMBER_BACKEND=interp
+forces the interpreter.
+
+explain(fn, *args) makes one call and says what happened to it: which
+specialisation ran or was made (its guards, graphs, passes, kernels and
+compile time by stage) or why the call ran eagerly, and the function's
+counters (hits, misses, recompiles, eager calls by reason).
 """
 
 import contextlib
@@ -60,3 +66,78 @@ def disabled():
 def has_llvm():
     """True when ember was built with the LLVM backend."""
     return _C._has_llvm()
+
+
+class Explanation:
+    """What explain() found: `text` (what it printed), `result` (the call's
+    return value), `event` ("compiled", "traced" or "eager"),
+    `specialization` (a dict, or None), `reason` (why it ran eagerly, or
+    "") and `stats` (the function's counters)."""
+
+    def __init__(self, text, result, event, specialization, reason, stats):
+        self.text, self.result, self.event = text, result, event
+        self.specialization, self.reason, self.stats = specialization, reason, stats
+
+    def __str__(self):
+        return self.text
+
+    __repr__ = __str__
+
+
+def _indented(text, by="    "):
+    return "\n".join(by + line for line in text.rstrip("\n").splitlines()) or by + "(none)"
+
+
+def explain(fn, *args, print_report=True, **kwargs):
+    """Calls fn(*args, **kwargs) once (fn compiled, or a plain function to
+    compile) and reports what that call did; returns an Explanation."""
+    cf = fn if isinstance(fn, _C.CompiledFunction) else compile(fn)
+    result = cf(*args, **kwargs)
+    last = cf._last_call() or {"event": "eager", "specialization": None, "reason": ""}
+    specs = cf._specializations()
+    stats = cf._stats()
+    name = getattr(cf, "__name__", "function")
+    idx = last["specialization"]
+    spec = specs[idx] if idx is not None and idx < len(specs) else None
+    lines = [f"ember.compiler.explain({name}):"]
+    event = last["event"]
+    if event == "compiled":
+        lines.append(f"  this call ran compiled specialisation {idx} ({spec['backend']} backend)")
+    elif event == "traced":
+        lines.append(f"  this call was traced (it ran eagerly while recording) into specialisation "
+                     f"{idx}")
+        if spec and spec["backend"] == "eager":
+            lines.append(f"  it could not be compiled, so calls it accepts run eagerly: "
+                         f"{spec['reason']}")
+    else:
+        lines.append(f"  this call ran eagerly: {last['reason']}")
+    if spec is not None:
+        lines.append(f"  guards (grad mode {'on' if spec['grad_mode'] else 'off'} as well):")
+        lines.append(_indented(spec["guards"]))
+        lines.append("  value guards: none (a host read such as .item() inside the function "
+                     "makes its trace fall back to eager for now)")
+        if spec["backend"] != "eager":
+            lines.append(f"  passes: {', '.join(_C._pass_pipeline())}")
+            lines.append("  graph as traced:")
+            lines.append(_indented(spec["traced_ir"]))
+            lines.append("  graph after the passes:")
+            lines.append(_indented(cf._graph(idx)))
+            lines.append(f"  kernels ({spec['backend']} backend):")
+            lines.append(_indented(spec["kernels"]))
+            if spec["note"]:
+                lines.append(f"  note: {spec['note']}")
+            lines.append(f"  compile time: trace {spec['trace_ms']:.2f} ms (an eager run that "
+                         f"records), passes {spec['passes_ms']:.2f} ms, backend "
+                         f"{spec['backend_ms']:.2f} ms")
+            if spec["dump_path"]:
+                lines.append(f"  dumped to {spec['dump_path']}")
+    lines.append(f"  counters: {stats['hits']} hits, {stats['misses']} misses, "
+                 f"{stats['recompiles']} recompiles, {stats['eager_calls']} eager calls, "
+                 f"{stats['specializations']} of {stats['cache_limit']} specialisations cached")
+    for reason, count in stats["fallbacks"].items():
+        lines.append(f"  eager x{count}: {reason}")
+    text = "\n".join(lines)
+    if print_report:
+        print(text)
+    return Explanation(text, result, event, spec, last["reason"] if event == "eager" else
+                       (spec["reason"] if spec else ""), stats)
