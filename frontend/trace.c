@@ -10,9 +10,14 @@
  *     held by reference;
  *   - born during the trace without an op (ember.tensor(...)): the trace
  *     fails, because its values may differ on the next call.
- * Random ops and host syncs also fail the trace for now (they need the RNG
- * state and value guards, which come later); failing is always safe because
- * the function has run eagerly anyway.
+ * Random ops are recorded like any op: they are not pure (dce keeps them)
+ * and not elementwise (never fused), so a compiled graph runs their eager
+ * kernels in traced order, each reserving its Philox counters from the
+ * global stream when it runs: every call draws fresh numbers, the same ones
+ * the eager function would after the same seed. A draw from an
+ * ember.Generator (a swap of that stream) and host syncs fail the trace
+ * for now (value guards come later); failing is always safe because the
+ * function has run eagerly anyway.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -140,13 +145,6 @@ static void on_op(void *ctx, em_op op, em_tensor *const *in, int n_in, const em_
     em_tracer *tr = ctx;
     if (tr->failed) return;
     const em_op_info *info = em_op_get(op);
-    if (info->flags & EM_F_RANDOM) {
-        em_trace_fail(tr,
-                      "%s: random ops inside compiled functions are not supported yet (they need "
-                      "the generator state as a graph input)",
-                      info->name);
-        return;
-    }
     for (int j = 0; j < n_out && em_grad_enabled(); j++)
         if (out[j] && out[j]->requires_grad) {
             em_trace_fail(tr,
@@ -191,7 +189,12 @@ static void on_op(void *ctx, em_op op, em_tensor *const *in, int n_in, const em_
 
 static void on_event(void *ctx, em_trace_event ev, const char *what, const em_tensor *t) {
     (void)t;
-    if (ev == EM_EVENT_HOST_SYNC)
+    if (ev == EM_EVENT_RNG_SWAP)
+        em_trace_fail((em_tracer *)ctx,
+                      "%s draws from an ember.Generator inside a compiled function; compiled "
+                      "graphs draw from the global stream (ember.manual_seed) only, for now",
+                      what);
+    else if (ev == EM_EVENT_HOST_SYNC)
         em_trace_fail((em_tracer *)ctx,
                       "%s reads a tensor's values on the host inside a compiled function; the "
                       "compiled graph cannot depend on them yet (value guards come later)",

@@ -233,6 +233,8 @@ em_dtype em_ew_operand_via(em_op op, int i, const em_type *in, int n_in, em_dtyp
 typedef enum em_trace_event {
     EM_EVENT_HOST_SYNC, /* .item(), .numpy(), printing read a tensor's values */
     EM_EVENT_MUTATION,  /* an in-place op wrote into a tensor                 */
+    EM_EVENT_RNG_SWAP,  /* a random op is about to draw from a Generator's own
+                           stream rather than the global one                */
 } em_trace_event;
 
 /* Called after every op that ran through em_op_run at nesting depth 0 (ops

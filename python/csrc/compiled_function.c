@@ -43,6 +43,7 @@ typedef struct {
     char reason[512];
     double trace_ms; /* the traced call (an eager run with recording) */
     char *traced_ir; /* the graph as traced, before the passes (malloc'd) */
+    bool draws_random; /* runs with the GIL held: see python/csrc/generator.c */
 } entry;
 
 /* Why calls ran eagerly, with counts (for _stats and explain). */
@@ -351,8 +352,13 @@ static PyObject *run_entry(compiled_fn *cf, entry *e, PyObject *args, PyObject *
     for (int i = 0; i < e->n_captured; i++) in[k++] = e->captured[i];
     em_tensor *outs[256];
     em_status st;
-    Py_BEGIN_ALLOW_THREADS st = em_compiled_run(e->compiled, in, k, outs, e->n_out);
-    Py_END_ALLOW_THREADS if (st != EM_OK) return em_py_raise();
+    if (e->draws_random) {
+        st = em_compiled_run(e->compiled, in, k, outs, e->n_out);
+    } else {
+        Py_BEGIN_ALLOW_THREADS st = em_compiled_run(e->compiled, in, k, outs, e->n_out);
+        Py_END_ALLOW_THREADS
+    }
+    if (st != EM_OK) return em_py_raise();
     cf->n_compiled_calls++;
     return build_result(e->out_kind, outs, e->n_out);
 }
@@ -479,6 +485,8 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
         if (warn_fallback(cf, e->reason) < 0) Py_CLEAR(out);
         goto done;
     }
+    for (const em_ir_node *node = em_compiled_graph(e->compiled)->body->first; node; node = node->next)
+        e->draws_random |= (em_op_get(node->op)->flags & EM_F_RANDOM) != 0;
     e->captured = tres.captured;
     e->n_captured = tres.n_captured;
     tres.captured = NULL;

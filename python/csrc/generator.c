@@ -11,8 +11,8 @@
  * Why a swap is safe: between em_py_rng_swap_in and em_py_rng_swap_out the
  * caller runs only the C op, holding the GIL and running no Python code, so
  * no other Python thread can draw in between; and the runtime's random ops
- * are only ever started from Python with the GIL held (compiled functions,
- * which release it, contain no random ops).
+ * are only ever started from Python with the GIL held (compiled graphs that
+ * contain random ops keep holding it while they run, and never swap).
  */
 #include "ember_py.h"
 
@@ -25,6 +25,7 @@ int em_py_rng_swap_in(PyObject *gen, em_rng_state *global) {
     unsigned long long seed = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(gen, 0));
     unsigned long long offset = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(gen, 1));
     if (PyErr_Occurred()) return -1;
+    em_note_event(EM_EVENT_RNG_SWAP, "generator=", NULL); /* a trace cannot replay the swap */
     *global = em_rng_get_state();
     em_rng_set_state((em_rng_state){seed, offset});
     return 0;
