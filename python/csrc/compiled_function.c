@@ -30,14 +30,14 @@
 bool em_py_compile_enabled = true;
 static char *package_dir; /* frames in here are ember's own, not the user's */
 
-enum { OUT_TENSOR, OUT_TUPLE, OUT_LIST, OUT_NONE };
 
 typedef struct {
     em_guards *guards;
     em_compiled *compiled; /* NULL: this specialisation runs eagerly */
     em_tensor **captured;
     int n_captured;
-    int out_kind, n_out;
+    PyObject *out_template; /* the result's structure (out_template) */
+    int n_out;
     bool grad_mode; /* traced with grad mode on: captured tensors that require grad make
                        such a trace fail, where one under no_grad compiles */
     char reason[512];
@@ -88,14 +88,118 @@ static int kwarg_cmp(const void *a, const void *b) {
     return strcmp(((const kwarg *)a)->name, ((const kwarg *)b)->name);
 }
 
-/* Fills args[] (and objs[]/keys[], the Python objects and keyword names,
- * NULL for positional ones) from a call: positional arguments, then keyword
- * arguments sorted by name, so f(x=a, y=b) and f(y=b, x=a) are one call.
- * Returns the count, -1 if an argument has a type guards cannot describe
- * (*bad names it), -2 with an exception set. */
-static int collect_args(compiled_fn *cf, PyObject *args, PyObject *kwargs, em_arg *out,
-                        PyObject **objs, PyObject **keys, const char **bad, PyObject **bad_obj) {
+/* One call's arguments, flattened. Nested tuples, lists and dicts (string
+ * keys) are walked depth first: a container is an entry of its own, a
+ * string describing its type and length (and a dict's keys), so the guards
+ * see the structure; its items follow with names like "xs[1]" or
+ * "d['lr']". objs[i] is entry i's Python object. Top-level arguments come
+ * positional first, then keyword ones sorted by name, so f(x=a, y=b) and
+ * f(y=b, x=a) are one call; top[]/keys[] hold them (keys NULL for
+ * positional ones). */
+typedef struct {
+    em_arg a[MAX_ARGS];
+    PyObject *objs[MAX_ARGS];
+    char names[MAX_ARGS][64];
+    char shapes[MAX_ARGS][160]; /* containers' descriptions */
+    int n;
+    PyObject *top[MAX_ARGS], *keys[MAX_ARGS];
+    int n_top;
+} call_args;
+
+/* Adds `o` (named `name`) and, for a container, its items; 0, -1 when it
+ * holds something guards cannot describe (*bad names it), -2 with an
+ * exception set. */
+static int add_arg(call_args *c, PyObject *o, const char *name, const char **bad, PyObject **bad_obj) {
+    if (c->n == MAX_ARGS) {
+        *bad = "(too many arguments, counting the items of lists, tuples and dicts)";
+        *bad_obj = NULL;
+        return -1;
+    }
+    int k = c->n++;
+    em_arg *a = &c->a[k];
+    memset(a, 0, sizeof *a);
+    snprintf(c->names[k], sizeof c->names[k], "%s", name);
+    a->name = c->names[k];
+    c->objs[k] = o;
+    if (em_py_is_tensor(o)) {
+        a->kind = EM_ARG_TENSOR;
+        a->tensor = em_py_tensor_of(o);
+    } else if (PyBool_Check(o)) {
+        a->kind = EM_ARG_BOOL;
+        a->i = o == Py_True;
+    } else if (PyLong_Check(o)) {
+        int overflow;
+        a->kind = EM_ARG_INT;
+        a->i = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (overflow) goto unsupported;
+    } else if (PyFloat_Check(o)) {
+        a->kind = EM_ARG_FLOAT;
+        a->f = PyFloat_AS_DOUBLE(o);
+    } else if (o == Py_None) {
+        a->kind = EM_ARG_NONE;
+    } else if (PyUnicode_Check(o)) {
+        Py_ssize_t len;
+        a->kind = EM_ARG_STR;
+        a->s = PyUnicode_AsUTF8AndSize(o, &len);
+        if (!a->s) return -2;
+        a->slen = (size_t)len;
+    } else if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+        Py_ssize_t len = PySequence_Fast_GET_SIZE(o);
+        a->kind = EM_ARG_STR; /* the structure, guarded by value */
+        a->slen = (size_t)snprintf(c->shapes[k], sizeof c->shapes[k], "%s of %zd",
+                                   Py_TYPE(o)->tp_name, len);
+        a->s = c->shapes[k];
+        for (Py_ssize_t i = 0; i < len; i++) {
+            char item[64];
+            snprintf(item, sizeof item, "%s[%zd]", name, i);
+            int r = add_arg(c, PySequence_Fast_GET_ITEM(o, i), item, bad, bad_obj);
+            if (r < 0) return r;
+        }
+    } else if (PyDict_CheckExact(o)) {
+        a->kind = EM_ARG_STR;
+        size_t used = (size_t)snprintf(c->shapes[k], sizeof c->shapes[k], "dict");
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(o, &pos, &key, &value)) { /* keys in insertion order */
+            const char *ks = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+            if (!ks) {
+                PyErr_Clear();
+                goto unsupported;
+            }
+            if (used + strlen(ks) + 3 >= sizeof c->shapes[k]) {
+                *bad = "(a dict with too many or too long keys)";
+                *bad_obj = o;
+                return -1;
+            }
+            used += (size_t)snprintf(c->shapes[k] + used, sizeof c->shapes[k] - used, "%s'%s'",
+                                     pos == 1 ? " of " : ", ", ks);
+        }
+        a->s = c->shapes[k];
+        a->slen = used;
+        pos = 0;
+        while (PyDict_Next(o, &pos, &key, &value)) {
+            char item[64];
+            snprintf(item, sizeof item, "%s['%s']", name, PyUnicode_AsUTF8(key));
+            int r = add_arg(c, value, item, bad, bad_obj);
+            if (r < 0) return r;
+        }
+    } else {
+        goto unsupported;
+    }
+    return 0;
+unsupported:
+    *bad = a->name;
+    *bad_obj = o;
+    return -1;
+}
+
+/* Fills *c from a call. Returns the number of entries, -1 if an argument
+ * holds a type guards cannot describe (*bad names it), -2 with an exception
+ * set. */
+static int collect_args(compiled_fn *cf, PyObject *args, PyObject *kwargs, call_args *c,
+                        const char **bad, PyObject **bad_obj) {
     Py_ssize_t np = PyTuple_GET_SIZE(args), nk = kwargs ? PyDict_GET_SIZE(kwargs) : 0;
+    c->n = c->n_top = 0;
     if (np + nk > MAX_ARGS) {
         *bad = "(too many arguments)";
         *bad_obj = NULL;
@@ -108,7 +212,6 @@ static int collect_args(compiled_fn *cf, PyObject *args, PyObject *kwargs, em_ar
         if (!(kw[j].name = PyUnicode_AsUTF8(kw[j].key))) return -2;
     }
     qsort(kw, (size_t)nk, sizeof *kw, kwarg_cmp);
-    int n = 0;
     for (Py_ssize_t i = 0; i < np + nk; i++) {
         PyObject *o;
         const char *name;
@@ -117,48 +220,17 @@ static int collect_args(compiled_fn *cf, PyObject *args, PyObject *kwargs, em_ar
             name = cf->arg_names && i < PyTuple_GET_SIZE(cf->arg_names)
                        ? PyUnicode_AsUTF8(PyTuple_GET_ITEM(cf->arg_names, i))
                        : "*args";
-            keys[n] = NULL;
+            c->keys[c->n_top] = NULL;
         } else {
             o = kw[i - np].value;
             name = kw[i - np].name;
-            keys[n] = kw[i - np].key;
+            c->keys[c->n_top] = kw[i - np].key;
         }
-        objs[n] = o;
-        em_arg *a = &out[n++];
-        memset(a, 0, sizeof *a);
-        a->name = name ? name : "?";
-        if (em_py_is_tensor(o)) {
-            a->kind = EM_ARG_TENSOR;
-            a->tensor = em_py_tensor_of(o);
-        } else if (PyBool_Check(o)) {
-            a->kind = EM_ARG_BOOL;
-            a->i = o == Py_True;
-        } else if (PyLong_Check(o)) {
-            int overflow;
-            a->kind = EM_ARG_INT;
-            a->i = PyLong_AsLongLongAndOverflow(o, &overflow);
-            if (overflow) goto unsupported;
-        } else if (PyFloat_Check(o)) {
-            a->kind = EM_ARG_FLOAT;
-            a->f = PyFloat_AS_DOUBLE(o);
-        } else if (o == Py_None) {
-            a->kind = EM_ARG_NONE;
-        } else if (PyUnicode_Check(o)) {
-            Py_ssize_t len;
-            a->kind = EM_ARG_STR;
-            a->s = PyUnicode_AsUTF8AndSize(o, &len);
-            if (!a->s) return -2;
-            a->slen = (size_t)len;
-        } else {
-            goto unsupported;
-        }
-        continue;
-    unsupported:
-        *bad = a->name;
-        *bad_obj = o;
-        return -1;
+        c->top[c->n_top++] = o;
+        int r = add_arg(c, o, name ? name : "?", bad, bad_obj);
+        if (r < 0) return r;
     }
-    return n;
+    return c->n;
 }
 
 /* ---- source locations for the tracer ---- */
@@ -188,72 +260,101 @@ static bool user_location(void *ctx, const char **file, int *line) {
 
 /* ---- results ---- */
 
-/* Flattens a result into tensors; false (with *why) when it is not a tensor,
- * None, or a tuple/list of tensors. */
-static bool flatten(PyObject *r, em_tensor **outs, int *n, int *kind, char *why, size_t ws) {
-    *n = 0;
+/* A result's structure with its tensors taken out: the template has the
+ * result's tuples, lists and dicts, with each tensor replaced by its index
+ * in outs[] and None kept. NULL (with *why, no exception) when it holds
+ * anything else, or NULL with an exception set. */
+static PyObject *out_template(PyObject *r, em_tensor **outs, int *n, char *why, size_t ws) {
     if (em_py_is_tensor(r)) {
-        *kind = OUT_TENSOR;
-        outs[(*n)++] = em_py_tensor_of(r);
-        return true;
-    }
-    if (r == Py_None) {
-        *kind = OUT_NONE;
-        return true;
-    }
-    if (PyTuple_CheckExact(r) || PyList_CheckExact(r)) {
-        *kind = PyTuple_CheckExact(r) ? OUT_TUPLE : OUT_LIST;
-        Py_ssize_t len = PySequence_Fast_GET_SIZE(r);
-        if (len > 256) {
-            snprintf(why, ws, "it returns more than 256 values");
-            return false;
-        }
-        for (Py_ssize_t i = 0; i < len; i++) {
-            PyObject *o = PySequence_Fast_GET_ITEM(r, i);
-            if (!em_py_is_tensor(o)) {
-                snprintf(why, ws,
-                         "it returns a %s holding a %s; compiled functions can return a tensor, "
-                         "None, or a tuple or list of tensors",
-                         Py_TYPE(r)->tp_name, Py_TYPE(o)->tp_name);
-                return false;
-            }
-            outs[(*n)++] = em_py_tensor_of(o);
-        }
-        return true;
-    }
-    snprintf(why, ws,
-             "it returns a %s; compiled functions can return a tensor, None, or a tuple or list "
-             "of tensors",
-             Py_TYPE(r)->tp_name);
-    return false;
-}
-
-static PyObject *build_result(int kind, em_tensor **outs, int n) {
-    if (kind == OUT_NONE) Py_RETURN_NONE;
-    if (kind == OUT_TENSOR) return em_py_wrap(outs[0]);
-    PyObject *r = kind == OUT_TUPLE ? PyTuple_New(n) : PyList_New(n);
-    if (!r) {
-        for (int i = 0; i < n; i++) em_tensor_release(outs[i]);
-        return NULL;
-    }
-    for (int i = 0; i < n; i++) {
-        PyObject *t = em_py_wrap(outs[i]);
-        if (!t) {
-            for (int j = i + 1; j < n; j++) em_tensor_release(outs[j]);
-            Py_DECREF(r);
+        if (*n == 256) {
+            snprintf(why, ws, "it returns more than 256 tensors");
             return NULL;
         }
-        if (kind == OUT_TUPLE)
-            PyTuple_SET_ITEM(r, i, t);
-        else
-            PyList_SET_ITEM(r, i, t);
+        outs[*n] = em_py_tensor_of(r);
+        return PyLong_FromLong((*n)++);
     }
+    if (r == Py_None) Py_RETURN_NONE;
+    if (PyTuple_CheckExact(r) || PyList_CheckExact(r)) {
+        Py_ssize_t len = PySequence_Fast_GET_SIZE(r);
+        PyObject *t = PyList_New(len);
+        for (Py_ssize_t i = 0; t && i < len; i++) {
+            PyObject *item = out_template(PySequence_Fast_GET_ITEM(r, i), outs, n, why, ws);
+            if (!item) Py_CLEAR(t);
+            else PyList_SET_ITEM(t, i, item);
+        }
+        if (t && PyTuple_CheckExact(r)) {
+            PyObject *tt = PyList_AsTuple(t);
+            Py_DECREF(t);
+            t = tt;
+        }
+        return t;
+    }
+    if (PyDict_CheckExact(r)) {
+        PyObject *t = PyDict_New(), *key, *value;
+        Py_ssize_t pos = 0;
+        while (t && PyDict_Next(r, &pos, &key, &value)) {
+            PyObject *item = out_template(value, outs, n, why, ws);
+            if (!item || PyDict_SetItem(t, key, item) < 0) Py_CLEAR(t);
+            Py_XDECREF(item);
+        }
+        return t;
+    }
+    snprintf(why, ws,
+             "it returns a %s; compiled functions can return tensors and None, in any nesting of "
+             "tuples, lists and dicts",
+             Py_TYPE(r)->tp_name);
+    return NULL;
+}
+
+/* The result for a compiled call: the template filled with outs[] (whose
+ * references it takes). */
+static PyObject *fill_template(PyObject *t, em_tensor **outs) {
+    if (PyLong_CheckExact(t)) {
+        long i = PyLong_AsLong(t);
+        em_tensor *o = outs[i];
+        outs[i] = NULL;
+        return em_py_wrap(o);
+    }
+    if (PyTuple_CheckExact(t) || PyList_CheckExact(t)) {
+        Py_ssize_t len = PySequence_Fast_GET_SIZE(t);
+        PyObject *r = PyTuple_CheckExact(t) ? PyTuple_New(len) : PyList_New(len);
+        for (Py_ssize_t i = 0; r && i < len; i++) {
+            PyObject *item = fill_template(PySequence_Fast_GET_ITEM(t, i), outs);
+            if (!item) {
+                Py_CLEAR(r);
+                break;
+            }
+            if (PyTuple_CheckExact(t))
+                PyTuple_SET_ITEM(r, i, item);
+            else
+                PyList_SET_ITEM(r, i, item);
+        }
+        return r;
+    }
+    if (PyDict_CheckExact(t)) {
+        PyObject *r = PyDict_New(), *key, *value;
+        Py_ssize_t pos = 0;
+        while (r && PyDict_Next(t, &pos, &key, &value)) {
+            PyObject *item = fill_template(value, outs);
+            if (!item || PyDict_SetItem(r, key, item) < 0) Py_CLEAR(r);
+            Py_XDECREF(item);
+        }
+        return r;
+    }
+    Py_INCREF(t); /* None */
+    return t;
+}
+
+static PyObject *build_result(PyObject *template, em_tensor **outs, int n) {
+    PyObject *r = fill_template(template, outs);
+    for (int i = 0; i < n; i++) em_tensor_release(outs[i]); /* any not handed out (on error) */
     return r;
 }
 
 /* ---- specialisations ---- */
 
 static void entry_clear(entry *e) {
+    Py_XDECREF(e->out_template);
     free(e->traced_ir);
     em_guards_free(e->guards);
     em_compiled_free(e->compiled);
@@ -360,43 +461,90 @@ static PyObject *run_entry(compiled_fn *cf, entry *e, PyObject *args, PyObject *
     }
     if (st != EM_OK) return em_py_raise();
     cf->n_compiled_calls++;
-    return build_result(e->out_kind, outs, e->n_out);
+    return build_result(e->out_template, outs, e->n_out);
 }
 
-/* The call with every tensor argument replaced by a proxy (a new tensor
- * object viewing the same memory); proxies[i] is the proxy of args[i] or NULL. */
-static int proxy_call(PyObject *args, PyObject *kwargs, const em_arg *a, PyObject *const *objs,
-                      PyObject *const *keys, int n, PyObject **pargs, PyObject **pkwargs,
-                      PyObject **proxies) {
+/* A copy of entry *k's object (and its items) with every tensor replaced by
+ * a proxy (a new tensor object viewing the same memory), kept in
+ * proxies[entry]; advances *k past the entries it consumed. */
+static PyObject *with_proxies(const call_args *c, int *k, PyObject **proxies) {
+    int i = (*k)++;
+    PyObject *o = c->objs[i];
+    if (c->a[i].kind == EM_ARG_TENSOR) {
+        const em_tensor *t = c->a[i].tensor;
+        proxies[i] = em_py_wrap(em_tensor_alias(t, t->offset, t->shape, t->strides, t->ndim));
+        Py_XINCREF(proxies[i]);
+        return proxies[i];
+    }
+    if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+        Py_ssize_t len = PySequence_Fast_GET_SIZE(o);
+        PyObject *r = PyList_New(len);
+        for (Py_ssize_t j = 0; r && j < len; j++) {
+            PyObject *item = with_proxies(c, k, proxies);
+            if (!item) Py_CLEAR(r);
+            else PyList_SET_ITEM(r, j, item);
+        }
+        if (r && PyTuple_CheckExact(o)) {
+            PyObject *t = PyList_AsTuple(r);
+            Py_DECREF(r);
+            r = t;
+        }
+        return r;
+    }
+    if (PyDict_CheckExact(o)) {
+        PyObject *r = PyDict_New(), *key, *value;
+        Py_ssize_t pos = 0;
+        while (r && PyDict_Next(o, &pos, &key, &value)) {
+            PyObject *item = with_proxies(c, k, proxies);
+            if (!item || PyDict_SetItem(r, key, item) < 0) Py_CLEAR(r);
+            Py_XDECREF(item);
+        }
+        return r;
+    }
+    Py_INCREF(o);
+    return o;
+}
+
+/* The call with every tensor argument, at any depth, replaced by a proxy. */
+static int proxy_call(PyObject *args, PyObject *kwargs, const call_args *c, PyObject **pargs,
+                      PyObject **pkwargs, PyObject **proxies) {
     Py_ssize_t np = PyTuple_GET_SIZE(args);
     *pargs = PyTuple_New(np);
     *pkwargs = kwargs ? PyDict_Copy(kwargs) : NULL;
     if (!*pargs || (kwargs && !*pkwargs)) return -1;
-    for (int i = 0; i < n; i++) {
-        PyObject *o = objs[i];
-        proxies[i] = NULL;
-        if (a[i].kind == EM_ARG_TENSOR) {
-            const em_tensor *t = a[i].tensor;
-            o = proxies[i] = em_py_wrap(em_tensor_alias(t, t->offset, t->shape, t->strides, t->ndim));
-            if (!o) return -1;
-        }
+    int k = 0;
+    for (int i = 0; i < c->n_top; i++) {
+        PyObject *o = with_proxies(c, &k, proxies);
+        if (!o) return -1;
         if (i < np) {
-            Py_INCREF(o);
             PyTuple_SET_ITEM(*pargs, i, o);
-        } else if (PyDict_SetItem(*pkwargs, keys[i], o) < 0) {
-            return -1;
+        } else {
+            int r = PyDict_SetItem(*pkwargs, c->keys[i], o);
+            Py_DECREF(o);
+            if (r < 0) return -1;
         }
     }
     return 0;
 }
 
-/* Hands proxies in a result back as the caller's objects (new reference). */
-static PyObject *unproxy(PyObject *res, PyObject *const *objs, PyObject *const *proxies, int n) {
-    for (int i = 0; i < n; i++)
+/* Hands proxies in a result (at any depth) back as the caller's objects
+ * (new reference). */
+static PyObject *unproxy(PyObject *res, const call_args *c, PyObject *const *proxies) {
+    for (int i = 0; i < c->n; i++)
         if (proxies[i] && res == proxies[i]) {
-            Py_INCREF(objs[i]);
-            return objs[i];
+            Py_INCREF(c->objs[i]);
+            return c->objs[i];
         }
+    if (PyDict_CheckExact(res)) {
+        PyObject *r = PyDict_New(), *key, *value;
+        Py_ssize_t pos = 0;
+        while (r && PyDict_Next(res, &pos, &key, &value)) {
+            PyObject *item = unproxy(value, c, proxies);
+            if (!item || PyDict_SetItem(r, key, item) < 0) Py_CLEAR(r);
+            Py_XDECREF(item);
+        }
+        return r;
+    }
     if (!PyTuple_CheckExact(res) && !PyList_CheckExact(res)) {
         Py_INCREF(res);
         return res;
@@ -404,7 +552,7 @@ static PyObject *unproxy(PyObject *res, PyObject *const *objs, PyObject *const *
     Py_ssize_t len = PySequence_Fast_GET_SIZE(res);
     PyObject *r = PyTuple_CheckExact(res) ? PyTuple_New(len) : PyList_New(len);
     for (Py_ssize_t k = 0; r && k < len; k++) {
-        PyObject *item = unproxy(PySequence_Fast_GET_ITEM(res, k), objs, proxies, n);
+        PyObject *item = unproxy(PySequence_Fast_GET_ITEM(res, k), c, proxies);
         if (!item) {
             Py_CLEAR(r);
             break;
@@ -418,10 +566,12 @@ static PyObject *unproxy(PyObject *res, PyObject *const *objs, PyObject *const *
 }
 
 /* Traces one call, compiles it, caches it; returns the call's (eager) result. */
-static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, const em_arg *a,
-                            PyObject *const *objs, PyObject *const *keys, int n) {
+static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, const call_args *c) {
+    const em_arg *a = c->a;
+    int n = c->n;
     PyObject *pargs = NULL, *pkwargs = NULL, *proxies[MAX_ARGS] = {NULL}, *res = NULL, *out = NULL;
-    if (proxy_call(args, kwargs, a, objs, keys, n, &pargs, &pkwargs, proxies) < 0) goto done;
+    PyObject *template = NULL;
+    if (proxy_call(args, kwargs, c, &pargs, &pkwargs, proxies) < 0) goto done;
     em_tracer *tr = em_trace_begin(cf->name, user_location, NULL);
     if (!tr) {
         em_py_raise();
@@ -442,12 +592,19 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
         goto done;
     }
     em_tensor *outs[256];
-    int n_out = 0, kind = OUT_NONE;
+    int n_out = 0;
     char why[512] = "";
-    if (!flatten(res, outs, &n_out, &kind, why, sizeof why)) em_trace_fail(tr, "%s", why);
+    if (!(template = out_template(res, outs, &n_out, why, sizeof why))) {
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            snprintf(why, sizeof why, "out of memory while recording the result");
+        }
+        em_trace_fail(tr, "%s", why);
+        n_out = 0;
+    }
     em_status st = em_trace_end(tr, outs, n_out, &tres);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    if (!(out = unproxy(res, objs, proxies, n))) {
+    if (!(out = unproxy(res, c, proxies))) {
         em_trace_result_clear(&tres);
         goto done;
     }
@@ -457,7 +614,8 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
         Py_CLEAR(out);
         goto done;
     }
-    e->out_kind = kind;
+    e->out_template = template;
+    template = NULL;
     e->n_out = n_out;
     e->trace_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
     if (st != EM_OK) {
@@ -493,6 +651,7 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
     tres.n_captured = 0;
     em_trace_result_clear(&tres);
 done:
+    Py_XDECREF(template);
     Py_XDECREF(res);
     Py_XDECREF(pargs);
     Py_XDECREF(pkwargs);
@@ -508,16 +667,17 @@ static PyObject *cf_call(PyObject *self, PyObject *args, PyObject *kwargs) {
     if (em_trace_active()) /* inlined into the caller's trace */
         return call_eagerly(cf, -1, "called while another compiled function is being traced "
                                     "(its ops join that trace)", args, kwargs);
-    em_arg a[MAX_ARGS];
-    PyObject *objs[MAX_ARGS], *keys[MAX_ARGS];
+    call_args c; /* (large: on the stack, it costs nothing to set up) */
     const char *bad = NULL;
     PyObject *bad_obj = NULL;
-    int n = collect_args(cf, args, kwargs, a, objs, keys, &bad, &bad_obj);
+    int n = collect_args(cf, args, kwargs, &c, &bad, &bad_obj);
+    const em_arg *a = c.a;
     if (n == -2) return NULL;
     if (n < 0) {
         char why[256];
         snprintf(why, sizeof why, "argument '%s' is a %s, which compiled functions do not support "
-                                  "yet (tensors, Python numbers, strings and None are)",
+                                  "yet (tensors, Python numbers, strings and None are, in any "
+                                  "nesting of tuples, lists and dicts with string keys)",
                  bad, bad_obj ? Py_TYPE(bad_obj)->tp_name : "?");
         if (!cf->warned_args) {
             cf->warned_args = true;
@@ -552,7 +712,7 @@ static PyObject *cf_call(PyObject *self, PyObject *args, PyObject *kwargs) {
         }
         return call_eagerly(cf, -1, why, args, kwargs);
     }
-    return trace_call(cf, args, kwargs, a, objs, keys, n);
+    return trace_call(cf, args, kwargs, &c);
 }
 
 /* ---- the type ---- */

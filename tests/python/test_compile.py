@@ -793,16 +793,20 @@ def fb_return_float(x):
     return y.numel() * 0.5
 
 
-def fb_return_dict(x):
-    return {"y": x + 1.0}
+def fb_return_str(x):
+    return x + 1.0, "done"
 
 
-def fb_list_arg(xs):
-    return xs[0] + xs[1]
+def fb_set_arg(xs):
+    return sum(xs)
 
 
-def fb_dict_arg(d):
-    return d["a"] * 2.0
+def fb_object_in_list(xs):
+    return xs[0] * 2.0
+
+
+def fb_nested_float(x):
+    return {"y": x * 2, "scale": 1.5}
 
 
 FALLBACKS = [
@@ -819,12 +823,14 @@ FALLBACKS = [
      r"running eagerly: .*created inside the function"),
     ("return_float", fb_return_float, lambda r: (f32(r, 3),),
      r"running eagerly: it returns a float"),
-    ("return_dict", fb_return_dict, lambda r: (f32(r, 3),),
-     r"running eagerly: it returns a dict"),
-    ("list_arg", fb_list_arg, lambda r: ([f32(r, 3), f32(r, 3)],),
-     r"argument 'xs' is a list.*running eagerly"),
-    ("dict_arg", fb_dict_arg, lambda r: ({"a": f32(r, 3)},),
-     r"argument 'd' is a dict.*running eagerly"),
+    ("return_str", fb_return_str, lambda r: (f32(r, 3),),
+     r"running eagerly: it returns a str"),
+    ("nested_float", fb_nested_float, lambda r: (f32(r, 3),),
+     r"running eagerly: it returns a float"),
+    ("set_arg", fb_set_arg, lambda r: (frozenset([1.0, 2.0]),),
+     r"argument 'xs' is a frozenset.*running eagerly"),
+    ("object_in_list", fb_object_in_list, lambda r: ([f32(r, 3), object()],),
+     r"argument 'xs\[1\]' is a object.*running eagerly"),
 ]
 
 
