@@ -36,6 +36,8 @@ typedef struct {
     em_compiled *compiled; /* NULL: this specialisation runs eagerly */
     em_tensor **captured;
     int n_captured;
+    em_guards *captured_guards; /* their metadata then: a parameter whose .data was
+                                   swapped (model.double()) needs a new trace */
     PyObject *out_template; /* the result's structure (out_template) */
     int n_out;
     bool grad_mode; /* traced with grad mode on: captured tensors that require grad make
@@ -355,6 +357,7 @@ static PyObject *build_result(PyObject *template, em_tensor **outs, int n) {
 
 static void entry_clear(entry *e) {
     Py_XDECREF(e->out_template);
+    em_guards_free(e->captured_guards);
     free(e->traced_ir);
     em_guards_free(e->guards);
     em_compiled_free(e->compiled);
@@ -565,6 +568,34 @@ static PyObject *unproxy(PyObject *res, const call_args *c, PyObject *const *pro
     return r;
 }
 
+/* em_args describing an entry's captured tensors (names "captured 0", ...). */
+static int captured_args(const entry *e, em_arg *a, int max) {
+    static const char *const names[] = {"captured tensor 0", "captured tensor 1", "captured tensor 2",
+                                        "captured tensor 3", "captured tensor 4+"};
+    int n = e->n_captured < max ? e->n_captured : max;
+    for (int i = 0; i < n; i++) {
+        memset(&a[i], 0, sizeof a[i]);
+        a[i].kind = EM_ARG_TENSOR;
+        a[i].name = names[i < 4 ? i : 4];
+        a[i].tensor = e->captured[i];
+    }
+    return n;
+}
+
+static em_guards *captured_guards_new(const entry *e) {
+    em_arg a[256];
+    if (e->n_captured > 256) return NULL;
+    return em_guards_new(a, captured_args(e, a, 256));
+}
+
+/* Do the captured tensors still have the dtype, shape and strides the
+ * specialisation was compiled for? */
+static bool captured_unchanged(const entry *e) {
+    if (!e->captured_guards) return true;
+    em_arg a[256];
+    return em_guards_check(e->captured_guards, a, captured_args(e, a, 256), NULL, 0);
+}
+
 /* Traces one call, compiles it, caches it; returns the call's (eager) result. */
 static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, const call_args *c) {
     const em_arg *a = c->a;
@@ -649,6 +680,12 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
     e->n_captured = tres.n_captured;
     tres.captured = NULL;
     tres.n_captured = 0;
+    if (e->n_captured && !(e->captured_guards = captured_guards_new(e))) {
+        PyErr_Clear(); /* no guards, no compiled code: run such calls eagerly */
+        em_compiled_free(e->compiled);
+        e->compiled = NULL;
+        snprintf(e->reason, sizeof e->reason, "out of memory for the captured tensors' guards");
+    }
     em_trace_result_clear(&tres);
 done:
     Py_XDECREF(template);
@@ -697,7 +734,8 @@ static PyObject *cf_call(PyObject *self, PyObject *args, PyObject *kwargs) {
         }
     for (int i = 0; i < cf->n_entries; i++)
         if (cf->entries[i].grad_mode == em_grad_enabled() &&
-            em_guards_check(cf->entries[i].guards, a, n, NULL, 0))
+            em_guards_check(cf->entries[i].guards, a, n, NULL, 0) &&
+            captured_unchanged(&cf->entries[i]))
             return run_entry(cf, &cf->entries[i], args, kwargs, a, n);
     cf->n_misses++;
     if (cf->n_entries >= cf->cache_limit) {

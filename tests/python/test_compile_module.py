@@ -73,3 +73,26 @@ def test_with_grad_it_trains_eagerly():
     loss = cm(ember.randn(4, 6)).sum()
     loss.backward()
     assert all(p.grad is not None for p in m.parameters())
+
+
+def test_a_captured_tensor_whose_data_changes_is_a_guard_miss():
+    w = ember.randn(3)
+
+    @ember.compile
+    def f(x):
+        return x * w
+    x = ember.randn(3)
+    f(x)
+    f(x)
+    w.data = ember.randn(3, dtype=ember.float64)  # what model.double() does to parameters
+    r = f(x)
+    assert r.dtype == ember.float64
+    np.testing.assert_array_equal(r.numpy(), (x * w).numpy())
+    assert f._stats()["misses"] == 2
+    m = model()
+    cm = ember.compile(m).eval()
+    with ember.no_grad():
+        cm(ember.randn(2, 6))
+        m.double()
+        x = ember.randn(2, 6, dtype=ember.float64)
+        np.testing.assert_array_equal(cm(x).numpy(), m(x).numpy())
