@@ -110,8 +110,15 @@ PyObject *em_py_get_requires_grad(PyObject *self, void *unused) {
     return PyBool_FromLong(T(self)->requires_grad);
 }
 
+/* Autograd state changes are not ops: inside a trace they fail it (the
+ * compiled graph could not repeat them), and the function runs eagerly. */
+static void note_state_change(const char *what, const em_tensor *t) {
+    em_note_event(EM_EVENT_MUTATION, what, t);
+}
+
 int em_py_set_requires_grad(PyObject *self, PyObject *v, void *unused) {
     (void)unused;
+    note_state_change("setting requires_grad", T(self));
     int on = v ? PyObject_IsTrue(v) : 0;
     if (on < 0) return -1;
     if (em_set_requires_grad(T(self), on) != EM_OK) {
@@ -132,6 +139,7 @@ PyObject *em_py_get_grad(PyObject *self, void *unused) {
 int em_py_set_grad(PyObject *self, PyObject *v, void *unused) {
     (void)unused;
     em_tensor *t = T(self);
+    note_state_change(".grad assignment", t);
     if (v && v != Py_None) {
         if (!em_py_is_tensor(v)) {
             PyErr_Format(PyExc_TypeError, "assigned grad expected to be a Tensor or None but got %s",
@@ -181,6 +189,7 @@ PyObject *em_py_detach(PyObject *self, PyObject *unused) {
 PyObject *em_py_detach_(PyObject *self, PyObject *unused) {
     (void)unused;
     em_tensor *t = T(self);
+    note_state_change("detach_()", t);
     em_node_release(t->grad_fn);
     t->grad_fn = NULL;
     t->requires_grad = false;
@@ -192,6 +201,7 @@ PyObject *em_py_requires_grad_(PyObject *self, PyObject *args, PyObject *kwargs)
     static char *kw[] = {"requires_grad", NULL};
     int on = 1;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p:requires_grad_", kw, &on)) return NULL;
+    note_state_change("requires_grad_()", T(self));
     if (em_set_requires_grad(T(self), on) != EM_OK) return em_py_raise();
     Py_INCREF(self);
     return self;
@@ -203,6 +213,7 @@ static PyObject *f_backward(PyObject *self, PyObject *args) {
     PyObject *outs, *grads;
     int retain, create;
     if (!PyArg_ParseTuple(args, "OOpp", &outs, &grads, &retain, &create)) return NULL;
+    note_state_change("backward() (it accumulates into .grad)", NULL);
     int n = 0, ng = 0;
     em_tensor **o = em_py_tensor_list(outs, "tensors", false, &n);
     if (!o) return NULL;
@@ -346,6 +357,7 @@ static PyObject *f_set_data(PyObject *self, PyObject *args) {
     if (!em_py_is_tensor(a) || !em_py_is_tensor(b))
         return em_py_error(PyExc_TypeError, "data must be set to a Tensor, got %s", Py_TYPE(b)->tp_name);
     em_tensor *t = T(a), *src = T(b);
+    note_state_change("assigning .data", t);
     if (t->requires_grad && !em_dtype_is_float(src->dtype))
         return em_py_error(PyExc_RuntimeError, "data set to a tensor of dtype %s, but this tensor "
                            "requires grad and only floating point tensors can",

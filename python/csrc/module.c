@@ -225,6 +225,8 @@ static PyObject *f_manual_seed(PyObject *self, PyObject *arg) {
     (void)self;
     unsigned long long s = PyLong_AsUnsignedLongLongMask(arg);
     if (PyErr_Occurred()) return NULL;
+    /* not an op: a trace could not repeat the reseed, so it fails instead */
+    em_note_event(EM_EVENT_MUTATION, "ember.manual_seed() (it resets the random stream)", NULL);
     em_manual_seed(s);
     Py_RETURN_NONE;
 }

@@ -39,8 +39,13 @@ static int lists_parse(lists *l, PyObject *const *objs, const char *const *names
     return 0;
 }
 
+/* The updates are not ops, so a trace would not see them: a compiled
+ * function that steps an optimizer must fail its trace (and run eagerly). */
+static void note_update(const char *what) { em_note_event(EM_EVENT_MUTATION, what, NULL); }
+
 static PyObject *f_sgd_step(PyObject *self, PyObject *args) {
     (void)self;
+    note_update("SGD.step()");
     PyObject *o[3], *firsts;
     em_sgd_options opt;
     int nesterov, maximize;
@@ -75,6 +80,7 @@ fail:
 
 static PyObject *f_adam_step(PyObject *self, PyObject *args) {
     (void)self;
+    note_update("Adam.step()");
     PyObject *o[5], *steps;
     em_adam_options opt;
     int decoupled, amsgrad, maximize;
@@ -114,6 +120,7 @@ fail:
 
 static PyObject *f_rmsprop_step(PyObject *self, PyObject *args) {
     (void)self;
+    note_update("RMSprop.step()");
     PyObject *o[5];
     em_rmsprop_options opt;
     int centered, maximize;

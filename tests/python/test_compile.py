@@ -805,6 +805,24 @@ def fb_object_in_list(xs):
     return xs[0] * 2.0
 
 
+_FB_P = ember.zeros(3)
+_FB_P.requires_grad_()
+_FB_OPT = ember.optim.SGD([_FB_P], lr=0.1)
+
+
+def fb_optimizer_step(x):
+    with ember.no_grad():
+        _FB_P.zero_()  # (the same start every call, so eager and compiled calls agree)
+        _FB_P.grad = x * 1.0
+        _FB_OPT.step()
+    return _FB_P * 1.0
+
+
+def fb_manual_seed(x):
+    ember.manual_seed(3)
+    return x + ember.rand(3)
+
+
 def fb_nested_float(x):
     return {"y": x * 2, "scale": 1.5}
 
@@ -825,6 +843,10 @@ FALLBACKS = [
      r"running eagerly: it returns a float"),
     ("return_str", fb_return_str, lambda r: (f32(r, 3),),
      r"running eagerly: it returns a str"),
+    ("optimizer_step", fb_optimizer_step, lambda r: (f32(r, 3),),
+     r"running eagerly: \S+ writes into a tensor inside a compiled function"),
+    ("manual_seed", fb_manual_seed, lambda r: (f32(r, 3),),
+     r"running eagerly: ember\.manual_seed\(\) \(it resets the random stream\)"),
     ("nested_float", fb_nested_float, lambda r: (f32(r, 3),),
      r"running eagerly: it returns a float"),
     ("set_arg", fb_set_arg, lambda r: (frozenset([1.0, 2.0]),),
