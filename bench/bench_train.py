@@ -65,8 +65,9 @@ def mlp_step_fn(m):
     return step
 
 
-def gpt_block_fn(m, batch=4, seq=256, d=768, heads=12):
-    """A closure running the forward of a GPT-2 block in library m."""
+def gpt_block_fn(m, batch=4, seq=256, d=768, heads=12, wrap=None):
+    """A closure running the forward of a GPT-2 block in library m (the
+    block passed through `wrap` first, e.g. ember.compile)."""
     nn = m.nn
     m.manual_seed(0)
 
@@ -94,6 +95,8 @@ def gpt_block_fn(m, batch=4, seq=256, d=768, heads=12):
             return x + self.fc2(self.act(self.fc(self.ln2(x))))
 
     block = Block().eval()
+    if wrap is not None:
+        block = wrap(block)
     x = m.randn(batch, seq, d)
 
     def forward():
