@@ -261,7 +261,9 @@ em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_a
     }
     __atomic_fetch_add(&out->storage->version, 1, __ATOMIC_RELAXED);
     em_autograd_inplace_end(pending, out);
-    if (op_depth == 0) {
+    if (op_depth == 0 && trace_hook && trace_hook->on_inplace) {
+        trace_hook->on_inplace(trace_hook->ctx, op, in, n_in, attrs, out);
+    } else if (op_depth == 0) {
         char what[64];
         snprintf(what, sizeof what, "%s_", name);
         em_note_event(EM_EVENT_MUTATION, what, out);

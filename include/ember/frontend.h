@@ -48,6 +48,15 @@ typedef struct em_trace_result {
     int n_args;           /* graph inputs 0..n_args-1 are the registered args */
     em_tensor **captured; /* n_captured new references: inputs n_args.. */
     int n_captured;
+    /* Write-backs: the graph's last n_writes results are the new values of
+     * the inputs writes[0..n_writes) (graph input indices) that the traced
+     * function updated in place; a caller copies them back after a run. */
+    int *writes;
+    int n_writes;
+    /* returned_writes[i]: for result i that is a written input itself, which
+     * write it is (so a caller returns that input, updated); else -1.
+     * NULL when there are no writes. */
+    int *returned_writes;
 } em_trace_result;
 
 /* Stops tracing and frees the tracer. On success fills *res (release it with

@@ -245,6 +245,10 @@ typedef struct em_trace_hook {
     /* `what` names the event's cause (".item()", "add_"); t is the tensor. */
     void (*on_event)(void *ctx, em_trace_event ev, const char *what, const em_tensor *t);
     void *ctx;
+    /* After an in-place op at depth 0 wrote op(in) into `out` (broadcast to
+     * its shape, cast to its dtype); NULL: reported as EM_EVENT_MUTATION. */
+    void (*on_inplace)(void *ctx, em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
+                       em_tensor *out);
 } em_trace_hook;
 
 /* Installs `hook` for this thread (NULL removes it); returns the previous. */

@@ -40,6 +40,8 @@ typedef struct {
                                    swapped (model.double()) needs a new trace */
     PyObject *out_template; /* the result's structure (out_template) */
     int n_out;
+    int *writes, n_writes; /* inputs the function writes into: copied back after a run */
+    int *returned_writes;  /* [n_out]: results that are written inputs (-1: none) */
     bool grad_mode; /* traced with grad mode on: captured tensors that require grad make
                        such a trace fail, where one under no_grad compiles */
     char reason[512];
@@ -357,6 +359,8 @@ static PyObject *build_result(PyObject *template, em_tensor **outs, int n) {
 
 static void entry_clear(entry *e) {
     Py_XDECREF(e->out_template);
+    free(e->writes);
+    free(e->returned_writes);
     em_guards_free(e->captured_guards);
     free(e->traced_ir);
     em_guards_free(e->guards);
@@ -454,15 +458,37 @@ static PyObject *run_entry(compiled_fn *cf, entry *e, PyObject *args, PyObject *
         if (a[i].kind == EM_ARG_TENSOR) in[k++] = a[i].tensor;
     if (k + e->n_captured > MAX_ARGS + 256) return em_py_error(PyExc_RuntimeError, "too many inputs");
     for (int i = 0; i < e->n_captured; i++) in[k++] = e->captured[i];
-    em_tensor *outs[256];
+    em_tensor *outs[512];
     em_status st;
+    int n_res = e->n_out + e->n_writes;
     if (e->draws_random) {
-        st = em_compiled_run(e->compiled, in, k, outs, e->n_out);
+        st = em_compiled_run(e->compiled, in, k, outs, n_res);
     } else {
-        Py_BEGIN_ALLOW_THREADS st = em_compiled_run(e->compiled, in, k, outs, e->n_out);
+        Py_BEGIN_ALLOW_THREADS st = em_compiled_run(e->compiled, in, k, outs, n_res);
         Py_END_ALLOW_THREADS
     }
     if (st != EM_OK) return em_py_raise();
+    /* write-backs: the inputs the function updated in place take their new
+     * values (after the whole graph ran, so a failure leaves them as they were) */
+    for (int j = 0; j < e->n_writes; j++) {
+        em_tensor *target = in[e->writes[j]], *value = outs[e->n_out + j];
+        em_attrs at;
+        memset(&at, 0, sizeof at);
+        at.dtype = target->dtype;
+        if (st == EM_OK) st = em_op_run_inplace(EM_OP_CAST, &value, 1, &at, target); /* copy_ */
+        em_tensor_release(value);
+    }
+    if (st != EM_OK) {
+        for (int j = 0; j < e->n_out; j++) em_tensor_release(outs[j]);
+        return em_py_raise();
+    }
+    for (int j = 0; e->returned_writes && j < e->n_out; j++) /* `return buf` after buf.add_(x) */
+        if (e->returned_writes[j] >= 0) {
+            em_tensor *target = in[e->writes[e->returned_writes[j]]];
+            em_tensor_retain(target);
+            em_tensor_release(outs[j]);
+            outs[j] = target;
+        }
     cf->n_compiled_calls++;
     return build_result(e->out_template, outs, e->n_out);
 }
@@ -680,6 +706,18 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
     e->n_captured = tres.n_captured;
     tres.captured = NULL;
     tres.n_captured = 0;
+    if (tres.n_writes) {
+        if (!(e->writes = malloc((size_t)tres.n_writes * sizeof *e->writes))) {
+            em_compiled_free(e->compiled);
+            e->compiled = NULL;
+            snprintf(e->reason, sizeof e->reason, "out of memory for the write-backs");
+        } else {
+            memcpy(e->writes, tres.writes, (size_t)tres.n_writes * sizeof *e->writes);
+            e->n_writes = tres.n_writes;
+            if (n_out && (e->returned_writes = malloc((size_t)n_out * sizeof *e->returned_writes)))
+                memcpy(e->returned_writes, tres.returned_writes, (size_t)n_out * sizeof *e->returned_writes);
+        }
+    }
     if (e->n_captured && !(e->captured_guards = captured_guards_new(e))) {
         PyErr_Clear(); /* no guards, no compiled code: run such calls eagerly */
         em_compiled_free(e->compiled);

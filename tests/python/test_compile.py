@@ -844,7 +844,7 @@ FALLBACKS = [
     ("return_str", fb_return_str, lambda r: (f32(r, 3),),
      r"running eagerly: it returns a str"),
     ("optimizer_step", fb_optimizer_step, lambda r: (f32(r, 3),),
-     r"running eagerly: \S+ writes into a tensor inside a compiled function"),
+     r"running eagerly: \.grad assignment inside a compiled function changes state outside"),
     ("manual_seed", fb_manual_seed, lambda r: (f32(r, 3),),
      r"running eagerly: ember\.manual_seed\(\) \(it resets the random stream\)"),
     ("nested_float", fb_nested_float, lambda r: (f32(r, 3),),

@@ -1,0 +1,166 @@
+"""In-place ops inside compiled functions: an update of an intermediate is
+an SSA value; an update of an argument or a captured tensor (a buffer, a
+running statistic, an accumulated gradient) is also written back after the
+graph runs. Writes the graph could not model (through a view, into memory
+another tensor of the function also sees) run the function eagerly."""
+
+import numpy as np
+import pytest
+
+import ember
+
+pytestmark = pytest.mark.filterwarnings("ignore:ember.compile")
+
+
+def run_both(fn, make, calls=4):
+    """fn eagerly and compiled on fresh copies of the same inputs, `calls`
+    times each; returns (eager results, compiled results, eager inputs,
+    compiled inputs, the compiled function)."""
+    cf = ember.compile(fn)
+    ein, cin = make(), make()
+    eres = [fn(*ein) for _ in range(calls)]
+    cres = [cf(*cin) for _ in range(calls)]
+    return eres, cres, ein, cin, cf
+
+
+def assert_same(a, b):
+    if isinstance(a, (list, tuple)):
+        for u, v in zip(a, b):
+            assert_same(u, v)
+    else:
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def accumulate(x, buf):
+    buf.add_(x)
+    buf.mul_(0.5)
+    y = x * 2
+    y.add_(1)  # an intermediate: no write-back needed
+    return y
+
+
+def broadcast_and_cast(x, buf, row):
+    buf.add_(row)      # [3, 4] += [4]
+    buf.clamp_(-1.0, 2.0)
+    x.copy_(buf.double() * 0.25)  # float64 into x, cast back to its float32
+    return x.sum()
+
+
+def fill_and_mask(x, m):
+    x.masked_fill_(m, 0.0)
+    x.mul_(3.0)
+    m2 = ember.zeros(2, 3)
+    m2.fill_(0.5)
+    return x + m2
+
+
+def index_put_input(x, idx, v):
+    x[idx] = v          # an advanced index: index_put_ into x itself
+    x[idx] += 1.0
+    return x * 1.0
+
+
+def returns_the_input(buf, x):
+    buf.sub_(x)
+    return buf
+
+
+CASES = [
+    ("accumulate", accumulate, lambda: (ember.ones(3), ember.zeros(3))),
+    ("broadcast_and_cast", broadcast_and_cast,
+     lambda: (ember.zeros(3, 4), ember.arange(12.0).reshape(3, 4) / 10, ember.ones(4) * 0.1)),
+    ("fill_and_mask", fill_and_mask,
+     lambda: (ember.arange(6.0).reshape(2, 3), ember.tensor([[True, False, True], [False] * 3]))),
+    ("index_put_input", index_put_input,
+     lambda: (ember.zeros(5, 2), ember.tensor([0, 3]), ember.tensor([[1.0, 2.0], [3.0, 4.0]]))),
+    ("returns_the_input", returns_the_input, lambda: (ember.zeros(4), ember.ones(4))),
+]
+
+
+@pytest.mark.parametrize("name,fn,make", CASES, ids=[c[0] for c in CASES])
+def test_inplace_updates_compile_with_write_backs(name, fn, make):
+    eres, cres, ein, cin, cf = run_both(fn, make)
+    assert_same(eres, cres)
+    assert_same(list(ein), list(cin))  # the inputs were updated the same way, call after call
+    specs = cf._specializations()
+    assert len(specs) == 1 and specs[0]["backend"] != "eager", specs[0]["reason"]
+    assert cf._stats()["hits"] == 3
+
+
+def test_returning_an_updated_input_returns_that_input():
+    cf = ember.compile(returns_the_input)
+    buf, x = ember.zeros(4), ember.ones(4)
+    for _ in range(3):
+        assert cf(buf, x) is buf
+    assert buf.tolist() == [-3.0] * 4
+
+
+def test_captured_tensors_are_written_back_and_versions_move():
+    running = ember.zeros(3)
+    grad = ember.ones(3)
+
+    @ember.compile
+    def step(x):
+        running.mul_(0.9).add_(x * 0.1)   # a running statistic
+        grad.zero_()                      # zero_grad(set_to_none=False)
+        grad.add_(x)
+        return running * 1.0
+
+    v0 = running._version
+    for k in range(4):
+        step(ember.full((3,), float(k)))
+    expect = 0.0
+    for k in range(4):
+        expect = expect * 0.9 + k * 0.1
+    np.testing.assert_allclose(running.numpy(), [expect] * 3, rtol=1e-6)
+    assert grad.tolist() == [3.0] * 3
+    assert running._version > v0
+    assert step._stats()["hits"] == 3
+
+
+def aliasing_view_then_write(x):
+    v = x[0]
+    x.add_(1.0)
+    return v * 2       # eagerly, v sees the write
+
+
+def aliasing_write_through_view(x):
+    x[0].mul_(5.0)
+    return x + 0.0
+
+
+def aliasing_intermediate_with_view(x):
+    y = x * 2
+    v = y[1]
+    y.add_(1.0)
+    return v + 0.0
+
+
+ALIASING = [
+    ("view_then_write", aliasing_view_then_write, lambda: (ember.arange(6.0).reshape(2, 3),)),
+    ("write_through_view", aliasing_write_through_view, lambda: (ember.arange(6.0).reshape(2, 3),)),
+    ("intermediate_with_view", aliasing_intermediate_with_view,
+     lambda: (ember.arange(6.0).reshape(2, 3),)),
+]
+
+
+@pytest.mark.parametrize("name,fn,make", ALIASING, ids=[c[0] for c in ALIASING])
+def test_aliased_writes_run_eagerly_and_correctly(name, fn, make):
+    eres, cres, ein, cin, cf = run_both(fn, make)
+    assert_same(eres, cres)
+    assert_same(list(ein), list(cin))
+    (spec,) = cf._specializations()
+    assert spec["backend"] == "eager" and "shares its memory" in spec["reason"]
+
+
+def test_the_same_tensor_passed_twice_runs_eagerly():
+    @ember.compile
+    def f(a, b):
+        a.add_(b)
+        return a * b
+    t = ember.ones(3)
+    for _ in range(3):
+        f(t, t)
+    assert t.tolist() == [8.0] * 3  # 1 -> 2 -> 4 -> 8, each call reading the written values
+    (spec,) = f._specializations()
+    assert spec["backend"] == "eager"
