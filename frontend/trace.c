@@ -51,6 +51,8 @@ struct em_tracer {
      * whose in-place writes the graph could not model. */
     em_storage **sources, **aliased;
     int n_sources, n_aliased;
+    const em_tensor **source_tensors; /* the inputs and captured tensors themselves */
+    int n_source_tensors;
     struct write {
         const em_tensor *t; /* the input written (alive for the trace) */
         int param;          /* its graph input index */
@@ -82,7 +84,9 @@ static bool holds(em_storage *const *arr, int n, const em_storage *s) {
 
 /* A new input or captured tensor: one sharing a storage with an earlier one
  * makes that storage aliased. */
-static bool note_source(struct em_tracer *tr, em_storage *s) {
+static bool note_source(struct em_tracer *tr, const em_tensor *t) {
+    em_storage *s = t->storage;
+    if (!push_ptr((void ***)&tr->source_tensors, &tr->n_source_tensors, (void *)t)) return false;
     if (holds(tr->sources, tr->n_sources, s))
         return holds(tr->aliased, tr->n_aliased, s) || push_ptr((void ***)&tr->aliased, &tr->n_aliased, s);
     return push_ptr((void ***)&tr->sources, &tr->n_sources, s);
@@ -154,7 +158,7 @@ static em_ir_value *capture(em_tracer *tr, em_tensor *t) {
     em_tensor_retain(t);
     tr->captured[tr->n_captured++] = t;
     bind(tr, t, v);
-    if (!note_source(tr, t->storage)) return NULL;
+    if (!note_source(tr, t)) return NULL;
     return v;
 }
 
@@ -278,7 +282,11 @@ static void on_inplace(void *ctx, em_op op, em_tensor *const *in, int n_in, cons
     em_ir_value *old = value_of(tr, out, name); /* (captures an outside tensor written first) */
     if (!old) return;
     bool source = holds(tr->sources, tr->n_sources, out->storage);
-    if (out->is_view || (source ? holds(tr->aliased, tr->n_aliased, out->storage) : out->storage->refcount > 1)) {
+    bool is_source_itself = false; /* (not an alias of one, such as its detach()) */
+    for (int i = 0; i < tr->n_source_tensors; i++) is_source_itself |= tr->source_tensors[i] == out;
+    bool shared = source ? !is_source_itself || holds(tr->aliased, tr->n_aliased, out->storage)
+                         : out->storage->refcount > 1;
+    if (out->is_view || shared) {
         em_trace_fail(tr,
                       "%s_ writes into a tensor that shares its memory with another one the "
                       "function uses (a view of it, or the same tensor passed twice); such "
@@ -370,7 +378,7 @@ em_tracer *em_trace_begin(const char *name, em_loc_fn loc, void *loc_ctx) {
 em_status em_trace_add_input(em_tracer *tr, em_tensor *t, const char *name) {
     em_type ty = em_tensor_type(t);
     em_ir_value *v = em_ir_add_param(tr->g->body, &ty, name);
-    if (!v || !remember(tr, v) || !note_source(tr, t->storage)) return EM_ERR_NOMEM;
+    if (!v || !remember(tr, v) || !note_source(tr, t)) return EM_ERR_NOMEM;
     bind(tr, t, v);
     tr->n_args++;
     return EM_OK;
@@ -392,6 +400,7 @@ static void tracer_free(em_tracer *tr) {
     em_free(tr->values);
     em_free(tr->sources);
     em_free(tr->aliased);
+    em_free(tr->source_tensors);
     em_free(tr->writes);
     em_free(tr);
 }

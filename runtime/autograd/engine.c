@@ -148,7 +148,15 @@ static em_tensor *alias(em_tensor *t) {
     return a;
 }
 
-em_tensor *em_detach(em_tensor *t) { return t ? alias(t) : NULL; }
+em_tensor *em_detach(em_tensor *t) {
+    em_tensor *a = t ? alias(t) : NULL;
+    if (a) { /* to a tracer, the same value as t (it is not an op, but it computes nothing) */
+        a->trace_gen = t->trace_gen;
+        a->trace_value = t->trace_value;
+        a->serial = t->serial;
+    }
+    return a;
+}
 
 /* The edge a gradient for t travels along: its grad_fn, or its leaf's
  * AccumulateGrad node (made on first use). */

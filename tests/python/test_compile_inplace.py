@@ -164,3 +164,40 @@ def test_the_same_tensor_passed_twice_runs_eagerly():
     assert t.tolist() == [8.0] * 3  # 1 -> 2 -> 4 -> 8, each call reading the written values
     (spec,) = f._specializations()
     assert spec["backend"] == "eager"
+
+
+def aliasing_detached_input(x):
+    d = x.detach()
+    d.add_(1.0)        # writes x's memory through another tensor object
+    return x * 2       # eagerly, x sees it
+
+
+def test_a_write_through_an_alias_of_an_input_runs_eagerly():
+    eres, cres, ein, cin, cf = run_both(aliasing_detached_input, lambda: (ember.zeros(3),))
+    assert_same(eres, cres)
+    assert_same(list(ein), list(cin))
+    (spec,) = cf._specializations()
+    assert spec["backend"] == "eager" and "shares its memory" in spec["reason"]
+
+
+def test_batchnorm_training_forward_compiles_with_running_stats_written_back():
+    nn = ember.nn
+
+    def make():
+        ember.manual_seed(0)
+        return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                             nn.Dropout(0.3))
+    eager_m, m = make(), make()
+    cm = ember.compile(m)
+    x = ember.randn(2, 1, 6, 6)
+    with ember.no_grad():
+        for _ in range(4):
+            ember.manual_seed(5)
+            want = eager_m(x)
+            ember.manual_seed(5)
+            got = cm(x)
+            assert_same(want, got)
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        assert_same(getattr(eager_m[1], name), getattr(m[1], name))
+    assert [s["backend"] for s in cm._specializations()] != ["eager"]
+    assert cm._stats()["hits"] == 3
