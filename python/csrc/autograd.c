@@ -322,14 +322,7 @@ static PyObject *f_make_subclass(PyObject *self, PyObject *args) {
         em_tensor_release(t);
         return em_py_raise();
     }
-    PyObject *o = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, 0);
-    if (!o) {
-        em_tensor_release(t);
-        return NULL;
-    }
-    ((em_py_tensor *)o)->t = t;
-    t->pyobj = o;
-    return o;
+    return em_py_wrap_new((PyTypeObject *)cls, t);
 }
 
 /* The names of the ops that have a backward formula (for the test that

@@ -14,6 +14,17 @@ PyTypeObject *em_py_tensor_class = &em_py_TensorBase;
 
 bool em_py_is_tensor(PyObject *o) { return PyObject_TypeCheck(o, &em_py_TensorBase); }
 
+PyObject *em_py_wrap_new(PyTypeObject *type, em_tensor *t) {
+    PyObject *o = type->tp_alloc(type, 0);
+    if (!o) {
+        em_tensor_release(t);
+        return NULL;
+    }
+    ((em_py_tensor *)o)->t = t;
+    t->pyobj = o;
+    return o;
+}
+
 PyObject *em_py_wrap(em_tensor *t) {
     if (!t) return em_py_raise();
     if (t->pyobj) {
@@ -22,14 +33,7 @@ PyObject *em_py_wrap(em_tensor *t) {
         em_tensor_release(t); /* the Python object already holds one */
         return o;
     }
-    PyObject *o = em_py_tensor_class->tp_alloc(em_py_tensor_class, 0);
-    if (!o) {
-        em_tensor_release(t);
-        return NULL;
-    }
-    ((em_py_tensor *)o)->t = t;
-    t->pyobj = o;
-    return o;
+    return em_py_wrap_new(em_py_tensor_class, t);
 }
 
 static void tensor_dealloc(PyObject *self) {

@@ -5,7 +5,35 @@ from collections import OrderedDict
 from .module import Module
 
 
-class Sequential(Module):
+class _Indexed(Module):
+    """What Sequential and ModuleList share: integer indexing (negative
+    too), length, iteration in order, append, and renumbering "0", "1", ...
+    after a removal, as PyTorch does."""
+
+    def _index(self, idx):
+        n = len(self)
+        idx = idx.__index__()
+        if not -n <= idx < n:
+            raise IndexError(f"index {idx} is out of range")
+        return idx % n
+
+    def _renumber(self, modules):
+        self._modules.clear()
+        for i, m in enumerate(modules):
+            self.add_module(str(i), m)
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+
+class Sequential(_Indexed):
     """Modules applied in order, each to the previous one's output. Built
     from modules (named "0", "1", ...) or from an OrderedDict of them."""
 
@@ -17,13 +45,6 @@ class Sequential(Module):
         else:
             for i, m in enumerate(args):
                 self.add_module(str(i), m)
-
-    def _index(self, idx):
-        n = len(self)
-        idx = idx.__index__()
-        if not -n <= idx < n:
-            raise IndexError(f"index {idx} is out of range")
-        return idx % n
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
@@ -38,21 +59,7 @@ class Sequential(Module):
         keys = list(self._modules)
         for k in (keys[idx] if isinstance(idx, slice) else [keys[self._index(idx)]]):
             del self._modules[k]
-        # PyTorch renumbers after a deletion
-        items = list(self._modules.values())
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
+        self._renumber(list(self._modules.values()))
 
     def forward(self, input):
         for m in self._modules.values():
@@ -60,20 +67,13 @@ class Sequential(Module):
         return input
 
 
-class ModuleList(Module):
+class ModuleList(_Indexed):
     """A list of modules, registered as submodules "0", "1", ..."""
 
     def __init__(self, modules=None):
         super().__init__()
         if modules is not None:
             self.extend(modules)
-
-    def _index(self, idx):
-        n = len(self)
-        idx = idx.__index__()
-        if not -n <= idx < n:
-            raise IndexError(f"index {idx} is out of range")
-        return idx % n
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
@@ -86,22 +86,10 @@ class ModuleList(Module):
     def __delitem__(self, idx):
         items = list(self._modules.values())
         del items[idx if isinstance(idx, slice) else self._index(idx)]
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
+        self._renumber(items)
 
     def __iadd__(self, modules):
         return self.extend(modules)
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
 
     def extend(self, modules):
         for m in modules:
@@ -111,9 +99,7 @@ class ModuleList(Module):
     def insert(self, index, module):
         items = list(self._modules.values())
         items.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self.add_module(str(i), m)
+        self._renumber(items)
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ModuleList is not callable: iterate over its modules")
