@@ -941,6 +941,41 @@ static PyObject *cf_stats(PyObject *self, PyObject *unused) {
                          "fallbacks", reasons);
 }
 
+/* _time_guards(n, *args): nanoseconds per guard evaluation of this call
+ * (argument collection, then the first specialisation's guards over the
+ * arguments and its captured tensors), averaged over n runs; for
+ * bench/bench_compile.py. */
+static PyObject *cf_time_guards(PyObject *self, PyObject *args) {
+    compiled_fn *cf = (compiled_fn *)self;
+    if (PyTuple_GET_SIZE(args) < 1) return em_py_error(PyExc_TypeError, "_time_guards(n, *args)");
+    long n = PyLong_AsLong(PyTuple_GET_ITEM(args, 0));
+    if (n <= 0 || !cf->n_entries) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "_time_guards: n > 0 and a specialisation needed");
+        return NULL;
+    }
+    PyObject *call = PyTuple_GetSlice(args, 1, PyTuple_GET_SIZE(args));
+    if (!call) return NULL;
+    call_args c;
+    const char *bad = NULL;
+    PyObject *bad_obj = NULL;
+    struct timespec t0, t1;
+    bool ok = true;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long i = 0; i < n && ok; i++) {
+        int k = collect_args(cf, call, NULL, &c, &bad, &bad_obj);
+        ok = k >= 0 && em_guards_check(cf->entries[0].guards, c.a, k, NULL, 0) &&
+             captured_unchanged(&cf->entries[0]);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    Py_DECREF(call);
+    if (!ok) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "_time_guards: the call fails the guards");
+        return NULL;
+    }
+    double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+    return PyFloat_FromDouble(ns / (double)n);
+}
+
 /* {event, specialization, reason} of the latest call */
 static PyObject *cf_last_call(PyObject *self, PyObject *unused) {
     (void)unused;
@@ -971,6 +1006,7 @@ static PyMethodDef cf_methods[] = {
     {"_graph", cf_graph, METH_O, "the optimised IR of specialisation i"},
     {"_stats", cf_stats, METH_NOARGS, "call counters"},
     {"_last_call", cf_last_call, METH_NOARGS, "what the latest call did"},
+    {"_time_guards", cf_time_guards, METH_VARARGS, "ns per guard evaluation of a call"},
     {"_reset", cf_reset, METH_NOARGS, "forget every specialisation"},
     {NULL, NULL, 0, NULL},
 };

@@ -95,3 +95,12 @@ def test_dump_dot(tmp_path):
     assert text.startswith("digraph") and text.rstrip().endswith("}")
     assert "cluster_" in text  # the fused kernel
     assert "sum\\n" in text and "result 0" in text and "%x" in text
+
+
+def test_time_guards_hook_for_the_benchmark():
+    f = make()
+    x = ember.randn(8)
+    f(x)
+    assert f._time_guards(10, x) > 0
+    with pytest.raises(ValueError, match="fails the guards"):
+        f._time_guards(10, ember.randn(9))
