@@ -16,29 +16,17 @@ Medians over many calls; best of 3 rounds.
 """
 
 import os
-import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import ember  # noqa: E402
-from bench_train import gpt_block_fn  # noqa: E402
+from bench_train import gpt_block_fn, median_ms  # noqa: E402
 
 
-def median_us(fn, n=2000):
-    for _ in range(100):
-        fn()
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts) * 1e6
-
-
-def best(fn, **kw):
-    return min(median_us(fn, **kw) for _ in range(3))
+def best_us(fn):
+    return min(median_ms(fn, n=2000, warm=100) for _ in range(3)) * 1e3
 
 
 def call_overhead():
@@ -58,10 +46,11 @@ def call_overhead():
         args = [ember.randn(4) for _ in range(4)]
         cf(*args)
         cf(*args)
-        assert cf._stats()["hits"] >= 1 and len(cf._specializations()[0]["guards"].splitlines()) == 4
-        compiled = best(lambda: cf(*args))
-        eager = best(lambda: tiny(*args))
-        bare = best(lambda: ember.add(args[0], args[1]))
+        guard_lines = cf._specializations()[0]["guards"].splitlines()
+        assert cf._stats()["hits"] >= 1 and sum(": tensor" in g for g in guard_lines) == 4
+        compiled = best_us(lambda: cf(*args))
+        eager = best_us(lambda: tiny(*args))
+        bare = best_us(lambda: ember.add(args[0], args[1]))
         guards = min(cf._time_guards(100000, *args) for _ in range(3)) / 1e3
     return compiled, eager, bare, guards
 
@@ -74,18 +63,9 @@ def compile_times(name, make):
         t = time.perf_counter()
         comp_fn()
         first = (time.perf_counter() - t) * 1e3
-        steady_c = min(statistics.median(_times(comp_fn)) for _ in range(3))
-        steady_e = min(statistics.median(_times(eager_fn)) for _ in range(3))
+        steady_c = min(median_ms(comp_fn, n=10, warm=0) for _ in range(3))
+        steady_e = min(median_ms(eager_fn, n=10, warm=0) for _ in range(3))
     return name, first, steady_e, steady_c
-
-
-def _times(fn, n=10):
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        ts.append((time.perf_counter() - t) * 1e3)
-    return ts
 
 
 def mlp_forward(wrap):
@@ -105,7 +85,7 @@ def main():
           f"LLVM {'on' if ember.compiler.has_llvm() else 'off'}\n")
     print("| a call with 4 tensor args and 10 captured parameters | time |")
     print("|---|---:|")
-    print(f"| guards alone (collecting the arguments, checking 4 of them and 10 captured "
+    print(f"| guards alone (collecting the arguments, checking 4 of them, grad mode and 10 captured "
           f"tensors) | {guards:.2f} us |")
     print(f"| compiled (guards + one tiny fused kernel + result) | {compiled:.2f} us |")
     print(f"| the same function eagerly (15 ops) | {eager:.2f} us |")

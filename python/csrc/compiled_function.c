@@ -42,8 +42,6 @@ typedef struct {
     int n_out;
     int *writes, n_writes; /* inputs the function writes into: copied back after a run */
     int *returned_writes;  /* [n_out]: results that are written inputs (-1: none) */
-    bool grad_mode; /* traced with grad mode on: captured tensors that require grad make
-                       such a trace fail, where one under no_grad compiles */
     char reason[512];
     double trace_ms; /* the traced call (an eager run with recording) */
     char *traced_ir; /* the graph as traced, before the passes (malloc'd) */
@@ -122,8 +120,7 @@ static int add_arg(call_args *c, PyObject *o, const char *name, const char **bad
     int k = c->n++;
     em_arg *a = &c->a[k];
     memset(a, 0, sizeof *a);
-    snprintf(c->names[k], sizeof c->names[k], "%s", name);
-    a->name = c->names[k];
+    a->name = name; /* lives through the call: a code object's, a key's, or names[k] */
     c->objs[k] = o;
     if (em_py_is_tensor(o)) {
         a->kind = EM_ARG_TENSOR;
@@ -154,8 +151,8 @@ static int add_arg(call_args *c, PyObject *o, const char *name, const char **bad
                                    Py_TYPE(o)->tp_name, len);
         a->s = c->shapes[k];
         for (Py_ssize_t i = 0; i < len; i++) {
-            char item[64];
-            snprintf(item, sizeof item, "%s[%zd]", name, i);
+            char *item = c->names[c->n < MAX_ARGS ? c->n : 0]; /* the item's own slot */
+            snprintf(item, sizeof c->names[0], "%s[%zd]", name, i);
             int r = add_arg(c, PySequence_Fast_GET_ITEM(o, i), item, bad, bad_obj);
             if (r < 0) return r;
         }
@@ -182,8 +179,8 @@ static int add_arg(call_args *c, PyObject *o, const char *name, const char **bad
         a->slen = used;
         pos = 0;
         while (PyDict_Next(o, &pos, &key, &value)) {
-            char item[64];
-            snprintf(item, sizeof item, "%s['%s']", name, PyUnicode_AsUTF8(key));
+            char *item = c->names[c->n < MAX_ARGS ? c->n : 0];
+            snprintf(item, sizeof c->names[0], "%s['%s']", name, PyUnicode_AsUTF8(key));
             int r = add_arg(c, value, item, bad, bad_obj);
             if (r < 0) return r;
         }
@@ -234,7 +231,10 @@ static int collect_args(compiled_fn *cf, PyObject *args, PyObject *kwargs, call_
         int r = add_arg(c, o, name ? name : "?", bad, bad_obj);
         if (r < 0) return r;
     }
-    return c->n;
+    /* grad mode is a guard like the arguments: with it on, captured tensors
+     * that require grad fail a trace that compiles under no_grad */
+    int r = add_arg(c, em_grad_enabled() ? Py_True : Py_False, "(grad mode)", bad, bad_obj);
+    return r < 0 ? r : c->n;
 }
 
 /* ---- source locations for the tracer ---- */
@@ -379,7 +379,6 @@ static entry *add_entry(compiled_fn *cf, const em_arg *args, int n) {
     cf->entries = ne;
     entry *e = &ne[cf->n_entries];
     memset(e, 0, sizeof *e);
-    e->grad_mode = em_grad_enabled();
     if (!(e->guards = em_guards_new(args, n))) {
         em_py_raise();
         return NULL;
@@ -771,8 +770,7 @@ static PyObject *cf_call(PyObject *self, PyObject *args, PyObject *kwargs) {
             return call_eagerly(cf, -1, why, args, kwargs);
         }
     for (int i = 0; i < cf->n_entries; i++)
-        if (cf->entries[i].grad_mode == em_grad_enabled() &&
-            em_guards_check(cf->entries[i].guards, a, n, NULL, 0) &&
+        if (em_guards_check(cf->entries[i].guards, a, n, NULL, 0) &&
             captured_unchanged(&cf->entries[i]))
             return run_entry(cf, &cf->entries[i], args, kwargs, a, n);
     cf->n_misses++;
@@ -887,11 +885,11 @@ static PyObject *cf_specializations(PyObject *self, PyObject *unused) {
         double passes_ms = 0, backend_ms = 0;
         if (e->compiled) em_compiled_times(e->compiled, &passes_ms, &backend_ms);
         PyObject *d = Py_BuildValue(
-            "{s:s,s:s,s:s,s:s,s:s,s:i,s:O,s:d,s:d,s:d,s:s,s:s}", "backend",
+            "{s:s,s:s,s:s,s:s,s:s,s:i,s:d,s:d,s:d,s:s,s:s}", "backend",
             e->compiled ? em_compiled_backend(e->compiled) : "eager", "dump_path",
             e->compiled ? em_compiled_dump_path(e->compiled) : "", "guards", g ? g : "", "reason",
             e->reason, "note", e->compiled ? em_compiled_note(e->compiled) : "", "captured",
-            e->n_captured, "grad_mode", e->grad_mode ? Py_True : Py_False, "trace_ms", e->trace_ms,
+            e->n_captured, "trace_ms", e->trace_ms,
             "passes_ms", passes_ms, "backend_ms", backend_ms, "kernels", kernels ? kernels : "",
             "traced_ir", e->traced_ir ? e->traced_ir : "");
         free(g);

@@ -36,78 +36,13 @@ def compile(fn=None, *, cache_limit=None):
         return functools.partial(compile, cache_limit=cache_limit)
     from .nn import Module
     if isinstance(fn, Module):
+        from .nn.modules.compiled import CompiledModule
         return CompiledModule(fn, cache_limit)
     cf = _C.CompiledFunction(fn, -1 if cache_limit is None else int(cache_limit))
     functools.update_wrapper(cf, fn)
     return cf
 
 
-def _compiled_module_class():
-    from .nn import Module
-
-    class CompiledModule(Module):
-        """ember.compile(model): calls run model.forward compiled. The
-        wrapper holds the model itself (parameters, buffers and state dict
-        are the model's, under the prefix `_orig_mod.` as in PyTorch), and
-        the training mode of every submodule is one of the guards, so
-        train() and eval() each get their own specialisation."""
-
-        def __init__(self, module, cache_limit=None):
-            super().__init__()
-            self._orig_mod = module
-            forward = module.forward
-
-            def compiled_forward(training_modes, *args, **kwargs):
-                return forward(*args, **kwargs)
-            compiled_forward.__name__ = compiled_forward.__qualname__ = \
-                f"{type(module).__name__}.forward"
-            object.__setattr__(self, "_compiled", compile(compiled_forward, cache_limit=cache_limit))
-
-        def forward(self, *args, **kwargs):
-            # the modes as an argument: a string is guarded by its value
-            modes = "".join("t" if m.training else "e" for m in self._orig_mod.modules())
-            return self._compiled(modes, *args, **kwargs)
-
-        def train(self, mode=True):
-            self._orig_mod.train(mode)
-            object.__setattr__(self, "training", mode)
-            return self
-
-        def __getattr__(self, name):
-            try:
-                return super().__getattr__(name)
-            except AttributeError:
-                return getattr(self._orig_mod, name)
-
-        def _specializations(self):
-            return self._compiled._specializations()
-
-        def _stats(self):
-            return self._compiled._stats()
-
-    return CompiledModule
-
-
-class _LazyClass:
-    """CompiledModule is built on nn.Module, which imports this module: make
-    the class on first use."""
-
-    def __init__(self, make):
-        self._make, self._cls = make, None
-
-    def _get(self):
-        if self._cls is None:
-            self._cls = self._make()
-        return self._cls
-
-    def __call__(self, *args, **kwargs):
-        return self._get()(*args, **kwargs)
-
-    def __instancecheck__(self, obj):
-        return isinstance(obj, self._get())
-
-
-CompiledModule = _LazyClass(_compiled_module_class)
 
 
 def disable():
@@ -185,7 +120,7 @@ def explain(fn, *args, print_report=True, **kwargs):
     else:
         lines.append(f"  this call ran eagerly: {last['reason']}")
     if spec is not None:
-        lines.append(f"  guards (grad mode {'on' if spec['grad_mode'] else 'off'} as well):")
+        lines.append("  guards:")
         lines.append(_indented(spec["guards"]))
         lines.append("  value guards: none (a host read such as .item() inside the function "
                      "makes its trace fall back to eager for now)")

@@ -142,8 +142,9 @@ em_status em_set_requires_grad(em_tensor *t, bool on) {
     return EM_OK;
 }
 
+/* t's elements as a new tensor object without history. */
 static em_tensor *alias(em_tensor *t) {
-    em_tensor *a = em_tensor_from_storage(t->storage, t->dtype, t->offset, t->shape, t->strides, t->ndim);
+    em_tensor *a = em_tensor_alias(t, t->offset, t->shape, t->strides, t->ndim);
     if (a) a->is_wrapped_number = t->is_wrapped_number;
     return a;
 }

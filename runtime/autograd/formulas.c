@@ -287,9 +287,10 @@ FORMULA(softplus) {
     BEGIN; /* sigmoid(beta x) below the threshold, 1 above */
     T bx = MUL(c->in[0], c->in[1]);
     if (NEEDS(0)) gin[0] = give(WHERE(GT(bx, c->in[2]), g, MUL(g, un(s, EM_OP_SIGMOID, bx))));
-    if (NEEDS(1) || NEEDS(2))
+    if (NEEDS(1) || NEEDS(2)) {
         em_error(EM_ERR_NOT_IMPLEMENTED, "softplus: gradients with respect to beta and threshold");
-    if (NEEDS(1) || NEEDS(2)) s->failed = true;
+        s->failed = true;
+    }
     END;
 }
 
@@ -343,13 +344,19 @@ FORMULA(prod) {
 }
 /* amax/amin: the gradient shared evenly by the elements equal to the
  * result (PyTorch's rule for amax; max(dim) takes its gather route). */
+/* The reduced gradient gu shared evenly by the elements `mask` selects in
+ * each reduced group (the ties at a max, min or inf-norm). */
+static T share_among(scope *s, T gu, T mask, const em_node *n) {
+    T fm = mask ? keep(s, em_cast(mask, gu->dtype)) : keep(s, NULL);
+    T count = fm ? keep(s, em_sum(fm, n->attrs.dims, n->attrs.n_dims, true)) : keep(s, NULL);
+    return DIV(MUL(gu, fm), count);
+}
+
 static em_status extreme_bw(const em_bw_ctx *c, em_tensor *const *gout, em_tensor **gin) {
     BEGIN;
     const em_node *n = c->node;
-    T mask = EQ(X, unreduce(s, Y, n));
-    T fm = mask ? keep(s, em_cast(mask, g->dtype)) : keep(s, NULL);
-    T count = fm ? keep(s, em_sum(fm, n->attrs.dims, n->attrs.n_dims, true)) : keep(s, NULL);
-    gin[0] = give(DIV(MUL(unreduce(s, g, n), fm), count));
+    T gu = unreduce(s, g, n);
+    gin[0] = give(gu ? share_among(s, gu, EQ(X, unreduce(s, Y, n)), n) : NULL);
     END;
 }
 FORMULA(amax) { return extreme_bw(c, gout, gin); }
@@ -383,10 +390,8 @@ FORMULA(norm) {
     } else if (p == 1.0) {
         r = MUL(gu, un(s, EM_OP_SIGN, x));
     } else if (isinf(p)) { /* the extreme |x|, shared evenly among ties */
-        T mask = EQ(un(s, EM_OP_ABS, x), yu);
-        T fm = mask ? keep(s, em_cast(mask, g->dtype)) : keep(s, NULL);
-        T count = fm ? keep(s, em_sum(fm, n->attrs.dims, n->attrs.n_dims, true)) : keep(s, NULL);
-        r = DIV(MUL(MUL(gu, un(s, EM_OP_SIGN, x)), fm), count);
+        T signed_g = MUL(gu, un(s, EM_OP_SIGN, x));
+        r = signed_g ? share_among(s, signed_g, EQ(un(s, EM_OP_ABS, x), yu), n) : NULL;
     } else if (p == 2.0) { /* x / norm, zero where the norm is zero */
         r = WHERE(EQ(yu, zero), zero, MUL(gu, DIV(x, yu)));
     } else { /* x |x|^(p-2) / norm^(p-1) */

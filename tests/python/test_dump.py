@@ -164,12 +164,14 @@ def test_final_ir_equals_last_pass(dumped):
 def test_guards_txt(dumped):
     _, _, paths = dumped
     with open(os.path.join(paths["gelu"], "guards.txt")) as f:
-        assert f.read() == "x: tensor dtype=f32 device=cpu shape=[256,256] strides=[256,1]\n"
+        assert f.read() == ("x: tensor dtype=f32 device=cpu shape=[256,256] strides=[256,1]\n"
+                            "(grad mode): bool == True\n")
     with open(os.path.join(paths["mlp"], "guards.txt")) as f:
         lines = f.read().splitlines()
     assert lines == ["x: tensor dtype=f32 device=cpu shape=[8,16] strides=[16,1]",
                      "w: tensor dtype=f32 device=cpu shape=[16,4] strides=[4,1]",
-                     "b: tensor dtype=f32 device=cpu shape=[4] strides=[1]"]
+                     "b: tensor dtype=f32 device=cpu shape=[4] strides=[1]",
+                     "(grad mode): bool == True"]
     with open(os.path.join(paths["misc"], "guards.txt")) as f:
         text = f.read()
     assert "z: tensor dtype=f32 device=cpu shape=[] strides=[]" in text

@@ -104,3 +104,13 @@ def test_time_guards_hook_for_the_benchmark():
     assert f._time_guards(10, x) > 0
     with pytest.raises(ValueError, match="fails the guards"):
         f._time_guards(10, ember.randn(9))
+
+
+def test_grad_mode_is_a_guard():
+    f = make()
+    x = ember.randn(8)
+    f(x)
+    with ember.no_grad():
+        e = ember.compiler.explain(f, x, print_report=False)
+    assert e.event == "traced" and "(grad mode): bool == False" in e.text
+    assert "(grad mode): bool == True" in f._specializations()[0]["guards"]

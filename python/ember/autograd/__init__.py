@@ -35,6 +35,25 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     _C._backward(tensors, grads, bool(retain_graph), bool(create_graph))
 
 
+def _zero_grads(params, set_to_none=True):
+    """What Module.zero_grad and Optimizer.zero_grad do to each parameter's
+    .grad: drop it, or (set_to_none=False) zero it in place, first cutting a
+    gradient that has history (create_graph) from its graph, as PyTorch does."""
+    for p in params:
+        g = p.grad
+        if g is None:
+            continue
+        if set_to_none:
+            p.grad = None
+            continue
+        if g.grad_fn is not None:
+            g.detach_()
+        elif g.requires_grad:  # (only then: a state change a compiled step would refuse)
+            g.requires_grad_(False)
+        with no_grad():
+            g.zero_()
+
+
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
          allow_unused=False):
     """The gradients of `outputs` with respect to `inputs`, as a tuple

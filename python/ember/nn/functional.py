@@ -380,17 +380,24 @@ def _pool_input(input, what):
     return input.unsqueeze(0) if input.ndim == 3 else input
 
 
+def _pool_geometry(what, kernel_size, stride, padding):
+    """(kernel, stride, padding) as pairs; stride defaults to the kernel, and
+    padding may be at most half of it (PyTorch's rule)."""
+    k = _pair(kernel_size, what="kernel_size")
+    s = k if stride is None or stride == [] else _pair(stride, what="stride")
+    p = _pair(padding, what="padding")
+    if any(pp * 2 > kk for pp, kk in zip(p, k)):
+        raise RuntimeError(f"{what}: pad should be at most half of the kernel size, but got "
+                           f"pad={list(p)} and kernel_size={list(k)}")
+    return k, s, p
+
+
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     if return_indices:
         raise NotImplementedError("max_pool2d: return_indices=True is not implemented in ember yet")
     x = _pool_input(input, "max_pool2d")
-    k = _pair(kernel_size, what="kernel_size")
-    s = k if stride is None or stride == [] else _pair(stride, what="stride")
-    p = _pair(padding, what="padding")
-    if any(pp * 2 > kk for pp, kk in zip(p, k)):
-        raise RuntimeError(f"max_pool2d: pad should be at most half of the kernel size, but got "
-                           f"pad={list(p)} and kernel_size={list(k)}")
+    k, s, p = _pool_geometry("max_pool2d", kernel_size, stride, padding)
     win, _, _ = _windows(x, k, s, p, _pair(dilation), fill=-math.inf, ceil_mode=ceil_mode,
                          what="max_pool2d")
     out = win.max(2).values  # one winner per window gets the gradient, as in PyTorch
@@ -402,12 +409,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
     if ceil_mode:
         raise NotImplementedError("avg_pool2d: ceil_mode=True is not implemented in ember yet")
     x = _pool_input(input, "avg_pool2d")
-    k = _pair(kernel_size, what="kernel_size")
-    s = k if stride is None or stride == [] else _pair(stride, what="stride")
-    p = _pair(padding, what="padding")
-    if any(pp * 2 > kk for pp, kk in zip(p, k)):
-        raise RuntimeError(f"avg_pool2d: pad should be at most half of the kernel size, but got "
-                           f"pad={list(p)} and kernel_size={list(k)}")
+    k, s, p = _pool_geometry("avg_pool2d", kernel_size, stride, padding)
     win, _, _ = _windows(x, k, s, p, (1, 1), what="avg_pool2d")
     total = win.sum(2)
     if divisor_override:

@@ -6,7 +6,7 @@ import copy
 from collections import defaultdict
 
 from .. import _C
-from ..autograd import no_grad
+from ..autograd import _zero_grads, enable_grad, no_grad
 
 
 class _RequiredParameter:
@@ -56,16 +56,7 @@ class Optimizer:
         self.param_groups.append(group)
 
     def zero_grad(self, set_to_none=True):
-        for g in self.param_groups:
-            for p in g["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    gr = p.grad
-                    with no_grad():
-                        gr.zero_()
+        _zero_grads((p for g in self.param_groups for p in g["params"]), set_to_none)
 
     def _with_grads(self, group):
         """The group's parameters that have a gradient, and their gradients
@@ -83,7 +74,7 @@ class Optimizer:
     def step(self, closure=None):
         loss = None
         if closure is not None:
-            with _C_enable_grad():
+            with enable_grad():
                 loss = closure()
         for group in self.param_groups:
             self._update(group)
@@ -146,11 +137,6 @@ class Optimizer:
                 if k != "params":
                     s += f"\n    {k}: {g[k]}"
         return s + "\n)"
-
-
-def _C_enable_grad():
-    from ..autograd import enable_grad
-    return enable_grad()
 
 
 def _step_tensor(state):

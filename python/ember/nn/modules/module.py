@@ -8,7 +8,7 @@ else (parameters(), state_dict(), train(), to(), repr) walks them."""
 from collections import OrderedDict, namedtuple
 
 from ... import _C
-from ...autograd import no_grad
+from ...autograd import _zero_grads, no_grad
 from ..parameter import Parameter
 
 
@@ -256,19 +256,7 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none=True):
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                g = p.grad
-                if g.grad_fn is not None:  # a gradient with history (create_graph):
-                    g.detach_()            # cut it from its graph first, as PyTorch does
-                else:
-                    g.requires_grad_(False)
-                with no_grad():
-                    g.zero_()
+        _zero_grads(self.parameters(), set_to_none)
 
     def _apply(self, fn):
         """fn applied to every parameter and buffer, recursively.
