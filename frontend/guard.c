@@ -2,8 +2,10 @@
  * guard.c - the conditions under which a compiled specialisation is valid.
  *
  * A guard set is a snapshot of one call: for each argument its kind, and for
- * a tensor its dtype, device, shape and strides (strides of dims of size 0
- * or 1 do not matter and are normalised away), for a Python scalar or string
+ * a tensor its dtype, device, shape, strides (strides of dims of size 0
+ * or 1 do not matter and are normalised away) and requires_grad (a trace
+ * with grad enabled records backward ops for exactly the tensors that
+ * require grad), for a Python scalar or string
  * its value. Checking compares a new call against the snapshot field by
  * field; the first mismatch is described in words for warnings and explain().
  */
@@ -20,6 +22,7 @@ typedef struct {
     char *name;
     em_dtype dtype;
     em_device device;
+    bool requires_grad;
     int ndim;
     int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS];
     int64_t i;
@@ -79,6 +82,7 @@ em_guards *em_guards_new(const em_arg *args, int n) {
         case EM_ARG_TENSOR:
             g->dtype = a->tensor->dtype;
             g->device = a->tensor->device;
+            g->requires_grad = a->tensor->requires_grad;
             g->ndim = a->tensor->ndim;
             memcpy(g->shape, a->tensor->shape, sizeof g->shape);
             norm_strides(a->tensor, g->strides);
@@ -157,6 +161,9 @@ bool em_guards_check(const em_guards *gs, const em_arg *args, int n, char *why, 
                 em_shape_str(g->strides, g->ndim, y, sizeof y);
                 return mismatch(why, ws, "%s: strides %s != %s", g->name, x, y);
             }
+            if (t->requires_grad != g->requires_grad)
+                return mismatch(why, ws, "%s: requires_grad %s != %s", g->name,
+                                t->requires_grad ? "True" : "False", g->requires_grad ? "True" : "False");
             break;
         }
         case EM_ARG_INT:
@@ -199,8 +206,9 @@ char *em_guards_print(const em_guards *gs) {
         case EM_ARG_TENSOR:
             em_shape_str(g->shape, g->ndim, x, sizeof x);
             em_shape_str(g->strides, g->ndim, y, sizeof y);
-            em_strbuf_printf(&b, "tensor dtype=%s device=%s shape=%s strides=%s\n",
-                             em_dtype_name(g->dtype), em_device_str(g->device, d), x, y);
+            em_strbuf_printf(&b, "tensor dtype=%s device=%s shape=%s strides=%s%s\n",
+                             em_dtype_name(g->dtype), em_device_str(g->device, d), x, y,
+                             g->requires_grad ? " requires_grad" : "");
             break;
         case EM_ARG_INT: em_strbuf_printf(&b, "int == %lld\n", (long long)g->i); break;
         case EM_ARG_BOOL: em_strbuf_printf(&b, "bool == %s\n", g->i ? "True" : "False"); break;

@@ -10,18 +10,33 @@
  *     held by reference;
  *   - born during the trace without an op (ember.tensor(...)): the trace
  *     fails, because its values may differ on the next call.
- * Random ops are recorded like any op: they are not pure (dce keeps them)
- * and not elementwise (never fused), so a compiled graph runs their eager
- * kernels in traced order, each reserving its Philox counters from the
- * global stream when it runs: every call draws fresh numbers, the same ones
- * the eager function would after the same seed. A draw from an
- * In-place ops (on_inplace) become SSA: the written tensor is rebound to the
- * op's value, and a written input or captured tensor gets a write-back (an
- * extra graph result its caller copies back), unless another tensor of the
- * trace shares its memory, which fails the trace. A draw from an
- * ember.Generator (a swap of that stream) and host syncs fail the trace
- * for now (value guards come later); failing is always safe because the
- * function has run eagerly anyway.
+ *
+ * What a training step does besides ops becomes graph structure too:
+ *   - Autograd: the backward formulas are ember ops, so backward() traces
+ *     as the ops it runs; saved tensors are aliases with their source's
+ *     value. The graph itself records no history; a function returning a
+ *     tensor whose graph is still usable fails the trace.
+ *   - In-place ops (on_inplace) become SSA: the written tensor is rebound to
+ *     the op's value, and a written input or captured tensor gets a
+ *     write-back (an extra graph result its caller copies back), unless
+ *     another tensor of the trace shares its memory, which fails the trace.
+ *   - .grad (GRAD_READ/GRAD_WRITE events): an input's .grad is a slot. Its
+ *     state when first read (None, or a tensor, which becomes an input
+ *     found through its owner at every call) is guarded; its state at the
+ *     end (None, unchanged, or a new value) is applied after a run.
+ *   - Host reads (.item(), bool(t)): value guards, extra results a caller
+ *     compares with the values the trace saw.
+ *   - Random ops are not pure (dce keeps them) and not elementwise (never
+ *     fused), so a compiled graph runs their eager kernels in traced order,
+ *     each drawing from the global Philox stream: every call draws fresh
+ *     numbers, the ones eager would after the same seed. A draw from an
+ *     ember.Generator (a swap of that stream) fails the trace.
+ *   - State the function keeps (a tensor born in the trace still alive after
+ *     it, not a result: an optimizer's new moments, a cached buffer) could
+ *     not be recreated by a graph. The tracer watches its tensors die
+ *     (on_free) and fails such a trace with `retry` set: the next call
+ *     finds that state in place and usually traces well.
+ * Failing is always safe because the function has run eagerly anyway.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -42,26 +57,106 @@ struct em_tracer {
     em_ir_value **values; /* value id -> value */
     int cap_values;
     int n_args;
-    em_tensor **captured;
+    em_capture *captured; /* graph inputs n_args.. */
     int n_captured, cap_captured;
+    const em_tensor **originals; /* per argument: the caller's tensor a proxy stands for */
     const char *last_file_src, *last_file; /* cache of the interned file name */
     /* In-place writes into inputs become write-backs. `sources` are the
-     * storages of the inputs and captured tensors; `aliased` those another
-     * tensor of the trace also sees (a view, the same tensor passed twice),
-     * whose in-place writes the graph could not model. */
+     * storages of the inputs and captured tensors; `aliased` those two of
+     * them share (the same tensor passed twice), whose in-place writes the
+     * graph could not model. */
     em_storage **sources, **aliased;
     int n_sources, n_aliased;
+    /* After a write into an input, the views of it taken before (bound to
+     * values older than the write) are stale: in eager they would show the
+     * new values, in the graph the old ones, so reading one fails the
+     * trace. Per written storage, the id of its newest value. */
+    struct mark {
+        const em_storage *s;
+        int id;
+    } *marks;
+    int n_marks;
     const em_tensor **source_tensors; /* the inputs and captured tensors themselves */
+    int *source_index;                /* ... and their graph input indices */
     int n_source_tensors;
+    struct slot {
+        em_tensor *obj; /* whose .grad (an input: alive for the trace) */
+        int owner, initial;
+        const em_tensor *initial_grad;
+    } *slots;
+    int n_slots;
+    struct value_guard {
+        em_ir_value *value;
+        em_tensor *seen; /* a reference: the values the trace saw */
+        char *what;
+    } *guards;
+    int n_guards;
+    /* Tensors born in the trace that are still alive: an open-addressing
+     * set (NULL empty, TOMB deleted). */
+    const em_tensor **born;
+    size_t born_cap, born_used;
     struct write {
         const em_tensor *t; /* the input written (alive for the trace) */
         int param;          /* its graph input index */
         em_ir_value *value; /* its latest value */
     } *writes;
     int n_writes;
-    bool failed;
+    bool failed, retry;
     char reason[512];
 };
+
+/* ---- the set of live tensors born in the trace ---- */
+
+#define TOMB ((const em_tensor *)1)
+
+static size_t born_hash(const em_tensor *t, size_t cap) {
+    uintptr_t h = (uintptr_t)t;
+    h ^= h >> 17;
+    h *= 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 20) & (cap - 1);
+}
+
+static bool born_add(struct em_tracer *tr, const em_tensor *t) {
+    if ((tr->born_used + 1) * 2 > tr->born_cap) { /* grow (and drop tombstones) */
+        size_t cap = tr->born_cap ? tr->born_cap * 2 : 256;
+        const em_tensor **nb = em_calloc(cap, sizeof *nb);
+        if (!nb) return false;
+        size_t used = 0;
+        for (size_t i = 0; i < tr->born_cap; i++) {
+            const em_tensor *x = tr->born[i];
+            if (!x || x == TOMB) continue;
+            size_t h = born_hash(x, cap);
+            while (nb[h]) h = (h + 1) & (cap - 1);
+            nb[h] = x;
+            used++;
+        }
+        em_free(tr->born);
+        tr->born = nb;
+        tr->born_cap = cap;
+        tr->born_used = used;
+    }
+    size_t h = born_hash(t, tr->born_cap), free_at = (size_t)-1;
+    for (; tr->born[h]; h = (h + 1) & (tr->born_cap - 1)) {
+        if (tr->born[h] == t) return true;
+        if (tr->born[h] == TOMB && free_at == (size_t)-1) free_at = h;
+    }
+    if (free_at != (size_t)-1) {
+        tr->born[free_at] = t;
+    } else {
+        tr->born[h] = t;
+        tr->born_used++;
+    }
+    return true;
+}
+
+static void born_remove(struct em_tracer *tr, const em_tensor *t) {
+    if (!tr->born_cap) return;
+    for (size_t h = born_hash(t, tr->born_cap); tr->born[h]; h = (h + 1) & (tr->born_cap - 1))
+        if (tr->born[h] == t) {
+            tr->born[h] = TOMB;
+            return;
+        }
+}
 
 /* Appends p to a growable array of pointers (capacity: powers of two). */
 static bool push_ptr(void ***arr, int *n, void *p) {
@@ -84,8 +179,17 @@ static bool holds(em_storage *const *arr, int n, const em_storage *s) {
 
 /* A new input or captured tensor: one sharing a storage with an earlier one
  * makes that storage aliased. */
-static bool note_source(struct em_tracer *tr, const em_tensor *t) {
+static bool note_source(struct em_tracer *tr, const em_tensor *t, int index) {
     em_storage *s = t->storage;
+    int n = tr->n_source_tensors;
+    if ((n & (n - 1)) == 0) { /* (grows like push_ptr, which grows source_tensors next) */
+        int *ni = em_malloc((size_t)(n ? 2 * n : 4) * sizeof *ni);
+        if (!ni) return false;
+        if (n) memcpy(ni, tr->source_index, (size_t)n * sizeof *ni);
+        em_free(tr->source_index);
+        tr->source_index = ni;
+    }
+    tr->source_index[n] = index;
     if (!push_ptr((void ***)&tr->source_tensors, &tr->n_source_tensors, (void *)t)) return false;
     if (holds(tr->sources, tr->n_sources, s))
         return holds(tr->aliased, tr->n_aliased, s) || push_ptr((void ***)&tr->aliased, &tr->n_aliased, s);
@@ -124,6 +228,7 @@ static bool remember(em_tracer *tr, em_ir_value *v) {
 static void bind(em_tracer *tr, em_tensor *t, em_ir_value *v) {
     t->trace_gen = tr->gen;
     t->trace_value = (uint32_t)v->id;
+    if (t->serial >= tr->serial_start && !born_add(tr, t)) em_trace_fail(tr, "out of memory while tracing");
 }
 
 static em_ir_loc current_loc(em_tracer *tr) {
@@ -140,10 +245,10 @@ static em_ir_loc current_loc(em_tracer *tr) {
     return loc;
 }
 
-static em_ir_value *capture(em_tracer *tr, em_tensor *t) {
+static em_ir_value *capture(em_tracer *tr, em_tensor *t, em_capture_kind kind, int owner) {
     if (tr->n_captured == tr->cap_captured) {
         int cap = tr->cap_captured ? tr->cap_captured * 2 : 8;
-        em_tensor **nc = em_calloc((size_t)cap, sizeof *nc);
+        em_capture *nc = em_calloc((size_t)cap, sizeof *nc);
         if (!nc) return NULL;
         if (tr->n_captured) memcpy(nc, tr->captured, (size_t)tr->n_captured * sizeof *nc);
         em_free(tr->captured);
@@ -151,20 +256,33 @@ static em_ir_value *capture(em_tracer *tr, em_tensor *t) {
         tr->cap_captured = cap;
     }
     char name[32];
-    snprintf(name, sizeof name, "captured%d", tr->n_captured);
+    snprintf(name, sizeof name, kind == EM_CAPTURE_GRAD ? "grad%d" : kind == EM_CAPTURE_EXTERNAL ? "external%d" : "captured%d",
+             tr->n_captured);
     em_type ty = em_tensor_type(t);
     em_ir_value *v = em_ir_add_param(tr->g->body, &ty, name);
     if (!v || !remember(tr, v)) return NULL;
     em_tensor_retain(t);
-    tr->captured[tr->n_captured++] = t;
+    tr->captured[tr->n_captured++] = (em_capture){kind, t, owner};
     bind(tr, t, v);
-    if (!note_source(tr, t)) return NULL;
+    born_remove(tr, t); /* (an external is new, but an input, not state the function keeps) */
+    if (!note_source(tr, t, v->index)) return NULL;
     return v;
 }
 
 /* The graph value of tensor t, creating a constant or captured input. */
 static em_ir_value *value_of(em_tracer *tr, em_tensor *t, const char *op) {
-    if (t->trace_gen == tr->gen) return tr->values[t->trace_value];
+    if (t->trace_gen == tr->gen) {
+        for (int i = 0; i < tr->n_marks; i++)
+            if (tr->marks[i].s == t->storage && (int)t->trace_value < tr->marks[i].id) {
+                em_trace_fail(tr,
+                              "%s: reads a view of a tensor (or an alias such as its detach()) "
+                              "taken before the function updated that tensor in place; such "
+                              "reads are not traced yet (take the view after the update)",
+                              op);
+                return NULL;
+            }
+        return tr->values[t->trace_value];
+    }
     if (t->is_wrapped_number && t->ndim == 0) {
         em_attrs a;
         memset(&a, 0, sizeof a);
@@ -185,7 +303,7 @@ static em_ir_value *value_of(em_tracer *tr, em_tensor *t, const char *op) {
                       op);
         return NULL;
     }
-    return capture(tr, t);
+    return capture(tr, t, EM_CAPTURE_TENSOR, -1);
 }
 
 static void on_op(void *ctx, em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
@@ -193,14 +311,6 @@ static void on_op(void *ctx, em_op op, em_tensor *const *in, int n_in, const em_
     em_tracer *tr = ctx;
     if (tr->failed) return;
     const em_op_info *info = em_op_get(op);
-    for (int j = 0; j < n_out && em_grad_enabled(); j++)
-        if (out[j] && out[j]->requires_grad) {
-            em_trace_fail(tr,
-                          "%s: an input requires grad, and compiled graphs do not record autograd "
-                          "history yet (call it under ember.no_grad() to compile inference)",
-                          info->name);
-            return;
-        }
     if (info->flags & EM_F_DATA_DEPENDENT) {
         em_trace_fail(tr,
                       "%s: its result's shape depends on the input's values, which a compiled "
@@ -233,13 +343,6 @@ static void on_op(void *ctx, em_op op, em_tensor *const *in, int n_in, const em_
         }
         bind(tr, out[i], n->out[i]);
     }
-    /* a view of an input (or the input itself handed back) aliases it */
-    for (int i = 0; i < n_in; i++)
-        for (int j = 0; j < n_out; j++)
-            if (out[j]->storage == in[i]->storage && holds(tr->sources, tr->n_sources, in[i]->storage) &&
-                !holds(tr->aliased, tr->n_aliased, in[i]->storage) &&
-                !push_ptr((void ***)&tr->aliased, &tr->n_aliased, in[i]->storage))
-                em_trace_fail(tr, "out of memory while tracing");
 }
 
 /* Appends a node computing op(vin) to the graph; its result value. */
@@ -268,11 +371,6 @@ static void on_inplace(void *ctx, em_op op, em_tensor *const *in, int n_in, cons
         em_trace_fail(tr, "%s_: too many operands to trace", name);
         return;
     }
-    if (em_grad_enabled() && out->requires_grad) {
-        em_trace_fail(tr, "%s_: writes into a tensor that requires grad, and compiled graphs do "
-                          "not record autograd history yet", name);
-        return;
-    }
     em_ir_value *vin[16];
     for (int i = 0; i < n_in; i++)
         if (!(vin[i] = value_of(tr, in[i], name))) {
@@ -285,7 +383,7 @@ static void on_inplace(void *ctx, em_op op, em_tensor *const *in, int n_in, cons
     bool is_source_itself = false; /* (not an alias of one, such as its detach()) */
     for (int i = 0; i < tr->n_source_tensors; i++) is_source_itself |= tr->source_tensors[i] == out;
     bool shared = source ? !is_source_itself || holds(tr->aliased, tr->n_aliased, out->storage)
-                         : out->storage->refcount > 1;
+                         : out->storage->refcount > 1; /* (views of an input are watched by marks) */
     if (out->is_view || shared) {
         em_trace_fail(tr,
                       "%s_ writes into a tensor that shares its memory with another one the "
@@ -314,6 +412,20 @@ static void on_inplace(void *ctx, em_op op, em_tensor *const *in, int n_in, cons
     }
     bind(tr, out, v);
     if (!source) return; /* an intermediate: rebinding is all */
+    int m = 0;
+    while (m < tr->n_marks && tr->marks[m].s != out->storage) m++;
+    if (m == tr->n_marks) {
+        struct mark *nm = em_malloc((size_t)(tr->n_marks + 1) * sizeof *nm);
+        if (!nm) {
+            em_trace_fail(tr, "out of memory while tracing");
+            return;
+        }
+        if (tr->n_marks) memcpy(nm, tr->marks, (size_t)tr->n_marks * sizeof *nm);
+        em_free(tr->marks);
+        tr->marks = nm;
+        tr->marks[tr->n_marks++].s = out->storage;
+    }
+    tr->marks[m].id = v->id;
     for (int i = 0; i < tr->n_writes; i++)
         if (tr->writes[i].t == out) {
             tr->writes[i].value = v;
@@ -334,23 +446,122 @@ static void on_inplace(void *ctx, em_op op, em_tensor *const *in, int n_in, cons
     tr->writes[tr->n_writes++] = (struct write){out, old->index, v};
 }
 
+/* The graph input index of t if it is an input a call can reach again (an
+ * argument, as proxy or as the caller's original, or a captured tensor,
+ * capturing it if it is older than the trace); -1 for tensors born in the
+ * trace and aliases of inputs, whose state dies with the call. */
+static int input_index(em_tracer *tr, em_tensor *t) {
+    for (int i = 0; i < tr->n_source_tensors; i++)
+        if (tr->source_tensors[i] == t) return tr->source_index[i];
+    for (int i = 0; i < tr->n_args; i++)
+        if (tr->originals[i] == t) return i;
+    if (t->trace_gen == tr->gen || t->serial >= tr->serial_start) return -1;
+    em_ir_value *v = capture(tr, t, EM_CAPTURE_TENSOR, -1);
+    return v ? v->index : -1;
+}
+
+static struct slot *slot_of(em_tracer *tr, const em_tensor *t) {
+    for (int i = 0; i < tr->n_slots; i++)
+        if (tr->slots[i].obj == t) return &tr->slots[i];
+    return NULL;
+}
+
+/* t's .grad is read or about to be replaced: the first time, its state
+ * then becomes the slot's guarded initial state (a read) or is ignored (a
+ * replacement). */
+static void on_grad(em_tracer *tr, em_tensor *t, bool read) {
+    if (slot_of(tr, t)) return;
+    int owner = input_index(tr, t);
+    if (owner < 0) return;
+    struct slot *ns = em_malloc((size_t)(tr->n_slots + 1) * sizeof *ns);
+    if (!ns) {
+        em_trace_fail(tr, "out of memory while tracing");
+        return;
+    }
+    if (tr->n_slots) memcpy(ns, tr->slots, (size_t)tr->n_slots * sizeof *ns);
+    em_free(tr->slots);
+    tr->slots = ns;
+    struct slot *s = &tr->slots[tr->n_slots++];
+    *s = (struct slot){t, owner, EM_SLOT_UNREAD, NULL};
+    if (!read) return;
+    if (!t->grad) {
+        s->initial = EM_SLOT_NONE;
+        return;
+    }
+    if (t->grad->trace_gen == tr->gen) {
+        em_trace_fail(tr, ".grad: the gradient of an input is also another input of the function; "
+                          "such sharing is not traced");
+        return;
+    }
+    em_ir_value *v = capture(tr, t->grad, EM_CAPTURE_GRAD, owner);
+    if (!v) {
+        em_trace_fail(tr, "out of memory while tracing");
+        return;
+    }
+    s->initial = v->index;
+    s->initial_grad = t->grad;
+}
+
+/* A host read of t's values: Python acts on them, so the graph guards them. */
+static void on_host_read(em_tracer *tr, const char *what, const em_tensor *ct) {
+    em_tensor *t = (em_tensor *)ct; /* (value_of binds; the values are not touched) */
+    if (!t) {
+        em_trace_fail(tr, "%s reads values on the host that a compiled graph cannot guard", what);
+        return;
+    }
+    em_ir_value *v = value_of(tr, t, what);
+    if (!v) {
+        em_trace_fail(tr, "%s: %s", what, em_last_error());
+        return;
+    }
+    const em_trace_hook *h = em_set_trace_hook(NULL); /* (copying is not the function's op) */
+    em_tensor *seen = em_clone(t);
+    em_set_trace_hook(h);
+    struct value_guard *ng = em_malloc((size_t)(tr->n_guards + 1) * sizeof *ng);
+    size_t len = strlen(what) + 1;
+    char *w = em_malloc(len);
+    if (!seen || !ng || !w) {
+        em_tensor_release(seen);
+        em_free(ng);
+        em_free(w);
+        em_trace_fail(tr, "out of memory while tracing");
+        return;
+    }
+    memcpy(w, what, len);
+    if (tr->n_guards) memcpy(ng, tr->guards, (size_t)tr->n_guards * sizeof *ng);
+    em_free(tr->guards);
+    tr->guards = ng;
+    tr->guards[tr->n_guards++] = (struct value_guard){v, seen, w};
+}
+
 static void on_event(void *ctx, em_trace_event ev, const char *what, const em_tensor *t) {
-    (void)t;
-    if (ev == EM_EVENT_RNG_SWAP)
-        em_trace_fail((em_tracer *)ctx,
+    em_tracer *tr = ctx;
+    if (tr->failed) return;
+    switch (ev) {
+    case EM_EVENT_RNG_SWAP:
+        em_trace_fail(tr,
                       "%s draws from an ember.Generator inside a compiled function; compiled "
                       "graphs draw from the global stream (ember.manual_seed) only, for now",
                       what);
-    else if (ev == EM_EVENT_HOST_SYNC)
-        em_trace_fail((em_tracer *)ctx,
-                      "%s reads a tensor's values on the host inside a compiled function; the "
-                      "compiled graph cannot depend on them yet (value guards come later)",
-                      what);
-    else /* state changed by something that is not an op (in-place ops come as on_inplace) */
-        em_trace_fail((em_tracer *)ctx,
+        return;
+    case EM_EVENT_HOST_SYNC: on_host_read(tr, what, t); return;
+    case EM_EVENT_GRAD_READ:
+    case EM_EVENT_GRAD_WRITE: on_grad(tr, (em_tensor *)t, ev == EM_EVENT_GRAD_READ); return;
+    case EM_EVENT_ALIAS:
+        if (t->serial >= tr->serial_start && !born_add(tr, t)) em_trace_fail(tr, "out of memory while tracing");
+        return;
+    case EM_EVENT_MUTATION: /* state changed by something that is not an op */
+        em_trace_fail(tr,
                       "%s inside a compiled function changes state outside any ember op, so a "
                       "compiled graph could not repeat it (not traced yet)",
                       what);
+        return;
+    }
+}
+
+static void on_free(void *ctx, const em_tensor *t) {
+    em_tracer *tr = ctx;
+    if (t->trace_gen == tr->gen) born_remove(tr, t);
 }
 
 em_tracer *em_trace_begin(const char *name, em_loc_fn loc, void *loc_ctx) {
@@ -369,80 +580,202 @@ em_tracer *em_trace_begin(const char *name, em_loc_fn loc, void *loc_ctx) {
     tr->serial_start = em_tensor_next_serial(); /* tensors born from now on */
     tr->loc_fn = loc;
     tr->loc_ctx = loc_ctx;
-    tr->hook = (em_trace_hook){on_op, on_event, tr, on_inplace};
+    tr->hook = (em_trace_hook){on_op, on_event, tr, on_inplace, on_free};
     tr->prev_hook = em_set_trace_hook(&tr->hook);
     active = tr;
     return tr;
 }
 
-em_status em_trace_add_input(em_tracer *tr, em_tensor *t, const char *name) {
+em_status em_trace_add_input(em_tracer *tr, em_tensor *t, const char *name, const em_tensor *original) {
+    if (tr->n_captured) return em_error(EM_ERR_INTERNAL, "trace: arguments come before captured tensors");
     em_type ty = em_tensor_type(t);
     em_ir_value *v = em_ir_add_param(tr->g->body, &ty, name);
-    if (!v || !remember(tr, v) || !note_source(tr, t)) return EM_ERR_NOMEM;
+    if (!v || !remember(tr, v) || !note_source(tr, t, v->index) ||
+        !push_ptr((void ***)&tr->originals, &tr->n_args, (void *)original))
+        return EM_ERR_NOMEM;
     bind(tr, t, v);
-    tr->n_args++;
     return EM_OK;
+}
+
+int em_trace_add_external(em_tracer *tr, em_tensor *t) {
+    if (t->trace_gen == tr->gen) {
+        em_error(EM_ERR_VALUE, "trace: an external input must be a new tensor");
+        return -1;
+    }
+    em_ir_value *v = capture(tr, t, EM_CAPTURE_EXTERNAL, -1);
+    if (!v) {
+        em_trace_fail(tr, "out of memory while tracing");
+        return -1;
+    }
+    return tr->n_captured - 1;
 }
 
 void em_trace_result_clear(em_trace_result *res) {
     em_ir_graph_free(res->graph);
     em_free(res->writes);
     em_free(res->returned_writes);
-    for (int i = 0; i < res->n_captured; i++) em_tensor_release(res->captured[i]);
+    for (int i = 0; i < res->n_captured; i++) em_tensor_release(res->captured[i].tensor);
     em_free(res->captured);
+    for (int i = 0; i < res->n_value_guards; i++) {
+        em_tensor_release(res->value_guards[i]);
+        em_free((char *)res->value_guard_what[i]);
+    }
+    em_free(res->value_guards);
+    em_free(res->value_guard_what);
+    em_free(res->slots);
     memset(res, 0, sizeof *res);
 }
 
 static void tracer_free(em_tracer *tr) {
     em_ir_graph_free(tr->g);
-    for (int i = 0; i < tr->n_captured; i++) em_tensor_release(tr->captured[i]);
+    for (int i = 0; i < tr->n_captured; i++) em_tensor_release(tr->captured[i].tensor);
     em_free(tr->captured);
+    em_free(tr->originals);
     em_free(tr->values);
     em_free(tr->sources);
     em_free(tr->aliased);
+    em_free(tr->marks);
     em_free(tr->source_tensors);
+    em_free(tr->source_index);
     em_free(tr->writes);
+    em_free(tr->slots);
+    for (int i = 0; i < tr->n_guards; i++) {
+        em_tensor_release(tr->guards[i].seen);
+        em_free(tr->guards[i].what);
+    }
+    em_free(tr->guards);
+    em_free(tr->born);
     em_free(tr);
+}
+
+/* A live tensor born in the trace that is neither a result nor a gradient
+ * the trace leaves in a .grad: kept by the function (NULL if none). */
+static const em_tensor *first_escape(em_tracer *tr, em_tensor *const *outputs, int n_out, int *count) {
+    const em_tensor *first = NULL;
+    *count = 0;
+    for (size_t i = 0; i < tr->born_cap; i++) {
+        const em_tensor *t = tr->born[i];
+        if (!t || t == TOMB || t->trace_gen != tr->gen) continue;
+        bool kept = false;
+        for (int k = 0; k < n_out && !kept; k++) kept = outputs[k] == t;
+        for (int k = 0; k < tr->n_slots && !kept; k++) kept = tr->slots[k].obj->grad == t;
+        if (kept) continue;
+        if (!first) first = t;
+        ++*count;
+    }
+    return first;
+}
+
+int em_trace_count_escapes(em_tracer *tr, em_tensor *const *outputs, int n_out) {
+    int n;
+    first_escape(tr, outputs, n_out, &n);
+    return n;
+}
+
+/* Fails the trace if the function kept a tensor it made (see first_escape). */
+static void check_escapes(em_tracer *tr, em_tensor *const *outputs, int n_out) {
+    int n;
+    const em_tensor *t = first_escape(tr, outputs, n_out, &n);
+    if (!t || tr->failed) return;
+    char shape[128], where[300] = "";
+    em_shape_str(t->shape, t->ndim, shape, sizeof shape);
+    const em_ir_value *v = t->trace_value < (uint32_t)tr->cap_values ? tr->values[t->trace_value] : NULL;
+    if (v && v->def) {
+        const em_ir_node *d = v->def;
+        int k = snprintf(where, sizeof where, ", made by %s", em_op_name(d->op));
+        if (d->loc.file) snprintf(where + k, sizeof where - (size_t)k, " at %s:%d", d->loc.file, d->loc.line);
+    }
+    em_trace_fail(tr,
+                  "the function keeps %d tensor%s it created (%s %s%s) alive after it returns, in "
+                  "an attribute, a list or a dict (optimizer state, a cached buffer); a compiled "
+                  "graph could not recreate %s. This call ran eagerly; the next one traces again, "
+                  "with that state in place",
+                  n, n == 1 ? "" : "s", em_dtype_name(t->dtype), shape, where, n == 1 ? "it" : "them");
+    tr->retry = true;
+}
+
+static bool fill_result(em_tracer *tr, em_tensor *const *outputs, int n_out, em_trace_result *res) {
+    int n_res = n_out + tr->n_guards + tr->n_writes + tr->n_slots;
+    em_ir_value **vals = em_malloc((size_t)(n_res ? n_res : 1) * sizeof *vals);
+    res->slots = em_malloc((size_t)(tr->n_slots ? tr->n_slots : 1) * sizeof *res->slots);
+    if (!vals || !res->slots) goto nomem;
+    int k = 0;
+    for (int i = 0; i < n_out && !tr->failed; i++) vals[k++] = value_of(tr, outputs[i], "return");
+    for (int i = 0; i < tr->n_guards; i++) vals[k++] = tr->guards[i].value;
+    for (int i = 0; i < tr->n_writes; i++) vals[k++] = tr->writes[i].value;
+    for (int i = 0; i < tr->n_slots && !tr->failed; i++) {
+        const struct slot *s = &tr->slots[i];
+        em_grad_slot *r = &res->slots[res->n_slots++];
+        *r = (em_grad_slot){s->owner, s->initial, EM_SLOT_NONE};
+        em_tensor *g = s->obj->grad;
+        if (!g) continue;
+        if (s->initial >= 0 && g == s->initial_grad) {
+            r->final = EM_SLOT_KEEP;
+            continue;
+        }
+        r->final = k;
+        vals[k++] = value_of(tr, g, ".grad");
+    }
+    if (tr->failed) goto fail;
+    if (em_ir_set_results(tr->g->body, vals, k) != EM_OK) goto nomem;
+    em_free(vals);
+    vals = NULL;
+    if (tr->n_writes) {
+        if (!(res->writes = em_malloc((size_t)tr->n_writes * sizeof *res->writes))) goto nomem;
+        for (int i = 0; i < tr->n_writes; i++) res->writes[i] = tr->writes[i].param;
+        res->n_writes = tr->n_writes;
+        if (n_out && !(res->returned_writes = em_malloc((size_t)n_out * sizeof *res->returned_writes)))
+            goto nomem;
+        for (int i = 0; res->returned_writes && i < n_out; i++) {
+            res->returned_writes[i] = -1;
+            for (int w = 0; w < tr->n_writes; w++)
+                if (outputs[i] == tr->writes[w].t) res->returned_writes[i] = w;
+        }
+    }
+    if (tr->n_guards) {
+        res->value_guards = em_malloc((size_t)tr->n_guards * sizeof *res->value_guards);
+        res->value_guard_what = em_malloc((size_t)tr->n_guards * sizeof *res->value_guard_what);
+        if (!res->value_guards || !res->value_guard_what) goto nomem;
+        for (int i = 0; i < tr->n_guards; i++) {
+            res->value_guards[i] = tr->guards[i].seen;
+            res->value_guard_what[i] = tr->guards[i].what;
+        }
+        res->n_value_guards = tr->n_guards;
+        tr->n_guards = 0; /* moved */
+    }
+    return true;
+nomem:
+    em_trace_fail(tr, "out of memory while tracing");
+fail:
+    em_free(vals);
+    return false;
 }
 
 em_status em_trace_end(em_tracer *tr, em_tensor *const *outputs, int n_out, em_trace_result *res) {
     memset(res, 0, sizeof *res);
+    for (int i = 0; i < n_out && !tr->failed; i++)
+        if (em_autograd_graph_live(outputs[i]))
+            em_trace_fail(tr, "the function returns a tensor with autograd history (result %d) that "
+                              "a later backward() could use; compiled graphs do not build autograd "
+                              "graphs, so such functions run eagerly (call backward() inside the "
+                              "function, or run it under ember.no_grad())", i);
+    check_escapes(tr, outputs, n_out);
     em_set_trace_hook(tr->prev_hook);
     if (active == tr) active = NULL;
-    em_ir_value *vals[512];
-    if (n_out > 256 || tr->n_writes > 256)
-        em_trace_fail(tr, "the function returns or writes into more than 256 tensors");
-    for (int i = 0; i < n_out && !tr->failed; i++)
-        vals[i] = value_of(tr, outputs[i], "return");
-    for (int i = 0; i < tr->n_writes && !tr->failed; i++) vals[n_out + i] = tr->writes[i].value;
-    if (!tr->failed && em_ir_set_results(tr->g->body, vals, n_out + tr->n_writes) != EM_OK)
-        em_trace_fail(tr, "out of memory while tracing");
-    int *writes = NULL;
-    if (!tr->failed && tr->n_writes && !(writes = em_malloc((size_t)tr->n_writes * sizeof *writes)))
-        em_trace_fail(tr, "out of memory while tracing");
-    for (int i = 0; writes && i < tr->n_writes; i++) writes[i] = tr->writes[i].param;
-    int *returned = NULL;
-    if (writes && n_out && !(returned = em_malloc((size_t)n_out * sizeof *returned)))
-        em_trace_fail(tr, "out of memory while tracing");
-    for (int i = 0; returned && i < n_out; i++) {
-        returned[i] = -1;
-        for (int k = 0; k < tr->n_writes; k++)
-            if (outputs[i] == tr->writes[k].t) returned[i] = k;
-    }
-    if (!tr->failed && em_ir_verify(tr->g) != EM_OK)
+    if (n_out > 4096 || tr->n_writes > 4096) em_trace_fail(tr, "the function returns or writes into too many tensors");
+    res->n_out = n_out;
+    if (!tr->failed && fill_result(tr, outputs, n_out, res) && em_ir_verify(tr->g) != EM_OK)
         em_trace_fail(tr, "internal error, the traced graph does not verify: %s", em_last_error());
     if (tr->failed) {
+        bool retry = tr->retry;
         em_status st = em_error(EM_ERR_NOT_IMPLEMENTED, "%s", tr->reason);
-        em_free(writes);
-        em_free(returned);
+        em_trace_result_clear(res);
+        res->retry = retry;
         tracer_free(tr);
         return st;
     }
     res->graph = tr->g;
     res->n_args = tr->n_args;
-    res->writes = writes;
-    res->n_writes = tr->n_writes;
-    res->returned_writes = returned;
     res->captured = tr->captured;
     res->n_captured = tr->n_captured;
     tr->g = NULL;

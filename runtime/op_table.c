@@ -170,14 +170,15 @@ em_status em_op_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *at
     if (st != EM_OK) goto fail;
     if (info->flags & EM_F_VIEW)
         for (int i = 0; i < n_out; i++) res[i]->is_view = true;
+    /* the tracer first: the results autograd saves are aliases that must
+     * carry the results' graph values */
+    if (op_depth == 0 && trace_hook && trace_hook->on_op)
+        trace_hook->on_op(trace_hook->ctx, op, in, n_in, attrs, res, n_out);
     /* autograd records the outermost op only: an op built from others
      * differentiates as one */
     if (op_depth == 0 && em_autograd_wants(op, in, n_in) &&
         em_autograd_record(op, in, n_in, attrs, res, n_out) != EM_OK)
         goto fail;
-
-    if (op_depth == 0 && trace_hook && trace_hook->on_op)
-        trace_hook->on_op(trace_hook->ctx, op, in, n_in, attrs, res, n_out);
     memcpy(out, res, (size_t)n_out * sizeof *out);
     return EM_OK;
 fail:

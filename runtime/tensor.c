@@ -10,6 +10,7 @@
 #include "ember/alloc.h"
 #include "ember/ops_math.h"
 #include "ember/autograd.h"
+#include "ember/ops.h"
 #include "ember/tensor.h"
 
 static int64_t live_tensors, live_storages;
@@ -213,6 +214,10 @@ void em_tensor_retain(em_tensor *t) { __atomic_fetch_add(&t->refcount, 1, __ATOM
 
 void em_tensor_release(em_tensor *t) {
     if (!t || __atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+    if (t->trace_gen) { /* a tracer tracks which of its tensors are still alive */
+        const em_trace_hook *h = em_get_trace_hook();
+        if (h && h->on_free) h->on_free(h->ctx, t);
+    }
     em_node_release(t->grad_fn);
     em_tensor_release(t->grad);
     em_storage_release(t->storage);

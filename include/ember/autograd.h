@@ -58,6 +58,9 @@ void em_node_retain(em_node *n);
 void em_node_release(em_node *n);
 /* PyTorch's naming: "MulBackward0", "AccumulateGrad". */
 const char *em_node_name(const em_node *n, char *buf, size_t size);
+/* Does t carry autograd history a later backward() could still use (a
+ * grad_fn whose saved tensors were not freed by a backward)? */
+bool em_autograd_graph_live(const em_tensor *t);
 int em_node_n_next(const em_node *n);
 /* The node input i's gradient goes to (borrowed; NULL when that input needs
  * none) and which of its inputs it is. */

@@ -38,30 +38,80 @@ typedef bool (*em_loc_fn)(void *ctx, const char **file, int *line);
 em_tracer *em_trace_begin(const char *name, em_loc_fn loc, void *loc_ctx);
 /* True while this thread is tracing. */
 bool em_trace_active(void);
-/* Registers `t` as the next graph input (call before the function runs). */
-em_status em_trace_add_input(em_tracer *tr, em_tensor *t, const char *name);
+/* Registers `t` as the next graph input (call before the function runs).
+ * `original` (or NULL) is the caller's tensor when t is a proxy of it: the
+ * autograd engine accumulates into the original's .grad. */
+em_status em_trace_add_input(em_tracer *tr, em_tensor *t, const char *name, const em_tensor *original);
+/* Registers `t`, a tensor the caller made during the trace, as a graph input
+ * the caller supplies anew at every call (a learning rate read from an
+ * optimizer's param group). Its index among the captures, or -1. */
+int em_trace_add_external(em_tracer *tr, em_tensor *t);
 /* Marks the trace as failed; the first reason given is kept. */
 void em_trace_fail(em_tracer *tr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* How many tensors created during the trace are still alive besides
+ * `outputs` and the gradients it left in .grad: state the function kept
+ * (an optimizer's moments, a cached buffer) that a graph could not
+ * recreate. A caller may collect garbage and ask again. */
+int em_trace_count_escapes(em_tracer *tr, em_tensor *const *outputs, int n_out);
 
+/* Graph inputs after the arguments. */
+typedef enum em_capture_kind {
+    EM_CAPTURE_TENSOR,   /* a tensor from outside (parameter, buffer, optimizer state), by identity */
+    EM_CAPTURE_GRAD,     /* the .grad of graph input `owner`, whichever tensor it is at call time */
+    EM_CAPTURE_EXTERNAL, /* supplied by the caller at every call (em_trace_add_external) */
+} em_capture_kind;
+
+typedef struct em_capture {
+    em_capture_kind kind;
+    em_tensor *tensor; /* a reference: the tensor as traced */
+    int owner;         /* EM_CAPTURE_GRAD: graph input index of the tensor it is the .grad of */
+} em_capture;
+
+/* A .grad the function read or replaced: of graph input `owner`. */
+enum { EM_SLOT_NONE = -1, EM_SLOT_UNREAD = -2, EM_SLOT_KEEP = -2 };
+typedef struct em_grad_slot {
+    int owner;
+    int initial; /* EM_SLOT_UNREAD: replaced before any read (no guard); EM_SLOT_NONE: was
+                    None; else the graph input index of the gradient read */
+    int final;   /* EM_SLOT_KEEP: still the tensor it was (updated in place through
+                    the write-backs, if at all); EM_SLOT_NONE: set to None; else the
+                    graph result index holding the new gradient */
+} em_grad_slot;
+
+/* The graph's results, in order: the function's n_out outputs; the values
+ * of the value guards; the write-backs; the new gradients of the slots. */
 typedef struct em_trace_result {
-    em_ir_graph *graph;   /* owned */
-    int n_args;           /* graph inputs 0..n_args-1 are the registered args */
-    em_tensor **captured; /* n_captured new references: inputs n_args.. */
+    em_ir_graph *graph;     /* owned */
+    int n_args;             /* graph inputs 0..n_args-1 are the registered args */
+    em_capture *captured;   /* n_captured: inputs n_args.. */
     int n_captured;
-    /* Write-backs: the graph's last n_writes results are the new values of
-     * the inputs writes[0..n_writes) (graph input indices) that the traced
+    int n_out;
+    /* Value guards: a host read (.item(), bool(t), .tolist()) made Python
+     * act on these values; results n_out.. must equal them, bit for bit,
+     * or the call's run is discarded and it runs eagerly. References. */
+    em_tensor **value_guards;
+    const char **value_guard_what; /* interned: ".item()", "bool(tensor)" */
+    int n_value_guards;
+    /* Write-backs: the next n_writes results are the new values of the
+     * inputs writes[0..n_writes) (graph input indices) that the traced
      * function updated in place; a caller copies them back after a run. */
     int *writes;
     int n_writes;
-    /* returned_writes[i]: for result i that is a written input itself, which
+    /* returned_writes[i]: for output i that is a written input itself, which
      * write it is (so a caller returns that input, updated); else -1.
      * NULL when there are no writes. */
     int *returned_writes;
+    em_grad_slot *slots;
+    int n_slots;
+    /* The trace failed because the function created state that outlives
+     * the call; the next call may find it in place and trace well. */
+    bool retry;
 } em_trace_result;
 
 /* Stops tracing and frees the tracer. On success fills *res (release it with
  * em_trace_result_clear). If the trace failed, returns
- * EM_ERR_NOT_IMPLEMENTED with the reason as the error message. */
+ * EM_ERR_NOT_IMPLEMENTED with the reason as the error message (and
+ * res->retry set when another trace may succeed). */
 em_status em_trace_end(em_tracer *tr, em_tensor *const *outputs, int n_out, em_trace_result *res);
 void em_trace_result_clear(em_trace_result *res);
 
@@ -90,7 +140,8 @@ typedef struct em_arg {
 typedef struct em_guards em_guards;
 
 /* Guards that accept exactly calls like this one: per tensor its dtype,
- * device, shape and strides; Python scalars and strings by value. */
+ * device, shape, strides and requires_grad; Python scalars and strings by
+ * value. */
 em_guards *em_guards_new(const em_arg *args, int n);
 void em_guards_free(em_guards *g);
 /* True when `args` pass every guard. Otherwise false, and `why` (if not NULL)

@@ -235,6 +235,12 @@ typedef enum em_trace_event {
     EM_EVENT_MUTATION,  /* an in-place op wrote into a tensor                 */
     EM_EVENT_RNG_SWAP,  /* a random op is about to draw from a Generator's own
                            stream rather than the global one                */
+    EM_EVENT_GRAD_READ, /* t's .grad is about to be read (by Python or by the
+                           autograd engine accumulating into it)            */
+    EM_EVENT_GRAD_WRITE, /* t's .grad is about to be replaced (None, or
+                           another tensor)                                  */
+    EM_EVENT_ALIAS,     /* t was just made as a history-free alias of a tensor
+                           (detach(), a saved tensor) and shares its value  */
 } em_trace_event;
 
 /* Called after every op that ran through em_op_run at nesting depth 0 (ops
@@ -249,6 +255,8 @@ typedef struct em_trace_hook {
      * its shape, cast to its dtype); NULL: reported as EM_EVENT_MUTATION. */
     void (*on_inplace)(void *ctx, em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                        em_tensor *out);
+    /* A tensor some trace has seen (trace_gen != 0) is being freed. */
+    void (*on_free)(void *ctx, const em_tensor *t);
 } em_trace_hook;
 
 /* Installs `hook` for this thread (NULL removes it); returns the previous. */

@@ -7,6 +7,7 @@
  * converts arguments and results.
  */
 #include "ember/autograd.h"
+#include "ember/frontend.h"
 #include "ember/alloc.h"
 #include "ember_py.h"
 
@@ -130,6 +131,7 @@ int em_py_set_requires_grad(PyObject *self, PyObject *v, void *unused) {
 
 PyObject *em_py_get_grad(PyObject *self, void *unused) {
     (void)unused;
+    em_note_event(EM_EVENT_GRAD_READ, ".grad", T(self)); /* a trace guards what it finds */
     em_tensor *g = T(self)->grad;
     if (!g) Py_RETURN_NONE;
     em_tensor_retain(g);
@@ -139,7 +141,6 @@ PyObject *em_py_get_grad(PyObject *self, void *unused) {
 int em_py_set_grad(PyObject *self, PyObject *v, void *unused) {
     (void)unused;
     em_tensor *t = T(self);
-    note_state_change(".grad assignment", t);
     if (v && v != Py_None) {
         if (!em_py_is_tensor(v)) {
             PyErr_Format(PyExc_TypeError, "assigned grad expected to be a Tensor or None but got %s",
@@ -159,11 +160,13 @@ int em_py_set_grad(PyObject *self, PyObject *v, void *unused) {
             PyErr_Format(PyExc_RuntimeError, "assigned grad has data of a different size: %s, the tensor is %s", a, b);
             return -1;
         }
+        em_note_event(EM_EVENT_GRAD_WRITE, ".grad assignment", t); /* a trace sets it after a run */
         em_tensor_retain(g);
         em_tensor_release(t->grad);
         t->grad = g;
         return 0;
     }
+    em_note_event(EM_EVENT_GRAD_WRITE, ".grad assignment", t);
     em_tensor_release(t->grad);
     t->grad = NULL;
     return 0;
@@ -213,7 +216,6 @@ static PyObject *f_backward(PyObject *self, PyObject *args) {
     PyObject *outs, *grads;
     int retain, create;
     if (!PyArg_ParseTuple(args, "OOpp", &outs, &grads, &retain, &create)) return NULL;
-    note_state_change("backward() (it accumulates into .grad)", NULL);
     int n = 0, ng = 0;
     em_tensor **o = em_py_tensor_list(outs, "tensors", false, &n);
     if (!o) return NULL;
@@ -228,8 +230,13 @@ static PyObject *f_backward(PyObject *self, PyObject *args) {
         return em_py_error(PyExc_RuntimeError, "got %d tensors and %d gradients", n, ng);
     }
     em_status st;
-    Py_BEGIN_ALLOW_THREADS st = em_backward(o, g, n, retain, create);
-    Py_END_ALLOW_THREADS em_free(o);
+    if (em_trace_active()) { /* the tracer asks Python for source lines: keep the GIL */
+        st = em_backward(o, g, n, retain, create);
+    } else {
+        Py_BEGIN_ALLOW_THREADS st = em_backward(o, g, n, retain, create);
+        Py_END_ALLOW_THREADS
+    }
+    em_free(o);
     em_free(g);
     if (st != EM_OK) return em_py_raise();
     Py_RETURN_NONE;
@@ -256,8 +263,13 @@ static PyObject *f_grad(PyObject *self, PyObject *args) {
         goto done;
     }
     em_status st;
-    Py_BEGIN_ALLOW_THREADS st = em_autograd_grad(o, g, n, in, ni, retain, create, unused, res);
-    Py_END_ALLOW_THREADS if (st != EM_OK) {
+    if (em_trace_active()) { /* (as in f_backward) */
+        st = em_autograd_grad(o, g, n, in, ni, retain, create, unused, res);
+    } else {
+        Py_BEGIN_ALLOW_THREADS st = em_autograd_grad(o, g, n, in, ni, retain, create, unused, res);
+        Py_END_ALLOW_THREADS
+    }
+    if (st != EM_OK) {
         em_py_raise();
         goto done;
     }

@@ -34,8 +34,16 @@ static char *package_dir; /* frames in here are ember's own, not the user's */
 typedef struct {
     em_guards *guards;
     em_compiled *compiled; /* NULL: this specialisation runs eagerly */
-    em_tensor **captured;
+    em_capture *captured;  /* graph inputs after the arguments */
     int n_captured;
+    PyObject *externals;   /* [(capture index, dict, key)]: inputs read from dicts per call */
+    PyObject *dict_guards; /* [(dict, key, value)]: dict items the trace read as constants */
+    em_grad_slot *slots;   /* .grad states guarded and set */
+    int n_slots;
+    em_tensor **value_guards; /* values host reads saw (results n_out..) */
+    char **value_guard_what;
+    int n_value_guards;
+    int n_results; /* the graph's: outputs, value guards, write-backs, new gradients */
     em_guards *captured_guards; /* their metadata then: a parameter whose .data was
                                    swapped (model.double()) needs a new trace */
     PyObject *out_template; /* the result's structure (out_template) */
@@ -68,13 +76,15 @@ typedef struct {
     int n_warned;
     int64_t n_compiled_calls, n_eager_calls, n_traces;
     int64_t n_misses; /* calls no specialisation accepted */
+    int64_t n_value_guard_failures; /* runs discarded because a value guard failed */
+    int n_retries; /* traces that failed with em_trace_result.retry */
     fallback *fallbacks;
     int n_fallbacks;
     /* The latest call: "compiled", "traced" or "eager", the specialisation
      * that ran or was made (-1: none), and why it ran eagerly. */
     const char *last_event;
     int last_entry;
-    char last_reason[512];
+    char last_reason[1024];
 } compiled_fn;
 
 #define MAX_ARGS 64
@@ -359,13 +369,22 @@ static PyObject *build_result(PyObject *template, em_tensor **outs, int n) {
 
 static void entry_clear(entry *e) {
     Py_XDECREF(e->out_template);
+    Py_XDECREF(e->externals);
+    Py_XDECREF(e->dict_guards);
+    free(e->slots);
+    for (int i = 0; i < e->n_value_guards; i++) {
+        em_tensor_release(e->value_guards[i]);
+        free(e->value_guard_what[i]);
+    }
+    free(e->value_guards);
+    free(e->value_guard_what);
     free(e->writes);
     free(e->returned_writes);
     em_guards_free(e->captured_guards);
     free(e->traced_ir);
     em_guards_free(e->guards);
     em_compiled_free(e->compiled);
-    for (int i = 0; i < e->n_captured; i++) em_tensor_release(e->captured[i]);
+    for (int i = 0; i < e->n_captured; i++) em_tensor_release(e->captured[i].tensor);
     free(e->captured);
     memset(e, 0, sizeof *e);
 }
@@ -416,21 +435,15 @@ static int warn_fallback(compiled_fn *cf, const char *reason) {
     return warn(cf, "running eagerly: %s", reason);
 }
 
-/* Records what the current call does (before it runs, so a call that
- * raises is still described). */
-static void note_call(compiled_fn *cf, const char *event, int entry_index, const char *reason) {
-    cf->last_event = event;
-    cf->last_entry = entry_index;
-    snprintf(cf->last_reason, sizeof cf->last_reason, "%s", reason ? reason : "");
-    if (strcmp(event, "eager") != 0) return;
-    cf->n_eager_calls++;
+/* Counts one more call that did not run compiled code for `reason`. */
+static void count_fallback(compiled_fn *cf, const char *reason) {
     for (int i = 0; i < cf->n_fallbacks; i++)
-        if (strcmp(cf->fallbacks[i].reason, cf->last_reason) == 0) {
+        if (strcmp(cf->fallbacks[i].reason, reason) == 0) {
             cf->fallbacks[i].count++;
             return;
         }
     fallback *f = realloc(cf->fallbacks, (size_t)(cf->n_fallbacks + 1) * sizeof *f);
-    char *copy = strdup(cf->last_reason);
+    char *copy = strdup(reason);
     if (!f || !copy) { /* counting is best effort */
         free(copy);
         if (f) cf->fallbacks = f;
@@ -440,6 +453,17 @@ static void note_call(compiled_fn *cf, const char *event, int entry_index, const
     cf->fallbacks[cf->n_fallbacks++] = (fallback){copy, 1};
 }
 
+/* Records what the current call does (before it runs, so a call that
+ * raises is still described). */
+static void note_call(compiled_fn *cf, const char *event, int entry_index, const char *reason) {
+    cf->last_event = event;
+    cf->last_entry = entry_index;
+    snprintf(cf->last_reason, sizeof cf->last_reason, "%s", reason ? reason : "");
+    if (strcmp(event, "eager") != 0) return;
+    cf->n_eager_calls++;
+    count_fallback(cf, cf->last_reason);
+}
+
 /* Runs f eagerly for `reason`. */
 static PyObject *call_eagerly(compiled_fn *cf, int entry_index, const char *reason, PyObject *args,
                               PyObject *kwargs) {
@@ -447,36 +471,154 @@ static PyObject *call_eagerly(compiled_fn *cf, int entry_index, const char *reas
     return PyObject_Call(cf->fn, args, kwargs);
 }
 
-static PyObject *run_entry(compiled_fn *cf, entry *e, PyObject *args, PyObject *kwargs,
-                           const em_arg *a, int n) {
-    if (!e->compiled) return call_eagerly(cf, (int)(e - cf->entries), e->reason, args, kwargs);
-    note_call(cf, "compiled", (int)(e - cf->entries), NULL);
-    em_tensor *in[MAX_ARGS + 256];
+/* The entry's graph inputs for a call: the tensor arguments, then each
+ * capture (a captured tensor itself; the .grad its owner has now; an
+ * external's value, made later by add_externals). Returns the count. */
+static int gather_inputs(const entry *e, const em_arg *a, int n, em_tensor **in) {
     int k = 0;
     for (int i = 0; i < n; i++)
         if (a[i].kind == EM_ARG_TENSOR) in[k++] = a[i].tensor;
-    if (k + e->n_captured > MAX_ARGS + 256) return em_py_error(PyExc_RuntimeError, "too many inputs");
-    for (int i = 0; i < e->n_captured; i++) in[k++] = e->captured[i];
-    em_tensor *outs[512];
+    for (int i = 0; i < e->n_captured; i++) {
+        const em_capture *c = &e->captured[i];
+        in[k] = c->kind == EM_CAPTURE_GRAD ? in[c->owner]->grad : c->tensor;
+        k++;
+    }
+    return k;
+}
+
+/* Does every .grad the trace found None still hold None, and every dict
+ * item read as a constant still the value it was? */
+static int state_unchanged(const entry *e, em_tensor *const *in) {
+    for (int i = 0; i < e->n_slots; i++)
+        if (e->slots[i].initial == EM_SLOT_NONE && in[e->slots[i].owner]->grad) return 0;
+    Py_ssize_t n = e->dict_guards ? PyList_GET_SIZE(e->dict_guards) : 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *g = PyList_GET_ITEM(e->dict_guards, i);
+        PyObject *now = PyDict_GetItemWithError(PyTuple_GET_ITEM(g, 0), PyTuple_GET_ITEM(g, 1));
+        if (!now) return PyErr_Occurred() ? -1 : 0;
+        PyObject *was = PyTuple_GET_ITEM(g, 2);
+        if (now == was) continue;
+        if (Py_TYPE(now) != Py_TYPE(was)) return 0;
+        int eq = PyObject_RichCompareBool(now, was, Py_EQ);
+        if (eq <= 0) return eq;
+    }
+    return 1;
+}
+
+/* The value of externals' dict items as 0-d float64 tensors, into in[]
+ * (new references; -1 with an exception set). */
+static int add_externals(const entry *e, int n_tensor_args, em_tensor **in) {
+    Py_ssize_t n = e->externals ? PyList_GET_SIZE(e->externals) : 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyList_GET_ITEM(e->externals, i);
+        int idx = (int)PyLong_AsLong(PyTuple_GET_ITEM(x, 0));
+        PyObject *v = PyDict_GetItemWithError(PyTuple_GET_ITEM(x, 1), PyTuple_GET_ITEM(x, 2));
+        double d = v ? PyFloat_AsDouble(v) : -1.0;
+        if (!v || (d == -1.0 && PyErr_Occurred())) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_KeyError, "compiled function: the dict item %R it reads at every "
+                                             "call is gone", PyTuple_GET_ITEM(x, 2));
+            for (Py_ssize_t j = 0; j < i; j++)
+                em_tensor_release(in[n_tensor_args + PyLong_AsLong(PyTuple_GET_ITEM(PyList_GET_ITEM(e->externals, j), 0))]);
+            return -1;
+        }
+        em_tensor *t = em_full(NULL, 0, d, EM_DTYPE_F64);
+        if (!t) {
+            em_py_raise();
+            for (Py_ssize_t j = 0; j < i; j++)
+                em_tensor_release(in[n_tensor_args + PyLong_AsLong(PyTuple_GET_ITEM(PyList_GET_ITEM(e->externals, j), 0))]);
+            return -1;
+        }
+        in[n_tensor_args + idx] = t;
+    }
+    return 0;
+}
+
+static void release_externals(const entry *e, int n_tensor_args, em_tensor **in) {
+    Py_ssize_t n = e->externals ? PyList_GET_SIZE(e->externals) : 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        em_tensor_release(in[n_tensor_args + PyLong_AsLong(PyTuple_GET_ITEM(PyList_GET_ITEM(e->externals, i), 0))]);
+}
+
+/* Does result r hold exactly the values the trace saw? (Bit for bit, so a
+ * NaN matches itself.) */
+static bool same_values(em_tensor *r, const em_tensor *seen) {
+    if (r->dtype != seen->dtype || !em_shape_eq(r->shape, r->ndim, seen->shape, seen->ndim)) return false;
+    em_tensor *c = em_contiguous(r);
+    if (!c) return false;
+    bool same = memcmp(em_tensor_data(c), em_tensor_data(seen), (size_t)seen->numel * em_dtype_size(seen->dtype)) == 0;
+    em_tensor_release(c);
+    return same;
+}
+
+#define VALUE_GUARD_FAILED ((PyObject *)1)
+
+/* Runs a specialisation whose guards passed. Returns the result, NULL with
+ * an exception, or VALUE_GUARD_FAILED when a value guard failed: then the
+ * run changed nothing (no write-back, the random stream restored). */
+static PyObject *run_entry(compiled_fn *cf, entry *e, PyObject *args, PyObject *kwargs, em_tensor **in,
+                           int n_in, int n_tensor_args) {
+    if (!e->compiled) return call_eagerly(cf, (int)(e - cf->entries), e->reason, args, kwargs);
+    note_call(cf, "compiled", (int)(e - cf->entries), NULL);
+    if (add_externals(e, n_tensor_args, in) < 0) return NULL;
+    em_tensor *outs[4096];
+    int n_res = e->n_results;
+    if (n_res > 4096) {
+        release_externals(e, n_tensor_args, in);
+        return em_py_error(PyExc_RuntimeError, "too many results");
+    }
+    em_rng_state rng = em_rng_get_state();
     em_status st;
-    int n_res = e->n_out + e->n_writes;
+    bool was = em_set_grad_enabled(false); /* the graph is the computation; no history */
     if (e->draws_random) {
-        st = em_compiled_run(e->compiled, in, k, outs, n_res);
+        st = em_compiled_run(e->compiled, in, n_in, outs, n_res);
     } else {
-        Py_BEGIN_ALLOW_THREADS st = em_compiled_run(e->compiled, in, k, outs, n_res);
+        Py_BEGIN_ALLOW_THREADS st = em_compiled_run(e->compiled, in, n_in, outs, n_res);
         Py_END_ALLOW_THREADS
     }
-    if (st != EM_OK) return em_py_raise();
+    release_externals(e, n_tensor_args, in);
+    if (st != EM_OK) {
+        em_set_grad_enabled(was);
+        return em_py_raise();
+    }
+    em_tensor **guarded = outs + e->n_out, **written = guarded + e->n_value_guards;
+    int failed = -1;
+    for (int j = 0; j < e->n_value_guards && failed < 0; j++)
+        if (!same_values(guarded[j], e->value_guards[j])) failed = j;
+    if (failed >= 0) {
+        for (int j = 0; j < n_res; j++) em_tensor_release(outs[j]);
+        em_set_grad_enabled(was);
+        em_rng_set_state(rng);
+        snprintf(cf->last_reason, sizeof cf->last_reason, "value guard %d (%s) failed", failed,
+                 e->value_guard_what[failed]);
+        return VALUE_GUARD_FAILED;
+    }
+    for (int j = 0; j < e->n_value_guards; j++) em_tensor_release(guarded[j]);
     /* write-backs: the inputs the function updated in place take their new
-     * values (after the whole graph ran, so a failure leaves them as they were) */
+     * values (after the whole graph ran and every guard held, so a failure
+     * leaves them as they were) */
     for (int j = 0; j < e->n_writes; j++) {
-        em_tensor *target = in[e->writes[j]], *value = outs[e->n_out + j];
+        em_tensor *target = in[e->writes[j]], *value = written[j];
         em_attrs at;
         memset(&at, 0, sizeof at);
         at.dtype = target->dtype;
         if (st == EM_OK) st = em_op_run_inplace(EM_OP_CAST, &value, 1, &at, target); /* copy_ */
         em_tensor_release(value);
     }
+    /* then the .grad slots: None, kept, or a new gradient (a graph result) */
+    for (int j = 0; j < e->n_slots; j++) {
+        const em_grad_slot *sl = &e->slots[j];
+        em_tensor *owner = in[sl->owner];
+        if (sl->final == EM_SLOT_KEEP) continue;
+        em_tensor *g = sl->final >= 0 ? outs[sl->final] : NULL; /* (the reference moves) */
+        if (st != EM_OK) {
+            em_tensor_release(g);
+            continue;
+        }
+        em_tensor_release(owner->grad);
+        owner->grad = g;
+    }
+    em_set_grad_enabled(was);
     if (st != EM_OK) {
         for (int j = 0; j < e->n_out; j++) em_tensor_release(outs[j]);
         return em_py_raise();
@@ -492,6 +634,17 @@ static PyObject *run_entry(compiled_fn *cf, entry *e, PyObject *args, PyObject *
     return build_result(e->out_template, outs, e->n_out);
 }
 
+/* A proxy of argument tensor t: a new tensor object viewing its memory.
+ * With grad on and t requiring grad, a view with history (an identity
+ * expand), so gradients reach t itself through the trace. */
+static PyObject *proxy_of(em_tensor *t) {
+    if (em_grad_enabled() && t->requires_grad) {
+        em_tensor *p = em_expand(t, t->shape, t->ndim);
+        return p ? em_py_wrap(p) : em_py_raise();
+    }
+    return em_py_wrap(em_tensor_alias(t, t->offset, t->shape, t->strides, t->ndim));
+}
+
 /* A copy of entry *k's object (and its items) with every tensor replaced by
  * a proxy (a new tensor object viewing the same memory), kept in
  * proxies[entry]; advances *k past the entries it consumed. */
@@ -499,8 +652,7 @@ static PyObject *with_proxies(const call_args *c, int *k, PyObject **proxies) {
     int i = (*k)++;
     PyObject *o = c->objs[i];
     if (c->a[i].kind == EM_ARG_TENSOR) {
-        const em_tensor *t = c->a[i].tensor;
-        proxies[i] = em_py_wrap(em_tensor_alias(t, t->offset, t->shape, t->strides, t->ndim));
+        proxies[i] = proxy_of(c->a[i].tensor);
         Py_XINCREF(proxies[i]);
         return proxies[i];
     }
@@ -593,33 +745,160 @@ static PyObject *unproxy(PyObject *res, const call_args *c, PyObject *const *pro
     return r;
 }
 
-/* em_args describing an entry's captured tensors (names "captured 0", ...). */
-static int captured_args(const entry *e, em_arg *a, int max) {
+/* em_args describing an entry's captured inputs as a call finds them
+ * (in[n_tensor_args..]; a .grad that is None now is an EM_ARG_NONE, which
+ * fails its tensor guard). */
+static int captured_args(const entry *e, em_tensor *const *in, em_arg *a, int max) {
     static const char *const names[] = {"captured tensor 0", "captured tensor 1", "captured tensor 2",
                                         "captured tensor 3", "captured tensor 4+"};
     int n = e->n_captured < max ? e->n_captured : max;
     for (int i = 0; i < n; i++) {
         memset(&a[i], 0, sizeof a[i]);
-        a[i].kind = EM_ARG_TENSOR;
-        a[i].name = names[i < 4 ? i : 4];
-        a[i].tensor = e->captured[i];
+        a[i].name = e->captured[i].kind == EM_CAPTURE_GRAD ? "a captured .grad" : names[i < 4 ? i : 4];
+        a[i].tensor = e->captured[i].kind == EM_CAPTURE_EXTERNAL ? e->captured[i].tensor : in[i];
+        a[i].kind = a[i].tensor ? EM_ARG_TENSOR : EM_ARG_NONE;
     }
     return n;
 }
 
 static em_guards *captured_guards_new(const entry *e) {
-    em_arg a[256];
-    if (e->n_captured > 256) return NULL;
-    return em_guards_new(a, captured_args(e, a, 256));
+    em_arg a[4096];
+    em_tensor *in[4096];
+    if (e->n_captured > 4096) return NULL;
+    for (int i = 0; i < e->n_captured; i++) in[i] = e->captured[i].tensor;
+    return em_guards_new(a, captured_args(e, in, a, 4096));
 }
 
-/* Do the captured tensors still have the dtype, shape and strides the
- * specialisation was compiled for? */
-static bool captured_unchanged(const entry *e) {
-    if (!e->captured_guards) return true;
-    em_arg a[256];
-    return em_guards_check(e->captured_guards, a, captured_args(e, a, 256), NULL, 0);
+/* Do the captured inputs (in[n_tensor_args..]) still have the dtype, shape,
+ * strides and requires_grad the specialisation was compiled for, and the
+ * state it read (None gradients, dict items) the values it saw? -1 with an
+ * exception set. */
+static int captured_unchanged(const entry *e, em_tensor *const *in, int n_tensor_args) {
+    if (e->captured_guards) {
+        em_arg a[4096];
+        if (!em_guards_check(e->captured_guards, a, captured_args(e, in + n_tensor_args, a, 4096), NULL, 0))
+            return 0;
+    }
+    return state_unchanged(e, in);
 }
+
+/* ---- what a trace records besides ops (optimizers call these) ---- */
+
+/* The compiled function being traced on this thread, and what its trace
+ * read from Python dicts. */
+typedef struct {
+    em_tracer *tr;
+    PyObject *externals, *dict_guards; /* lists, as in entry */
+} trace_ctx;
+static _Thread_local trace_ctx *tracing;
+
+/* _trace_scalar_input(d, key): d[key] (a number) as a 0-d float64 tensor
+ * that the compiled graph takes as an input, read again from d at every
+ * call (a learning rate a scheduler changes). Outside a trace the same
+ * tensor, untracked. */
+static PyObject *f_trace_scalar_input(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *d, *key;
+    if (!PyArg_ParseTuple(args, "O!O:_trace_scalar_input", &PyDict_Type, &d, &key)) return NULL;
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (!v) return PyErr_Occurred() ? NULL : (PyErr_SetObject(PyExc_KeyError, key), NULL);
+    double x = PyFloat_AsDouble(v);
+    if (x == -1.0 && PyErr_Occurred()) return NULL;
+    const em_trace_hook *hook = em_set_trace_hook(NULL); /* (an input, not an op of the function) */
+    em_tensor *t = em_full(NULL, 0, x, EM_DTYPE_F64);
+    em_set_trace_hook(hook);
+    if (!t) return em_py_raise();
+    if (tracing) {
+        int idx = em_trace_add_external(tracing->tr, t);
+        PyObject *item = idx >= 0 ? Py_BuildValue("(iOO)", idx, d, key) : NULL;
+        if (!item || PyList_Append(tracing->externals, item) < 0) {
+            Py_XDECREF(item);
+            em_tensor_release(t);
+            return idx < 0 ? em_py_raise() : NULL;
+        }
+        Py_DECREF(item);
+    }
+    return em_py_wrap(t);
+}
+
+/* _trace_guard_items(d, keys): the trace treats d[k] for k in keys as
+ * constants; a call where one differs (==) traces anew. No-op outside a
+ * trace. */
+static PyObject *f_trace_guard_items(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *d, *keys;
+    if (!PyArg_ParseTuple(args, "O!O:_trace_guard_items", &PyDict_Type, &d, &keys)) return NULL;
+    if (!tracing) Py_RETURN_NONE;
+    PyObject *it = PyObject_GetIter(keys), *k;
+    if (!it) return NULL;
+    while ((k = PyIter_Next(it))) {
+        PyObject *v = PyDict_GetItemWithError(d, k);
+        PyObject *item = v ? Py_BuildValue("(OOO)", d, k, v) : NULL;
+        Py_DECREF(k);
+        if (!item || PyList_Append(tracing->dict_guards, item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(it);
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "_trace_guard_items: missing key");
+            return NULL;
+        }
+        Py_DECREF(item);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *f_is_tracing(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(em_trace_active());
+}
+
+
+/* Moves what a successful trace found into entry e (its compiled graph is
+ * already there). False (with e->reason) when memory ran out. */
+static bool adopt_trace(entry *e, em_trace_result *tres, trace_ctx *ctx) {
+    e->captured = tres->captured;
+    e->n_captured = tres->n_captured;
+    tres->captured = NULL;
+    tres->n_captured = 0;
+    e->slots = tres->slots;
+    e->n_slots = tres->n_slots;
+    tres->slots = NULL;
+    tres->n_slots = 0;
+    e->value_guards = tres->value_guards;
+    e->value_guard_what = (char **)tres->value_guard_what;
+    e->n_value_guards = tres->n_value_guards;
+    tres->value_guards = NULL;
+    tres->value_guard_what = NULL;
+    tres->n_value_guards = 0;
+    e->externals = ctx->externals;
+    e->dict_guards = ctx->dict_guards;
+    ctx->externals = ctx->dict_guards = NULL;
+    e->n_results = e->n_out + e->n_value_guards + tres->n_writes;
+    for (int i = 0; i < e->n_slots; i++) e->n_results += e->slots[i].final >= 0;
+    if (tres->n_writes) {
+        if (!(e->writes = malloc((size_t)tres->n_writes * sizeof *e->writes))) goto nomem;
+        memcpy(e->writes, tres->writes, (size_t)tres->n_writes * sizeof *e->writes);
+        e->n_writes = tres->n_writes;
+        if (e->n_out && !(e->returned_writes = malloc((size_t)e->n_out * sizeof *e->returned_writes)))
+            goto nomem;
+        if (e->n_out) memcpy(e->returned_writes, tres->returned_writes, (size_t)e->n_out * sizeof *e->returned_writes);
+    }
+    if (e->n_captured && !(e->captured_guards = captured_guards_new(e))) goto nomem;
+    return true;
+nomem:
+    PyErr_Clear(); /* no guards, no compiled code: run such calls eagerly */
+    em_compiled_free(e->compiled);
+    e->compiled = NULL;
+    snprintf(e->reason, sizeof e->reason, "out of memory for the specialisation's guards");
+    return false;
+}
+
+/* How many traces that failed only because the function made state that
+ * outlives the call (see em_trace_result.retry) a function gets before its
+ * calls like that one run eagerly for good. */
+#define MAX_RETRIES 3
 
 /* Traces one call, compiles it, caches it; returns the call's (eager) result. */
 static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, const call_args *c) {
@@ -627,8 +906,10 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
     int n = c->n;
     PyObject *pargs = NULL, *pkwargs = NULL, *proxies[MAX_ARGS] = {NULL}, *res = NULL, *out = NULL;
     PyObject *template = NULL;
+    trace_ctx ctx = {NULL, PyList_New(0), PyList_New(0)};
+    if (!ctx.externals || !ctx.dict_guards) goto done;
     if (proxy_call(args, kwargs, c, &pargs, &pkwargs, proxies) < 0) goto done;
-    em_tracer *tr = em_trace_begin(cf->name, user_location, NULL);
+    em_tracer *tr = ctx.tr = em_trace_begin(cf->name, user_location, NULL);
     if (!tr) {
         em_py_raise();
         goto done;
@@ -638,9 +919,11 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int i = 0; i < n; i++)
-        if (proxies[i] && em_trace_add_input(tr, em_py_tensor_of(proxies[i]), a[i].name) != EM_OK)
+        if (proxies[i] && em_trace_add_input(tr, em_py_tensor_of(proxies[i]), a[i].name, a[i].tensor) != EM_OK)
             em_trace_fail(tr, "out of memory while tracing");
+    tracing = &ctx;
     res = PyObject_Call(cf->fn, pargs, pkwargs);
+    tracing = NULL;
     em_trace_result tres;
     if (!res) { /* the function raised: nothing to cache */
         em_trace_fail(tr, "the function raised");
@@ -658,10 +941,18 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
         em_trace_fail(tr, "%s", why);
         n_out = 0;
     }
+    if (em_trace_count_escapes(tr, outs, n_out)) /* garbage in a reference cycle is no escape */
+        PyGC_Collect();
     em_status st = em_trace_end(tr, outs, n_out, &tres);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (!(out = unproxy(res, c, proxies))) {
         em_trace_result_clear(&tres);
+        goto done;
+    }
+    if (st != EM_OK && tres.retry && cf->n_retries < MAX_RETRIES) { /* no entry: trace again next call */
+        cf->n_retries++;
+        snprintf(cf->last_reason, sizeof cf->last_reason, "%s", em_last_error());
+        count_fallback(cf, cf->last_reason);
         goto done;
     }
     entry *e = add_entry(cf, a, n);
@@ -680,12 +971,12 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
         if (warn_fallback(cf, e->reason) < 0) Py_CLEAR(out);
         goto done;
     }
-    /* Compile: inputs are the tensor arguments, then the captured tensors. */
-    em_tensor *examples[MAX_ARGS + 256];
+    /* Compile: inputs are the tensor arguments, then the captured ones. */
+    em_tensor *examples[MAX_ARGS + 4096];
     int k = 0;
     for (int i = 0; i < n; i++)
         if (a[i].kind == EM_ARG_TENSOR) examples[k++] = a[i].tensor;
-    for (int i = 0; i < tres.n_captured && k < MAX_ARGS + 256; i++) examples[k++] = tres.captured[i];
+    for (int i = 0; i < tres.n_captured && k < MAX_ARGS + 4096; i++) examples[k++] = tres.captured[i].tensor;
     em_compile_opts opts = {em_dump_mask_from_env(), em_dump_dir_from_env(), getenv("EMBER_BACKEND"),
                             e->guards};
     em_ir_graph *graph = tres.graph;
@@ -701,36 +992,39 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
     }
     for (const em_ir_node *node = em_compiled_graph(e->compiled)->body->first; node; node = node->next)
         e->draws_random |= (em_op_get(node->op)->flags & EM_F_RANDOM) != 0;
-    e->captured = tres.captured;
-    e->n_captured = tres.n_captured;
-    tres.captured = NULL;
-    tres.n_captured = 0;
-    if (tres.n_writes) {
-        if (!(e->writes = malloc((size_t)tres.n_writes * sizeof *e->writes))) {
-            em_compiled_free(e->compiled);
-            e->compiled = NULL;
-            snprintf(e->reason, sizeof e->reason, "out of memory for the write-backs");
-        } else {
-            memcpy(e->writes, tres.writes, (size_t)tres.n_writes * sizeof *e->writes);
-            e->n_writes = tres.n_writes;
-            if (n_out && (e->returned_writes = malloc((size_t)n_out * sizeof *e->returned_writes)))
-                memcpy(e->returned_writes, tres.returned_writes, (size_t)n_out * sizeof *e->returned_writes);
-        }
-    }
-    if (e->n_captured && !(e->captured_guards = captured_guards_new(e))) {
-        PyErr_Clear(); /* no guards, no compiled code: run such calls eagerly */
-        em_compiled_free(e->compiled);
-        e->compiled = NULL;
-        snprintf(e->reason, sizeof e->reason, "out of memory for the captured tensors' guards");
-    }
+    adopt_trace(e, &tres, &ctx);
     em_trace_result_clear(&tres);
 done:
+    tracing = NULL;
+    Py_XDECREF(ctx.externals);
+    Py_XDECREF(ctx.dict_guards);
     Py_XDECREF(template);
     Py_XDECREF(res);
     Py_XDECREF(pargs);
     Py_XDECREF(pkwargs);
     for (int i = 0; i < n; i++) Py_XDECREF(proxies[i]);
     return out;
+}
+
+/* Runs the call on the first specialisation whose guards pass and whose
+ * value guards hold; NULL with no exception when there is none. */
+static PyObject *run_cached(compiled_fn *cf, PyObject *args, PyObject *kwargs, const em_arg *a, int n) {
+    em_tensor *in[MAX_ARGS + 4096];
+    int n_tensor_args = 0;
+    for (int i = 0; i < n; i++) n_tensor_args += a[i].kind == EM_ARG_TENSOR;
+    for (int i = 0; i < cf->n_entries; i++) {
+        entry *e = &cf->entries[i];
+        if (!em_guards_check(e->guards, a, n, NULL, 0) || n_tensor_args + e->n_captured > MAX_ARGS + 4096)
+            continue;
+        int n_in = gather_inputs(e, a, n, in);
+        int ok = captured_unchanged(e, in, n_tensor_args);
+        if (ok < 0) return NULL;
+        if (!ok) continue;
+        PyObject *r = run_entry(cf, e, args, kwargs, in, n_in, n_tensor_args);
+        if (r != VALUE_GUARD_FAILED) return r;
+        cf->n_value_guard_failures++;
+    }
+    return NULL;
 }
 
 static PyObject *cf_call(PyObject *self, PyObject *args, PyObject *kwargs) {
@@ -759,24 +1053,13 @@ static PyObject *cf_call(PyObject *self, PyObject *args, PyObject *kwargs) {
         }
         return call_eagerly(cf, -1, why, args, kwargs);
     }
-    /* A compiled graph records no autograd history: calls that need one run
-     * eagerly (the trace of such a call fails too, for captured tensors) */
-    for (int i = 0; i < n && em_grad_enabled(); i++)
-        if (a[i].kind == EM_ARG_TENSOR && a[i].tensor->requires_grad) {
-            const char *why = "an argument requires grad, and compiled functions do not record "
-                              "autograd history yet (call it under ember.no_grad() to compile "
-                              "inference)";
-            if (warn_fallback(cf, why) < 0) return NULL;
-            return call_eagerly(cf, -1, why, args, kwargs);
-        }
-    for (int i = 0; i < cf->n_entries; i++)
-        if (em_guards_check(cf->entries[i].guards, a, n, NULL, 0) &&
-            captured_unchanged(&cf->entries[i]))
-            return run_entry(cf, &cf->entries[i], args, kwargs, a, n);
+    PyObject *r = run_cached(cf, args, kwargs, a, n);
+    if (r || PyErr_Occurred()) return r;
     cf->n_misses++;
     if (cf->n_entries >= cf->cache_limit) {
         char failed[512] = "", why[700];
         if (cf->n_entries) em_guards_check(cf->entries[cf->n_entries - 1].guards, a, n, failed, sizeof failed);
+        if (!failed[0]) snprintf(failed, sizeof failed, "%.500s", cf->last_reason[0] ? cf->last_reason : "?");
         snprintf(why, sizeof why, "cache limit of %d specialisations reached", cf->cache_limit);
         if (!cf->warned_limit) {
             cf->warned_limit = true;
@@ -930,13 +1213,14 @@ static PyObject *cf_stats(PyObject *self, PyObject *unused) {
     /* hits: calls a compiled specialisation ran; misses: calls none accepted
      * (each then traced, or ran eagerly at the cache limit); recompiles:
      * traces after the first */
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:i,s:N}", "compiled_calls",
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:i,s:L,s:i,s:N}", "compiled_calls",
                          (long long)cf->n_compiled_calls, "hits", (long long)cf->n_compiled_calls,
                          "misses", (long long)cf->n_misses, "recompiles",
                          (long long)(cf->n_traces > 0 ? cf->n_traces - 1 : 0), "eager_calls",
                          (long long)cf->n_eager_calls, "traces", (long long)cf->n_traces,
                          "specializations", cf->n_entries, "cache_limit", cf->cache_limit,
-                         "fallbacks", reasons);
+                         "value_guard_failures", (long long)cf->n_value_guard_failures,
+                         "retried_traces", cf->n_retries, "fallbacks", reasons);
 }
 
 /* _time_guards(n, *args): nanoseconds per guard evaluation of this call
@@ -959,10 +1243,18 @@ static PyObject *cf_time_guards(PyObject *self, PyObject *args) {
     struct timespec t0, t1;
     bool ok = true;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    em_tensor *in[MAX_ARGS + 4096];
+    const entry *e = &cf->entries[0];
     for (long i = 0; i < n && ok; i++) {
         int k = collect_args(cf, call, NULL, &c, &bad, &bad_obj);
-        ok = k >= 0 && em_guards_check(cf->entries[0].guards, c.a, k, NULL, 0) &&
-             captured_unchanged(&cf->entries[0]);
+        int n_tensor_args = 0;
+        for (int j = 0; j < k; j++) n_tensor_args += c.a[j].kind == EM_ARG_TENSOR;
+        ok = k >= 0 && n_tensor_args + e->n_captured <= MAX_ARGS + 4096 &&
+             em_guards_check(e->guards, c.a, k, NULL, 0);
+        if (ok) {
+            gather_inputs(e, c.a, k, in);
+            ok = captured_unchanged(e, in, n_tensor_args) == 1;
+        }
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     Py_DECREF(call);
@@ -995,6 +1287,8 @@ static PyObject *cf_reset(PyObject *self, PyObject *unused) {
     for (int i = 0; i < cf->n_fallbacks; i++) free(cf->fallbacks[i].reason);
     cf->n_fallbacks = 0;
     cf->n_compiled_calls = cf->n_eager_calls = cf->n_traces = cf->n_misses = 0;
+    cf->n_value_guard_failures = 0;
+    cf->n_retries = 0;
     cf->last_event = NULL;
     Py_RETURN_NONE;
 }
@@ -1053,6 +1347,11 @@ static PyObject *f_pass_pipeline(PyObject *self, PyObject *unused) {
 
 static PyMethodDef compile_methods[] = {
     {"_pass_pipeline", f_pass_pipeline, METH_NOARGS, "the passes every graph goes through"},
+    {"_trace_scalar_input", f_trace_scalar_input, METH_VARARGS,
+     "_trace_scalar_input(d, key): d[key] as a 0-d float64 tensor a compiled graph reads anew at every call"},
+    {"_trace_guard_items", f_trace_guard_items, METH_VARARGS,
+     "_trace_guard_items(d, keys): a trace treats these items of d as constants, guarded by value"},
+    {"_is_tracing", f_is_tracing, METH_NOARGS, "whether a compiled function is being traced on this thread"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -176,7 +176,7 @@ PyObject *em_py_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs) 
                            "__dlpack__: stream must be None for CPU tensors, got %s (streams "
                            "only order work on GPU devices)",
                            Py_TYPE(stream)->tp_name);
-    em_note_host_sync("DLPack export", t);
+    em_note_event(EM_EVENT_MUTATION, "exporting a tensor's memory (DLPack)", t);
     exported_tensor *e = PyMem_RawCalloc(1, sizeof *e);
     if (!e) return PyErr_NoMemory();
     for (int i = 0; i < t->ndim; i++) {
@@ -481,7 +481,7 @@ static int getbuffer(PyObject *self, Py_buffer *view, int flags) {
             geom[t->ndim + i] = (Py_ssize_t)t->strides[i] * item;
         }
     }
-    em_note_host_sync("buffer protocol", t);
+    em_note_event(EM_EVENT_MUTATION, "exporting a tensor's memory (buffer protocol)", t);
     view->buf = em_tensor_data(t);
     Py_INCREF(self);
     view->obj = self; /* the view's reference; PyBuffer_Release drops it */

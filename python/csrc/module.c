@@ -230,6 +230,15 @@ static PyObject *f_manual_seed(PyObject *self, PyObject *arg) {
     em_manual_seed(s);
     Py_RETURN_NONE;
 }
+/* _note_side_effect(what): Python code about to do something a compiled
+ * graph could not repeat (printing a tensor); a trace fails and says so. */
+static PyObject *f_note_side_effect(PyObject *self, PyObject *arg) {
+    (void)self;
+    const char *what = PyUnicode_AsUTF8(arg);
+    if (!what) return NULL;
+    em_note_event(EM_EVENT_MUTATION, what, NULL);
+    Py_RETURN_NONE;
+}
 static PyObject *f_get_num_threads(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
@@ -316,6 +325,7 @@ static PyMethodDef module_methods[] = {
     {"from_numpy", em_py_from_numpy, METH_O, "a tensor sharing a NumPy array's memory"},
     {"from_dlpack", em_py_from_dlpack, METH_O, "a tensor sharing a DLPack producer's memory"},
     {"manual_seed", f_manual_seed, METH_O, "seed the random generator"},
+    {"_note_side_effect", f_note_side_effect, METH_O, "tell a trace about a side effect it cannot repeat"},
     {"get_num_threads", f_get_num_threads, METH_NOARGS, "threads used by kernels"},
     {"set_num_threads", f_set_num_threads, METH_O, "set the threads used by kernels"},
     {"empty_cache", f_empty_cache, METH_NOARGS, "free cached CPU memory blocks"},

@@ -119,6 +119,7 @@ class Tensor(_C._TensorBase):
 
     def __repr__(self):
         from ._tensor_str import tensor_repr
+        _C._note_side_effect("printing a tensor (text is a side effect)")
         return tensor_repr(self)
 
     __str__ = __repr__

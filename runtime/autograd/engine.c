@@ -142,22 +142,22 @@ em_status em_set_requires_grad(em_tensor *t, bool on) {
     return EM_OK;
 }
 
-/* t's elements as a new tensor object without history. */
+/* t's elements as a new tensor object without history. To a tracer it is
+ * the same value as t (it is not an op, but it computes nothing), so saved
+ * tensors and detach() results trace as what they alias. */
 static em_tensor *alias(em_tensor *t) {
     em_tensor *a = em_tensor_alias(t, t->offset, t->shape, t->strides, t->ndim);
-    if (a) a->is_wrapped_number = t->is_wrapped_number;
-    return a;
-}
-
-em_tensor *em_detach(em_tensor *t) {
-    em_tensor *a = t ? alias(t) : NULL;
-    if (a) { /* to a tracer, the same value as t (it is not an op, but it computes nothing) */
+    if (a) {
+        a->is_wrapped_number = t->is_wrapped_number;
         a->trace_gen = t->trace_gen;
         a->trace_value = t->trace_value;
         a->serial = t->serial;
+        if (a->trace_gen) em_note_event(EM_EVENT_ALIAS, "detach()", a);
     }
     return a;
 }
+
+em_tensor *em_detach(em_tensor *t) { return t ? alias(t) : NULL; }
 
 /* The edge a gradient for t travels along: its grad_fn, or its leaf's
  * AccumulateGrad node (made on first use). */
@@ -331,6 +331,8 @@ const char *em_node_name(const em_node *n, char *buf, size_t size) {
     snprintf(buf + k, size > k ? size - k : 0, "Backward0");
     return buf;
 }
+
+bool em_autograd_graph_live(const em_tensor *t) { return t->grad_fn && !t->grad_fn->released; }
 
 int em_node_n_next(const em_node *n) { return n->n_in; }
 
@@ -548,6 +550,8 @@ static em_status accumulate(engine *e, em_node *n, em_tensor *g) {
             return EM_OK;
         }
     if (e->capture_in) return EM_OK; /* autograd.grad leaves other leaves' .grad alone */
+    em_note_event(EM_EVENT_GRAD_READ, "backward()", v);
+    if (!v->grad || e->create_graph) em_note_event(EM_EVENT_GRAD_WRITE, "backward()", v);
     if (!v->grad) { /* the first gradient: a tensor of the leaf's own */
         bool sole = g->refcount == 1 && g->storage->refcount == 1 && em_tensor_is_contiguous(g) &&
                     !g->grad_fn; /* nobody else can see it: no copy needed */

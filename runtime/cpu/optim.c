@@ -113,6 +113,7 @@ typedef struct {
         const T *restrict g = PTR(j->g, T);                                                        \
         T *restrict vmax = AMSGRAD ? PTR(j->vmax, T) : NULL;                                      \
         const T b1 = (T)o->beta1, b2 = (T)o->beta2, eps = (T)o->eps, wd = (T)o->weight_decay;     \
+        const T omb1 = (T)(1 - o->beta1), omb2 = (T)(1 - o->beta2); /* as PyTorch's alpha= */      \
         const T decay = (T)(1 - o->lr * o->weight_decay), step = (T)j->step_size;                 \
         const T c2 = (T)j->bias2_sqrt, sign = o->maximize ? (T)-1 : (T)1;                         \
         const bool coupled = o->weight_decay != 0 && !o->decoupled;                                \
@@ -121,8 +122,8 @@ typedef struct {
             T gi = sign * g[i];                                                                    \
             if (decoupled) p[i] = p[i] * decay;                                                    \
             if (coupled) gi = gi + wd * p[i];                                                      \
-            T mi = m[i] * b1 + (1 - b1) * gi;                                                      \
-            T vi = v[i] * b2 + (1 - b2) * gi * gi;                                                 \
+            T mi = m[i] * b1 + omb1 * gi;                                                          \
+            T vi = v[i] * b2 + omb2 * gi * gi;                                                     \
             m[i] = mi;                                                                             \
             v[i] = vi;                                                                             \
             if (AMSGRAD) vi = vmax[i] = vmax[i] > vi ? vmax[i] : vi;                              \
@@ -175,16 +176,17 @@ typedef struct {
         T *restrict ga = CENTERED ? PTR(j->ga, T) : NULL;                                         \
         T *restrict buf = MOMENTUM ? PTR(j->buf, T) : NULL;                                       \
         const T alpha = (T)o->alpha, eps = (T)o->eps, wd = (T)o->weight_decay;                    \
+        const T oma = (T)(1 - o->alpha);                                                           \
         const T lr = (T)o->lr, mom = (T)o->momentum, sign = o->maximize ? (T)-1 : (T)1;          \
         const bool decay = o->weight_decay != 0;                                                   \
         for (int64_t i = b; i < e; i++) {                                                          \
             T gi = sign * g[i];                                                                    \
             if (decay) gi = gi + wd * p[i];                                                        \
-            T s = sq[i] * alpha + (1 - alpha) * gi * gi;                                           \
+            T s = sq[i] * alpha + oma * gi * gi;                                                   \
             sq[i] = s;                                                                             \
             T avg;                                                                                 \
             if (CENTERED) {                                                                        \
-                T a = ga[i] * alpha + (1 - alpha) * gi;                                            \
+                T a = ga[i] * alpha + oma * gi;                                                    \
                 ga[i] = a;                                                                         \
                 avg = SQRT(s - a * a) + eps;                                                       \
             } else {                                                                               \

@@ -33,13 +33,13 @@ static void test_trace_compile_run(void) {
     int line = 0;
     em_tracer *tr = em_trace_begin("model", fake_loc, &line);
     CHECK(tr && em_trace_active());
-    CHECK(em_trace_add_input(tr, x, "x") == EM_OK);
-    CHECK(em_trace_add_input(tr, b, "b") == EM_OK);
+    CHECK(em_trace_add_input(tr, x, "x", NULL) == EM_OK);
+    CHECK(em_trace_add_input(tr, b, "b", NULL) == EM_OK);
     em_tensor *y = model(x, w, b);
     em_trace_result res;
     CHECK_MSG(em_trace_end(tr, &y, 1, &res) == EM_OK, "%s", em_last_error());
     CHECK(!em_trace_active());
-    CHECK(res.n_args == 2 && res.n_captured == 1 && res.captured[0] == w);
+    CHECK(res.n_args == 2 && res.n_captured == 1 && res.captured[0].tensor == w);
     char *text = em_ir_print(res.graph);
     CHECK_STR_CONTAINS(text, "graph @model(%x: f32[4,8], %b: f32[3], %captured0: f32[8,3])");
     CHECK_STR_CONTAINS(text, "matmul(%x, %captured0) : f32[4,3] loc(\"user.py\":1)");
@@ -74,7 +74,7 @@ static void test_trace_failures(void) {
     em_tensor *x = em_ones(s, 1, EM_DTYPE_F32);
     /* a tensor born inside the trace without an op */
     em_tracer *tr = em_trace_begin("f", NULL, NULL);
-    em_trace_add_input(tr, x, "x");
+    em_trace_add_input(tr, x, "x", NULL);
     em_tensor *fresh = em_tensor_scalar(3, EM_DTYPE_F32); /* like ember.tensor(3.) */
     em_tensor *y = em_add(x, fresh);
     em_trace_result res;
@@ -98,11 +98,23 @@ static void test_trace_failures(void) {
     CHECK(em_trace_end(tr, &r, 1, &res) == EM_ERR_NOT_IMPLEMENTED);
     CHECK_STR_CONTAINS(em_last_error(), "ember.Generator");
     em_tensor_release(r);
-    /* host syncs */
+    /* host reads become value guards: extra results after the outputs */
     tr = em_trace_begin("h", NULL, NULL);
-    em_note_host_sync(".item()", x);
-    CHECK(em_trace_end(tr, &x, 1, &res) == EM_ERR_NOT_IMPLEMENTED);
-    CHECK_STR_CONTAINS(em_last_error(), ".item() reads a tensor's values");
+    em_tensor *sum = em_sum(x, NULL, 0, false);
+    em_note_host_sync(".item()", sum);
+    em_tensor_release(sum); /* (alive at the end, it would be state the function kept) */
+    CHECK(em_trace_end(tr, &x, 1, &res) == EM_OK);
+    CHECK(res.n_value_guards == 1 && res.value_guards[0]->numel == 1 &&
+          em_tensor_get_f64(res.value_guards[0], 0) == 4.0);
+    CHECK(strcmp(res.value_guard_what[0], ".item()") == 0 && res.graph->body->n_results == 2);
+    em_trace_result_clear(&res);
+    /* a tensor made in the trace and kept alive (optimizer state): retry */
+    tr = em_trace_begin("k", NULL, NULL);
+    em_tensor *kept = em_add(x, x);
+    CHECK(em_trace_count_escapes(tr, &x, 1) == 1);
+    CHECK(em_trace_end(tr, &x, 1, &res) == EM_ERR_NOT_IMPLEMENTED && res.retry);
+    CHECK_STR_CONTAINS(em_last_error(), "keeps 1 tensor it created (f32 [4], made by add");
+    em_tensor_release(kept);
     /* traces do not nest */
     tr = em_trace_begin("outer", NULL, NULL);
     CHECK(em_trace_begin("inner", NULL, NULL) == NULL);

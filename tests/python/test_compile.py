@@ -764,14 +764,6 @@ def test_disabled_context_manager(rng):
 # ---------------------------------------------------------------- fallbacks to eager
 
 
-def fb_item(x):
-    return x * x.sum().item()
-
-
-def fb_float(x):
-    return x * float(x.mean())
-
-
 def fb_print(x):
     print("inside:", x)
     return x + 1.0
@@ -805,19 +797,6 @@ def fb_object_in_list(xs):
     return xs[0] * 2.0
 
 
-_FB_P = ember.zeros(3)
-_FB_P.requires_grad_()
-_FB_OPT = ember.optim.SGD([_FB_P], lr=0.1)
-
-
-def fb_optimizer_step(x):
-    with ember.no_grad():
-        _FB_P.zero_()  # (the same start every call, so eager and compiled calls agree)
-        _FB_P.grad = x * 1.0
-        _FB_OPT.step()
-    return _FB_P * 1.0
-
-
 def fb_manual_seed(x):
     ember.manual_seed(3)
     return x + ember.rand(3)
@@ -829,12 +808,8 @@ def fb_nested_float(x):
 
 FALLBACKS = [
     # (name, fn, make args, regex the warning must match)
-    ("item", fb_item, lambda r: (f32(r, 3),),
-     r"running eagerly: \.item\(\) reads a tensor's values on the host"),
-    ("float", fb_float, lambda r: (f32(r, 3),),
-     r"running eagerly: .* reads a tensor's values on the host"),
     ("print", fb_print, lambda r: (f32(r, 3),),
-     r"running eagerly: (NumPy conversion|buffer protocol) reads a tensor's values on the host"),
+     r"running eagerly: printing a tensor \(text is a side effect\) inside a compiled function"),
     ("generator", fb_generator, lambda r: (f32(r, 3),),
      r"running eagerly: generator= draws from an ember.Generator"),
     ("tensor_literal", fb_tensor_literal, lambda r: (f32(r, 3),),
@@ -843,8 +818,6 @@ FALLBACKS = [
      r"running eagerly: it returns a float"),
     ("return_str", fb_return_str, lambda r: (f32(r, 3),),
      r"running eagerly: it returns a str"),
-    ("optimizer_step", fb_optimizer_step, lambda r: (f32(r, 3),),
-     r"running eagerly: \.grad assignment inside a compiled function changes state outside"),
     ("manual_seed", fb_manual_seed, lambda r: (f32(r, 3),),
      r"running eagerly: ember\.manual_seed\(\) \(it resets the random stream\)"),
     ("nested_float", fb_nested_float, lambda r: (f32(r, 3),),
@@ -907,7 +880,7 @@ def test_fallback_specialisation_records_reason(rng):
 def test_fallback_warns_once_per_reason(rng):
     """compiled_function.c: 'Warnings say why a function runs eagerly, once per
     function and reason' -- also when a new shape traces again."""
-    cf = ember.compile(fb_item)
+    cf = ember.compile(lambda x: x * ember.tensor(2.0))
     with recorded_warnings() as rec:
         for n in (3, 4, 5):
             x = f32(rng, n)
@@ -919,7 +892,7 @@ def test_fallback_warns_once_per_reason(rng):
 def test_warning_points_at_the_calling_line(rng):
     """The fallback warning's location is the line that called the compiled
     function (as for warnings.warn(..., stacklevel=2) in a Python wrapper)."""
-    cf = ember.compile(fb_item)
+    cf = ember.compile(fb_tensor_literal)
     with recorded_warnings() as rec:
         call_line = inspect.currentframe().f_lineno + 1
         cf(f32(rng, 3))
@@ -929,7 +902,7 @@ def test_warning_points_at_the_calling_line(rng):
 
 def test_fallback_then_good_function_still_compiles(rng):
     """A failed trace leaves no tracer behind: other functions compile."""
-    bad = ember.compile(fb_item)
+    bad = ember.compile(fb_tensor_literal)
     with pytest.warns(UserWarning):
         bad(f32(rng, 3))
     good = ember.compile(c_silu)

@@ -1029,7 +1029,7 @@ def test_pickle_rebuild_checks_its_input():
 # ---- host reads inside compiled functions ----
 
 @pytest.mark.parametrize("read,what", [(lambda x: memoryview(x).tolist(), "buffer protocol"),
-                                       (lambda x: np.from_dlpack(x).sum(), "DLPack export")])
+                                       (lambda x: np.from_dlpack(x).sum(), "DLPack")])
 def test_exports_inside_compiled_functions_run_eagerly(read, what):
     def fn(x):
         y = x + 1.0
@@ -1043,4 +1043,5 @@ def test_exports_inside_compiled_functions_run_eagerly(read, what):
         for _ in range(3):
             np.testing.assert_array_equal(cf(x).numpy(), (sample("float32") + 1) * 2)
     msgs = [str(w.message) for w in rec if "ember.compile" in str(w.message)]
-    assert len(msgs) == 1 and f"running eagerly: {what} reads a tensor's values" in msgs[0], msgs
+    # the exported memory may outlive the call, which a compiled graph cannot repeat
+    assert len(msgs) == 1 and f"running eagerly: exporting a tensor's memory ({what})" in msgs[0], msgs

@@ -516,7 +516,9 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     keep = target != ignore_index
     safe = _ops.where(keep, target, 0)
     with no_grad():
-        if safe.numel() and (int(safe.min()) < 0 or int(safe.max()) >= c):
+        # one bool read: in a compiled function it is a value guard that holds
+        # for every in-range batch (min/max reads would change with the data)
+        if safe.numel() and bool(((safe < 0) | (safe >= c)).any()):
             bad = int(safe.max()) if int(safe.max()) >= c else int(safe.min())
             raise IndexError(f"nll_loss: Target {bad} is out of bounds (input has {c} classes)")
     cls_dim = 1 if input.ndim >= 2 else 0

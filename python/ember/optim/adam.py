@@ -46,6 +46,37 @@ class Adam(Optimizer):
                       g["eps"], g["weight_decay"], self._decoupled, g["amsgrad"], g["maximize"])
 
 
+    def _update_traced(self, g, lr):
+        b1, b2 = g["betas"]
+        wd, eps = g["weight_decay"], g["eps"]
+        for p in g["params"]:
+            grad = p.grad
+            if grad is None:
+                continue
+            st = self.state[p]
+            if "exp_avg" not in st:
+                st["exp_avg"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+                st["exp_avg_sq"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+                if g["amsgrad"]:
+                    st["max_exp_avg_sq"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+            step = _step_tensor(st, traced=True).double()
+            m, v = st["exp_avg"], st["exp_avg_sq"]
+            gi = -grad if g["maximize"] else grad
+            if wd != 0 and self._decoupled:
+                p.mul_(1 - lr * wd)
+            elif wd != 0:
+                gi = gi + p * wd
+            m.mul_(b1).add_(gi * (1 - b1))
+            v.mul_(b2).add_(gi * (1 - b2) * gi)
+            if g["amsgrad"]:
+                vmax = st["max_exp_avg_sq"]
+                vmax.copy_(_C.maximum(vmax, v))
+                v = vmax
+            step_size = (lr / (1 - b1 ** step)).to(p.dtype)
+            bias2_sqrt = (1 - b2 ** step).sqrt().to(p.dtype)
+            p.sub_(m / (v.sqrt() / bias2_sqrt + eps) * step_size)
+
+
 class AdamW(Adam):
     _decoupled = True
 

@@ -1,6 +1,13 @@
 """optim.Optimizer: parameter groups, per-parameter state, zero_grad and
 state_dict in PyTorch's format. The updates themselves are fused C kernels
-(include/ember/optim.h) that each subclass calls once per group."""
+(include/ember/optim.h) that each subclass calls once per group.
+
+Inside a function @ember.compile is tracing, a fused kernel would be
+invisible, so step() runs each subclass's _update_traced instead: the same
+arithmetic, in the same order and dtypes, written as ember ops the trace
+records (the compiler fuses them again). The group's lr becomes an input of
+the graph, read from the group at every call, so schedulers keep working;
+its other hyperparameters are constants, guarded by value."""
 
 import copy
 from collections import defaultdict
@@ -76,12 +83,21 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        traced = _C._is_tracing()
         for group in self.param_groups:
-            self._update(group)
+            if traced:
+                _C._trace_guard_items(group, [k for k in group if k not in ("params", "lr")])
+                self._update_traced(group, _C._trace_scalar_input(group, "lr"))
+            else:
+                self._update(group)
         return loss
 
     def _update(self, group):
         raise NotImplementedError
+
+    def _update_traced(self, group, lr):
+        """_update as ember ops; lr is a 0-d float64 tensor."""
+        raise NotImplementedError(f"{type(self).__name__}.step() inside a compiled function")
 
     # ---- state ----
 
@@ -139,9 +155,11 @@ class Optimizer:
         return s + "\n)"
 
 
-def _step_tensor(state):
-    """The step counter, kept as a 0-d float tensor as PyTorch 1.13 keeps it."""
+def _step_tensor(state, traced=False):
+    """Advances the step counter, kept as a 0-d float tensor as PyTorch 1.13
+    keeps it. Returns its new value as an int, or in a trace the tensor
+    itself (an int read from it would become a constant of the graph)."""
     if "step" not in state:
-        state["step"] = _C.tensor(0.0)
+        state["step"] = _C.zeros(())
     state["step"] += 1
-    return int(state["step"].item())
+    return state["step"] if traced else int(state["step"].item())

@@ -42,3 +42,35 @@ class RMSprop(Optimizer):
         _C._rmsprop_step(ps, gs, sq, ga if g["centered"] else None,
                          bufs if g["momentum"] > 0 else None, g["lr"], g["alpha"], g["eps"],
                          g["weight_decay"], g["momentum"], g["centered"], g["maximize"])
+
+    def _update_traced(self, g, lr):
+        alpha, eps, wd, mom = g["alpha"], g["eps"], g["weight_decay"], g["momentum"]
+        for p in g["params"]:
+            grad = p.grad
+            if grad is None:
+                continue
+            st = self.state[p]
+            if "square_avg" not in st:
+                st["square_avg"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+                if mom > 0:
+                    st["momentum_buffer"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+                if g["centered"]:
+                    st["grad_avg"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+            _step_tensor(st, traced=True)
+            gi = -grad if g["maximize"] else grad
+            if wd != 0:
+                gi = gi + p * wd
+            sq = st["square_avg"]
+            sq.mul_(alpha).add_(gi * (1 - alpha) * gi)
+            if g["centered"]:
+                ga = st["grad_avg"]
+                ga.mul_(alpha).add_(gi * (1 - alpha))
+                avg = (sq - ga * ga).sqrt() + eps
+            else:
+                avg = sq.sqrt() + eps
+            if mom > 0:
+                buf = st["momentum_buffer"]
+                buf.mul_(mom).add_(gi / avg)
+                p.sub_(buf * lr)
+            else:
+                p.sub_(gi / avg * lr)

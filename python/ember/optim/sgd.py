@@ -35,3 +35,22 @@ class SGD(Optimizer):
                 bufs.append(st["momentum_buffer"])
         _C._sgd_step(ps, gs, bufs, firsts, g["lr"], g["momentum"], g["dampening"],
                      g["weight_decay"], g["nesterov"], g["maximize"])
+
+    def _update_traced(self, g, lr):
+        wd, mom, damp = g["weight_decay"], g["momentum"], g["dampening"]
+        for p in g["params"]:
+            grad = p.grad
+            if grad is None:
+                continue
+            d = -grad if g["maximize"] else grad
+            if wd != 0:
+                d = d + p * wd
+            if mom != 0:
+                st = self.state[p]
+                buf = st.get("momentum_buffer")
+                if buf is None:
+                    buf = st["momentum_buffer"] = d.clone()
+                else:
+                    buf.mul_(mom).add_(d * (1 - damp))
+                d = d + buf * mom if g["nesterov"] else buf
+            p.sub_(d * lr)
