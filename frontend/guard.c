@@ -195,6 +195,9 @@ bool em_guards_check(const em_guards *gs, const em_arg *args, int n, char *why, 
     return true;
 }
 
+int em_guards_count(const em_guards *gs) { return gs->n; }
+em_arg_kind em_guards_kind(const em_guards *gs, int i) { return gs->g[i].kind; }
+
 char *em_guards_print(const em_guards *gs) {
     em_strbuf b;
     em_strbuf_init(&b);

@@ -384,7 +384,9 @@ static void on_inplace(void *ctx, em_op op, em_tensor *const *in, int n_in, cons
     for (int i = 0; i < tr->n_source_tensors; i++) is_source_itself |= tr->source_tensors[i] == out;
     bool shared = source ? !is_source_itself || holds(tr->aliased, tr->n_aliased, out->storage)
                          : out->storage->refcount > 1; /* (views of an input are watched by marks) */
-    if (out->is_view || shared) {
+    /* (a view whose storage nothing else holds, such as a gradient the
+     * engine adopted, is as good as a tensor of its own) */
+    if ((out->is_view && out->storage->refcount > 1) || shared) {
         em_trace_fail(tr,
                       "%s_ writes into a tensor that shares its memory with another one the "
                       "function uses (a view of it, or the same tensor passed twice); such "

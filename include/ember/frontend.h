@@ -147,6 +147,9 @@ void em_guards_free(em_guards *g);
 /* True when `args` pass every guard. Otherwise false, and `why` (if not NULL)
  * describes the first guard that failed, e.g. "x: shape [7] != [1024]". */
 bool em_guards_check(const em_guards *g, const em_arg *args, int n, char *why, size_t why_size);
+/* How many arguments the guards describe, and argument i's kind. */
+int em_guards_count(const em_guards *g);
+em_arg_kind em_guards_kind(const em_guards *g, int i);
 /* The guards as text (for dumps and explain); malloc'd. */
 char *em_guards_print(const em_guards *g);
 

@@ -129,10 +129,18 @@ int em_py_set_requires_grad(PyObject *self, PyObject *v, void *unused) {
     return 0;
 }
 
+/* The tensor whose .grad `self` shows: itself, or in a trace, for a proxy
+ * of an argument, the caller's tensor (where backward accumulates). */
+static em_tensor *grad_owner(PyObject *self) {
+    const em_tensor *o = em_py_traced_original(T(self));
+    return o ? (em_tensor *)o : T(self);
+}
+
 PyObject *em_py_get_grad(PyObject *self, void *unused) {
     (void)unused;
-    em_note_event(EM_EVENT_GRAD_READ, ".grad", T(self)); /* a trace guards what it finds */
-    em_tensor *g = T(self)->grad;
+    em_tensor *t = grad_owner(self);
+    em_note_event(EM_EVENT_GRAD_READ, ".grad", t); /* a trace guards what it finds */
+    em_tensor *g = t->grad;
     if (!g) Py_RETURN_NONE;
     em_tensor_retain(g);
     return em_py_wrap(g);
@@ -140,7 +148,7 @@ PyObject *em_py_get_grad(PyObject *self, void *unused) {
 
 int em_py_set_grad(PyObject *self, PyObject *v, void *unused) {
     (void)unused;
-    em_tensor *t = T(self);
+    em_tensor *t = grad_owner(self);
     if (v && v != Py_None) {
         if (!em_py_is_tensor(v)) {
             PyErr_Format(PyExc_TypeError, "assigned grad expected to be a Tensor or None but got %s",
@@ -179,7 +187,7 @@ PyObject *em_py_get_grad_fn(PyObject *self, void *unused) {
 
 PyObject *em_py_get_is_leaf(PyObject *self, void *unused) {
     (void)unused;
-    return PyBool_FromLong(T(self)->grad_fn == NULL);
+    return PyBool_FromLong(grad_owner(self)->grad_fn == NULL);
 }
 
 /* ---- tensor methods ---- */

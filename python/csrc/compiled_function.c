@@ -499,6 +499,10 @@ static int state_unchanged(const entry *e, em_tensor *const *in) {
         PyObject *was = PyTuple_GET_ITEM(g, 2);
         if (now == was) continue;
         if (Py_TYPE(now) != Py_TYPE(was)) return 0;
+        /* numbers, strings and tuples of them by value; anything else (a
+         * tensor, a module) must be the very object the trace saw */
+        if (!PyLong_Check(was) && !PyFloat_Check(was) && !PyUnicode_Check(was) && !PyTuple_Check(was))
+            return 0;
         int eq = PyObject_RichCompareBool(now, was, Py_EQ);
         if (eq <= 0) return eq;
     }
@@ -789,8 +793,18 @@ static int captured_unchanged(const entry *e, em_tensor *const *in, int n_tensor
 typedef struct {
     em_tracer *tr;
     PyObject *externals, *dict_guards; /* lists, as in entry */
+    PyObject *guarded;                 /* {(id(dict), key)}: dict_guards without repeats */
+    PyObject *const *proxies;          /* per call_args entry: the proxy or NULL */
+    const call_args *args;
 } trace_ctx;
 static _Thread_local trace_ctx *tracing;
+
+const em_tensor *em_py_traced_original(const em_tensor *t) {
+    if (!tracing) return NULL;
+    for (int i = 0; i < tracing->args->n; i++)
+        if (tracing->proxies[i] && em_py_tensor_of(tracing->proxies[i]) == t) return tracing->args->a[i].tensor;
+    return NULL;
+}
 
 /* _trace_scalar_input(d, key): d[key] (a number) as a 0-d float64 tensor
  * that the compiled graph takes as an input, read again from d at every
@@ -822,8 +836,8 @@ static PyObject *f_trace_scalar_input(PyObject *self, PyObject *args) {
 }
 
 /* _trace_guard_items(d, keys): the trace treats d[k] for k in keys as
- * constants; a call where one differs (==) traces anew. No-op outside a
- * trace. */
+ * constants; a call where one differs (by value for numbers, strings and
+ * tuples, else by identity) traces anew. No-op outside a trace. */
 static PyObject *f_trace_guard_items(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *d, *keys;
@@ -832,6 +846,15 @@ static PyObject *f_trace_guard_items(PyObject *self, PyObject *args) {
     PyObject *it = PyObject_GetIter(keys), *k;
     if (!it) return NULL;
     while ((k = PyIter_Next(it))) {
+        PyObject *seen = Py_BuildValue("(nO)", (Py_ssize_t)d, k);
+        int dup = seen ? PySet_Contains(tracing->guarded, seen) : -1;
+        if (dup == 0) dup = PySet_Add(tracing->guarded, seen);
+        Py_XDECREF(seen);
+        if (dup != 0) { /* (a repeat, or an error) */
+            Py_DECREF(k);
+            if (dup < 0) break;
+            continue;
+        }
         PyObject *v = PyDict_GetItemWithError(d, k);
         PyObject *item = v ? Py_BuildValue("(OOO)", d, k, v) : NULL;
         Py_DECREF(k);
@@ -906,8 +929,8 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
     int n = c->n;
     PyObject *pargs = NULL, *pkwargs = NULL, *proxies[MAX_ARGS] = {NULL}, *res = NULL, *out = NULL;
     PyObject *template = NULL;
-    trace_ctx ctx = {NULL, PyList_New(0), PyList_New(0)};
-    if (!ctx.externals || !ctx.dict_guards) goto done;
+    trace_ctx ctx = {NULL, PyList_New(0), PyList_New(0), PySet_New(NULL), proxies, c};
+    if (!ctx.externals || !ctx.dict_guards || !ctx.guarded) goto done;
     if (proxy_call(args, kwargs, c, &pargs, &pkwargs, proxies) < 0) goto done;
     em_tracer *tr = ctx.tr = em_trace_begin(cf->name, user_location, NULL);
     if (!tr) {
@@ -998,6 +1021,7 @@ done:
     tracing = NULL;
     Py_XDECREF(ctx.externals);
     Py_XDECREF(ctx.dict_guards);
+    Py_XDECREF(ctx.guarded);
     Py_XDECREF(template);
     Py_XDECREF(res);
     Py_XDECREF(pargs);
@@ -1156,6 +1180,69 @@ static PyObject *cf_descr_get(PyObject *self, PyObject *obj, PyObject *type) {
     return PyMethod_New(self, obj);
 }
 
+/* The graph input index i in words. */
+static void input_name(em_strbuf *b, const entry *e, int n_tensor_args, int i) {
+    if (i < n_tensor_args) {
+        em_strbuf_printf(b, "input %d (argument)", i);
+        return;
+    }
+    const em_capture *c = &e->captured[i - n_tensor_args];
+    em_strbuf_printf(b, "input %d (%s)", i,
+                     c->kind == EM_CAPTURE_GRAD ? "a captured .grad"
+                     : c->kind == EM_CAPTURE_EXTERNAL ? "read at every call" : "captured tensor");
+}
+
+/* What a specialisation does besides its graph: value guards, .grad
+ * slots, write-backs, inputs read from dicts, guarded dict items. */
+static char *describe_state(const entry *e) {
+    em_strbuf b;
+    em_strbuf_init(&b);
+    int n_tensor_args = 0;
+    for (int i = 0; e->guards && i < em_guards_count(e->guards); i++)
+        n_tensor_args += em_guards_kind(e->guards, i) == EM_ARG_TENSOR;
+    em_strbuf_printf(&b, "value guards: %d%s\n", e->n_value_guards,
+                     e->n_value_guards ? " (a host read made Python act on these values; a call "
+                                         "computing others reruns eagerly)" : "");
+    for (int j = 0; j < e->n_value_guards; j++) {
+        const em_tensor *t = e->value_guards[j];
+        char shape[64], num[32];
+        em_shape_str(t->shape, t->ndim, shape, sizeof shape);
+        em_strbuf_printf(&b, "  %s of result %d == %s %s [", e->value_guard_what[j], e->n_out + j,
+                         em_dtype_name(t->dtype), shape);
+        for (int64_t k = 0; k < t->numel && k < 4; k++)
+            em_strbuf_printf(&b, "%s%s", k ? ", " : "", em_format_double(em_tensor_get_f64(t, k), num));
+        em_strbuf_printf(&b, "%s]\n", t->numel > 4 ? ", ..." : "");
+    }
+    em_strbuf_printf(&b, ".grad slots: %d\n", e->n_slots);
+    for (int j = 0; j < e->n_slots; j++) {
+        const em_grad_slot *sl = &e->slots[j];
+        em_strbuf_printf(&b, "  .grad of input %d: %s -> %s", sl->owner,
+                         sl->initial == EM_SLOT_UNREAD ? "(replaced unread)"
+                         : sl->initial == EM_SLOT_NONE ? "None" : "a tensor",
+                         sl->final == EM_SLOT_KEEP ? "kept" : sl->final == EM_SLOT_NONE ? "None" : "new value");
+        if (sl->final >= 0) em_strbuf_printf(&b, " (result %d)", sl->final);
+        em_strbuf_puts(&b, "\n");
+    }
+    em_strbuf_printf(&b, "write-backs: %d\n", e->n_writes);
+    for (int j = 0; j < e->n_writes; j++) {
+        em_strbuf_puts(&b, "  ");
+        input_name(&b, e, n_tensor_args, e->writes[j]);
+        em_strbuf_printf(&b, " <- result %d\n", e->n_out + e->n_value_guards + j);
+    }
+    Py_ssize_t nx = e->externals ? PyList_GET_SIZE(e->externals) : 0;
+    for (Py_ssize_t j = 0; j < nx; j++) {
+        PyObject *key = PyTuple_GET_ITEM(PyList_GET_ITEM(e->externals, j), 2);
+        const char *k = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        if (!k) PyErr_Clear();
+        em_strbuf_printf(&b, "input %d: %s read from a param group at every call\n",
+                         n_tensor_args + (int)PyLong_AsLong(PyTuple_GET_ITEM(PyList_GET_ITEM(e->externals, j), 0)),
+                         k ? k : "?");
+    }
+    em_strbuf_printf(&b, "guarded dict items (module modes and tensors, optimizer settings): %zd\n",
+                     e->dict_guards ? PyList_GET_SIZE(e->dict_guards) : (Py_ssize_t)0);
+    return em_strbuf_take(&b);
+}
+
 /* [{backend, dump_path, guards, reason, note}] for tests, explain and demos. */
 static PyObject *cf_specializations(PyObject *self, PyObject *unused) {
     (void)unused;
@@ -1165,18 +1252,20 @@ static PyObject *cf_specializations(PyObject *self, PyObject *unused) {
         entry *e = &cf->entries[i];
         char *g = em_guards_print(e->guards);
         char *kernels = e->compiled ? em_compiled_describe(e->compiled) : NULL;
+        char *state = e->compiled ? describe_state(e) : NULL;
         double passes_ms = 0, backend_ms = 0;
         if (e->compiled) em_compiled_times(e->compiled, &passes_ms, &backend_ms);
         PyObject *d = Py_BuildValue(
-            "{s:s,s:s,s:s,s:s,s:s,s:i,s:d,s:d,s:d,s:s,s:s}", "backend",
+            "{s:s,s:s,s:s,s:s,s:s,s:i,s:d,s:d,s:d,s:s,s:s,s:s}", "backend",
             e->compiled ? em_compiled_backend(e->compiled) : "eager", "dump_path",
             e->compiled ? em_compiled_dump_path(e->compiled) : "", "guards", g ? g : "", "reason",
             e->reason, "note", e->compiled ? em_compiled_note(e->compiled) : "", "captured",
             e->n_captured, "trace_ms", e->trace_ms,
             "passes_ms", passes_ms, "backend_ms", backend_ms, "kernels", kernels ? kernels : "",
-            "traced_ir", e->traced_ir ? e->traced_ir : "");
+            "traced_ir", e->traced_ir ? e->traced_ir : "", "state", state ? state : "");
         free(g);
         free(kernels);
+        free(state);
         if (!d || PyList_Append(list, d) < 0) {
             Py_XDECREF(d);
             Py_DECREF(list);

@@ -122,9 +122,8 @@ def explain(fn, *args, print_report=True, **kwargs):
     if spec is not None:
         lines.append("  guards:")
         lines.append(_indented(spec["guards"]))
-        lines.append("  value guards: none (a host read such as .item() inside the function "
-                     "makes its trace fall back to eager for now)")
         if spec["backend"] != "eager":
+            lines.append(_indented(spec["state"], "  "))
             lines.append(f"  passes: {', '.join(_C._pass_pipeline())}")
             lines.append("  graph as traced:")
             lines.append(_indented(spec["traced_ir"]))

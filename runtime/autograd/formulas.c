@@ -527,12 +527,13 @@ FORMULA(contiguous) { BEGIN; gin[0] = give(g); END; }
 /* g placed into zeros of the input's shape at positions `idx` (int64, one
  * per element of g along `dim`). Without create_graph a plain strided copy
  * into a view of the zeros does it; with it, index_put, so the placement is
- * itself differentiable. */
+ * itself differentiable. While tracing, index_put too: a graph has no
+ * writes into views. */
 static T embed(scope *s, const em_node *n, T g, int64_t dim, int64_t start, int64_t step, bool select) {
     const em_type *in = &n->in_types[0];
     T z = zeros_of(s, in, g->dtype);
     if (!z) return NULL;
-    if (!em_grad_enabled()) {
+    if (!em_grad_enabled() && !em_get_trace_hook()) {
         T v = select ? keep(s, em_select(z, dim, start))
                      : keep(s, em_slice(z, dim, start, start + g->shape[dim] * step, step));
         em_attrs at;

@@ -16,6 +16,18 @@ from .. import _C
 from ..autograd import _zero_grads, enable_grad, no_grad
 
 
+class _ParamGroup(dict):
+    """A parameter group: a dict, whose writes a trace is told about. A
+    compiled graph reads 'lr' at every call and holds the other values as
+    constants; a write inside a compiled function (a scheduler stepped in
+    it) would not happen again in later calls, so it fails the trace."""
+
+    def __setitem__(self, key, value):
+        if _C._is_tracing():
+            _C._note_side_effect(f"setting the param group's {key!r}")
+        super().__setitem__(key, value)
+
+
 class _RequiredParameter:
     def __repr__(self):
         return "<required parameter>"
@@ -51,7 +63,7 @@ class Optimizer:
                                 type(p).__name__)
             if not p.is_leaf:
                 raise ValueError("can't optimize a non-leaf Tensor")
-        group = dict(param_group, params=params)
+        group = _ParamGroup(param_group, params=params)
         for k, v in self.defaults.items():
             if v is required and k not in group:
                 raise ValueError(f"parameter group didn't specify a value of required "

@@ -49,6 +49,13 @@ class Module:
                                   f'"forward" function')
 
     def __call__(self, *args, **kwargs):
+        if _C._is_tracing():
+            # a compiled graph bakes in this module's mode and holds its
+            # tensors: guard both, so train()/eval() or a new Parameter
+            # makes the next call trace again
+            _C._trace_guard_items(self.__dict__, ("training",))
+            for d in (self._parameters, self._buffers, self._modules):
+                _C._trace_guard_items(d, d.keys())
         for hook in self._forward_pre_hooks.values():
             r = hook(self, args)
             if r is not None:
