@@ -1,4 +1,4 @@
-"""Compiled-call overhead and compile times (issue 5, in progress).
+"""Compiled training steps, compiled-call overhead and compile times (issue 5).
 
     PYTHONPATH=python:build/python /usr/bin/python3 bench/bench_compile.py
 
@@ -11,6 +11,13 @@
    call of a C function for scale.
 2. Trace plus compile time of the GPT-2 block forward (bench_train.py) and of
    an MLP forward, and their steady compiled and eager times.
+3. The MLP training step (784-512-512-10, batch 128, SGD: forward, backward
+   and update in one compiled graph) and the GPT-2 block forward, compiled
+   and eager, next to PyTorch eager (default and OMP_WAIT_POLICY=PASSIVE,
+   2 threads), NumPy by hand and the C limit (bench_train.py's), in
+   interleaved rounds, each keeping its best; the step's trace + compile
+   times and the cost of its guards (2 tensors captured per parameter: the
+   parameter and its .grad, plus the module and optimizer items guarded).
 
 Medians over many calls; best of 3 rounds.
 """
@@ -22,7 +29,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import ember  # noqa: E402
-from bench_train import gpt_block_fn, median_ms  # noqa: E402
+from bench_train import (ROUNDS, c_step_fns, gpt_block_fn, machine, median_ms,  # noqa: E402
+                         mlp_step_fn, numpy_block_forward, numpy_mlp_step, torch_times)
 
 
 def best_us(fn):
@@ -99,5 +107,65 @@ def main():
         print(f"| {name} | {first:.0f} ms | {e:.2f} ms | {c:.2f} ms |")
 
 
+def training_step():
+    """Compiled vs eager vs PyTorch, interleaved rounds (see the docstring)."""
+    import time as _t
+    eager_step = mlp_step_fn(ember)
+    cstep = mlp_step_fn(ember, wrap=ember.compile)
+    eager_step()
+    traces = []
+    for _ in range(3):  # call 1 traces (.grad is None), call 2 traces again (.grad is there)
+        t = _t.perf_counter()
+        cstep()
+        traces.append((_t.perf_counter() - t) * 1e3)
+    specs = cstep._specializations()
+    assert cstep._stats()["compiled_calls"] >= 1, cstep._stats()
+    spec = specs[-1]
+    guards_us = min(cstep._time_guards(20000) for _ in range(3)) / 1e3
+    eager_block = gpt_block_fn(ember)
+    comp_block = gpt_block_fn(ember, wrap=ember.compile)
+    with ember.no_grad():
+        comp_block()
+    np_fns, c_fns = (numpy_mlp_step(), numpy_block_forward()), c_step_fns()
+    res = {k: [] for k in ("td_mlp", "td_block", "tp_mlp", "tp_block", "ec_mlp", "ee_mlp",
+                           "ec_block", "ee_block", "np_mlp", "np_block", "c_mlp", "c_block")}
+    version = "?"
+    for _ in range(ROUNDS):
+        for passive, key in ((False, "td"), (True, "tp")):
+            t = torch_times(passive)
+            version = t["version"]
+            res[key + "_mlp"].append(t["mlp"])
+            res[key + "_block"].append(t["block"])
+        _t.sleep(0.5)
+        res["ee_mlp"].append(median_ms(eager_step))
+        res["ec_mlp"].append(median_ms(cstep))
+        res["np_mlp"].append(median_ms(np_fns[0]))
+        res["c_mlp"].append(median_ms(c_fns[0]))
+        with ember.no_grad():
+            res["ee_block"].append(median_ms(eager_block, n=10, warm=2))
+            res["ec_block"].append(median_ms(comp_block, n=10, warm=2))
+        res["np_block"].append(median_ms(np_fns[1], n=10, warm=2))
+        res["c_block"].append(median_ms(c_fns[1], n=10, warm=2))
+    b = {k: min(v) for k, v in res.items()}
+    print(f"\nMachine: {machine()}; PyTorch {version}\n")
+    print("| | ember compiled | ember eager | PyTorch (2 threads) | PyTorch, PASSIVE | "
+          "NumPy by hand | C limit | PyTorch best / ember compiled |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, k in (("MLP 784-512-512-10 training step (batch 128, SGD)", "mlp"),
+                    ("GPT-2 block forward (4 x 256 x 768, 12 heads)", "block")):
+        best_torch = min(b["td_" + k], b["tp_" + k])
+        print(f"| {name} | {b['ec_' + k]:.2f} ms | {b['ee_' + k]:.2f} ms | {b['td_' + k]:.2f} ms | "
+              f"{b['tp_' + k]:.2f} ms | {b['np_' + k]:.2f} ms | {b['c_' + k]:.2f} ms | "
+              f"{best_torch / b['ec_' + k]:.2f}x |")
+    print(f"\nMLP step: first calls {', '.join(f'{t:.0f}' for t in traces)} ms (two traces: "
+          f".grad None, then present); its specialisation: trace {spec['trace_ms']:.1f} ms, "
+          f"passes {spec['passes_ms']:.1f} ms, LLVM {spec['backend_ms']:.0f} ms; "
+          f"{spec['kernels'].count(chr(10))} kernel lines")
+    n_dict = spec["state"].rsplit(": ", 1)[-1].strip()
+    print(f"MLP step guards per call: {guards_us:.2f} us (grad mode, {spec['captured']} captured "
+          f"inputs: 6 parameters and their .grad; {n_dict} module and optimizer items)")
+
+
 if __name__ == "__main__":
     main()
+    training_step()

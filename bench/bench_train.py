@@ -47,8 +47,9 @@ def median_ms(fn, n=30, warm=5):
 
 # ---------------------------------------------------------------- the models, written once
 
-def mlp_step_fn(m):
-    """A closure running one SGD step of the MLP in library m (ember or torch)."""
+def mlp_step_fn(m, wrap=None):
+    """A closure running one SGD step of the MLP in library m (ember or torch),
+    passed through `wrap` first (e.g. ember.compile)."""
     nn, F = m.nn, m.nn.functional
     m.manual_seed(0)
     model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
@@ -62,7 +63,7 @@ def mlp_step_fn(m):
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
-    return step
+    return wrap(step) if wrap else step
 
 
 def gpt_block_fn(m, batch=4, seq=256, d=768, heads=12, wrap=None):

@@ -39,6 +39,7 @@ em_storage *em_storage_wrap(void *data, size_t nbytes, em_device device, em_rele
     s->release = release;
     s->release_ctx = ctx;
     s->version = 0;
+    s->exported = false;
     __atomic_fetch_add(&live_storages, 1, __ATOMIC_RELAXED);
     return s;
 }
@@ -211,6 +212,23 @@ em_tensor *em_tensor_scalar_i64(int64_t value, em_dtype dtype) {
 }
 
 void em_tensor_retain(em_tensor *t) { __atomic_fetch_add(&t->refcount, 1, __ATOMIC_RELAXED); }
+
+bool em_tensor_adopt_storage(em_tensor *target, em_tensor *value) {
+    em_storage *a = target->storage, *b = value->storage;
+    if (a == b || a->refcount != 1 || b->refcount != 1 || value->refcount != 1) return false;
+    if (a->exported || b->exported) return false;
+    if (a->release != release_cpu || b->release != release_cpu || a->nbytes != b->nbytes ||
+        !em_device_eq(a->device, b->device))
+        return false;
+    if (target->offset || value->offset || target->dtype != value->dtype ||
+        !em_shape_eq(target->shape, target->ndim, value->shape, value->ndim) ||
+        memcmp(target->strides, value->strides, (size_t)target->ndim * sizeof *target->strides) != 0)
+        return false;
+    target->storage = b;
+    value->storage = a;
+    b->version = a->version + 1;
+    return true;
+}
 
 void em_tensor_release(em_tensor *t) {
     if (!t || __atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;

@@ -33,6 +33,10 @@ typedef struct em_storage {
     /* Bumped by every in-place write through any view of this storage, so
      * autograd and guards can notice mutation (shared by all views). */
     uint64_t version;
+    /* Set once its address went out (NumPy's array interface, DLPack, the
+     * buffer protocol): memory someone outside may read, so it is never
+     * swapped for other memory (em_tensor_adopt_storage). */
+    bool exported;
 } em_storage;
 
 typedef struct em_tensor {
@@ -93,6 +97,14 @@ em_tensor *em_tensor_from_storage(em_storage *storage, em_dtype dtype, int64_t o
                                   const int64_t *shape, const int64_t *strides, int ndim);
 /* A view of `base`'s storage with new geometry (no bounds re-check: callers
  * derive the geometry from base's). */
+/* Gives `target` the memory of `value` (which keeps target's old memory),
+ * as an O(1) alternative to copying value into target; the storage's
+ * version continues target's, bumped once like a write. Only when that is
+ * invisible: neither memory is shared with another tensor, an outside owner
+ * or an export (NumPy, DLPack) and both have the same dtype, shape and
+ * layout. Returns
+ * false, changing nothing, otherwise. */
+bool em_tensor_adopt_storage(em_tensor *target, em_tensor *value);
 em_tensor *em_tensor_alias(const em_tensor *base, int64_t offset, const int64_t *shape,
                            const int64_t *strides, int ndim);
 /* A 0-d CPU tensor holding `value` converted to `dtype`. */

@@ -606,7 +606,9 @@ static PyObject *run_entry(compiled_fn *cf, entry *e, PyObject *args, PyObject *
         em_attrs at;
         memset(&at, 0, sizeof at);
         at.dtype = target->dtype;
-        if (st == EM_OK) st = em_op_run_inplace(EM_OP_CAST, &value, 1, &at, target); /* copy_ */
+        /* (a parameter nothing else views takes the new buffer: no copy) */
+        if (st == EM_OK && !em_tensor_adopt_storage(target, value))
+            st = em_op_run_inplace(EM_OP_CAST, &value, 1, &at, target); /* copy_ */
         em_tensor_release(value);
     }
     /* then the .grad slots: None, kept, or a new gradient (a graph result) */
@@ -1313,8 +1315,8 @@ static PyObject *cf_stats(PyObject *self, PyObject *unused) {
 }
 
 /* _time_guards(n, *args): nanoseconds per guard evaluation of this call
- * (argument collection, then the first specialisation's guards over the
- * arguments and its captured tensors), averaged over n runs; for
+ * (argument collection, then the latest specialisation's guards over the
+ * arguments, its captured tensors and the state it read), averaged over n runs; for
  * bench/bench_compile.py. */
 static PyObject *cf_time_guards(PyObject *self, PyObject *args) {
     compiled_fn *cf = (compiled_fn *)self;
@@ -1333,7 +1335,7 @@ static PyObject *cf_time_guards(PyObject *self, PyObject *args) {
     bool ok = true;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     em_tensor *in[MAX_ARGS + 4096];
-    const entry *e = &cf->entries[0];
+    const entry *e = &cf->entries[cf->n_entries - 1];
     for (long i = 0; i < n && ok; i++) {
         int k = collect_args(cf, call, NULL, &c, &bad, &bad_obj);
         int n_tensor_args = 0;

@@ -177,6 +177,7 @@ PyObject *em_py_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs) 
                            "only order work on GPU devices)",
                            Py_TYPE(stream)->tp_name);
     em_note_event(EM_EVENT_MUTATION, "exporting a tensor's memory (DLPack)", t);
+    t->storage->exported = true;
     exported_tensor *e = PyMem_RawCalloc(1, sizeof *e);
     if (!e) return PyErr_NoMemory();
     for (int i = 0; i < t->ndim; i++) {
@@ -482,6 +483,7 @@ static int getbuffer(PyObject *self, Py_buffer *view, int flags) {
         }
     }
     em_note_event(EM_EVENT_MUTATION, "exporting a tensor's memory (buffer protocol)", t);
+    t->storage->exported = true;
     view->buf = em_tensor_data(t);
     Py_INCREF(self);
     view->obj = self; /* the view's reference; PyBuffer_Release drops it */

@@ -143,6 +143,7 @@ static PyObject *get_array_interface(PyObject *self, void *c) {
                            t->dtype == EM_DTYPE_BF16 ? "BFloat16" : em_dtype_long_name(t->dtype),
                            em_dtype_long_name(t->dtype));
     em_note_host_sync("NumPy conversion", t);
+    t->storage->exported = true;
     PyObject *shape = PyTuple_New(t->ndim), *strides = PyTuple_New(t->ndim);
     if (!shape || !strides) goto fail;
     for (int i = 0; i < t->ndim; i++) {

@@ -822,3 +822,19 @@ def test_loss_curve_matches_eager_over_50_steps():
                 assert step._stats()["compiled_calls"] >= 47
         np.testing.assert_allclose(curves[1], curves[0], rtol=1e-5)
         assert curves[0][-5:].mean() < curves[0][:5].mean()  # it trains
+
+
+def test_write_backs_reach_views_the_caller_holds():
+    """An updated parameter takes the graph's new buffer only when nothing
+    else views its memory; a view the caller holds keeps seeing it."""
+    ember.manual_seed(0)
+    model = MLP()
+    opt = ember.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    step = ember.compile(classifier_step(model, opt))
+    row = model.fc1.weight[0]  # a view, held across calls
+    arr = model.fc2.bias.numpy()  # NumPy sharing a parameter's memory
+    for i in range(5):
+        step(*data(i))
+        np.testing.assert_array_equal(row.numpy(), model.fc1.weight[0].numpy())
+        np.testing.assert_array_equal(arr, model.fc2.bias.numpy())
+    assert step._stats()["compiled_calls"] >= 2
