@@ -54,6 +54,11 @@ typedef struct {
     double trace_ms; /* the traced call (an eager run with recording) */
     char *traced_ir; /* the graph as traced, before the passes (malloc'd) */
     bool draws_random; /* runs with the GIL held: see python/csrc/generator.c */
+    /* A traced graph not compiled yet: its own run made its guards fail
+     * for the next call (it found a .grad None and left one there, as a
+     * training step's first call does), so it compiles only if a call
+     * matches it again. */
+    em_ir_graph *pending;
 } entry;
 
 /* Why calls ran eagerly, with counts (for _stats and explain). */
@@ -368,6 +373,7 @@ static PyObject *build_result(PyObject *template, em_tensor **outs, int n) {
 /* ---- specialisations ---- */
 
 static void entry_clear(entry *e) {
+    em_ir_graph_free(e->pending);
     Py_XDECREF(e->out_template);
     Py_XDECREF(e->externals);
     Py_XDECREF(e->dict_guards);
@@ -471,6 +477,23 @@ static PyObject *call_eagerly(compiled_fn *cf, int entry_index, const char *reas
     return PyObject_Call(cf->fn, args, kwargs);
 }
 
+/* Compiles e's traced graph (taking it) for inputs shaped like `examples`;
+ * when that fails, e runs eagerly from now on and says why. -1 when the
+ * warning raised. */
+static int compile_entry(compiled_fn *cf, entry *e, em_ir_graph *graph, em_tensor *const *examples, int k) {
+    em_compile_opts opts = {em_dump_mask_from_env(), em_dump_dir_from_env(), getenv("EMBER_BACKEND"),
+                            e->guards};
+    if (em_compile(graph, examples, k, &opts, &e->compiled) != EM_OK) { /* (graph taken) */
+        e->compiled = NULL;
+        snprintf(e->reason, sizeof e->reason, "compiling failed: %s", em_last_error());
+        snprintf(cf->last_reason, sizeof cf->last_reason, "%s", e->reason);
+        return warn_fallback(cf, e->reason);
+    }
+    for (const em_ir_node *node = em_compiled_graph(e->compiled)->body->first; node; node = node->next)
+        e->draws_random |= (em_op_get(node->op)->flags & EM_F_RANDOM) != 0;
+    return 0;
+}
+
 /* The entry's graph inputs for a call: the tensor arguments, then each
  * capture (a captured tensor itself; the .grad its owner has now; an
  * external's value, made later by add_externals). Returns the count. */
@@ -562,6 +585,11 @@ static bool same_values(em_tensor *r, const em_tensor *seen) {
  * run changed nothing (no write-back, the random stream restored). */
 static PyObject *run_entry(compiled_fn *cf, entry *e, PyObject *args, PyObject *kwargs, em_tensor **in,
                            int n_in, int n_tensor_args) {
+    if (e->pending) { /* a call matches it again: now it is worth compiling */
+        em_ir_graph *graph = e->pending;
+        e->pending = NULL;
+        if (compile_entry(cf, e, graph, in, n_in) < 0) return NULL;
+    }
     if (!e->compiled) return call_eagerly(cf, (int)(e - cf->entries), e->reason, args, kwargs);
     note_call(cf, "compiled", (int)(e - cf->entries), NULL);
     if (add_externals(e, n_tensor_args, in) < 0) return NULL;
@@ -1002,22 +1030,19 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
     for (int i = 0; i < n; i++)
         if (a[i].kind == EM_ARG_TENSOR) examples[k++] = a[i].tensor;
     for (int i = 0; i < tres.n_captured && k < MAX_ARGS + 4096; i++) examples[k++] = tres.captured[i].tensor;
-    em_compile_opts opts = {em_dump_mask_from_env(), em_dump_dir_from_env(), getenv("EMBER_BACKEND"),
-                            e->guards};
     em_ir_graph *graph = tres.graph;
-    tres.graph = NULL; /* em_compile owns it now, whatever happens */
+    tres.graph = NULL;
     e->traced_ir = em_ir_print(graph);
-    if (em_compile(graph, examples, k, &opts, &e->compiled) != EM_OK) {
-        e->compiled = NULL;
-        snprintf(e->reason, sizeof e->reason, "compiling failed: %s", em_last_error());
-        snprintf(cf->last_reason, sizeof cf->last_reason, "%s", e->reason);
-        em_trace_result_clear(&tres);
-        if (warn_fallback(cf, e->reason) < 0) Py_CLEAR(out);
-        goto done;
+    bool defer = false;
+    for (int i = 0; i < tres.n_slots; i++)
+        defer |= tres.slots[i].initial == EM_SLOT_NONE && tres.slots[i].final >= 0;
+    if (!adopt_trace(e, &tres, &ctx)) {
+        em_ir_graph_free(graph);
+    } else if (defer) {
+        e->pending = graph;
+    } else if (compile_entry(cf, e, graph, examples, k) < 0) {
+        Py_CLEAR(out);
     }
-    for (const em_ir_node *node = em_compiled_graph(e->compiled)->body->first; node; node = node->next)
-        e->draws_random |= (em_op_get(node->op)->flags & EM_F_RANDOM) != 0;
-    adopt_trace(e, &tres, &ctx);
     em_trace_result_clear(&tres);
 done:
     tracing = NULL;
@@ -1254,12 +1279,12 @@ static PyObject *cf_specializations(PyObject *self, PyObject *unused) {
         entry *e = &cf->entries[i];
         char *g = em_guards_print(e->guards);
         char *kernels = e->compiled ? em_compiled_describe(e->compiled) : NULL;
-        char *state = e->compiled ? describe_state(e) : NULL;
+        char *state = e->compiled || e->pending ? describe_state(e) : NULL;
         double passes_ms = 0, backend_ms = 0;
         if (e->compiled) em_compiled_times(e->compiled, &passes_ms, &backend_ms);
         PyObject *d = Py_BuildValue(
             "{s:s,s:s,s:s,s:s,s:s,s:i,s:d,s:d,s:d,s:s,s:s,s:s}", "backend",
-            e->compiled ? em_compiled_backend(e->compiled) : "eager", "dump_path",
+            e->compiled ? em_compiled_backend(e->compiled) : e->pending ? "pending" : "eager", "dump_path",
             e->compiled ? em_compiled_dump_path(e->compiled) : "", "guards", g ? g : "", "reason",
             e->reason, "note", e->compiled ? em_compiled_note(e->compiled) : "", "captured",
             e->n_captured, "trace_ms", e->trace_ms,

@@ -117,12 +117,20 @@ def explain(fn, *args, print_report=True, **kwargs):
         if spec and spec["backend"] == "eager":
             lines.append(f"  it could not be compiled, so calls it accepts run eagerly: "
                          f"{spec['reason']}")
+        elif spec and spec["backend"] == "pending":
+            lines.append("  it compiles when a call matches it again: this call left a .grad "
+                         "where it found None, so the next call usually needs another "
+                         "specialisation (a training step's first call)")
     else:
         lines.append(f"  this call ran eagerly: {last['reason']}")
     if spec is not None:
         lines.append("  guards:")
         lines.append(_indented(spec["guards"]))
-        if spec["backend"] != "eager":
+        if spec["backend"] == "pending":
+            lines.append(_indented(spec["state"], "  "))
+            lines.append("  graph as traced:")
+            lines.append(_indented(spec["traced_ir"]))
+        if spec["backend"] not in ("eager", "pending"):
             lines.append(_indented(spec["state"], "  "))
             lines.append(f"  passes: {', '.join(_C._pass_pipeline())}")
             lines.append("  graph as traced:")

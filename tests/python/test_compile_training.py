@@ -838,3 +838,27 @@ def test_write_backs_reach_views_the_caller_holds():
         np.testing.assert_array_equal(row.numpy(), model.fc1.weight[0].numpy())
         np.testing.assert_array_equal(arr, model.fc2.bias.numpy())
     assert step._stats()["compiled_calls"] >= 2
+
+
+def test_a_first_step_compiles_only_when_a_call_matches_it_again():
+    """A trace that found .grad None and left it set would not match the next
+    call of a usual loop: it is compiled when (if) a call matches it."""
+    ember.manual_seed(0)
+    model = MLP()
+    opt = ember.optim.SGD(model.parameters(), lr=0.1)
+
+    def step(x, y):  # .grad reset to None outside: every call finds None
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    cf = ember.compile(step)
+    e = ember.compiler.explain(cf, *data(0), print_report=False)
+    assert e.event == "traced" and e.specialization["backend"] == "pending"
+    assert "it compiles when a call matches it again" in e.text
+    assert re.search(r"\.grad of input \d+: None -> new value", e.text), e.text
+    opt.zero_grad()
+    e = ember.compiler.explain(cf, *data(1), print_report=False)
+    assert e.event == "compiled" and e.specialization["backend"] != "pending"
+    s = cf._stats()
+    assert s["specializations"] == 1 and s["compiled_calls"] == 1 and s["traces"] == 1, s
