@@ -10,6 +10,12 @@
  * views use). Before each launch the actual strides are checked against the
  * compiled ones; a mismatch runs the region on the eager kernels instead,
  * so a wrong layout guess costs speed, never correctness.
+ *
+ * Fused nodes over fewer than EMBER_JIT_MIN_ELEMENTS elements (default
+ * 2048: a bias update, a loss, a 0-d step counter) are not compiled: LLVM
+ * takes ~9 ms per kernel here, while running such a region op by op on the
+ * eager kernels costs microseconds per call. Compile time then follows the
+ * kernels that matter.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +46,17 @@ typedef struct {
 } executable;
 
 static int64_t module_counter;
+
+static int64_t jit_min_elements(void) {
+    const char *v = getenv("EMBER_JIT_MIN_ELEMENTS");
+    return v && *v ? strtoll(v, NULL, 10) : 2048;
+}
+
+/* Is this fused node worth a compiled kernel? */
+static bool worth_compiling(const em_ir_node *n, int64_t min_elements) {
+    const em_type *t = &n->out[0]->type;
+    return n->region && em_shape_numel(t->shape, t->ndim) >= min_elements;
+}
 
 /* Strides of each value, from the examples through the graph. */
 static void propagate_layouts(const em_ir_graph *g, em_tensor *const *examples, int n_examples,
@@ -134,7 +151,8 @@ static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts,
     executable *x = calloc(1, sizeof *x);
     int64_t (*strides)[EM_MAX_DIMS] = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *strides);
     int n_fused = 0;
-    for (const em_ir_node *n = g->body->first; n; n = n->next) n_fused += n->region != NULL;
+    int64_t min_elements = jit_min_elements();
+    for (const em_ir_node *n = g->body->first; n; n = n->next) n_fused += worth_compiling(n, min_elements);
     if (x) x->kernels = calloc((size_t)(n_fused ? n_fused : 1), sizeof *x->kernels);
     if (!x || !strides || !x->kernels) {
         free(strides);
@@ -155,7 +173,7 @@ static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts,
         return st;
     }
     for (const em_ir_node *n = g->body->first; n && st == EM_OK; n = n->next) {
-        if (!n->region) continue;
+        if (!worth_compiling(n, min_elements)) continue; /* (the interpreter runs it op by op) */
         kernel *k = &x->kernels[x->n_kernels];
         k->node = n;
         snprintf(k->name, sizeof k->name, "em_g%lld_k%d", (long long)m, n->id);
@@ -221,9 +239,17 @@ static char *llvm_describe(void *state) {
     executable *x = state;
     em_strbuf s;
     em_strbuf_init(&s);
+    int small = 0;
+    int64_t min_elements = jit_min_elements();
+    for (const em_ir_node *n = x->g->body->first; n; n = n->next)
+        small += n->region && !worth_compiling(n, min_elements);
     em_strbuf_printf(&s, "llvm backend: %d fused kernel%s compiled for %s; other nodes run their "
                          "eager kernels\n",
                      x->n_kernels, x->n_kernels == 1 ? "" : "s", em_llvm_host_cpu());
+    if (small)
+        em_strbuf_printf(&s, "  (%d fused node%s under %lld elements run op by op: not worth "
+                             "compiling; EMBER_JIT_MIN_ELEMENTS)\n",
+                         small, small == 1 ? "" : "s", (long long)min_elements);
     for (int i = 0; i < x->n_kernels; i++) {
         const kernel *k = &x->kernels[i];
         int ops = 0;

@@ -8,6 +8,7 @@
 - `NP_DTYPES` / `EM_DTYPES` map dtype names to NumPy and ember dtypes.
 - `subprocess_env(**overrides)`: an environment for running a script that
   imports this same ember build.
+- EMBER_JIT_MIN_ELEMENTS is 0 for the tests (see below).
 """
 
 import os
@@ -16,6 +17,11 @@ import numpy as np
 import pytest
 
 import ember
+
+# Tests compile every fused node however small (users' default skips those
+# under 2048 elements, not worth LLVM's time), so the code generator sees
+# all of the tests' tiny graphs; test_compile_training checks the default.
+os.environ["EMBER_JIT_MIN_ELEMENTS"] = "0"
 
 try:
     import torch
@@ -63,9 +69,11 @@ def assert_close(t, expected, rtol=0.0, atol=0.0):
 
 
 def subprocess_env(**overrides):
-    """os.environ without EMBER_* switches, with PYTHONPATH reaching the same
-    ember package and extension this process uses, plus `overrides`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EMBER_")}
+    """os.environ without EMBER_* switches (but the tests' EMBER_JIT_MIN_ELEMENTS),
+    with PYTHONPATH reaching the same ember package and extension this process
+    uses, plus `overrides`."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("EMBER_") or k == "EMBER_JIT_MIN_ELEMENTS"}
     pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(ember.__file__)))
     ext_parent = os.path.dirname(os.path.dirname(os.path.abspath(ember._C.__file__)))
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([pkg_parent, ext_parent]))

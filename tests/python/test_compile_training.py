@@ -862,3 +862,20 @@ def test_a_first_step_compiles_only_when_a_call_matches_it_again():
     assert e.event == "compiled" and e.specialization["backend"] != "pending"
     s = cf._stats()
     assert s["specializations"] == 1 and s["compiled_calls"] == 1 and s["traces"] == 1, s
+
+
+@pytest.mark.skipif(not ember.compiler.has_llvm(), reason="built without LLVM")
+def test_tiny_fused_nodes_run_op_by_op_by_default(monkeypatch):
+    """Fused nodes under EMBER_JIT_MIN_ELEMENTS (default 2048) are not worth
+    LLVM's time: the step compiles only its big kernels, same results."""
+    monkeypatch.delenv("EMBER_JIT_MIN_ELEMENTS")
+    ember.manual_seed(0)
+    model = MLP()
+    opt = ember.optim.SGD(model.parameters(), lr=0.1)
+    step = ember.compile(classifier_step(model, opt))
+    for i in range(3):
+        step(*data(i))
+    (kernels,) = [s["kernels"] for s in step._specializations() if s["backend"] == "llvm"]
+    assert "llvm backend: 0 fused kernels" in kernels and "run op by op" in kernels, kernels
+    monkeypatch.setenv("EMBER_JIT_MIN_ELEMENTS", "0")
+    run_case(CASES[0])  # (every fused node compiled again)
