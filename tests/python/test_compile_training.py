@@ -635,9 +635,15 @@ def test_the_corpus_is_large_enough():
     assert len({c.name for c in CASES}) == len(CASES)
 
 
+@pytest.mark.parametrize("backend", ["default", "interp"])
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_compiled_step_matches_eager(case):
-    run_case(case)
+def test_compiled_step_matches_eager(case, backend, monkeypatch):
+    """On the best backend built (LLVM) and on the IR interpreter."""
+    if backend == "interp":
+        monkeypatch.setenv("EMBER_BACKEND", "interp")
+    cf = run_case(case)
+    if backend == "interp":
+        assert all(s["backend"] in ("interp", "eager", "pending") for s in cf._specializations())
 
 
 # ------------------------------------------------------------------ specific behaviour
@@ -879,3 +885,27 @@ def test_tiny_fused_nodes_run_op_by_op_by_default(monkeypatch):
     assert "llvm backend: 0 fused kernels" in kernels and "run op by op" in kernels, kernels
     monkeypatch.setenv("EMBER_JIT_MIN_ELEMENTS", "0")
     run_case(CASES[0])  # (every fused node compiled again)
+
+
+def test_training_step_dumps(tmp_path, monkeypatch):
+    """EMBER_DUMP of a training step: the graph holds forward, backward and
+    update; the guards, the dot picture and the LLVM kernels are written."""
+    monkeypatch.setenv("EMBER_DUMP", "all")
+    monkeypatch.setenv("EMBER_DUMP_DIR", str(tmp_path))
+    ember.manual_seed(0)
+    model = MLP()
+    opt = ember.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    step = ember.compile(classifier_step(model, opt))
+    for i in range(4):
+        step(*data(i))
+    (d,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    names = {p.name for p in d.iterdir()}
+    assert {"0-traced.ir", "final.ir", "final.dot", "guards.txt", "backend.txt"} <= names, names
+    traced = (d / "0-traced.ir").read_text()
+    assert "matmul" in traced or "mm" in traced
+    assert "%grad" in traced and "%external" in traced  # the .grads read, the lr read per call
+    guards = (d / "guards.txt").read_text()
+    assert "(grad mode): bool == True" in guards and "x: tensor dtype=f32" in guards
+    assert "digraph" in (d / "final.dot").read_text()
+    if ember.compiler.has_llvm():
+        assert "define" in (d / "kernels.ll").read_text()
