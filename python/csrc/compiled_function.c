@@ -948,6 +948,18 @@ nomem:
     return false;
 }
 
+/* A captured .grad is found through its owner at every call; the one the
+ * trace saw is not kept alive once compiling no longer needs it as an
+ * example (it would hold a second copy of every gradient). Its layout
+ * lives on in the guards. */
+static void drop_traced_grads(entry *e) {
+    for (int i = 0; i < e->n_captured; i++)
+        if (e->captured[i].kind == EM_CAPTURE_GRAD) {
+            em_tensor_release(e->captured[i].tensor);
+            e->captured[i].tensor = NULL;
+        }
+}
+
 /* How many traces that failed only because the function made state that
  * outlives the call (see em_trace_result.retry) a function gets before its
  * calls like that one run eagerly for good. */
@@ -1043,6 +1055,7 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
     } else if (compile_entry(cf, e, graph, examples, k) < 0) {
         Py_CLEAR(out);
     }
+    drop_traced_grads(e);
     em_trace_result_clear(&tres);
 done:
     tracing = NULL;

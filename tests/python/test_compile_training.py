@@ -909,3 +909,27 @@ def test_training_step_dumps(tmp_path, monkeypatch):
     assert "digraph" in (d / "final.dot").read_text()
     if ember.compiler.has_llvm():
         assert "define" in (d / "kernels.ll").read_text()
+
+
+def test_loading_optimizer_state_retraces():
+    """The graph holds optimizer state by identity: load_state_dict (new
+    tensors) makes the next call trace again, and results follow eager."""
+    for compiled in (False, True):
+        ember.manual_seed(0)
+        model = MLP()
+        opt = ember.optim.Adam(model.parameters(), lr=1e-2)
+        step = classifier_step(model, opt)
+        if compiled:
+            step = ember.compile(step)
+        for i in range(4):
+            step(*data(i))
+        saved = opt.state_dict()
+        for i in range(4, 6):
+            step(*data(i))
+        opt.load_state_dict(saved)
+        losses = [step(*data(i)).item() for i in range(6, 9)]
+        if compiled:
+            np.testing.assert_allclose(losses, ref, rtol=1e-6)
+            assert step._stats()["compiled_calls"] >= 4
+        else:
+            ref = losses

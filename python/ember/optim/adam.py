@@ -53,7 +53,7 @@ class Adam(Optimizer):
             grad = p.grad
             if grad is None:
                 continue
-            st = self.state[p]
+            st = self._traced_state(p)
             if "exp_avg" not in st:
                 st["exp_avg"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
                 st["exp_avg_sq"] = _C.zeros(tuple(p.shape), dtype=p.dtype)

@@ -96,6 +96,10 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         traced = _C._is_tracing()
+        if traced:
+            # the graph holds the state tensors by identity: a new state
+            # (load_state_dict) or a new group makes the next call retrace
+            _C._trace_guard_items(self.__dict__, ("state", "param_groups"))
         for group in self.param_groups:
             if traced:
                 _C._trace_guard_items(group, [k for k in group if k not in ("params", "lr")])
@@ -106,6 +110,13 @@ class Optimizer:
 
     def _update(self, group):
         raise NotImplementedError
+
+    def _traced_state(self, p):
+        """self.state[p], its items guarded by identity in the trace."""
+        st = self.state[p]
+        _C._trace_guard_items(self.state, (p,))
+        _C._trace_guard_items(st, tuple(st))
+        return st
 
     def _update_traced(self, group, lr):
         """_update as ember ops; lr is a 0-d float64 tensor."""

@@ -49,7 +49,7 @@ class RMSprop(Optimizer):
             grad = p.grad
             if grad is None:
                 continue
-            st = self.state[p]
+            st = self._traced_state(p)
             if "square_avg" not in st:
                 st["square_avg"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
                 if mom > 0:

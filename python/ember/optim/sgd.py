@@ -46,7 +46,7 @@ class SGD(Optimizer):
             if wd != 0:
                 d = d + p * wd
             if mom != 0:
-                st = self.state[p]
+                st = self._traced_state(p)
                 buf = st.get("momentum_buffer")
                 if buf is None:
                     buf = st["momentum_buffer"] = d.clone()
