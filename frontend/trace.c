@@ -171,6 +171,21 @@ static bool push_ptr(void ***arr, int *n, void *p) {
     return true;
 }
 
+/* Makes room for element n of an array of `size`-byte elements holding n
+ * (the tracer's small per-trace lists); false, failing the trace, when
+ * memory runs out. */
+static bool room_for_one(struct em_tracer *tr, void **arr, int n, size_t size) {
+    void *na = em_malloc((size_t)(n + 1) * size);
+    if (!na) {
+        em_trace_fail(tr, "out of memory while tracing");
+        return false;
+    }
+    if (n) memcpy(na, *arr, (size_t)n * size);
+    em_free(*arr);
+    *arr = na;
+    return true;
+}
+
 static bool holds(em_storage *const *arr, int n, const em_storage *s) {
     for (int i = 0; i < n; i++)
         if (arr[i] == s) return true;
@@ -417,14 +432,7 @@ static void on_inplace(void *ctx, em_op op, em_tensor *const *in, int n_in, cons
     int m = 0;
     while (m < tr->n_marks && tr->marks[m].s != out->storage) m++;
     if (m == tr->n_marks) {
-        struct mark *nm = em_malloc((size_t)(tr->n_marks + 1) * sizeof *nm);
-        if (!nm) {
-            em_trace_fail(tr, "out of memory while tracing");
-            return;
-        }
-        if (tr->n_marks) memcpy(nm, tr->marks, (size_t)tr->n_marks * sizeof *nm);
-        em_free(tr->marks);
-        tr->marks = nm;
+        if (!room_for_one(tr, (void **)&tr->marks, tr->n_marks, sizeof *tr->marks)) return;
         tr->marks[tr->n_marks++].s = out->storage;
     }
     tr->marks[m].id = v->id;
@@ -437,14 +445,7 @@ static void on_inplace(void *ctx, em_op op, em_tensor *const *in, int n_in, cons
         em_trace_fail(tr, "%s_: internal error, a written input has no graph input", name);
         return;
     }
-    struct write *w = em_malloc((size_t)(tr->n_writes + 1) * sizeof *w);
-    if (!w) {
-        em_trace_fail(tr, "out of memory while tracing");
-        return;
-    }
-    if (tr->n_writes) memcpy(w, tr->writes, (size_t)tr->n_writes * sizeof *w);
-    em_free(tr->writes);
-    tr->writes = w;
+    if (!room_for_one(tr, (void **)&tr->writes, tr->n_writes, sizeof *tr->writes)) return;
     tr->writes[tr->n_writes++] = (struct write){out, old->index, v};
 }
 
@@ -475,14 +476,7 @@ static void on_grad(em_tracer *tr, em_tensor *t, bool read) {
     if (slot_of(tr, t)) return;
     int owner = input_index(tr, t);
     if (owner < 0) return;
-    struct slot *ns = em_malloc((size_t)(tr->n_slots + 1) * sizeof *ns);
-    if (!ns) {
-        em_trace_fail(tr, "out of memory while tracing");
-        return;
-    }
-    if (tr->n_slots) memcpy(ns, tr->slots, (size_t)tr->n_slots * sizeof *ns);
-    em_free(tr->slots);
-    tr->slots = ns;
+    if (!room_for_one(tr, (void **)&tr->slots, tr->n_slots, sizeof *tr->slots)) return;
     struct slot *s = &tr->slots[tr->n_slots++];
     *s = (struct slot){t, owner, EM_SLOT_UNREAD, NULL};
     if (!read) return;
@@ -519,20 +513,15 @@ static void on_host_read(em_tracer *tr, const char *what, const em_tensor *ct) {
     const em_trace_hook *h = em_set_trace_hook(NULL); /* (copying is not the function's op) */
     em_tensor *seen = em_clone(t);
     em_set_trace_hook(h);
-    struct value_guard *ng = em_malloc((size_t)(tr->n_guards + 1) * sizeof *ng);
     size_t len = strlen(what) + 1;
     char *w = em_malloc(len);
-    if (!seen || !ng || !w) {
+    if (!seen || !w || !room_for_one(tr, (void **)&tr->guards, tr->n_guards, sizeof *tr->guards)) {
         em_tensor_release(seen);
-        em_free(ng);
         em_free(w);
         em_trace_fail(tr, "out of memory while tracing");
         return;
     }
     memcpy(w, what, len);
-    if (tr->n_guards) memcpy(ng, tr->guards, (size_t)tr->n_guards * sizeof *ng);
-    em_free(tr->guards);
-    tr->guards = ng;
     tr->guards[tr->n_guards++] = (struct value_guard){v, seen, w};
 }
 

@@ -25,18 +25,23 @@ class Adam(Optimizer):
                                       capturable=capturable, differentiable=differentiable,
                                       fused=fused))
 
+    def _state(self, p, g, traced=False):
+        """p's state, its moments made on the first step."""
+        st = self._traced_state(p) if traced else self.state[p]
+        if "exp_avg" not in st:
+            st["exp_avg"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+            st["exp_avg_sq"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+            if g["amsgrad"]:
+                st["max_exp_avg_sq"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+        return st
+
     def _update(self, g):
         ps, gs = self._with_grads(g)
         if not ps:
             return
         ms, vs, vmaxs, steps = [], [], [], []
         for p in ps:
-            st = self.state[p]
-            if "exp_avg" not in st:
-                st["exp_avg"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
-                st["exp_avg_sq"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
-                if g["amsgrad"]:
-                    st["max_exp_avg_sq"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+            st = self._state(p, g)
             steps.append(_step_tensor(st))
             ms.append(st["exp_avg"])
             vs.append(st["exp_avg_sq"])
@@ -45,7 +50,6 @@ class Adam(Optimizer):
         _C._adam_step(ps, gs, ms, vs, vmaxs if g["amsgrad"] else None, steps, g["lr"], b1, b2,
                       g["eps"], g["weight_decay"], self._decoupled, g["amsgrad"], g["maximize"])
 
-
     def _update_traced(self, g, lr):
         b1, b2 = g["betas"]
         wd, eps = g["weight_decay"], g["eps"]
@@ -53,12 +57,7 @@ class Adam(Optimizer):
             grad = p.grad
             if grad is None:
                 continue
-            st = self._traced_state(p)
-            if "exp_avg" not in st:
-                st["exp_avg"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
-                st["exp_avg_sq"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
-                if g["amsgrad"]:
-                    st["max_exp_avg_sq"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+            st = self._state(p, g, traced=True)
             step = _step_tensor(st, traced=True).double()
             m, v = st["exp_avg"], st["exp_avg_sq"]
             gi = -grad if g["maximize"] else grad

@@ -22,19 +22,24 @@ class RMSprop(Optimizer):
                                       foreach=foreach, maximize=maximize,
                                       differentiable=differentiable))
 
+    def _state(self, p, g, traced=False):
+        """p's state, its averages made on the first step."""
+        st = self._traced_state(p) if traced else self.state[p]
+        if "square_avg" not in st:
+            st["square_avg"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+            if g["momentum"] > 0:
+                st["momentum_buffer"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+            if g["centered"]:
+                st["grad_avg"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+        return st
+
     def _update(self, g):
         ps, gs = self._with_grads(g)
         if not ps:
             return
         sq, ga, bufs = [], [], []
         for p in ps:
-            st = self.state[p]
-            if "square_avg" not in st:
-                st["square_avg"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
-                if g["momentum"] > 0:
-                    st["momentum_buffer"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
-                if g["centered"]:
-                    st["grad_avg"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+            st = self._state(p, g)
             _step_tensor(st)
             sq.append(st["square_avg"])
             ga.append(st.get("grad_avg"))
@@ -49,13 +54,7 @@ class RMSprop(Optimizer):
             grad = p.grad
             if grad is None:
                 continue
-            st = self._traced_state(p)
-            if "square_avg" not in st:
-                st["square_avg"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
-                if mom > 0:
-                    st["momentum_buffer"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
-                if g["centered"]:
-                    st["grad_avg"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+            st = self._state(p, g, traced=True)
             _step_tensor(st, traced=True)
             gi = -grad if g["maximize"] else grad
             if wd != 0:
