@@ -40,6 +40,7 @@ typedef struct {
     PyObject *dict_guards; /* [(dict, key, value)]: dict items the trace read as constants */
     em_grad_slot *slots;   /* .grad states guarded and set */
     int n_slots;
+    em_arg *cap_args;      /* [n_captured]: scratch for checking the captured guards */
     em_tensor **value_guards; /* values host reads saw (results n_out..) */
     char **value_guard_what;
     int n_value_guards;
@@ -93,6 +94,7 @@ typedef struct {
 } compiled_fn;
 
 #define MAX_ARGS 64
+#define MAX_CAPTURED 4096 /* graph inputs besides the arguments */
 
 /* ---- arguments ---- */
 
@@ -378,6 +380,7 @@ static void entry_clear(entry *e) {
     Py_XDECREF(e->externals);
     Py_XDECREF(e->dict_guards);
     free(e->slots);
+    free(e->cap_args);
     for (int i = 0; i < e->n_value_guards; i++) {
         em_tensor_release(e->value_guards[i]);
         free(e->value_guard_what[i]);
@@ -532,39 +535,38 @@ static int state_unchanged(const entry *e, em_tensor *const *in) {
     return 1;
 }
 
+/* Where external j of e goes among the captured inputs. */
+static int external_slot(const entry *e, Py_ssize_t j) {
+    return (int)PyLong_AsLong(PyTuple_GET_ITEM(PyList_GET_ITEM(e->externals, j), 0));
+}
+
+/* Releases the first n externals add_externals made. */
+static void release_externals(const entry *e, int n_tensor_args, em_tensor **in, Py_ssize_t n) {
+    for (Py_ssize_t j = 0; j < n; j++) em_tensor_release(in[n_tensor_args + external_slot(e, j)]);
+}
+
+static Py_ssize_t n_externals(const entry *e) { return e->externals ? PyList_GET_SIZE(e->externals) : 0; }
+
 /* The value of externals' dict items as 0-d float64 tensors, into in[]
  * (new references; -1 with an exception set). */
 static int add_externals(const entry *e, int n_tensor_args, em_tensor **in) {
-    Py_ssize_t n = e->externals ? PyList_GET_SIZE(e->externals) : 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = 0; i < n_externals(e); i++) {
         PyObject *x = PyList_GET_ITEM(e->externals, i);
-        int idx = (int)PyLong_AsLong(PyTuple_GET_ITEM(x, 0));
         PyObject *v = PyDict_GetItemWithError(PyTuple_GET_ITEM(x, 1), PyTuple_GET_ITEM(x, 2));
         double d = v ? PyFloat_AsDouble(v) : -1.0;
-        if (!v || (d == -1.0 && PyErr_Occurred())) {
-            if (!PyErr_Occurred())
+        em_tensor *t = d == -1.0 && (!v || PyErr_Occurred()) ? NULL : em_full(NULL, 0, d, EM_DTYPE_F64);
+        if (!t) {
+            if (!PyErr_Occurred() && !v)
                 PyErr_Format(PyExc_KeyError, "compiled function: the dict item %R it reads at every "
                                              "call is gone", PyTuple_GET_ITEM(x, 2));
-            for (Py_ssize_t j = 0; j < i; j++)
-                em_tensor_release(in[n_tensor_args + PyLong_AsLong(PyTuple_GET_ITEM(PyList_GET_ITEM(e->externals, j), 0))]);
+            else if (!PyErr_Occurred())
+                em_py_raise();
+            release_externals(e, n_tensor_args, in, i);
             return -1;
         }
-        em_tensor *t = em_full(NULL, 0, d, EM_DTYPE_F64);
-        if (!t) {
-            em_py_raise();
-            for (Py_ssize_t j = 0; j < i; j++)
-                em_tensor_release(in[n_tensor_args + PyLong_AsLong(PyTuple_GET_ITEM(PyList_GET_ITEM(e->externals, j), 0))]);
-            return -1;
-        }
-        in[n_tensor_args + idx] = t;
+        in[n_tensor_args + external_slot(e, i)] = t;
     }
     return 0;
-}
-
-static void release_externals(const entry *e, int n_tensor_args, em_tensor **in) {
-    Py_ssize_t n = e->externals ? PyList_GET_SIZE(e->externals) : 0;
-    for (Py_ssize_t i = 0; i < n; i++)
-        em_tensor_release(in[n_tensor_args + PyLong_AsLong(PyTuple_GET_ITEM(PyList_GET_ITEM(e->externals, i), 0))]);
 }
 
 /* Does result r hold exactly the values the trace saw? (Bit for bit, so a
@@ -596,7 +598,7 @@ static PyObject *run_entry(compiled_fn *cf, entry *e, PyObject *args, PyObject *
     em_tensor *outs[4096];
     int n_res = e->n_results;
     if (n_res > 4096) {
-        release_externals(e, n_tensor_args, in);
+        release_externals(e, n_tensor_args, in, n_externals(e));
         return em_py_error(PyExc_RuntimeError, "too many results");
     }
     em_rng_state rng = em_rng_get_state();
@@ -608,7 +610,7 @@ static PyObject *run_entry(compiled_fn *cf, entry *e, PyObject *args, PyObject *
         Py_BEGIN_ALLOW_THREADS st = em_compiled_run(e->compiled, in, n_in, outs, n_res);
         Py_END_ALLOW_THREADS
     }
-    release_externals(e, n_tensor_args, in);
+    release_externals(e, n_tensor_args, in, n_externals(e));
     if (st != EM_OK) {
         em_set_grad_enabled(was);
         return em_py_raise();
@@ -780,27 +782,20 @@ static PyObject *unproxy(PyObject *res, const call_args *c, PyObject *const *pro
 }
 
 /* em_args describing an entry's captured inputs as a call finds them
- * (in[n_tensor_args..]; a .grad that is None now is an EM_ARG_NONE, which
- * fails its tensor guard). */
-static int captured_args(const entry *e, em_tensor *const *in, em_arg *a, int max) {
+ * (in[0..n_captured), or NULL: as traced), written into e->cap_args; a
+ * .grad that is None now is an EM_ARG_NONE, which fails its tensor guard.
+ * Runs under the GIL, which makes the per-entry scratch safe. */
+static em_arg *captured_args(const entry *e, em_tensor *const *in) {
     static const char *const names[] = {"captured tensor 0", "captured tensor 1", "captured tensor 2",
                                         "captured tensor 3", "captured tensor 4+"};
-    int n = e->n_captured < max ? e->n_captured : max;
-    for (int i = 0; i < n; i++) {
+    em_arg *a = e->cap_args;
+    for (int i = 0; i < e->n_captured; i++) {
         memset(&a[i], 0, sizeof a[i]);
         a[i].name = e->captured[i].kind == EM_CAPTURE_GRAD ? "a captured .grad" : names[i < 4 ? i : 4];
-        a[i].tensor = e->captured[i].kind == EM_CAPTURE_EXTERNAL ? e->captured[i].tensor : in[i];
+        a[i].tensor = !in || e->captured[i].kind == EM_CAPTURE_EXTERNAL ? e->captured[i].tensor : in[i];
         a[i].kind = a[i].tensor ? EM_ARG_TENSOR : EM_ARG_NONE;
     }
-    return n;
-}
-
-static em_guards *captured_guards_new(const entry *e) {
-    em_arg a[4096];
-    em_tensor *in[4096];
-    if (e->n_captured > 4096) return NULL;
-    for (int i = 0; i < e->n_captured; i++) in[i] = e->captured[i].tensor;
-    return em_guards_new(a, captured_args(e, in, a, 4096));
+    return a;
 }
 
 /* Do the captured inputs (in[n_tensor_args..]) still have the dtype, shape,
@@ -808,12 +803,22 @@ static em_guards *captured_guards_new(const entry *e) {
  * state it read (None gradients, dict items) the values it saw? -1 with an
  * exception set. */
 static int captured_unchanged(const entry *e, em_tensor *const *in, int n_tensor_args) {
-    if (e->captured_guards) {
-        em_arg a[4096];
-        if (!em_guards_check(e->captured_guards, a, captured_args(e, in + n_tensor_args, a, 4096), NULL, 0))
-            return 0;
-    }
+    if (e->captured_guards &&
+        !em_guards_check(e->captured_guards, captured_args(e, in + n_tensor_args), e->n_captured, NULL, 0))
+        return 0;
     return state_unchanged(e, in);
+}
+
+/* Fills in[] for a call of entry e whose argument guards passed; 1 when its
+ * captured inputs and the state it read pass too, 0 when not, -1 with an
+ * exception set. *n_in and *n_tensor_args: the input counts. */
+static int entry_accepts(const entry *e, const em_arg *a, int n, em_tensor **in, int *n_in,
+                         int *n_tensor_args) {
+    *n_tensor_args = 0;
+    for (int i = 0; i < n; i++) *n_tensor_args += a[i].kind == EM_ARG_TENSOR;
+    if (*n_tensor_args > MAX_ARGS || e->n_captured > MAX_CAPTURED) return 0;
+    *n_in = gather_inputs(e, a, n, in);
+    return captured_unchanged(e, in, *n_tensor_args);
 }
 
 /* ---- what a trace records besides ops (optimizers call these) ---- */
@@ -938,7 +943,15 @@ static bool adopt_trace(entry *e, em_trace_result *tres, trace_ctx *ctx) {
             goto nomem;
         if (e->n_out) memcpy(e->returned_writes, tres->returned_writes, (size_t)e->n_out * sizeof *e->returned_writes);
     }
-    if (e->n_captured && !(e->captured_guards = captured_guards_new(e))) goto nomem;
+    if (e->n_captured > MAX_CAPTURED) {
+        em_compiled_free(e->compiled);
+        e->compiled = NULL;
+        snprintf(e->reason, sizeof e->reason, "the function captures more than %d tensors", MAX_CAPTURED);
+        return false;
+    }
+    if (e->n_captured && (!(e->cap_args = malloc((size_t)e->n_captured * sizeof *e->cap_args)) ||
+                          !(e->captured_guards = em_guards_new(captured_args(e, NULL), e->n_captured))))
+        goto nomem;
     return true;
 nomem:
     PyErr_Clear(); /* no guards, no compiled code: run such calls eagerly */
@@ -1037,11 +1050,11 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
         goto done;
     }
     /* Compile: inputs are the tensor arguments, then the captured ones. */
-    em_tensor *examples[MAX_ARGS + 4096];
+    em_tensor *examples[MAX_ARGS + MAX_CAPTURED];
     int k = 0;
     for (int i = 0; i < n; i++)
         if (a[i].kind == EM_ARG_TENSOR) examples[k++] = a[i].tensor;
-    for (int i = 0; i < tres.n_captured && k < MAX_ARGS + 4096; i++) examples[k++] = tres.captured[i].tensor;
+    for (int i = 0; i < tres.n_captured && k < MAX_ARGS + MAX_CAPTURED; i++) examples[k++] = tres.captured[i].tensor;
     em_ir_graph *graph = tres.graph;
     tres.graph = NULL;
     e->traced_ir = em_ir_print(graph);
@@ -1073,15 +1086,12 @@ done:
 /* Runs the call on the first specialisation whose guards pass and whose
  * value guards hold; NULL with no exception when there is none. */
 static PyObject *run_cached(compiled_fn *cf, PyObject *args, PyObject *kwargs, const em_arg *a, int n) {
-    em_tensor *in[MAX_ARGS + 4096];
-    int n_tensor_args = 0;
-    for (int i = 0; i < n; i++) n_tensor_args += a[i].kind == EM_ARG_TENSOR;
+    em_tensor *in[MAX_ARGS + MAX_CAPTURED];
     for (int i = 0; i < cf->n_entries; i++) {
         entry *e = &cf->entries[i];
-        if (!em_guards_check(e->guards, a, n, NULL, 0) || n_tensor_args + e->n_captured > MAX_ARGS + 4096)
-            continue;
-        int n_in = gather_inputs(e, a, n, in);
-        int ok = captured_unchanged(e, in, n_tensor_args);
+        int n_in, n_tensor_args;
+        if (!em_guards_check(e->guards, a, n, NULL, 0)) continue;
+        int ok = entry_accepts(e, a, n, in, &n_in, &n_tensor_args);
         if (ok < 0) return NULL;
         if (!ok) continue;
         PyObject *r = run_entry(cf, e, args, kwargs, in, n_in, n_tensor_args);
@@ -1269,14 +1279,12 @@ static char *describe_state(const entry *e) {
         input_name(&b, e, n_tensor_args, e->writes[j]);
         em_strbuf_printf(&b, " <- result %d\n", e->n_out + e->n_value_guards + j);
     }
-    Py_ssize_t nx = e->externals ? PyList_GET_SIZE(e->externals) : 0;
-    for (Py_ssize_t j = 0; j < nx; j++) {
+    for (Py_ssize_t j = 0; j < n_externals(e); j++) {
         PyObject *key = PyTuple_GET_ITEM(PyList_GET_ITEM(e->externals, j), 2);
         const char *k = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
         if (!k) PyErr_Clear();
         em_strbuf_printf(&b, "input %d: %s read from a param group at every call\n",
-                         n_tensor_args + (int)PyLong_AsLong(PyTuple_GET_ITEM(PyList_GET_ITEM(e->externals, j), 0)),
-                         k ? k : "?");
+                         n_tensor_args + external_slot(e, j), k ? k : "?");
     }
     em_strbuf_printf(&b, "guarded dict items (module modes and tensors, optimizer settings): %zd\n",
                      e->dict_guards ? PyList_GET_SIZE(e->dict_guards) : (Py_ssize_t)0);
@@ -1372,18 +1380,12 @@ static PyObject *cf_time_guards(PyObject *self, PyObject *args) {
     struct timespec t0, t1;
     bool ok = true;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    em_tensor *in[MAX_ARGS + 4096];
+    em_tensor *in[MAX_ARGS + MAX_CAPTURED];
     const entry *e = &cf->entries[cf->n_entries - 1];
     for (long i = 0; i < n && ok; i++) {
-        int k = collect_args(cf, call, NULL, &c, &bad, &bad_obj);
-        int n_tensor_args = 0;
-        for (int j = 0; j < k; j++) n_tensor_args += c.a[j].kind == EM_ARG_TENSOR;
-        ok = k >= 0 && n_tensor_args + e->n_captured <= MAX_ARGS + 4096 &&
-             em_guards_check(e->guards, c.a, k, NULL, 0);
-        if (ok) {
-            gather_inputs(e, c.a, k, in);
-            ok = captured_unchanged(e, in, n_tensor_args) == 1;
-        }
+        int k = collect_args(cf, call, NULL, &c, &bad, &bad_obj), n_in, n_tensor_args;
+        ok = k >= 0 && em_guards_check(e->guards, c.a, k, NULL, 0) &&
+             entry_accepts(e, c.a, k, in, &n_in, &n_tensor_args) == 1;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     Py_DECREF(call);

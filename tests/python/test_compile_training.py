@@ -150,10 +150,11 @@ def compare_state(e, c, when):
 
 class Case:
     def __init__(self, name, build, inputs, calls=6, min_compiled=2, compile_kwargs=None,
-                 expect_warning=None):
+                 expect_warning=None, check_stats=None):
         self.name, self.build, self.inputs, self.calls = name, build, inputs, calls
         self.min_compiled, self.compile_kwargs = min_compiled, compile_kwargs or {}
         self.expect_warning = expect_warning
+        self.check_stats = check_stats  # stats -> bool, for cases whose point is a fallback
 
 
 def run_case(case):
@@ -181,6 +182,7 @@ def run_case(case):
         assert msgs == [], msgs
     s = cf._stats()
     assert s["compiled_calls"] >= case.min_compiled, (case.name, s)
+    assert case.check_stats is None or case.check_stats(s), (case.name, s)
     return cf
 
 
@@ -439,7 +441,8 @@ def _():
     return Env(step, model, opt)
 
 
-@case("branch_on_loss_item", min_compiled=0)
+@case("branch_on_loss_item", min_compiled=0,
+      check_stats=lambda s: s["value_guard_failures"] >= 1 and s["specializations"] >= 2)
 def _():
     model = MLP()
     opt = ember.optim.SGD(model.parameters(), lr=0.1)
@@ -572,7 +575,8 @@ def _():
     return Env(predict, model)
 
 
-@case("batch_size_changes", inputs=lambda i: data(i, ((4, 4, 7, 7, 4, 7)[i], 12)))
+@case("batch_size_changes", inputs=lambda i: data(i, ((4, 4, 7, 7, 4, 7)[i], 12)),
+      check_stats=lambda s: s["misses"] >= 2)
 def _():
     model = MLP()
     opt = ember.optim.Adam(model.parameters(), lr=1e-2)
@@ -609,7 +613,8 @@ def _():
 
 
 @case("cache_limit_reached", inputs=lambda i: data(i, (3 + i, 12)), calls=5, min_compiled=0,
-      compile_kwargs={"cache_limit": 2}, expect_warning="cache limit of 2 specialisations reached")
+      compile_kwargs={"cache_limit": 2}, expect_warning="cache limit of 2 specialisations reached",
+      check_stats=lambda s: s["specializations"] == 2 and s["eager_calls"] == 3)
 def _():
     model = MLP()
     opt = ember.optim.SGD(model.parameters(), lr=0.1)
