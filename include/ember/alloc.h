@@ -1,11 +1,12 @@
 /*
  * alloc.h - memory for tensors and runtime objects.
  *
- * em_cpu_alloc serves tensor data. Blocks of 1 MiB and more are rounded up to
- * 2 MiB, backed by transparent huge pages and kept in a cache when freed, so
- * a later tensor of a similar size reuses memory that is already mapped (a
- * fresh 64 MB block costs ~15 ms of page faults here; a reused one nothing).
- * Small blocks come from malloc. Both return 64-byte aligned memory or NULL
+ * em_cpu_alloc serves tensor data. Blocks of 64 KiB and more are mapped in
+ * size classes and kept in a cache when freed, so a later tensor of a similar
+ * size reuses memory that is already mapped (a fresh 64 MB block costs ~15 ms
+ * of page faults here; a reused one nothing). Blocks of 1 MiB and more are
+ * rounded up to 2 MiB and backed by transparent huge pages. Small blocks come
+ * from malloc. Both return 64-byte aligned memory or NULL
  * with em_last_error() set (EM_ERR_NOMEM).
  *
  * em_malloc/em_free serve the runtime's own structs. Every allocation in the
@@ -30,8 +31,8 @@ typedef struct em_cpu_alloc_stats {
     size_t in_use;      /* bytes handed out and not yet freed            */
     size_t cached;      /* bytes held in the cache for reuse             */
     size_t cache_limit; /* most bytes the cache keeps (EMBER_CPU_CACHE_MB) */
-    int64_t hits;       /* large allocations served from the cache       */
-    int64_t misses;     /* large allocations that mapped fresh memory    */
+    int64_t hits;       /* cached-size allocations served from the cache */
+    int64_t misses;     /* cached-size allocations that mapped memory    */
 } em_cpu_alloc_stats;
 void em_cpu_alloc_get_stats(em_cpu_alloc_stats *out);
 

@@ -553,6 +553,22 @@ def test_memory_stats_keys():
     assert ember.memory_stats()["cached"] == 0
 
 
+
+@pytest.mark.parametrize("numel", [128 * 512, 512 * 784], ids=["256KiB", "1.5MiB"])
+def test_freed_blocks_are_reused_from_the_cache(numel):
+    # activations a training step makes and frees every call must not map
+    # fresh pages each time (medium and large blocks are cached)
+    ember.empty_cache()
+    t = ember.ones(numel)
+    del t
+    gc.collect()
+    before = ember.memory_stats()
+    assert before["cached"] >= numel * 4
+    t = ember.zeros(numel)
+    after = ember.memory_stats()
+    assert after["hits"] == before["hits"] + 1 and after["misses"] == before["misses"]
+    assert float(t.sum()) == 0.0  # a reused block is still initialised by its op
+
 # ====================================================================================
 # Not implemented yet: NotImplementedError naming the feature
 # ====================================================================================
