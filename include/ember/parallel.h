@@ -6,7 +6,8 @@
  * em_parallel_park() sends spinning workers to sleep at once, which the
  * matmul kernels do before calling OpenBLAS so its threads get the cores.
  * The calling thread takes a share of every job. A parallel_for issued from
- * inside a job runs inline.
+ * inside a job runs inline, and so does a job of at most 32 grains while the
+ * workers sleep or are parked (waking them would cost more than it saves).
  */
 #ifndef EMBER_PARALLEL_H
 #define EMBER_PARALLEL_H
