@@ -199,6 +199,9 @@ void em_parallel_for(int64_t n, int64_t grain, em_parallel_fn fn, void *ctx) {
         return;
     }
     ensure_workers();
+    int threads = n_workers + 1 < n_threads ? n_workers + 1 : n_threads;
+    int64_t most = (int64_t)threads * PIECES_PER_THREAD;
+    int64_t pieces = n / grain < most ? n / grain : most;
     /* Workers that are asleep (or parked for OpenBLAS, whose own threads then
      * spin with sched_yield on the other cores for tens of ms) take ~10 us to
      * wake and then fight those threads for a core: a job of up to
@@ -209,15 +212,7 @@ void em_parallel_for(int64_t n, int64_t grain, em_parallel_fn fn, void *ctx) {
      * 3M-element kernels still get every thread. */
     bool asleep = __atomic_load_n(&parked, __ATOMIC_RELAXED) ||
                   __atomic_load_n(&sleeping, __ATOMIC_RELAXED) >= n_workers;
-    if (asleep && n <= grain * WAKE_GRAINS) {
-        pthread_mutex_unlock(&submit);
-        fn(ctx, 0, n);
-        return;
-    }
-    int threads = n_workers + 1 < n_threads ? n_workers + 1 : n_threads;
-    int64_t most = (int64_t)threads * PIECES_PER_THREAD;
-    int64_t pieces = n / grain < most ? n / grain : most;
-    if (threads <= 1 || pieces <= 1) {
+    if (threads <= 1 || pieces <= 1 || (asleep && n <= grain * WAKE_GRAINS)) {
         pthread_mutex_unlock(&submit);
         fn(ctx, 0, n);
         return;

@@ -2,6 +2,10 @@
  * test_runtime.c - tensors, views, refcounts, eager ops, errors and
  * out-of-memory handling of the runtime.
  */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <time.h>
+
 #include "check.h"
 #include "ember/alloc.h"
 #include "ember/ops.h"
@@ -221,6 +225,39 @@ static void test_random_is_reproducible(void) {
     em_tensor_release(a);
 }
 
+/* Records which thread ran each piece of a job. */
+typedef struct {
+    pthread_t caller;
+    int others; /* pieces run by another thread (atomic) */
+    int64_t covered; /* elements processed (atomic) */
+} pieces_seen;
+
+static void note_piece(void *arg, int64_t begin, int64_t end) {
+    pieces_seen *s = arg;
+    nanosleep(&(struct timespec){0, 200000}, NULL); /* slow pieces: a woken worker would get some */
+    if (!pthread_equal(pthread_self(), s->caller)) __atomic_add_fetch(&s->others, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&s->covered, end - begin, __ATOMIC_RELAXED);
+}
+
+/* A job of a few dozen grains does not wake parked workers (after a BLAS
+ * call their cores belong to OpenBLAS's spinning threads): it runs on the
+ * caller, whole. A bigger one is still split and covered exactly once. */
+static void test_small_jobs_stay_on_the_caller(void) {
+    em_set_num_threads(2);
+    const int64_t grain = 1024;
+    pieces_seen warm = {pthread_self(), 0, 0};
+    em_parallel_for(1 << 20, grain, note_piece, &warm); /* starts the worker */
+    CHECK(warm.covered == 1 << 20);
+    em_parallel_park(); /* as matmul does before calling OpenBLAS */
+    pieces_seen small = {pthread_self(), 0, 0};
+    em_parallel_for(8 * grain, grain, note_piece, &small);
+    CHECK(small.covered == 8 * grain);
+    CHECK_MSG(small.others == 0, "%d pieces of a parked 8-grain job ran on a worker", small.others);
+    pieces_seen big = {pthread_self(), 0, 0};
+    em_parallel_for(256 * grain, grain, note_piece, &big);
+    CHECK(big.covered == 256 * grain);
+}
+
 static void test_cast_table(void) {
     CHECK(em_cast_table_complete());
     em_tensor *f = em_tensor_scalar(-2.7, EM_DTYPE_F64);
@@ -272,6 +309,7 @@ int main(void) {
     RUN(test_reductions);
     RUN(test_matmul);
     RUN(test_random_is_reproducible);
+    RUN(test_small_jobs_stay_on_the_caller);
     RUN(test_cast_table);
     RUN(test_out_of_memory);
     CHECK(em_tensor_live_count() == 0);

@@ -553,7 +553,6 @@ def test_memory_stats_keys():
     assert ember.memory_stats()["cached"] == 0
 
 
-
 @pytest.mark.parametrize("numel", [128 * 512, 512 * 784], ids=["256KiB", "1.5MiB"])
 def test_freed_blocks_are_reused_from_the_cache(numel):
     # activations a training step makes and frees every call must not map
@@ -568,6 +567,7 @@ def test_freed_blocks_are_reused_from_the_cache(numel):
     after = ember.memory_stats()
     assert after["hits"] == before["hits"] + 1 and after["misses"] == before["misses"]
     assert float(t.sum()) == 0.0  # a reused block is still initialised by its op
+
 
 # ====================================================================================
 # Not implemented yet: NotImplementedError naming the feature
