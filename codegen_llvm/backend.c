@@ -11,6 +11,14 @@
  * compiled ones; a mismatch runs the region on the eager kernels instead,
  * so a wrong layout guess costs speed, never correctness.
  *
+ * Donation: a kernel computing a write-back (an optimizer's new parameter,
+ * a new momentum) writes it into the input's own memory instead of a new
+ * buffer the caller then swaps in: three memory streams instead of four
+ * and no buffer churn, as PyTorch's in-place optimizers. Only where no one
+ * can tell (see find_donation): the graph reads the input nowhere after the
+ * kernel, directly or through a view; every value guard is compared before
+ * it; and, checked per call, no other input shares the input's memory.
+ *
  * Fused nodes over fewer than EMBER_JIT_MIN_ELEMENTS elements (default
  * 2048: a bias update, a loss, a 0-d step counter) are not compiled: LLVM
  * takes ~9 ms per kernel here, while running such a region op by op on the
@@ -28,12 +36,16 @@
 #include "ember/strbuf.h"
 #include "llvm_internal.h"
 
+#define MAX_DONATIONS 64 /* per graph: a bit each in the per-call mask */
+
 typedef struct {
     const em_ir_node *node;
     em_llvm_kernel_fn fn;
     char name[64];
     int64_t (*in_strides)[EM_MAX_DIMS]; /* compiled-for strides, per input */
-    int64_t eager_runs;                 /* launches that fell back (strides differed) */
+    int *shares;    /* per output: the node input whose memory it is written into, or -1 */
+    int *donation;  /* per output: its index among the executable's donations, or -1 */
+    int64_t eager_runs; /* launches that fell back (strides differed) */
 } kernel;
 
 typedef struct {
@@ -42,6 +54,8 @@ typedef struct {
     LLVMOrcResourceTrackerRef rt;
     int n_kernels;
     kernel *kernels;
+    int n_donations;
+    int donated_input[MAX_DONATIONS]; /* graph input index of each donation */
     char note[256];
 } executable;
 
@@ -100,7 +114,11 @@ static void run_range(void *arg, int64_t begin, int64_t end) {
     l->fn(begin, end, l->ptrs);
 }
 
-static em_status run_kernel(void *ctx, const em_ir_node *node, em_tensor *const *in, em_tensor **out) {
+/* run_ctx of a run: bit d set when donation d may write its input this call. */
+typedef uint64_t donations_allowed;
+
+static em_status run_kernel(void *ctx, void *run_ctx, const em_ir_node *node, em_tensor *const *in,
+                            em_tensor **out) {
     kernel *k = ctx;
     for (int i = 0; i < node->n_in; i++)
         if (!same_layout(in[i], k->in_strides[i])) {
@@ -108,19 +126,87 @@ static em_status run_kernel(void *ctx, const em_ir_node *node, em_tensor *const 
             return em_interp_run_region(node, in, out);
         }
     char *ptrs[80];
+    for (int i = 0; i < node->n_in; i++) ptrs[node->n_out + i] = em_tensor_data(in[i]);
+    donations_allowed allowed = run_ctx ? *(const donations_allowed *)run_ctx : 0;
     for (int i = 0; i < node->n_out; i++) {
+        int j = k->shares[i];
+        if (j >= 0 && (allowed >> k->donation[i] & 1)) { /* the input is the result */
+            em_tensor_retain(in[j]);
+            out[i] = in[j];
+            ptrs[i] = em_tensor_data(in[j]);
+            continue;
+        }
         const em_type *t = &node->out[i]->type;
-        out[i] = em_tensor_empty(t->shape, t->ndim, t->dtype, t->device);
+        /* (not this call: the kernel still works in place, on a copy) */
+        out[i] = j >= 0 ? em_clone(in[j]) : em_tensor_empty(t->shape, t->ndim, t->dtype, t->device);
         if (!out[i]) {
-            for (int j = 0; j < i; j++) em_tensor_release(out[j]);
+            for (int m = 0; m < i; m++) em_tensor_release(out[m]);
             return em_last_status();
         }
         ptrs[i] = em_tensor_data(out[i]);
+        if (j >= 0) ptrs[node->n_out + j] = ptrs[i];
     }
-    for (int i = 0; i < node->n_in; i++) ptrs[node->n_out + i] = em_tensor_data(in[i]);
     launch l = {k->fn, ptrs};
     em_parallel_for(out[0]->numel, 16384, run_range, &l);
     return EM_OK;
+}
+
+/* Can the outputs of body node m share memory with its inputs? (Views,
+ * copies and casts that may return their input, and fused nodes that run
+ * op by op, which may contain those.) */
+static bool may_alias_inputs(const em_ir_node *m, int64_t min_elements) {
+    const em_op_info *info = em_op_get(m->op);
+    if (m->region) return !worth_compiling(m, min_elements);
+    return (info->flags & EM_F_VIEW) || info->kind == EM_KIND_COPY || info->kind == EM_KIND_CAST;
+}
+
+/* Output `o` of kernel node n (at position pn in the run) may be computed
+ * in the memory of graph input `param` when: it is that input's write-back
+ * and no other result; n reads the input itself, laid out like the output
+ * (contiguous, same type); nothing at or after n reads the input through a
+ * view, and nothing after n reads it at all; and every value guard has been
+ * compared before n runs. Returns n's input index of the parameter, or -1. */
+static int donatable(const em_ir_graph *g, const em_interp *it, const em_ir_node *n, int o,
+                     const int *writes_into, int64_t (*strides)[EM_MAX_DIMS], int64_t min_elements,
+                     bool *aliases, int *param) {
+    const em_ir_block *b = g->body;
+    const em_ir_value *v = n->out[o];
+    int r = -1;
+    for (int i = 0; i < b->n_results; i++)
+        if (b->results[i] == v) {
+            if (r >= 0) return -1; /* also returned, or written elsewhere too */
+            r = i;
+        }
+    if (r < 0 || writes_into[r] < 0 || writes_into[r] >= b->n_params) return -1;
+    const em_ir_value *p = b->params[writes_into[r]];
+    int pn = em_interp_position(it, v);
+    if (em_interp_checked_by(it) >= pn || !em_type_eq(&p->type, &v->type) ||
+        !em_shape_eq(v->type.shape, v->type.ndim, n->out[0]->type.shape, n->out[0]->type.ndim))
+        return -1;
+    int64_t contig[EM_MAX_DIMS];
+    em_contiguous_strides(p->type.shape, p->type.ndim, contig);
+    for (int d = 0; d < p->type.ndim; d++)
+        if (p->type.shape[d] > 1 && strides[p->id][d] != contig[d]) return -1;
+    /* the values sharing p's memory: p and what views, copies or casts it */
+    memset(aliases, 0, (size_t)g->n_values * sizeof *aliases);
+    aliases[p->id] = true;
+    int j = -1;
+    for (const em_ir_node *m = b->first; m; m = m->next) {
+        int at = em_interp_position(it, m->out[0]);
+        bool reads = false;
+        for (int i = 0; i < m->n_in; i++) {
+            if (!aliases[m->in[i]->id]) continue;
+            reads = true;
+            if (at > pn || (m == n && m->in[i] != p)) return -1; /* read after, or through a view */
+            if (m == n && j < 0) j = i;
+        }
+        if (reads && may_alias_inputs(m, min_elements))
+            for (int i = 0; i < m->n_out; i++) aliases[m->out[i]->id] = true;
+    }
+    for (int i = 0; i < b->n_results; i++)
+        if (aliases[b->results[i]->id]) return -1;
+    *param = writes_into[r];
+    return j;
 }
 
 static void exec_free(void *state) {
@@ -128,7 +214,11 @@ static void exec_free(void *state) {
     if (!x) return;
     em_interp_free(x->interp);
     em_llvm_remove(x->rt);
-    for (int i = 0; i < x->n_kernels; i++) free(x->kernels[i].in_strides);
+    for (int i = 0; i < x->n_kernels; i++) {
+        free(x->kernels[i].in_strides);
+        free(x->kernels[i].shares);
+        free(x->kernels[i].donation);
+    }
     free(x->kernels);
     free(x);
 }
@@ -154,7 +244,8 @@ static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts,
     int64_t min_elements = jit_min_elements();
     for (const em_ir_node *n = g->body->first; n; n = n->next) n_fused += worth_compiling(n, min_elements);
     if (x) x->kernels = calloc((size_t)(n_fused ? n_fused : 1), sizeof *x->kernels);
-    if (!x || !strides || !x->kernels) {
+    if (x) x->interp = em_interp_new(g);
+    if (!x || !strides || !x->kernels || !x->interp || em_interp_expect(x->interp, opts->expected) != EM_OK) {
         free(strides);
         exec_free(x);
         return em_error(EM_ERR_NOMEM, "out of memory compiling");
@@ -172,20 +263,38 @@ static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts,
         exec_free(x);
         return st;
     }
+    bool *aliases = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *aliases);
+    bool *donated = calloc((size_t)(g->body->n_params ? g->body->n_params : 1), sizeof *donated);
+    if (!aliases || !donated) st = em_error(EM_ERR_NOMEM, "out of memory compiling");
     for (const em_ir_node *n = g->body->first; n && st == EM_OK; n = n->next) {
         if (!worth_compiling(n, min_elements)) continue; /* (the interpreter runs it op by op) */
         kernel *k = &x->kernels[x->n_kernels];
         k->node = n;
         snprintf(k->name, sizeof k->name, "em_g%lld_k%d", (long long)m, n->id);
         k->in_strides = calloc((size_t)(n->n_in ? n->n_in : 1), sizeof *k->in_strides);
-        if (!k->in_strides) {
+        k->shares = malloc((size_t)n->n_out * sizeof *k->shares);
+        k->donation = malloc((size_t)n->n_out * sizeof *k->donation);
+        x->n_kernels++;
+        if (!k->in_strides || !k->shares || !k->donation) {
             st = em_error(EM_ERR_NOMEM, "out of memory compiling");
             break;
         }
         for (int i = 0; i < n->n_in; i++) memcpy(k->in_strides[i], strides[n->in[i]->id], sizeof strides[0]);
-        x->n_kernels++;
-        st = em_llvm_emit_kernel(mod, k->name, n, k->in_strides);
+        for (int o = 0; o < n->n_out; o++) {
+            int param = -1;
+            k->shares[o] = k->donation[o] = -1;
+            if (!opts->writes_into || x->n_donations == MAX_DONATIONS) continue;
+            int j = donatable(g, x->interp, n, o, opts->writes_into, strides, min_elements, aliases, &param);
+            if (j < 0 || donated[param]) continue;
+            donated[param] = true;
+            k->shares[o] = j;
+            k->donation[o] = x->n_donations;
+            x->donated_input[x->n_donations++] = param;
+        }
+        st = em_llvm_emit_kernel(mod, k->name, n, k->in_strides, k->shares);
     }
+    free(aliases);
+    free(donated);
     free(strides);
     char *msg = NULL;
     if (st == EM_OK && LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
@@ -213,11 +322,6 @@ static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts,
         exec_free(x);
         return st;
     }
-    x->interp = em_interp_new(g);
-    if (!x->interp) {
-        exec_free(x);
-        return EM_ERR_NOMEM;
-    }
     for (int i = 0; i < x->n_kernels; i++) {
         void *addr;
         if ((st = em_llvm_lookup(x->kernels[i].name, &addr)) != EM_OK) {
@@ -232,7 +336,18 @@ static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts,
 }
 
 static em_status llvm_run(void *state, em_tensor *const *in, int n_in, em_tensor **out, int n_out) {
-    return em_interp_run(((executable *)state)->interp, in, n_in, out, n_out);
+    executable *x = state;
+    /* A donation writes its input only when no other input shares that
+     * memory (the same tensor passed twice, a view of it, a flat buffer). */
+    donations_allowed allowed = 0;
+    for (int d = 0; d < x->n_donations; d++) {
+        int i = x->donated_input[d];
+        bool alone = i < n_in;
+        for (int j = 0; j < n_in && alone; j++)
+            alone = j == i || in[j]->storage != in[i]->storage;
+        if (alone) allowed |= (donations_allowed)1 << d;
+    }
+    return em_interp_run(x->interp, &allowed, in, n_in, out, n_out);
 }
 
 static char *llvm_describe(void *state) {
@@ -260,6 +375,10 @@ static char *llvm_describe(void *state) {
         if (k->node->loc.file)
             em_strbuf_printf(&s, " from %s:%d-%d", k->node->loc.file, k->node->loc.line,
                              k->node->loc.line_end);
+        for (int o = 0; o < k->node->n_out; o++)
+            if (k->shares[o] >= 0)
+                em_strbuf_printf(&s, "; result %d written in place into graph input %d", o,
+                                 x->donated_input[k->donation[o]]);
         if (k->eager_runs) em_strbuf_printf(&s, " (%lld eager fallbacks)", (long long)k->eager_runs);
         em_strbuf_puts(&s, "\n");
     }

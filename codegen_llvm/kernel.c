@@ -178,7 +178,7 @@ static em_status plan(const em_ir_node *node, int64_t (*const in_strides)[EM_MAX
 }
 
 em_status em_llvm_emit_kernel(LLVMModuleRef mod, const char *name, const em_ir_node *node,
-                              int64_t (*const in_strides)[EM_MAX_DIMS]) {
+                              int64_t (*const in_strides)[EM_MAX_DIMS], const int *shares) {
     geometry g = {0};
     em_status st = plan(node, in_strides, &g);
     if (st != EM_OK) return st;
@@ -214,9 +214,15 @@ em_status em_llvm_emit_kernel(LLVMModuleRef mod, const char *name, const em_ir_n
         return em_error(EM_ERR_NOMEM, "out of memory");
     }
 
-    /* entry: operand base pointers; first row */
+    /* entry: operand base pointers (inputs first: an output written in
+     * place takes its input's pointer itself, so LLVM sees the exact
+     * aliasing and vectorises without a runtime overlap check); first row */
     LLVMPositionBuilderAtEnd(b, entry);
-    for (int k = 0; k < g.n_ops; k++) {
+    for (int k = g.n_ops - 1; k >= 0; k--) {
+        if (k < node->n_out && shares && shares[k] >= 0) {
+            base[k] = base[node->n_out + shares[k]];
+            continue;
+        }
         LLVMValueRef idx = i64c(&e, k);
         LLVMValueRef slot = LLVMBuildGEP2(b, e.ptr, ptrs, &idx, 1, "");
         base[k] = LLVMBuildLoad2(b, e.ptr, slot, "");

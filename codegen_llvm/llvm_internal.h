@@ -41,8 +41,11 @@ void em_llvm_remove(LLVMOrcResourceTrackerRef rt);
 typedef void (*em_llvm_kernel_fn)(int64_t begin, int64_t end, char **ptrs);
 
 /* Emits the fused node `node` as function `name` into `mod`, for inputs with
- * the given tensor strides. */
+ * the given tensor strides. shares (NULL: none) names per output the input
+ * whose memory it is written into, or -1: that output's pointer is the
+ * input's (same index, same layout), and the loop reads each element before
+ * writing it. */
 em_status em_llvm_emit_kernel(LLVMModuleRef mod, const char *name, const em_ir_node *node,
-                              int64_t (*const in_strides)[EM_MAX_DIMS]);
+                              int64_t (*const in_strides)[EM_MAX_DIMS], const int *shares);
 
 #endif

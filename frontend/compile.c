@@ -38,13 +38,17 @@ static double now_ms(void) {
 /* ---- the interpreter as a backend ---- */
 
 static em_status interp_compile(const em_ir_graph *g, const em_backend_opts *opts, void **state) {
-    (void)opts;
-    *state = em_interp_new(g);
-    return *state ? EM_OK : EM_ERR_NOMEM;
+    em_interp *it = em_interp_new(g);
+    if (!it || em_interp_expect(it, opts->expected) != EM_OK) {
+        em_interp_free(it);
+        return EM_ERR_NOMEM;
+    }
+    *state = it;
+    return EM_OK;
 }
 
 static em_status interp_run(void *state, em_tensor *const *in, int n_in, em_tensor **out, int n_out) {
-    return em_interp_run(state, in, n_in, out, n_out);
+    return em_interp_run(state, NULL, in, n_in, out, n_out);
 }
 
 static char *interp_describe(void *state) {
@@ -181,7 +185,7 @@ em_status em_compile(em_ir_graph *graph, em_tensor *const *examples, int n_examp
     if (opts->backend && strcmp(opts->backend, "interp") == 0) want = NULL;
     if (opts->backend && strcmp(opts->backend, "llvm") == 0 && !want)
         snprintf(c->note, sizeof c->note, "ember was built without LLVM; using the interpreter");
-    em_backend_opts bo = {examples, n_examples, NULL, NULL};
+    em_backend_opts bo = {examples, n_examples, NULL, NULL, opts->expected, opts->writes_into};
     if (dc.dir && (opts->dump_mask & EM_DUMP_LLVM)) {
         bo.dump = dump_backend_text;
         bo.dump_ctx = &dc;

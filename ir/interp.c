@@ -26,6 +26,14 @@ struct em_interp {
     int n_order;
     int *release_start;      /* per node: range in release_ids of values dying after it */
     int *release_ids;
+    int *pos;                /* per value: position of the node making it; -1 graph inputs */
+    /* value guards (em_interp_expect): expected[r] per body result, and
+     * per position + 1 (0: before the first node) the results to compare
+     * then, a range in check_ids */
+    em_tensor **expected;
+    int *check_start;
+    int *check_ids;
+    int checked_by;
 };
 
 em_interp *em_interp_new(const em_ir_graph *g) {
@@ -38,16 +46,19 @@ em_interp *em_interp_new(const em_ir_graph *g) {
     it->order = em_calloc((size_t)nn, sizeof *it->order);
     it->release_start = em_calloc((size_t)nn + 1, sizeof *it->release_start);
     it->release_ids = em_calloc((size_t)nv, sizeof *it->release_ids);
-    if (!last || !it->kernels || !it->order || !it->release_start || !it->release_ids) {
+    it->pos = em_calloc((size_t)nv, sizeof *it->pos);
+    it->checked_by = -1;
+    if (!last || !it->kernels || !it->order || !it->release_start || !it->release_ids || !it->pos) {
         em_free(last);
         em_interp_free(it);
         return NULL;
     }
     /* last[v] = index of the last node using v; -1 unused; n+1 for results. */
-    for (int i = 0; i < nv; i++) last[i] = -1;
+    for (int i = 0; i < nv; i++) last[i] = it->pos[i] = -1;
     int k = 0;
     for (const em_ir_node *n = g->body->first; n; n = n->next, k++) {
         it->order[k] = n;
+        for (int i = 0; i < n->n_out; i++) it->pos[n->out[i]->id] = k;
         for (int i = 0; i < n->n_in; i++) last[n->in[i]->id] = k;
         for (int i = 0; i < n->n_out; i++)
             if (last[n->out[i]->id] < k) last[n->out[i]->id] = k; /* unused: dies at once */
@@ -78,8 +89,41 @@ void em_interp_set_kernel(em_interp *it, const em_ir_node *node, em_interp_kerne
     it->kernels[node->id] = (kernel_slot){fn, ctx};
 }
 
+int em_interp_position(const em_interp *it, const em_ir_value *v) { return it->pos[v->id]; }
+int em_interp_checked_by(const em_interp *it) { return it->checked_by; }
+
+em_status em_interp_expect(em_interp *it, em_tensor *const *expected) {
+    const em_ir_block *b = it->g->body;
+    if (!expected) return EM_OK;
+    int nr = b->n_results;
+    it->expected = em_calloc((size_t)(nr ? nr : 1), sizeof *it->expected);
+    it->check_start = em_calloc((size_t)it->n_order + 2, sizeof *it->check_start);
+    it->check_ids = em_calloc((size_t)(nr ? nr : 1), sizeof *it->check_ids);
+    if (!it->expected || !it->check_start || !it->check_ids) return EM_ERR_NOMEM;
+    /* bucket by position + 1, in position order */
+    for (int r = 0; r < nr; r++)
+        if (expected[r]) it->check_start[it->pos[b->results[r]->id] + 2]++;
+    for (int k = 0; k <= it->n_order; k++) it->check_start[k + 1] += it->check_start[k];
+    for (int r = 0; r < nr; r++) {
+        if (!expected[r]) continue;
+        int at = it->pos[b->results[r]->id] + 1;
+        it->check_ids[it->check_start[at]++] = r;
+        em_tensor_retain(expected[r]);
+        it->expected[r] = expected[r];
+        if (at - 1 > it->checked_by) it->checked_by = at - 1;
+    }
+    for (int k = it->n_order + 1; k > 0; k--) it->check_start[k] = it->check_start[k - 1];
+    it->check_start[0] = 0;
+    return EM_OK;
+}
+
 void em_interp_free(em_interp *it) {
     if (!it) return;
+    for (int r = 0; it->expected && r < it->g->body->n_results; r++) em_tensor_release(it->expected[r]);
+    em_free(it->expected);
+    em_free(it->check_start);
+    em_free(it->check_ids);
+    em_free(it->pos);
     em_free(it->kernels);
     em_free(it->order);
     em_free(it->release_start);
@@ -94,15 +138,40 @@ static em_status node_error(const em_ir_node *n) {
                            em_op_name(n->op), where);
 }
 
+/* Does `got` hold exactly the values of `want`? (Bit for bit, so a NaN
+ * matches itself.) */
+static bool same_values(em_tensor *got, const em_tensor *want) {
+    if (got->dtype != want->dtype || !em_shape_eq(got->shape, got->ndim, want->shape, want->ndim))
+        return false;
+    em_tensor *c = em_contiguous(got), *w = em_contiguous((em_tensor *)want);
+    bool same = c && w &&
+                memcmp(em_tensor_data(c), em_tensor_data(w), (size_t)want->numel * em_dtype_size(want->dtype)) == 0;
+    em_tensor_release(c);
+    em_tensor_release(w);
+    return same;
+}
+
+/* Compares the value guards due at position `at` (node at - 1 has run). */
+static em_status check_expected(const em_interp *it, int at, em_tensor **slots) {
+    if (!it->check_start) return EM_OK;
+    for (int j = it->check_start[at]; j < it->check_start[at + 1]; j++) {
+        int r = it->check_ids[j];
+        if (!same_values(slots[it->g->body->results[r]->id], it->expected[r]))
+            return em_error(EM_ERR_GUARD, "@%s: result %d differs from the value the trace saw",
+                            it->g->name, r);
+    }
+    return EM_OK;
+}
+
 /* Runs one node of a block whose values live in `slots`. */
-static em_status run_node(const em_interp *it, const em_ir_node *n, em_tensor **slots) {
+static em_status run_node(const em_interp *it, void *run_ctx, const em_ir_node *n, em_tensor **slots) {
     em_tensor *in[64], *out[16] = {NULL};
     if (n->n_in > 64 || n->n_out > 16) return em_error(EM_ERR_INTERNAL, "node too wide to run");
     for (int i = 0; i < n->n_in; i++) in[i] = slots[n->in[i]->id];
     em_status st;
     const kernel_slot *ks = it ? &it->kernels[n->id] : NULL;
     if (ks && ks->fn)
-        st = ks->fn(ks->ctx, n, in, out);
+        st = ks->fn(ks->ctx, run_ctx, n, in, out);
     else if (n->region)
         st = em_interp_run_region(n, in, out);
     else
@@ -122,7 +191,7 @@ em_status em_interp_run_region(const em_ir_node *node, em_tensor *const *in, em_
         em_tensor_retain(in[i]);
         slots[r->params[i]->id] = in[i];
     }
-    for (const em_ir_node *n = r->first; n && st == EM_OK; n = n->next) st = run_node(NULL, n, slots);
+    for (const em_ir_node *n = r->first; n && st == EM_OK; n = n->next) st = run_node(NULL, NULL, n, slots);
     if (st == EM_OK)
         for (int i = 0; i < r->n_results; i++) {
             out[i] = slots[r->results[i]->id];
@@ -133,7 +202,8 @@ em_status em_interp_run_region(const em_ir_node *node, em_tensor *const *in, em_
     return st;
 }
 
-em_status em_interp_run(em_interp *it, em_tensor *const *in, int n_in, em_tensor **out, int n_out) {
+em_status em_interp_run(em_interp *it, void *run_ctx, em_tensor *const *in, int n_in, em_tensor **out,
+                        int n_out) {
     const em_ir_graph *g = it->g;
     const em_ir_block *b = g->body;
     if (n_in != b->n_params || n_out != b->n_results)
@@ -155,9 +225,10 @@ em_status em_interp_run(em_interp *it, em_tensor *const *in, int n_in, em_tensor
         em_tensor_retain(in[i]);
         slots[b->params[i]->id] = in[i];
     }
-    em_status st = EM_OK;
+    em_status st = check_expected(it, 0, slots);
     for (int k = 0; k < it->n_order && st == EM_OK; k++) {
-        st = run_node(it, it->order[k], slots);
+        st = run_node(it, run_ctx, it->order[k], slots);
+        if (st == EM_OK) st = check_expected(it, k + 1, slots);
         for (int j = it->release_start[k]; j < it->release_start[k + 1]; j++) {
             int v = it->release_ids[j];
             em_tensor_release(slots[v]);

@@ -130,17 +130,31 @@ em_status em_ir_verify(const em_ir_graph *g);
 /* ---- interpretation: the reference backend ---- */
 
 typedef struct em_interp em_interp;
-/* Runs one node: in[] are its inputs, out[] receives n_out new references. */
-typedef em_status (*em_interp_kernel_fn)(void *ctx, const em_ir_node *node, em_tensor *const *in,
-                                         em_tensor **out);
+/* Runs one node: in[] are its inputs, out[] receives n_out new references.
+ * `run_ctx` is what the caller of em_interp_run passed for this run. */
+typedef em_status (*em_interp_kernel_fn)(void *ctx, void *run_ctx, const em_ir_node *node,
+                                         em_tensor *const *in, em_tensor **out);
 
 /* Prepares to run `g` (which must outlive the interpreter) with the eager
  * kernels; fused nodes run their regions op by op. */
 em_interp *em_interp_new(const em_ir_graph *g);
 /* Runs `node` with `fn` instead (how a backend plugs compiled kernels in). */
 void em_interp_set_kernel(em_interp *it, const em_ir_node *node, em_interp_kernel_fn fn, void *ctx);
-/* Runs the graph: in[] borrowed, out[] receives new references. */
-em_status em_interp_run(em_interp *it, em_tensor *const *in, int n_in, em_tensor **out, int n_out);
+/* Value guards: expected[r] (one per body result; NULL entries and a NULL
+ * array mean none) is the value result r must have, bit for bit. Each is
+ * compared as soon as its node has run, and a difference stops the run
+ * there with EM_ERR_GUARD: nodes after it never run. The interpreter keeps
+ * references to the tensors. */
+em_status em_interp_expect(em_interp *it, em_tensor *const *expected);
+/* The position in the run order of the node computing value v (-1: a graph
+ * input), and the position after which every expected value has been
+ * compared (-1: before the first node). */
+int em_interp_position(const em_interp *it, const em_ir_value *v);
+int em_interp_checked_by(const em_interp *it);
+/* Runs the graph: in[] borrowed, out[] receives new references; run_ctx is
+ * handed to the installed kernels. */
+em_status em_interp_run(em_interp *it, void *run_ctx, em_tensor *const *in, int n_in, em_tensor **out,
+                        int n_out);
 /* Runs one fused node's region with the eager kernels. */
 em_status em_interp_run_region(const em_ir_node *node, em_tensor *const *in, em_tensor **out);
 void em_interp_free(em_interp *it);

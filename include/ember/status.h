@@ -32,6 +32,7 @@ typedef enum em_status {
     EM_ERR_PARSE,           /* malformed IR text                             */
     EM_ERR_RUNTIME,         /* anything else the user can cause              */
     EM_ERR_INTERNAL,        /* an ember bug: please report                   */
+    EM_ERR_GUARD,           /* a compiled run stopped: a value guard failed  */
     EM_STATUS_COUNT
 } em_status;
 

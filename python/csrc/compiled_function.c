@@ -51,6 +51,10 @@ typedef struct {
     int n_out;
     int *writes, n_writes; /* inputs the function writes into: copied back after a run */
     int *returned_writes;  /* [n_out]: results that are written inputs (-1: none) */
+    /* [n_sharing] per graph input: the first earlier input sharing its
+     * memory, or -1, as traced; guarded, since a graph traced on separate
+     * tensors reads and writes them as separate (see sharing_of) */
+    int *sharing, n_sharing;
     char reason[512];
     double trace_ms; /* the traced call (an eager run with recording) */
     char *traced_ir; /* the graph as traced, before the passes (malloc'd) */
@@ -389,6 +393,7 @@ static void entry_clear(entry *e) {
     free(e->value_guard_what);
     free(e->writes);
     free(e->returned_writes);
+    free(e->sharing);
     em_guards_free(e->captured_guards);
     free(e->traced_ir);
     em_guards_free(e->guards);
@@ -484,9 +489,25 @@ static PyObject *call_eagerly(compiled_fn *cf, int entry_index, const char *reas
  * when that fails, e runs eagerly from now on and says why. -1 when the
  * warning raised. */
 static int compile_entry(compiled_fn *cf, entry *e, em_ir_graph *graph, em_tensor *const *examples, int k) {
+    /* per graph result: the value guards' traced values, the write-backs' targets */
+    em_tensor **expected = calloc((size_t)e->n_results, sizeof *expected);
+    int *writes_into = malloc((size_t)e->n_results * sizeof *writes_into);
+    if (!expected || !writes_into) {
+        free(expected);
+        free(writes_into);
+        em_ir_graph_free(graph);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int j = 0; j < e->n_value_guards; j++) expected[e->n_out + j] = e->value_guards[j];
+    for (int r = 0; r < e->n_results; r++) writes_into[r] = -1;
+    for (int j = 0; j < e->n_writes; j++) writes_into[e->n_out + e->n_value_guards + j] = e->writes[j];
     em_compile_opts opts = {em_dump_mask_from_env(), em_dump_dir_from_env(), getenv("EMBER_BACKEND"),
-                            e->guards};
-    if (em_compile(graph, examples, k, &opts, &e->compiled) != EM_OK) { /* (graph taken) */
+                            e->guards, expected, writes_into};
+    em_status st = em_compile(graph, examples, k, &opts, &e->compiled); /* (graph taken) */
+    free(expected);
+    free(writes_into);
+    if (st != EM_OK) {
         e->compiled = NULL;
         snprintf(e->reason, sizeof e->reason, "compiling failed: %s", em_last_error());
         snprintf(cf->last_reason, sizeof cf->last_reason, "%s", e->reason);
@@ -569,17 +590,6 @@ static int add_externals(const entry *e, int n_tensor_args, em_tensor **in) {
     return 0;
 }
 
-/* Does result r hold exactly the values the trace saw? (Bit for bit, so a
- * NaN matches itself.) */
-static bool same_values(em_tensor *r, const em_tensor *seen) {
-    if (r->dtype != seen->dtype || !em_shape_eq(r->shape, r->ndim, seen->shape, seen->ndim)) return false;
-    em_tensor *c = em_contiguous(r);
-    if (!c) return false;
-    bool same = memcmp(em_tensor_data(c), em_tensor_data(seen), (size_t)seen->numel * em_dtype_size(seen->dtype)) == 0;
-    em_tensor_release(c);
-    return same;
-}
-
 #define VALUE_GUARD_FAILED ((PyObject *)1)
 
 /* Runs a specialisation whose guards passed. Returns the result, NULL with
@@ -611,23 +621,16 @@ static PyObject *run_entry(compiled_fn *cf, entry *e, PyObject *args, PyObject *
         Py_END_ALLOW_THREADS
     }
     release_externals(e, n_tensor_args, in, n_externals(e));
-    if (st != EM_OK) {
-        em_set_grad_enabled(was);
-        return em_py_raise();
-    }
-    em_tensor **guarded = outs + e->n_out, **written = guarded + e->n_value_guards;
-    int failed = -1;
-    for (int j = 0; j < e->n_value_guards && failed < 0; j++)
-        if (!same_values(guarded[j], e->value_guards[j])) failed = j;
-    if (failed >= 0) {
-        for (int j = 0; j < n_res; j++) em_tensor_release(outs[j]);
-        em_set_grad_enabled(was);
+    em_set_grad_enabled(was);
+    if (st == EM_ERR_GUARD) { /* (the run stopped there, before any write) */
         em_rng_set_state(rng);
-        snprintf(cf->last_reason, sizeof cf->last_reason, "value guard %d (%s) failed", failed,
-                 e->value_guard_what[failed]);
+        snprintf(cf->last_reason, sizeof cf->last_reason, "value guard failed: %s", em_last_error());
         return VALUE_GUARD_FAILED;
     }
+    if (st != EM_OK) return em_py_raise();
+    em_tensor **guarded = outs + e->n_out, **written = guarded + e->n_value_guards;
     for (int j = 0; j < e->n_value_guards; j++) em_tensor_release(guarded[j]);
+    was = em_set_grad_enabled(false);
     /* write-backs: the inputs the function updated in place take their new
      * values (after the whole graph ran and every guard held, so a failure
      * leaves them as they were) */
@@ -636,8 +639,11 @@ static PyObject *run_entry(compiled_fn *cf, entry *e, PyObject *args, PyObject *
         em_attrs at;
         memset(&at, 0, sizeof at);
         at.dtype = target->dtype;
-        /* (a parameter nothing else views takes the new buffer: no copy) */
-        if (st == EM_OK && !em_tensor_adopt_storage(target, value))
+        /* (computed in the target's own memory: a write all the same; or a
+         * parameter nothing else views takes the new buffer: no copy) */
+        if (value == target)
+            __atomic_fetch_add(&target->storage->version, 1, __ATOMIC_RELAXED);
+        else if (st == EM_OK && !em_tensor_adopt_storage(target, value))
             st = em_op_run_inplace(EM_OP_CAST, &value, 1, &at, target); /* copy_ */
         em_tensor_release(value);
     }
@@ -809,6 +815,23 @@ static int captured_unchanged(const entry *e, em_tensor *const *in, int n_tensor
     return state_unchanged(e, in);
 }
 
+/* Input i's first earlier input in[0..i) with the same memory, or -1. A
+ * call whose inputs share memory unlike the traced ones (a parameter also
+ * passed as an argument, a view of it) fails the guards and traces anew. */
+static int sharing_of(em_tensor *const *in, int i) {
+    for (int j = 0; in[i] && j < i; j++)
+        if (in[j] && in[j]->storage == in[i]->storage) return j;
+    return -1;
+}
+
+static bool sharing_unchanged(const entry *e, em_tensor *const *in, int n_in) {
+    if (!e->sharing && e->n_sharing == 0) return true; /* (an entry whose trace failed) */
+    if (n_in != e->n_sharing) return false;
+    for (int i = 0; i < n_in; i++)
+        if (sharing_of(in, i) != e->sharing[i]) return false;
+    return true;
+}
+
 /* Fills in[] for a call of entry e whose argument guards passed; 1 when its
  * captured inputs and the state it read pass too, 0 when not, -1 with an
  * exception set. *n_in and *n_tensor_args: the input counts. */
@@ -818,7 +841,8 @@ static int entry_accepts(const entry *e, const em_arg *a, int n, em_tensor **in,
     for (int i = 0; i < n; i++) *n_tensor_args += a[i].kind == EM_ARG_TENSOR;
     if (*n_tensor_args > MAX_ARGS || e->n_captured > MAX_CAPTURED) return 0;
     *n_in = gather_inputs(e, a, n, in);
-    return captured_unchanged(e, in, *n_tensor_args);
+    int ok = captured_unchanged(e, in, *n_tensor_args);
+    return ok == 1 ? sharing_unchanged(e, in, *n_in) : ok;
 }
 
 /* ---- what a trace records besides ops (optimizers call these) ---- */
@@ -1055,6 +1079,12 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
     for (int i = 0; i < n; i++)
         if (a[i].kind == EM_ARG_TENSOR) examples[k++] = a[i].tensor;
     for (int i = 0; i < tres.n_captured && k < MAX_ARGS + MAX_CAPTURED; i++) examples[k++] = tres.captured[i].tensor;
+    /* (writes into memory two inputs share fail the trace: the tracer refuses them) */
+    e->n_sharing = -1; /* (out of memory: no call matches the entry) */
+    if ((e->sharing = malloc((size_t)(k ? k : 1) * sizeof *e->sharing))) {
+        e->n_sharing = k;
+        for (int i = 0; i < k; i++) e->sharing[i] = sharing_of(examples, i);
+    }
     em_ir_graph *graph = tres.graph;
     tres.graph = NULL;
     e->traced_ir = em_ir_print(graph);

@@ -119,12 +119,12 @@ static void test_builder_and_interpreter(void) {
     em_tensor *m = em_mul(x, half), *a = em_add(m, y), *want = em_tanh(a);
     em_interp *it = em_interp_new(g);
     em_tensor *in[2] = {x, y}, *got = NULL;
-    CHECK(it && em_interp_run(it, in, 2, &got, 1) == EM_OK);
+    CHECK(it && em_interp_run(it, NULL, in, 2, &got, 1) == EM_OK);
     CHECK(got && got->numel == 6);
     for (int i = 0; got && i < 6; i++) CHECK(em_tensor_get_f64(got, i) == em_tensor_get_f64(want, i));
     /* wrong input types are refused, not misread */
     em_tensor *bad[2] = {y, x}, *o2 = NULL;
-    CHECK(em_interp_run(it, bad, 2, &o2, 1) != EM_OK);
+    CHECK(em_interp_run(it, NULL, bad, 2, &o2, 1) != EM_OK);
     CHECK_STR_CONTAINS(em_last_error(), "input 0 is f32[3], the graph expects f32[2,3]");
     em_interp_free(it);
     em_tensor_release(got);

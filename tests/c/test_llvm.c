@@ -44,7 +44,7 @@ static void same_on_both(const char *text, em_tensor **in) {
     const char *pipe[] = {"dce", "fuse", "dce"};
     CHECK(em_pass_run_pipeline(g, pipe, 3, true, NULL, NULL) == EM_OK);
     int n_in = g->body->n_params, n_out = g->body->n_results;
-    em_backend_opts bo = {in, n_in, grab, NULL};
+    em_backend_opts bo = {in, n_in, grab, NULL, NULL, NULL};
     void *ls = NULL, *is = NULL;
     CHECK_MSG(llvm->compile(g, &bo, &ls) == EM_OK, "%s", em_last_error());
     CHECK(interp->compile(g, &bo, &is) == EM_OK);
@@ -148,8 +148,63 @@ static void test_strided_inputs(void) {
     em_tensor_release(base);
 }
 
+static bool all_equal(em_tensor *t, em_tensor *want) {
+    for (int64_t i = 0; i < want->numel; i++)
+        if (em_tensor_get_f64(t, i) != em_tensor_get_f64(want, i)) return false;
+    return true;
+}
+
+/* A write-back computed in its input's memory (donation): when every value
+ * guard held and no other input shares that memory; otherwise in a new
+ * buffer, the input untouched. */
+static void test_write_back_in_place(void) {
+    const char *text = "graph @sgd(%p: f32[4096], %g: f32[4096], %s: f32[]) -> (f32[], f32[4096]) {\n"
+                       "  %0 = full() {value=0.5} : f32[]\n  %1 = mul(%g, %0) : f32[4096]\n"
+                       "  %2 = sub(%p, %1) : f32[4096]\n  return %s, %2\n}\n";
+    em_ir_graph *g = em_ir_parse(text, "t.ir");
+    const char *pipe[] = {"dce", "fuse", "dce"};
+    CHECK(g && em_pass_run_pipeline(g, pipe, 3, true, NULL, NULL) == EM_OK);
+    int64_t n = 4096;
+    em_tensor *p = em_randn(&n, 1, EM_DTYPE_F32), *grad = em_randn(&n, 1, EM_DTYPE_F32);
+    em_tensor *seen = em_tensor_scalar(1.0, EM_DTYPE_F32), *other = em_tensor_scalar(2.0, EM_DTYPE_F32);
+    em_tensor *half = em_tensor_scalar(0.5, EM_DTYPE_F32), *step = em_mul(grad, half);
+    em_tensor *want = em_sub(p, step), *p_old = em_clone(p), *self = em_mul(p, half);
+    em_tensor *want_self = em_sub(p, self);
+    em_tensor *expected[2] = {seen, NULL};
+    int writes_into[2] = {-1, 0};
+    em_tensor *in[3] = {p, grad, seen};
+    em_backend_opts bo = {in, 3, NULL, NULL, expected, writes_into};
+    const em_backend *llvm = em_llvm_backend();
+    void *x = NULL;
+    CHECK_MSG(llvm->compile(g, &bo, &x) == EM_OK, "%s", em_last_error());
+    char *desc = llvm->describe(x);
+    CHECK_STR_CONTAINS(desc, "written in place into graph input 0");
+    free(desc);
+    em_tensor *out[2] = {NULL, NULL};
+    /* a guard fails: the run stops before the kernel, p is as it was */
+    em_tensor *bad[3] = {p, grad, other};
+    CHECK(llvm->run(x, bad, 3, out, 2) == EM_ERR_GUARD);
+    CHECK(all_equal(p, p_old));
+    /* g shares p's memory: a new buffer, p untouched */
+    em_tensor *shared[3] = {p, p, seen};
+    CHECK(llvm->run(x, shared, 3, out, 2) == EM_OK);
+    CHECK(out[1] != p && all_equal(out[1], want_self) && all_equal(p, p_old));
+    em_tensor_release(out[0]);
+    em_tensor_release(out[1]);
+    /* donated: the result is p itself, updated */
+    CHECK(llvm->run(x, in, 3, out, 2) == EM_OK);
+    CHECK(out[1] == p && all_equal(p, want));
+    em_tensor_release(out[0]);
+    em_tensor_release(out[1]);
+    llvm->free(x);
+    em_ir_graph_free(g);
+    em_tensor *ts[] = {p, grad, seen, other, half, step, want, p_old, self, want_self};
+    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) em_tensor_release(ts[i]);
+}
+
 int main(void) {
     RUN(test_gelu_vectorises);
+    RUN(test_write_back_in_place);
     RUN(test_shapes_and_dtypes);
     RUN(test_strided_inputs);
     free(dumped_opt);

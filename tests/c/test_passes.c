@@ -29,7 +29,7 @@ static const char *GRAPHS[] = {
 static void run(const em_ir_graph *g, em_tensor **in, em_tensor **out) {
     em_interp *it = em_interp_new(g);
     CHECK(it != NULL);
-    CHECK_MSG(em_interp_run(it, in, g->body->n_params, out, g->body->n_results) == EM_OK, "%s",
+    CHECK_MSG(em_interp_run(it, NULL, in, g->body->n_params, out, g->body->n_results) == EM_OK, "%s",
               em_last_error());
     em_interp_free(it);
 }

@@ -770,6 +770,84 @@ def test_value_guard_failure_leaves_state_untouched_and_reruns():
     assert f._stats()["value_guard_failures"] == 1
 
 
+@pytest.mark.skipif(not ember.compiler.has_llvm(), reason="in-place kernels are the LLVM backend's")
+@pytest.mark.parametrize("opt_name", ["sgd_momentum", "adam"])
+def test_optimizer_updates_land_in_the_parameters_own_memory(opt_name):
+    """The update kernels write parameters and optimizer state in place (no
+    new buffer swapped in), bump their version as a write does, and give
+    eager's numbers."""
+    ember.manual_seed(0)
+    models = [MLP(d_in=64, hidden=64), MLP(d_in=64, hidden=64)]
+    models[1].load_state_dict(models[0].state_dict())
+    opts = [OPTIMIZERS[opt_name](m.parameters()) for m in models]
+    eager, step = classifier_step(models[0], opts[0]), ember.compile(classifier_step(models[1], opts[1]))
+    w = models[1].fc1.weight
+    for i in range(2):  # two traces (.grad None, then present)
+        eager(*data(i, shape=(6, 64)))
+        step(*data(i, shape=(6, 64)))
+    address, version = w.data_ptr(), w._version
+    for i in range(2, 5):
+        np.testing.assert_allclose(step(*data(i, shape=(6, 64))).item(),
+                                   eager(*data(i, shape=(6, 64))).item(), rtol=1e-5)
+    assert step._stats()["compiled_calls"] == 3
+    kernels = step._specializations()[-1]["kernels"]
+    assert kernels.count("written in place") >= (2 if opt_name == "sgd_momentum" else 3), kernels
+    assert w.data_ptr() == address and w._version > version
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_value_guard_failure_leaves_in_place_updates_undone():
+    """A value guard compared before the update kernels stops the run before
+    them; one compared after their result keeps them out of place. Either way
+    a failed guard leaves the parameters as they were and eager reruns."""
+    ember.manual_seed(0)
+    models = [MLP(d_in=64, hidden=64), MLP(d_in=64, hidden=64)]
+    models[1].load_state_dict(models[0].state_dict())
+    opts = [ember.optim.SGD(m.parameters(), lr=0.1) for m in models]
+
+    def make(model, opt):
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            if bool(x.sum() > -100.0):  # guarded before the update
+                opt.step()
+            return loss
+        return step
+    eager, step = make(*[models[0], opts[0]]), ember.compile(make(models[1], opts[1]))
+    for i in range(3):
+        eager(*data(i, shape=(6, 64)))
+        step(*data(i, shape=(6, 64)))
+    if ember.compiler.has_llvm():
+        assert "written in place" in step._specializations()[-1]["kernels"]
+    x, y = data(3, shape=(6, 64))
+    x = x - 1000.0  # the guard fails: eager reruns, skipping the update
+    eager(x, y)
+    step(x, y)
+    assert step._stats()["value_guard_failures"] == 1
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-5, atol=1e-7)
+
+    bufs = [ember.zeros(4096), ember.zeros(4096)]
+
+    def make2(buf):
+        def f(x):
+            buf.add_(x)
+            if bool(buf.sum() > 0):  # reads the update's result: compared after it
+                return buf * 2
+            return buf * 3
+        return f
+    eager2, f = make2(bufs[0]), ember.compile(make2(bufs[1]))
+    for v in (1.0, 1.0, -5.0):
+        x = ember.full((4096,), v)
+        np.testing.assert_array_equal(f(x).numpy(), eager2(x).numpy())
+        np.testing.assert_array_equal(bufs[1].numpy(), bufs[0].numpy())
+    assert f._stats()["value_guard_failures"] == 1
+    if ember.compiler.has_llvm():
+        assert "in place" not in f._specializations()[0]["kernels"]
+
+
 def test_kept_state_traces_again_next_call():
     ember.manual_seed(0)
     model = MLP()
