@@ -852,6 +852,30 @@ def test_value_guard_failure_leaves_in_place_updates_undone():
         assert "in place" not in f._specializations()[0]["kernels"]
 
 
+def test_inputs_sharing_memory_unlike_the_trace_trace_again():
+    """A graph traced on separate tensors reads and writes them as separate:
+    a call passing the captured buffer itself as the argument fails the
+    guards (which tensors share memory) and traces anew; that trace refuses
+    the write into shared memory, so the call runs eagerly, correctly."""
+    bufs = [ember.ones(4096), ember.ones(4096)]
+
+    def make(buf):
+        def f(v):
+            buf.mul_(0.5).add_(v)
+            return buf.sum()
+        return f
+    eager, f = make(bufs[0]), ember.compile(make(bufs[1]))
+    for _ in range(2):
+        f(ember.ones(4096))
+        eager(ember.ones(4096))
+    assert f._stats()["compiled_calls"] == 1 and f._stats()["traces"] == 1
+    with pytest.warns(UserWarning, match="shares its memory"):
+        got = f(bufs[1])
+    np.testing.assert_array_equal(got.numpy(), eager(bufs[0]).numpy())
+    np.testing.assert_array_equal(bufs[1].numpy(), bufs[0].numpy())
+    assert f._stats()["compiled_calls"] == 1 and f._stats()["traces"] == 2
+
+
 def test_kept_state_traces_again_next_call():
     ember.manual_seed(0)
     model = MLP()
