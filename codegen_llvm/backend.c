@@ -15,7 +15,7 @@
  * a new momentum) writes it into the input's own memory instead of a new
  * buffer the caller then swaps in: three memory streams instead of four
  * and no buffer churn, as PyTorch's in-place optimizers. Only where no one
- * can tell (see find_donation): the graph reads the input nowhere after the
+ * can tell (see donatable): the graph reads the input nowhere after the
  * kernel, directly or through a view; every value guard is compared before
  * it; and, checked per call, no other input shares the input's memory.
  *

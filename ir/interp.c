@@ -5,7 +5,10 @@
  * fused nodes without one run their region op by op). Each value is released
  * right after its last use, so peak memory follows the graph's liveness.
  * The LLVM backend is this interpreter with compiled kernels installed for
- * its fused nodes: one executor, not two.
+ * its fused nodes: one executor, not two. Value guards (em_interp_expect)
+ * are compared right after the node computing them, so a failing one stops
+ * the run before anything later runs: a backend writing inputs in place
+ * relies on that.
  */
 #include <stdio.h>
 #include <stdlib.h>
