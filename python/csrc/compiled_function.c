@@ -621,16 +621,15 @@ static PyObject *run_entry(compiled_fn *cf, entry *e, PyObject *args, PyObject *
         Py_END_ALLOW_THREADS
     }
     release_externals(e, n_tensor_args, in, n_externals(e));
-    em_set_grad_enabled(was);
-    if (st == EM_ERR_GUARD) { /* (the run stopped there, before any write) */
-        em_rng_set_state(rng);
+    if (st != EM_OK) {
+        em_set_grad_enabled(was);
+        if (st != EM_ERR_GUARD) return em_py_raise();
+        em_rng_set_state(rng); /* (the run stopped at the guard, before any write) */
         snprintf(cf->last_reason, sizeof cf->last_reason, "value guard failed: %s", em_last_error());
         return VALUE_GUARD_FAILED;
     }
-    if (st != EM_OK) return em_py_raise();
     em_tensor **guarded = outs + e->n_out, **written = guarded + e->n_value_guards;
     for (int j = 0; j < e->n_value_guards; j++) em_tensor_release(guarded[j]);
-    was = em_set_grad_enabled(false);
     /* write-backs: the inputs the function updated in place take their new
      * values (after the whole graph ran and every guard held, so a failure
      * leaves them as they were) */
