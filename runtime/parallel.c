@@ -16,10 +16,12 @@
  * 64K-element op, so a worker that finished a job spins for up to
  * SPIN_NS watching for the next one before it sleeps, and a submitter
  * spins the same way for stragglers. The spin is bounded and em_parallel_park
- * ends it at once: the matmul kernels park the pool before calling OpenBLAS,
- * whose own threads then have the cores to themselves (PyTorch's OpenMP
- * threads spin for ~200 ms and slow its BLAS calls down instead). A job of
- * a few dozen grains does not wake sleeping or parked workers at all.
+ * ends it at once: the matrix-vector kernels park the pool before calling
+ * OpenBLAS, whose own threads then have the cores to themselves (PyTorch's
+ * OpenMP threads spin for ~200 ms and slow its BLAS calls down instead).
+ * GEMMs run on this pool as heavy jobs (em_parallel_for_heavy), so after one
+ * the workers are awake for the kernels that follow. A job of a few dozen
+ * grains does not wake sleeping or parked workers at all; a heavy job does.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -40,7 +42,7 @@ static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t done = PTHREAD_COND_INITIALIZER;
 static pthread_mutex_t submit = PTHREAD_MUTEX_INITIALIZER;
 
-static int n_threads;       /* wanted, caller included (0: not decided yet) */
+static int n_threads;       /* atomic; wanted, caller included (0: not decided yet) */
 static int n_workers;       /* started */
 static uint64_t generation; /* atomic; bumped per job (under lock) */
 static int active;          /* atomic; workers inside run_pieces (changed under lock) */
@@ -151,8 +153,8 @@ static void ensure_workers(void) {
         pthread_atfork(NULL, NULL, after_fork_child);
         atfork_registered = true;
     }
-    if (!n_threads) n_threads = default_threads();
-    while (n_workers < n_threads - 1 && n_workers < MAX_THREADS) {
+    int wanted = em_get_num_threads();
+    while (n_workers < wanted - 1 && n_workers < MAX_THREADS) {
         pthread_t th;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
@@ -164,17 +166,22 @@ static void ensure_workers(void) {
     }
 }
 
+/* Lock-free, so that a kernel may ask from inside a job (whose submitter
+ * holds `submit`). */
 int em_get_num_threads(void) {
-    pthread_mutex_lock(&submit);
-    if (!n_threads) n_threads = default_threads();
-    int n = n_threads;
-    pthread_mutex_unlock(&submit);
+    int n = __atomic_load_n(&n_threads, __ATOMIC_ACQUIRE);
+    if (!n) {
+        int none = 0;
+        __atomic_compare_exchange_n(&n_threads, &none, default_threads(), false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE);
+        n = __atomic_load_n(&n_threads, __ATOMIC_ACQUIRE);
+    }
     return n;
 }
 
 void em_set_num_threads(int n) {
     pthread_mutex_lock(&submit);
-    n_threads = n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : n;
+    __atomic_store_n(&n_threads, n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : n, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&submit);
 }
 
@@ -191,7 +198,8 @@ static bool no_worker_active(void *unused) {
     return __atomic_load_n(&active, __ATOMIC_ACQUIRE) == 0;
 }
 
-void em_parallel_for(int64_t n, int64_t grain, em_parallel_fn fn, void *ctx) {
+/* heavy: every item is worth waking a thread for (a block of a GEMM). */
+static void parallel_for(int64_t n, int64_t grain, em_parallel_fn fn, void *ctx, bool heavy) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
     if (n <= grain || inside_job || pthread_mutex_trylock(&submit) != 0) {
@@ -199,20 +207,21 @@ void em_parallel_for(int64_t n, int64_t grain, em_parallel_fn fn, void *ctx) {
         return;
     }
     ensure_workers();
-    int threads = n_workers + 1 < n_threads ? n_workers + 1 : n_threads;
+    int wanted = em_get_num_threads();
+    int threads = n_workers + 1 < wanted ? n_workers + 1 : wanted;
     int64_t most = (int64_t)threads * PIECES_PER_THREAD;
     int64_t pieces = n / grain < most ? n / grain : most;
     /* Workers that are asleep (or parked for OpenBLAS, whose own threads then
      * spin with sched_yield on the other cores for tens of ms) take ~10 us to
      * wake and then fight those threads for a core: a job of up to
-     * WAKE_GRAINS grains finishes sooner on the calling thread alone. On the
-     * MLP training step, whose every kernel sits between two GEMMs, waking
-     * cost 0.2-0.4 ms a step (its 64K-element kernels took 15-45 us woken,
-     * 10-15 inline); 16, 32 and 64 grains measured alike, and the GPT block's
-     * 3M-element kernels still get every thread. */
+     * WAKE_GRAINS grains finishes sooner on the calling thread alone. When
+     * GEMMs still ran on OpenBLAS's threads, waking cost the MLP training
+     * step 0.2-0.4 ms (its 64K-element kernels took 15-45 us woken, 10-15
+     * inline); 16, 32 and 64 grains measured alike, and the GPT block's
+     * 3M-element kernels still get every thread. Heavy jobs always wake. */
     bool asleep = __atomic_load_n(&parked, __ATOMIC_RELAXED) ||
                   __atomic_load_n(&sleeping, __ATOMIC_RELAXED) >= n_workers;
-    if (threads <= 1 || pieces <= 1 || (asleep && n <= grain * WAKE_GRAINS)) {
+    if (threads <= 1 || pieces <= 1 || (!heavy && asleep && n <= grain * WAKE_GRAINS)) {
         pthread_mutex_unlock(&submit);
         fn(ctx, 0, n);
         return;
@@ -243,3 +252,9 @@ void em_parallel_for(int64_t n, int64_t grain, em_parallel_fn fn, void *ctx) {
     }
     pthread_mutex_unlock(&submit);
 }
+
+void em_parallel_for(int64_t n, int64_t grain, em_parallel_fn fn, void *ctx) {
+    parallel_for(n, grain, fn, ctx, false);
+}
+
+void em_parallel_for_heavy(int64_t n, em_parallel_fn fn, void *ctx) { parallel_for(n, 1, fn, ctx, true); }

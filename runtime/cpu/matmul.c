@@ -5,8 +5,19 @@
  * Each 2-D operand is handed to BLAS as it lies in memory when its strides
  * fit a BLAS layout (row-major, or transposed: a .T or .mT view costs no
  * copy); otherwise it is copied to a contiguous temporary first.
+ *
+ * GEMMs run on ember's thread pool, not OpenBLAS's: the output is cut into
+ * one block per thread (whole matrices of a batch, or bands of rows or
+ * columns of one matrix) and each block is a single-threaded OpenBLAS call.
+ * On this project's 2-core machine that made the 128x512x10 product of an
+ * MLP's last layer 4x faster (OpenBLAS threads a product that small poorly)
+ * and the large ones as fast as OpenBLAS's own threading; and it leaves the
+ * pool's workers awake for the elementwise kernels between GEMMs, instead of
+ * handing the cores to OpenBLAS threads that spin on them (bench/RESULTS.md).
+ * Matrix-vector products still use OpenBLAS's threads.
  */
 #include <cblas.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "../kernels.h"
@@ -54,6 +65,21 @@ static void imm_rows(void *arg, int64_t r0, int64_t r1) {
         }
 }
 
+/* c[m,n] (rows ldc apart) = a[m,k] @ b[k,n] as BLAS sees them. */
+static void blas_gemm(bool f32, blas_view va, blas_view vb, const char *a, const char *b, char *c,
+                      int64_t m, int64_t n, int64_t k, int64_t ldc) {
+    CBLAS_TRANSPOSE ta = va.trans ? CblasTrans : CblasNoTrans;
+    CBLAS_TRANSPOSE tb = vb.trans ? CblasTrans : CblasNoTrans;
+    if (f32)
+        cblas_sgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)k, 1.0f,
+                    (const float *)a, (blasint)va.ld, (const float *)b, (blasint)vb.ld, 0.0f,
+                    (float *)c, (blasint)ldc);
+    else
+        cblas_dgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)k, 1.0,
+                    (const double *)a, (blasint)va.ld, (const double *)b, (blasint)vb.ld, 0.0,
+                    (double *)c, (blasint)ldc);
+}
+
 /* One 2-D product c[m,n] = a[m,k] @ b[k,n]; a/b given by element strides. */
 static void gemm2d(em_dtype dt, const char *a, int64_t ars, int64_t acs, const char *b,
                    int64_t brs, int64_t bcs, char *c, int64_t m, int64_t n, int64_t k) {
@@ -66,8 +92,6 @@ static void gemm2d(em_dtype dt, const char *a, int64_t ars, int64_t acs, const c
     blas_view va = {false, 0}, vb = {false, 0};
     blas_layout(m, k, ars, acs, &va); /* callers made both operands BLAS-ready */
     blas_layout(k, n, brs, bcs, &vb);
-    CBLAS_TRANSPOSE ta = va.trans ? CblasTrans : CblasNoTrans;
-    CBLAS_TRANSPOSE tb = vb.trans ? CblasTrans : CblasNoTrans;
     em_parallel_park(); /* OpenBLAS's threads get the cores */
     bool f32 = dt == EM_DTYPE_F32;
     /* Vector shapes go to level-1/2 BLAS, which gemm handles poorly. */
@@ -94,14 +118,97 @@ static void gemm2d(em_dtype dt, const char *a, int64_t ars, int64_t acs, const c
                         (const double *)x, (blasint)incx, 0.0, (double *)c, 1);
         return;
     }
-    if (dt == EM_DTYPE_F32)
-        cblas_sgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)k, 1.0f,
-                    (const float *)a, (blasint)va.ld, (const float *)b, (blasint)vb.ld, 0.0f,
-                    (float *)c, (blasint)n);
-    else
-        cblas_dgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)k, 1.0,
-                    (const double *)a, (blasint)va.ld, (const double *)b, (blasint)vb.ld, 0.0,
-                    (double *)c, (blasint)n);
+    blas_gemm(f32, va, vb, a, b, c, m, n, k, n);
+}
+
+/* ---- GEMMs on the pool ---- */
+
+/* OpenBLAS's thread count is process-wide (NumPy shares the library), so it
+ * is set to 1 only while ember's GEMMs run, and put back by the last of them
+ * to finish. */
+static pthread_mutex_t blas_threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static int blas_single_users, blas_saved_threads;
+
+static void blas_single_begin(void) {
+    pthread_mutex_lock(&blas_threads_lock);
+    if (blas_single_users++ == 0) {
+        blas_saved_threads = openblas_get_num_threads();
+        if (blas_saved_threads != 1) openblas_set_num_threads(1);
+    }
+    pthread_mutex_unlock(&blas_threads_lock);
+}
+
+static void blas_single_end(void) {
+    pthread_mutex_lock(&blas_threads_lock);
+    if (--blas_single_users == 0 && blas_saved_threads != 1) openblas_set_num_threads(blas_saved_threads);
+    pthread_mutex_unlock(&blas_threads_lock);
+}
+
+/* A pool task below this many multiply-adds costs more to hand over than it
+ * saves; blocks are cut at multiples of BLOCK_ALIGN rows or columns. */
+#define MIN_TASK_MACS (1 << 17)
+#define BLOCK_ALIGN 16
+
+typedef struct {
+    bool f32;
+    const char *a, *b;
+    char *c;
+    int64_t m, n, k, ars, acs, brs, bcs;
+    blas_view va, vb;
+    size_t item;
+    int zb; /* batch dims of the output, and each operand's strides in them */
+    int64_t bshape[EM_MAX_DIMS], abs_[EM_MAX_DIMS], bbs[EM_MAX_DIMS];
+    int64_t chunks, chunk; /* blocks per matrix, and rows (or columns) per block */
+    bool by_rows;
+} gemm_plan;
+
+static void gemm_blocks(void *arg, int64_t t0, int64_t t1) {
+    const gemm_plan *p = arg;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t bi = t / p->chunks, lo = (t % p->chunks) * p->chunk, rem = bi;
+        int64_t ao = 0, bo = 0, co = bi * p->m * p->n;
+        for (int d = p->zb - 1; d >= 0; d--) {
+            int64_t idx = rem % p->bshape[d];
+            rem /= p->bshape[d];
+            ao += idx * p->abs_[d];
+            bo += idx * p->bbs[d];
+        }
+        int64_t m = p->m, n = p->n;
+        if (p->by_rows) {
+            m = p->m - lo < p->chunk ? p->m - lo : p->chunk;
+            ao += lo * p->ars;
+            co += lo * p->n;
+        } else {
+            n = p->n - lo < p->chunk ? p->n - lo : p->chunk;
+            bo += lo * p->bcs;
+            co += lo;
+        }
+        blas_gemm(p->f32, p->va, p->vb, p->a + ao * (int64_t)p->item, p->b + bo * (int64_t)p->item,
+                  p->c + co * (int64_t)p->item, m, n, p->k, p->n);
+    }
+}
+
+static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
+
+/* Runs the `batches` GEMMs of p (m, n > 1) as blocks over the pool: enough
+ * blocks per matrix that the count divides evenly among the threads, along
+ * the longer of m and n (each block then packs all of the smaller operand),
+ * no thinner than BLOCK_ALIGN and no smaller than MIN_TASK_MACS. */
+static void gemm_on_pool(gemm_plan *p, int64_t batches) {
+    int64_t threads = em_get_num_threads();
+    p->by_rows = p->m >= p->n;
+    int64_t len = p->by_rows ? p->m : p->n, other = p->by_rows ? p->n : p->m;
+    int64_t chunks = threads / gcd(batches % threads, threads);
+    int64_t by_size = len / BLOCK_ALIGN, by_work = len * other * p->k / MIN_TASK_MACS;
+    chunks = chunks < by_size ? chunks : by_size;
+    chunks = chunks < by_work ? chunks : by_work;
+    if (chunks < 1) chunks = 1;
+    p->chunk = (len + chunks - 1) / chunks;
+    p->chunk = (p->chunk + BLOCK_ALIGN - 1) / BLOCK_ALIGN * BLOCK_ALIGN;
+    p->chunks = (len + p->chunk - 1) / p->chunk;
+    blas_single_begin();
+    em_parallel_for_heavy(batches * p->chunks, gemm_blocks, p);
+    blas_single_end();
 }
 
 /* Makes a contiguous copy of `t` if its last two dims (as a matrix of
@@ -197,7 +304,21 @@ em_status cpu_matmul(em_op op, em_tensor *const *in, int n_in, const em_attrs *a
     }
     blas_view folded;
     if (fold && blas_layout(m * batches, k, xrs, xcs, &folded)) { /* (a legal BLAS matrix still) */
-        gemm2d(x->dtype, xd, xrs, xcs, yd, yrs, ycs, zd, m * batches, n, k);
+        m *= batches;
+        batches = 1;
+        zb = 0;
+    }
+    if (em_dtype_is_float(x->dtype) && m > 1 && n > 1) {
+        gemm_plan p = {.f32 = x->dtype == EM_DTYPE_F32, .a = xd, .b = yd, .c = zd, .m = m, .n = n, .k = k,
+                       .ars = xrs, .acs = xcs, .brs = yrs, .bcs = ycs, .item = item, .zb = zb};
+        blas_layout(m, k, xrs, xcs, &p.va);
+        blas_layout(k, n, yrs, ycs, &p.vb);
+        for (int d = 0; d < zb; d++) {
+            p.bshape[d] = bshape[d];
+            p.abs_[d] = xbs[d];
+            p.bbs[d] = ybs[d];
+        }
+        gemm_on_pool(&p, batches);
         em_tensor_release(xa);
         em_tensor_release(ya);
         return EM_OK;

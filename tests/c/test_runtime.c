@@ -239,9 +239,23 @@ static void note_piece(void *arg, int64_t begin, int64_t end) {
     __atomic_add_fetch(&s->covered, end - begin, __ATOMIC_RELAXED);
 }
 
+/* A heavy item run by the caller waits (up to 2 s) for another thread to
+ * take one, so a worker that wakes at all gets its share. */
+static void note_heavy_item(void *arg, int64_t begin, int64_t end) {
+    pieces_seen *s = arg;
+    if (!pthread_equal(pthread_self(), s->caller)) {
+        __atomic_add_fetch(&s->others, 1, __ATOMIC_RELAXED);
+    } else {
+        for (int i = 0; i < 2000 && !__atomic_load_n(&s->others, __ATOMIC_RELAXED); i++)
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    __atomic_add_fetch(&s->covered, end - begin, __ATOMIC_RELAXED);
+}
+
 /* A job of a few dozen grains does not wake parked workers (after a BLAS
  * call their cores belong to OpenBLAS's spinning threads): it runs on the
- * caller, whole. A bigger one is still split and covered exactly once. */
+ * caller, whole. A bigger one is still split and covered exactly once, and
+ * a heavy one is split however few its items. */
 static void test_small_jobs_stay_on_the_caller(void) {
     em_set_num_threads(2);
     const int64_t grain = 1024;
@@ -256,6 +270,13 @@ static void test_small_jobs_stay_on_the_caller(void) {
     pieces_seen big = {pthread_self(), 0, 0};
     em_parallel_for(256 * grain, grain, note_piece, &big);
     CHECK(big.covered == 256 * grain);
+    /* A heavy job (GEMM blocks) wakes the parked worker for only 2 items. */
+    em_parallel_park();
+    pieces_seen heavy = {pthread_self(), 0, 0};
+    em_parallel_for_heavy(2, note_heavy_item, &heavy);
+    CHECK(heavy.covered == 2);
+    CHECK_MSG(heavy.others >= 1, "%d of a parked 2-item heavy job's items ran on the worker",
+              heavy.others);
 }
 
 static void test_cast_table(void) {

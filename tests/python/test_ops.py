@@ -791,6 +791,52 @@ def test_matmul_large_float32_vs_float64():
     assert_close(ember.from_numpy(a) @ ember.from_numpy(b), expected, rtol=1e-4, atol=1e-4)
 
 
+BLOCKED_MATMULS = [  # name, a's shape, b's shape, product, its inner dim
+    ("rows, with a tail", (200, 300), (300, 100), lambda a, b: a @ b, 300),
+    ("columns, b transposed", (40, 300), (500, 300), lambda a, b: a @ b.T, 300),
+    ("a transposed", (300, 130), (300, 90), lambda a, b: a.T @ b, 300),
+    ("three batches", (3, 100, 64), (3, 64, 120), lambda a, b: a @ b, 64),
+    ("broadcast batch", (3, 1, 90, 64), (2, 64, 70), lambda a, b: a @ b, 64),
+    ("folded batch", (4, 50, 64), (64, 33), lambda a, b: a @ b, 64),
+    ("k of 2", (600, 2), (2, 800), lambda a, b: a @ b, 2),
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 4])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name,sa,sb,fn,k", BLOCKED_MATMULS, ids=[c[0] for c in BLOCKED_MATMULS])
+def test_matmul_cut_into_blocks_over_the_pool(name, sa, sb, fn, k, dtype, threads):
+    """GEMMs run as blocks of rows, columns or batches on ember's pool, one
+    single-threaded BLAS call each: every thread count and cut gives NumPy's
+    product, tails past the 16-row alignment included."""
+    a, b = sample(dtype, sa, seed=48), sample(dtype, sb, seed=49)
+    expected = fn(a.astype(np.float64), b.astype(np.float64)).astype(NP_DTYPES[dtype])
+    old = ember.get_num_threads()
+    try:
+        ember.set_num_threads(threads)
+        got = fn(ember.tensor(a), ember.tensor(b))
+    finally:
+        ember.set_num_threads(old)
+    assert_close(got, expected, **matmul_tolerance(dtype, k))
+
+
+def test_matmul_leaves_openblas_thread_count_as_it_was():
+    """ember's GEMMs set OpenBLAS to one thread while they run (its threads
+    would fight the pool's); NumPy shares the library, so the count must be
+    put back afterwards."""
+    import ctypes
+    import ctypes.util
+    try:
+        lib = ctypes.CDLL("libopenblas.so.0")
+        lib.openblas_get_num_threads()
+    except (OSError, AttributeError) as e:
+        pytest.skip(f"libopenblas.so.0 not loadable here: {e}")
+    before = lib.openblas_get_num_threads()
+    x = ember.randn(256, 256)
+    (x @ x).sum().item()
+    assert lib.openblas_get_num_threads() == before
+
+
 def test_matmul_empty_k_gives_zeros():
     for dtype in NUMERIC:
         x = ember.zeros(3, 0, dtype=EM_DTYPES[dtype])
