@@ -129,7 +129,25 @@ em_status em_llvm_new_module(const char *name, LLVMOrcThreadSafeContextRef *tsct
     return EM_OK;
 }
 
+/* Deletes the scalar library's functions that no kernel calls, directly or
+ * through other library functions. O3's early passes would otherwise work
+ * through all ~400 of them before inlining leaves them dead: that was about
+ * a third of a one-kernel graph's compile time. */
+static void drop_unused_library(LLVMModuleRef mod) {
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (LLVMValueRef f = LLVMGetFirstFunction(mod), next; f; f = next) {
+            next = LLVMGetNextFunction(f);
+            if (LLVMGetLinkage(f) == LLVMPrivateLinkage && !LLVMGetFirstUse(f)) {
+                LLVMDeleteFunction(f);
+                changed = true;
+            }
+        }
+    }
+}
+
 em_status em_llvm_optimize(LLVMModuleRef mod) {
+    drop_unused_library(mod);
     LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
     LLVMPassBuilderOptionsSetLoopVectorization(opts, 1);
     LLVMPassBuilderOptionsSetSLPVectorization(opts, 1);
