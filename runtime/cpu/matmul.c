@@ -128,8 +128,20 @@ static void gemm2d(em_dtype dt, const char *a, int64_t ars, int64_t acs, const c
  * to finish. */
 static pthread_mutex_t blas_threads_lock = PTHREAD_MUTEX_INITIALIZER;
 static int blas_single_users, blas_saved_threads;
+static pthread_once_t blas_atfork_once = PTHREAD_ONCE_INIT;
+
+/* A child forked while another thread ran a GEMM has no such thread: it
+ * puts OpenBLAS's count back itself. */
+static void blas_after_fork_child(void) {
+    pthread_mutex_init(&blas_threads_lock, NULL);
+    if (blas_single_users > 0 && blas_saved_threads != 1) openblas_set_num_threads(blas_saved_threads);
+    blas_single_users = 0;
+}
+
+static void blas_register_atfork(void) { pthread_atfork(NULL, NULL, blas_after_fork_child); }
 
 static void blas_single_begin(void) {
+    pthread_once(&blas_atfork_once, blas_register_atfork);
     pthread_mutex_lock(&blas_threads_lock);
     if (blas_single_users++ == 0) {
         blas_saved_threads = openblas_get_num_threads();
