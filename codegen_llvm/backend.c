@@ -385,6 +385,9 @@ static char *llvm_describe(void *state) {
     return em_strbuf_take(&s);
 }
 
-static const em_backend llvm_backend = {"llvm", llvm_compile, llvm_run, llvm_describe, exec_free};
+static char *llvm_profile(void *state) { return em_interp_profile(((executable *)state)->interp); }
+
+static const em_backend llvm_backend = {"llvm",        llvm_compile, llvm_run,
+                                        llvm_describe, llvm_profile, exec_free};
 
 const em_backend *em_llvm_backend(void) { return &llvm_backend; }

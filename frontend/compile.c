@@ -58,10 +58,12 @@ static char *interp_describe(void *state) {
     return s;
 }
 
+static char *interp_profile(void *state) { return em_interp_profile(state); }
+
 static void interp_free(void *state) { em_interp_free(state); }
 
-static const em_backend interp_backend = {"interp", interp_compile, interp_run, interp_describe,
-                                          interp_free};
+static const em_backend interp_backend = {"interp",        interp_compile, interp_run,
+                                          interp_describe, interp_profile, interp_free};
 
 const em_backend *em_interp_backend(void) { return &interp_backend; }
 
@@ -238,6 +240,7 @@ void em_compiled_times(const em_compiled *c, double *passes_ms, double *backend_
     *backend_ms = c->backend_ms;
 }
 char *em_compiled_describe(const em_compiled *c) { return c->backend->describe(c->state); }
+char *em_compiled_profile(const em_compiled *c) { return c->backend->profile(c->state); }
 
 #ifndef EMBER_HAVE_LLVM
 const em_backend *em_llvm_backend(void) { return NULL; }

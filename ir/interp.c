@@ -9,12 +9,20 @@
  * are compared right after the node computing them, so a failing one stops
  * the run before anything later runs: a backend writing inputs in place
  * relies on that.
+ *
+ * Profiling (em_interp_set_profiling, EMBER_PROFILE): each run then times
+ * every node with the monotonic clock and adds it to the interpreter's
+ * per-node totals, which em_interp_profile prints, slowest first. Off, a run
+ * pays one relaxed load of the switch.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ember/alloc.h"
+#include "ember/strbuf.h"
 #include "ir_internal.h"
 
 typedef struct {
@@ -37,7 +45,33 @@ struct em_interp {
     int *check_start;
     int *check_ids;
     int checked_by;
+    /* profiling: per position, nanoseconds summed over the profiled runs
+     * (atomic: runs may overlap) */
+    int64_t *prof_ns;
+    int64_t prof_runs;
 };
+
+static int profiling = -1; /* atomic; -1: not read from EMBER_PROFILE yet */
+
+void em_interp_set_profiling(bool on) { __atomic_store_n(&profiling, on ? 1 : 0, __ATOMIC_RELAXED); }
+
+bool em_interp_profiling(void) {
+    int p = __atomic_load_n(&profiling, __ATOMIC_RELAXED);
+    if (p < 0) {
+        const char *env = getenv("EMBER_PROFILE");
+        p = env && *env && strcmp(env, "0") != 0;
+        int unread = -1;
+        __atomic_compare_exchange_n(&profiling, &unread, p, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+        p = __atomic_load_n(&profiling, __ATOMIC_RELAXED);
+    }
+    return p == 1;
+}
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 em_interp *em_interp_new(const em_ir_graph *g) {
     em_interp *it = em_calloc(1, sizeof *it);
@@ -50,8 +84,10 @@ em_interp *em_interp_new(const em_ir_graph *g) {
     it->release_start = em_calloc((size_t)nn + 1, sizeof *it->release_start);
     it->release_ids = em_calloc((size_t)nv, sizeof *it->release_ids);
     it->pos = em_calloc((size_t)nv, sizeof *it->pos);
+    it->prof_ns = em_calloc((size_t)nn, sizeof *it->prof_ns);
     it->checked_by = -1;
-    if (!last || !it->kernels || !it->order || !it->release_start || !it->release_ids || !it->pos) {
+    if (!last || !it->kernels || !it->order || !it->release_start || !it->release_ids || !it->pos ||
+        !it->prof_ns) {
         em_free(last);
         em_interp_free(it);
         return NULL;
@@ -131,6 +167,7 @@ void em_interp_free(em_interp *it) {
     em_free(it->order);
     em_free(it->release_start);
     em_free(it->release_ids);
+    em_free(it->prof_ns);
     em_free(it);
 }
 
@@ -229,8 +266,11 @@ em_status em_interp_run(em_interp *it, void *run_ctx, em_tensor *const *in, int 
         slots[b->params[i]->id] = in[i];
     }
     em_status st = check_expected(it, 0, slots);
+    bool prof = em_interp_profiling();
     for (int k = 0; k < it->n_order && st == EM_OK; k++) {
+        int64_t t0 = prof ? now_ns() : 0;
         st = run_node(it, run_ctx, it->order[k], slots);
+        if (prof) __atomic_add_fetch(&it->prof_ns[k], now_ns() - t0, __ATOMIC_RELAXED);
         if (st == EM_OK) st = check_expected(it, k + 1, slots);
         for (int j = it->release_start[k]; j < it->release_start[k + 1]; j++) {
             int v = it->release_ids[j];
@@ -243,7 +283,83 @@ em_status em_interp_run(em_interp *it, void *run_ctx, em_tensor *const *in, int 
             out[i] = slots[b->results[i]->id];
             em_tensor_retain(out[i]);
         }
+    if (prof && st == EM_OK) __atomic_add_fetch(&it->prof_runs, 1, __ATOMIC_RELAXED);
     for (int i = 0; i < g->n_values; i++) em_tensor_release(slots[i]);
     em_free(slots);
     return st;
+}
+
+/* How node n runs: its installed kernel, its region op by op, or its eager
+ * kernel. */
+static void describe_node(em_strbuf *b, const em_interp *it, const em_ir_node *n) {
+    em_strbuf_printf(b, "%s", em_op_name(n->op));
+    if (n->region) {
+        int ops = 0;
+        for (const em_ir_node *m = n->region->first; m; m = m->next) ops++;
+        em_strbuf_printf(b, " of %d op%s", ops, ops == 1 ? "" : "s");
+    }
+    if (n->n_out) {
+        char t[160];
+        em_type_str(&n->out[0]->type, t, sizeof t);
+        em_strbuf_printf(b, " -> %s", t);
+    }
+    em_strbuf_printf(b, ", %s", it->kernels[n->id].fn ? "compiled kernel"
+                               : n->region         ? "op by op"
+                                                   : "eager kernel");
+    if (n->loc.file) {
+        const char *base = strrchr(n->loc.file, '/');
+        em_strbuf_printf(b, ", %s:%d", base ? base + 1 : n->loc.file, n->loc.line);
+    }
+}
+
+static _Thread_local const int64_t *by_ns; /* (qsort has no context argument) */
+
+static int slower_first(const void *x, const void *y) {
+    int64_t a = by_ns[*(const int *)x], b = by_ns[*(const int *)y];
+    return a < b ? 1 : a > b ? -1 : *(const int *)x - *(const int *)y;
+}
+
+char *em_interp_profile(const em_interp *it) {
+    int64_t runs = __atomic_load_n(&it->prof_runs, __ATOMIC_RELAXED);
+    if (runs == 0) return NULL;
+    int n = it->n_order;
+    int64_t *ns = em_malloc((size_t)(n ? n : 1) * sizeof *ns);
+    int *idx = em_malloc((size_t)(n ? n : 1) * sizeof *idx);
+    if (!ns || !idx) {
+        em_free(ns);
+        em_free(idx);
+        return NULL;
+    }
+    int64_t total = 0;
+    for (int k = 0; k < n; k++) {
+        ns[k] = __atomic_load_n(&it->prof_ns[k], __ATOMIC_RELAXED);
+        total += ns[k];
+        idx[k] = k;
+    }
+    int *num = em_malloc((size_t)(it->g->n_values ? it->g->n_values : 1) * sizeof *num);
+    if (!num) {
+        em_free(ns);
+        em_free(idx);
+        return NULL;
+    }
+    em_ir_number_values(it->g, num); /* %N as em_ir_print (and explain) show the graph */
+    by_ns = ns;
+    qsort(idx, (size_t)n, sizeof *idx, slower_first);
+    em_strbuf b;
+    em_strbuf_init(&b);
+    em_strbuf_printf(&b, "%lld profiled runs, %.1f us per run in its %d nodes (slowest first)\n",
+                     (long long)runs, (double)total / 1e3 / (double)runs, n);
+    for (int j = 0; j < n; j++) {
+        const em_ir_node *node = it->order[idx[j]];
+        em_strbuf_printf(&b, "%9.1f us %5.1f%%  ", (double)ns[idx[j]] / 1e3 / (double)runs,
+                         total ? 100.0 * (double)ns[idx[j]] / (double)total : 0.0);
+        char ref[64];
+        if (node->n_out) em_strbuf_printf(&b, "%s = ", em_ir_value_ref(node->out[0], num, ref));
+        describe_node(&b, it, node);
+        em_strbuf_printf(&b, "\n");
+    }
+    em_free(num);
+    em_free(ns);
+    em_free(idx);
+    return em_strbuf_take(&b);
 }

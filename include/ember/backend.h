@@ -46,6 +46,8 @@ typedef struct em_backend {
     em_status (*run)(void *state, em_tensor *const *in, int n_in, em_tensor **out, int n_out);
     /* Describes what was built (kernels, how each node runs) for explain(). */
     char *(*describe)(void *state);
+    /* Per-node times of the profiled runs (em_interp_profile), or NULL. */
+    char *(*profile)(void *state);
     void (*free)(void *state);
 } em_backend;
 

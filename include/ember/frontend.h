@@ -199,6 +199,9 @@ const em_ir_graph *em_compiled_graph(const em_compiled *c);
 void em_compiled_times(const em_compiled *c, double *passes_ms, double *backend_ms);
 /* What the backend made (its kernels), as malloc'd text; NULL on failure. */
 char *em_compiled_describe(const em_compiled *c);
+/* Per-node times of its profiled runs (EMBER_PROFILE), slowest first, as
+ * malloc'd text; NULL when none was profiled. */
+char *em_compiled_profile(const em_compiled *c);
 
 /* The interpreter as a backend (always available). */
 const em_backend *em_interp_backend(void);

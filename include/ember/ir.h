@@ -155,6 +155,12 @@ int em_interp_checked_by(const em_interp *it);
  * handed to the installed kernels. */
 em_status em_interp_run(em_interp *it, void *run_ctx, em_tensor *const *in, int n_in, em_tensor **out,
                         int n_out);
+/* Profiling: while on (EMBER_PROFILE=1 sets it at start), every run times
+ * each node into the interpreter's totals. em_interp_profile prints them,
+ * slowest first, as malloc'd text: NULL when no run was profiled. */
+void em_interp_set_profiling(bool on);
+bool em_interp_profiling(void);
+char *em_interp_profile(const em_interp *it);
 /* Runs one fused node's region with the eager kernels. */
 em_status em_interp_run_region(const em_ir_node *node, em_tensor *const *in, em_tensor **out);
 void em_interp_free(em_interp *it);

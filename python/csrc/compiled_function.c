@@ -1320,7 +1320,7 @@ static char *describe_state(const entry *e) {
     return em_strbuf_take(&b);
 }
 
-/* [{backend, dump_path, guards, reason, note}] for tests, explain and demos. */
+/* [{backend, dump_path, guards, reason, note, ..., profile}] for tests, explain and demos. */
 static PyObject *cf_specializations(PyObject *self, PyObject *unused) {
     (void)unused;
     compiled_fn *cf = (compiled_fn *)self;
@@ -1329,19 +1329,22 @@ static PyObject *cf_specializations(PyObject *self, PyObject *unused) {
         entry *e = &cf->entries[i];
         char *g = em_guards_print(e->guards);
         char *kernels = e->compiled ? em_compiled_describe(e->compiled) : NULL;
+        char *profile = e->compiled ? em_compiled_profile(e->compiled) : NULL;
         char *state = e->compiled || e->pending ? describe_state(e) : NULL;
         double passes_ms = 0, backend_ms = 0;
         if (e->compiled) em_compiled_times(e->compiled, &passes_ms, &backend_ms);
         PyObject *d = Py_BuildValue(
-            "{s:s,s:s,s:s,s:s,s:s,s:i,s:d,s:d,s:d,s:s,s:s,s:s}", "backend",
+            "{s:s,s:s,s:s,s:s,s:s,s:i,s:d,s:d,s:d,s:s,s:s,s:s,s:s}", "backend",
             e->compiled ? em_compiled_backend(e->compiled) : e->pending ? "pending" : "eager", "dump_path",
             e->compiled ? em_compiled_dump_path(e->compiled) : "", "guards", g ? g : "", "reason",
             e->reason, "note", e->compiled ? em_compiled_note(e->compiled) : "", "captured",
             e->n_captured, "trace_ms", e->trace_ms,
             "passes_ms", passes_ms, "backend_ms", backend_ms, "kernels", kernels ? kernels : "",
-            "traced_ir", e->traced_ir ? e->traced_ir : "", "state", state ? state : "");
+            "traced_ir", e->traced_ir ? e->traced_ir : "", "state", state ? state : "", "profile",
+            profile ? profile : "");
         free(g);
         free(kernels);
+        free(profile);
         free(state);
         if (!d || PyList_Append(list, d) < 0) {
             Py_XDECREF(d);
@@ -1505,8 +1508,24 @@ static PyObject *f_pass_pipeline(PyObject *self, PyObject *unused) {
     return t;
 }
 
+static PyObject *f_set_profiling(PyObject *self, PyObject *on) {
+    (void)self;
+    int v = PyObject_IsTrue(on);
+    if (v < 0) return NULL;
+    em_interp_set_profiling(v);
+    Py_RETURN_NONE;
+}
+
+static PyObject *f_profiling(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(em_interp_profiling());
+}
+
 static PyMethodDef compile_methods[] = {
     {"_pass_pipeline", f_pass_pipeline, METH_NOARGS, "the passes every graph goes through"},
+    {"_set_profiling", f_set_profiling, METH_O, "_set_profiling(on): time every node of compiled runs"},
+    {"_profiling", f_profiling, METH_NOARGS, "whether compiled runs time their nodes"},
     {"_trace_scalar_input", f_trace_scalar_input, METH_VARARGS,
      "_trace_scalar_input(d, key): d[key] as a 0-d float64 tensor a compiled graph reads anew at every call"},
     {"_trace_guard_items", f_trace_guard_items, METH_VARARGS,

@@ -20,6 +20,12 @@ explain(fn, *args) makes one call and says what happened to it: which
 specialisation ran or was made (its guards, graphs, passes, kernels and
 compile time by stage) or why the call ran eagerly, and the function's
 counters (hits, misses, recompiles, eager calls by reason).
+
+Profiling: EMBER_PROFILE=1, or `with ember.compiler.profiling():`, times
+every node of every compiled run. explain() and profile_report(fn) then list
+each specialisation's nodes, slowest first: time per run, share of the run,
+the op and its result type, whether it ran a compiled kernel, its region op
+by op or an eager kernel, and the source line it came from.
 """
 
 import contextlib
@@ -43,6 +49,37 @@ def compile(fn=None, *, cache_limit=None):
     return cf
 
 
+
+
+def set_profiling(on):
+    """Time every node of compiled runs from now on (on=True), or stop."""
+    _C._set_profiling(bool(on))
+
+
+def is_profiling():
+    return _C._profiling()
+
+
+@contextlib.contextmanager
+def profiling():
+    """Within the block, compiled runs time each of their nodes (the totals
+    stay with each specialisation: see profile_report and explain)."""
+    was = is_profiling()
+    set_profiling(True)
+    try:
+        yield
+    finally:
+        set_profiling(was)
+
+
+def profile_report(fn):
+    """The per-node times of fn's profiled compiled runs, one block per
+    specialisation that has some ("" when none has)."""
+    blocks = []
+    for i, spec in enumerate(fn._specializations()):
+        if spec.get("profile"):
+            blocks.append(f"specialisation {i} ({spec['backend']} backend): " + spec["profile"])
+    return "\n".join(blocks)
 
 
 def disable():
@@ -97,10 +134,15 @@ def _indented(text, by="    "):
 
 
 def explain(fn, *args, print_report=True, **kwargs):
-    """Calls fn(*args, **kwargs) once (fn compiled, or a plain function to
-    compile) and reports what that call did; returns an Explanation."""
-    cf = fn if isinstance(fn, _C.CompiledFunction) else compile(fn)
-    result = cf(*args, **kwargs)
+    """Calls fn(*args, **kwargs) once (fn compiled, a module
+    ember.compile returned, or a plain function to compile) and reports what
+    that call did; returns an Explanation."""
+    from .nn.modules.compiled import CompiledModule
+    if isinstance(fn, CompiledModule):
+        call, cf = fn, fn._compiled  # (the module's call supplies its training modes)
+    else:
+        call = cf = fn if isinstance(fn, _C.CompiledFunction) else compile(fn)
+    result = call(*args, **kwargs)
     last = cf._last_call() or {"event": "eager", "specialization": None, "reason": ""}
     specs = cf._specializations()
     stats = cf._stats()
@@ -146,6 +188,10 @@ def explain(fn, *args, print_report=True, **kwargs):
                          f"{spec['backend_ms']:.2f} ms")
             if spec["dump_path"]:
                 lines.append(f"  dumped to {spec['dump_path']}")
+            if spec["profile"]:
+                head, _, rows = spec["profile"].partition("\n")
+                lines.append(f"  time per node: {head}")
+                lines.append(_indented(rows))
     lines.append(f"  counters: {stats['hits']} hits, {stats['misses']} misses, "
                  f"{stats['recompiles']} recompiles, {stats['eager_calls']} eager calls, "
                  f"{stats['specializations']} of {stats['cache_limit']} specialisations cached")

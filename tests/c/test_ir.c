@@ -122,6 +122,20 @@ static void test_builder_and_interpreter(void) {
     CHECK(it && em_interp_run(it, NULL, in, 2, &got, 1) == EM_OK);
     CHECK(got && got->numel == 6);
     for (int i = 0; got && i < 6; i++) CHECK(em_tensor_get_f64(got, i) == em_tensor_get_f64(want, i));
+    /* not profiled: no report; profiled: one line per node, by the printer's names */
+    CHECK(it && em_interp_profile(it) == NULL);
+    em_interp_set_profiling(true);
+    em_tensor *again = NULL;
+    CHECK(it && em_interp_run(it, NULL, in, 2, &again, 1) == EM_OK);
+    em_interp_set_profiling(false);
+    em_tensor_release(again);
+    char *prof = it ? em_interp_profile(it) : NULL;
+    CHECK(prof != NULL);
+    if (prof) {
+        CHECK_STR_CONTAINS(prof, "1 profiled runs");
+        CHECK_STR_CONTAINS(prof, "%0 = fused of 4 ops -> f32[2,3], op by op, k.py:3");
+    }
+    free(prof);
     /* wrong input types are refused, not misread */
     em_tensor *bad[2] = {y, x}, *o2 = NULL;
     CHECK(em_interp_run(it, NULL, bad, 2, &o2, 1) != EM_OK);

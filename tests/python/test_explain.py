@@ -114,3 +114,61 @@ def test_grad_mode_is_a_guard():
         e = ember.compiler.explain(f, x, print_report=False)
     assert e.event == "traced" and "(grad mode): bool == False" in e.text
     assert "(grad mode): bool == True" in f._specializations()[0]["guards"]
+
+
+def mlp_forward():
+    ember.manual_seed(0)
+    m = ember.nn.Sequential(ember.nn.Linear(64, 256), ember.nn.ReLU(), ember.nn.Linear(256, 4))
+    return m, ember.randn(32, 64)
+
+
+def test_profiling_times_every_node_of_compiled_runs():
+    m, x = mlp_forward()
+    cm = ember.compile(m)
+    with ember.no_grad():
+        cm(x)
+        cm(x)  # compiled, not profiled
+        assert ember.compiler.profile_report(cm) == ""
+        assert not ember.compiler.is_profiling()
+        with ember.compiler.profiling():
+            assert ember.compiler.is_profiling()
+            for _ in range(4):
+                cm(x)
+        assert not ember.compiler.is_profiling()
+        cm(x)  # not counted
+    report = ember.compiler.profile_report(cm)
+    spec = cm._specializations()[0]
+    head, *rows = report.splitlines()
+    assert head.startswith(f"specialisation 0 ({spec['backend']} backend): 4 profiled runs, ")
+    graph = cm._compiled._graph(0)
+    nodes = [line for line in graph.splitlines() if " = " in line and line.startswith("  %")]
+    assert len(rows) == len(nodes)  # one row per node of the graph after the passes
+    shares = [float(r.split("%")[0].split("us")[1]) for r in rows]
+    assert abs(sum(shares) - 100.0) < 0.5
+    times = [float(r.split("us")[0]) for r in rows]
+    assert times == sorted(times, reverse=True) and times[0] > 0
+    # each row names the node as the printed graph does, how it ran and where it came from
+    matmuls = [r for r in rows if "matmul -> f32[32,256], eager kernel, test_explain.py:" in r]
+    assert len(matmuls) == 1
+    ref = matmuls[0].split("%", 2)[2].split(" = ")[0]
+    assert f"%{ref} = matmul(" in graph
+    how = "compiled kernel" if spec["backend"] == "llvm" else "op by op"
+    assert any("fused of 2 ops -> f32[32,256], " + how in r for r in rows)
+    # explain shows the same table (its own call is not profiled)
+    with ember.no_grad():
+        e = ember.compiler.explain(cm, x, print_report=False)
+    assert e.event == "compiled" and "time per node: 4 profiled runs" in e.text
+    assert matmuls[0].strip() in e.text
+
+
+def test_ember_profile_env_turns_profiling_on():
+    code = ("import ember\n"
+            "assert ember.compiler.is_profiling()\n"
+            "f = ember.compile(lambda x: (x * 2).relu())\n"
+            "x = ember.randn(4)\n"
+            "f(x); f(x); f(x)\n"
+            "print(ember.compiler.profile_report(f))\n")
+    env = dict(os.environ, EMBER_PROFILE="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    assert "2 profiled runs" in out and "fused of " in out
