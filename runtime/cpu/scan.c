@@ -7,7 +7,9 @@
  * doubles (floats: exact; 16-bit floats: widened), processed, and written
  * back converted: float results in PyTorch's acc type (double on the CPU),
  * integer cumsum/cumprod in wrapping int64. softmax subtracts the line's max
- * first, so large values do not overflow.
+ * first, so large values do not overflow. Lines that lie side by side (a
+ * scan over a dim that is not the innermost) or are short (at most 32 long)
+ * go through a buffer 16 lines at a time, each step running across them.
  */
 #include <math.h>
 #include <string.h>
@@ -161,26 +163,29 @@ typedef struct {
     case EM_DTYPE_##S:                                                                             \
         for (int64_t r = 0; r < n; r++)                                                            \
             for (int64_t w = 0; w < nw; w++)                                                       \
-                buf[r * W + w] = sc_cast_##sfx##_f64(((const T *)p)[r * st + w]);                  \
+                buf[r * W + w] = sc_cast_##sfx##_f64(((const T *)p)[r * st + w * wst]);            \
         break;
 #define LOAD_WI(unused, S, T, sfx)                                                                 \
     case EM_DTYPE_##S:                                                                             \
         for (int64_t r = 0; r < n; r++)                                                            \
-            for (int64_t w = 0; w < nw; w++) ibuf[r * W + w] = (int64_t)((const T *)p)[r * st + w]; \
+            for (int64_t w = 0; w < nw; w++) ibuf[r * W + w] = (int64_t)((const T *)p)[r * st + w * wst]; \
         break;
 #define STORE_W(unused, S, T, sfx)                                                                 \
     case EM_DTYPE_##S:                                                                             \
         for (int64_t r = 0; r < n; r++)                                                            \
-            for (int64_t w = 0; w < nw; w++) ((T *)q)[r * ost + w] = sc_cast_f64_##sfx(buf[r * W + w]); \
+            for (int64_t w = 0; w < nw; w++)                                                       \
+                ((T *)q)[r * ost + w * owst] = sc_cast_f64_##sfx(buf[r * W + w]);                  \
         break;
 #define STORE_WI(unused, S, T, sfx)                                                                \
     case EM_DTYPE_##S:                                                                             \
         for (int64_t r = 0; r < n; r++)                                                            \
-            for (int64_t w = 0; w < nw; w++) ((T *)q)[r * ost + w] = sc_cast_i64_##sfx(ibuf[r * W + w]); \
+            for (int64_t w = 0; w < nw; w++)                                                       \
+                ((T *)q)[r * ost + w * owst] = sc_cast_i64_##sfx(ibuf[r * W + w]);                 \
         break;
 
-static void block(const scan_ctx *c, const char *p, int64_t st, char *q, int64_t ost, int64_t nw,
-                  double *buf, int64_t *ibuf) {
+/* nw lines: line w's element r at p[r * st + w * wst] (q: ost, owst). */
+static void block(const scan_ctx *c, const char *p, int64_t st, int64_t wst, char *q, int64_t ost,
+                  int64_t owst, int64_t nw, double *buf, int64_t *ibuf) {
     int64_t n = c->len;
     bool fl = em_dtype_is_float(c->x->dtype);
     switch (c->x->dtype) {
@@ -211,13 +216,17 @@ static void block(const scan_ctx *c, const char *p, int64_t st, char *q, int64_t
         for (int64_t w = 0; w < W; w++)
             if (isinf(m[w])) m[w] = m[w] > 0 ? m[w] : 0.0;
         double *e = soft ? buf : (double *)ibuf;
+        /* the exps, then the sums: two loops without branches vectorise
+         * across the W lines (one, with the dtype test inside, did not) */
+        if (f64)
+            for (int64_t r = 0; r < n; r++)
+                for (int64_t w = 0; w < W; w++) e[r * W + w] = exp(buf[r * W + w] - m[w]);
+        else
+            for (int64_t r = 0; r < n; r++)
+                for (int64_t w = 0; w < W; w++)
+                    e[r * W + w] = (double)sc_exp_f32((float)(buf[r * W + w] - m[w]));
         for (int64_t r = 0; r < n; r++)
-            for (int64_t w = 0; w < W; w++) {
-                double x = buf[r * W + w] - m[w];
-                double ex = f64 ? exp(x) : (double)sc_exp_f32((float)x);
-                e[r * W + w] = ex;
-                sum[w] += ex;
-            }
+            for (int64_t w = 0; w < W; w++) sum[w] += e[r * W + w];
         double sub[W];
         for (int64_t w = 0; w < W; w++) sub[w] = m[w] + log(sum[w]);
         for (int64_t r = 0; r < n; r++)
@@ -264,8 +273,36 @@ static void cols_task(void *arg, int64_t b, int64_t e) {
             xo += i * c->xstride[d];
             yo += i * c->ystride[d];
         }
-        block(c, (const char *)em_tensor_data(c->x) + xo * (int64_t)xi, c->x->strides[c->dim],
-              (char *)em_tensor_data(c->y) + yo * (int64_t)yi, c->y->strides[c->dim], nw, buf, ibuf);
+        block(c, (const char *)em_tensor_data(c->x) + xo * (int64_t)xi, c->x->strides[c->dim], 1,
+              (char *)em_tensor_data(c->y) + yo * (int64_t)yi, c->y->strides[c->dim], 1, nw, buf, ibuf);
+    }
+    em_free(buf);
+    em_free(ibuf);
+}
+
+/* ---- short rows: x and y contiguous, the scan dim innermost and at most
+ * SHORT long (log_softmax over 10 classes). One line at a time spends its
+ * time on per-line overhead and scalar exps; W lines go through block() at
+ * once instead, every step running across them. ---- */
+#define SHORT 32
+
+static void short_rows_task(void *arg, int64_t b, int64_t e) {
+    scan_ctx *c = arg;
+    size_t n = (size_t)c->len * W;
+    double *buf = em_calloc(n, sizeof *buf);
+    int64_t *ibuf = em_calloc(n, sizeof *ibuf);
+    if (!buf || !ibuf) {
+        c->status = EM_ERR_NOMEM;
+        em_free(buf);
+        em_free(ibuf);
+        return;
+    }
+    int64_t lines = c->x->numel / c->len;
+    size_t xi = em_dtype_size(c->x->dtype), yi = em_dtype_size(c->y->dtype);
+    for (int64_t t = b; t < e; t++) {
+        int64_t l0 = t * W, nw = lines - l0 < W ? lines - l0 : W;
+        block(c, (const char *)em_tensor_data(c->x) + l0 * c->len * (int64_t)xi, 1, c->len,
+              (char *)em_tensor_data(c->y) + l0 * c->len * (int64_t)yi, 1, c->len, nw, buf, ibuf);
     }
     em_free(buf);
     em_free(ibuf);
@@ -305,6 +342,12 @@ em_status cpu_scan(em_op op, em_tensor *const *in, int n_in, const em_attrs *att
         lines *= c.x->shape[d];
     }
     int last = c.n_outer - 1;
+    if (c.dim == c.x->ndim - 1 && c.len <= SHORT && lines > 1 && em_tensor_is_contiguous(c.x) &&
+        em_tensor_is_contiguous(c.y)) {
+        int64_t tiles = (lines + W - 1) / W;
+        em_parallel_for(tiles, EM_GRAIN_ELEMENTWISE / (c.len * W) + 1, short_rows_task, &c);
+        return c.status ? em_error(c.status, "%s: out of memory", em_op_name(op)) : EM_OK;
+    }
     if (last >= 0 && c.xstride[last] == 1 && c.ystride[last] == 1 && c.oshape[last] >= W &&
         c.x->strides[c.dim] != 1) {
         cols_ctx k = {&c, c.oshape[last], (c.oshape[last] + W - 1) / W};
