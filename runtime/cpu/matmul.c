@@ -218,8 +218,16 @@ static void gemm_on_pool(gemm_plan *p, int64_t batches) {
     p->chunk = (len + chunks - 1) / chunks;
     p->chunk = (p->chunk + BLOCK_ALIGN - 1) / BLOCK_ALIGN * BLOCK_ALIGN;
     p->chunks = (len + p->chunk - 1) / p->chunk;
+    /* Blocks of at least MIN_TASK_MACS each are worth waking a sleeping
+     * worker for; whole small matrices of a batch (chunks == 1) are grouped
+     * to that size and follow the pool's usual rule instead: a few of them
+     * run on the caller (waking cost more than 2x4x4 products take). */
+    int64_t macs = len * other * p->k / p->chunks;
     blas_single_begin();
-    em_parallel_for_heavy(batches * p->chunks, gemm_blocks, p);
+    if (macs >= MIN_TASK_MACS)
+        em_parallel_for_heavy(batches * p->chunks, gemm_blocks, p);
+    else
+        em_parallel_for(batches * p->chunks, MIN_TASK_MACS / (macs ? macs : 1) + 1, gemm_blocks, p);
     blas_single_end();
 }
 

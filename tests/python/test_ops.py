@@ -799,6 +799,7 @@ BLOCKED_MATMULS = [  # name, a's shape, b's shape, product, its inner dim
     ("broadcast batch", (3, 1, 90, 64), (2, 64, 70), lambda a, b: a @ b, 64),
     ("folded batch", (4, 50, 64), (64, 33), lambda a, b: a @ b, 64),
     ("k of 2", (600, 2), (2, 800), lambda a, b: a @ b, 2),
+    ("many small batches", (300, 4, 5), (300, 5, 3), lambda a, b: a @ b, 5),
 ]
 
 
