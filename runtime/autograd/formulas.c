@@ -424,24 +424,49 @@ FORMULA(cumsum) {
     gin[0] = give(cs ? keep(s, em_flip(cs, &d, 1)) : keep(s, NULL));
     END;
 }
+/* Sums from each position to the end of its line along d. */
+static T reversed_cumsum(scope *s, T a, int64_t d) {
+    T f = a ? keep(s, em_flip(a, &d, 1)) : keep(s, NULL);
+    T cs = f ? keep(s, em_scan(EM_OP_CUMSUM, f, d)) : keep(s, NULL);
+    return cs ? keep(s, em_flip(cs, &d, 1)) : keep(s, NULL);
+}
+
 FORMULA(cumprod) {
-    BEGIN; /* reversed cumsum of g * out, over x (needs x without zeros) */
+    /* dx[k] = sum over j >= k of g[j] * (the product of x[0..j] but x[k]),
+     * per line along d, zeros included:
+     *   before the line's first zero: reversed cumsum of g * y, over x[k];
+     *   at the first zero z: reversed cumsum of g * y', y' the cumprod with
+     *     x[z] taken as 1 (every product that skips x[z] includes x[0..z));
+     *   after it: 0 (every such product includes x[z]).
+     * Ops only, no read of the data: the same graph serves every input.
+     * Differentiating this again (create_graph, which is grad mode here) is
+     * right away from zeros only: past a zero the constant 0 has lost how
+     * it depends on x[z]. So that case reads the data, and refuses. */
+    BEGIN;
     int64_t d = c->node->attrs.dims[0];
     if (g->ndim == 0) {
         gin[0] = give(g);
         END;
     }
-    T any_zero = keep(s, em_reduce(EM_OP_ANY, EQ(X, num(s, 0)), NULL, 0, false, 0, 0));
-    if (any_zero && ((uint8_t *)any_zero->storage->data)[any_zero->offset]) {
-        em_error(EM_ERR_NOT_IMPLEMENTED, "cumprod: the gradient for an input holding zeros");
-        s->failed = true;
-        END;
+    T zero = num(s, 0), one = num(s, 1);
+    T is_zero = EQ(X, zero);
+    if (em_grad_enabled()) {
+        T any_zero = is_zero ? keep(s, em_reduce(EM_OP_ANY, is_zero, NULL, 0, false, 0, 0)) : NULL;
+        if (any_zero && ((uint8_t *)any_zero->storage->data)[any_zero->offset]) {
+            em_error(EM_ERR_NOT_IMPLEMENTED,
+                     "cumprod: the second derivative (create_graph=True) for an input holding zeros");
+            s->failed = true;
+            END;
+        }
     }
-    T gy = MUL(g, Y);
-    T f = gy ? keep(s, em_flip(gy, &d, 1)) : keep(s, NULL);
-    T cs = f ? keep(s, em_scan(EM_OP_CUMSUM, f, d)) : keep(s, NULL);
-    T back = cs ? keep(s, em_flip(cs, &d, 1)) : keep(s, NULL);
-    gin[0] = give(DIV(back, X));
+    T zeros_so_far = is_zero ? keep(s, em_scan(EM_OP_CUMSUM, is_zero, d)) : keep(s, NULL);
+    T before = EQ(zeros_so_far, zero);
+    T first = bin(s, EM_OP_LOGICAL_AND, is_zero, EQ(zeros_so_far, one));
+    T at_and_before = DIV(reversed_cumsum(s, MUL(g, Y), d), WHERE(before, X, one));
+    T y_skip = WHERE(first, one, X);
+    T y1 = y_skip ? keep(s, em_scan(EM_OP_CUMPROD, y_skip, d)) : keep(s, NULL);
+    T at_first = reversed_cumsum(s, MUL(g, y1), d);
+    gin[0] = give(WHERE(before, at_and_before, WHERE(first, at_first, zero)));
     END;
 }
 FORMULA(softmax) {

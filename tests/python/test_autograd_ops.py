@@ -29,6 +29,15 @@ class P:
         return m.tensor(self.values, dtype=m.float64, requires_grad=True)
 
 
+class Z(P):
+    """A P with exact zeros at the given (row, col) places."""
+
+    def __init__(self, shape, zeros, **kw):
+        super().__init__(shape, **kw)
+        for i, j in zeros:
+            self.values[i, j] = 0.0
+
+
 class C:
     """A constant input (indices, masks, conditions): no gradient."""
 
@@ -110,7 +119,7 @@ CASES = [
     ("prod", lambda m, x: x.prod(), [P((3, 4), 0.5, 1.5)]),
     ("prod", lambda m, x: x.prod(1), [P((3, 4))]),
     # zeros in a product: the gradient still flows to the zero factors
-    # (double backward would need cumprod's gradient at zeros: not yet)
+    # (its double backward goes through cumprod's at zeros, which refuses)
     ("prod", lambda m, x: (x * C([[1, 0, 1, 1], [0, 1, 0, 1], [1, 1, 1, 1]], "float64").make(m)).prod(1),
      [P((3, 4))], dict(double=False)),
     ("amax", lambda m, x: x.amax(1), [P((3, 4))]),
@@ -129,6 +138,11 @@ CASES = [
     ("cumsum", lambda m, x: x.cumsum(1), [P((3, 4))]),
     ("cumsum", lambda m, x: x.cumsum(0), [P((3, 4))]),
     ("cumprod", lambda m, x: x.cumprod(1), [P((3, 4), 0.5, 1.5)]),
+    # zeros: a line's first zero gets the products that skip it; after it, 0
+    ("cumprod", lambda m, x: x.cumprod(1),
+     [Z((4, 5), [(0, 1), (1, 0), (1, 2), (2, 4), (3, 2), (3, 3)], lo=0.5, hi=1.5)], dict(double=False)),
+    ("cumprod", lambda m, x: x.cumprod(0), [Z((4, 3), [(1, 0), (0, 1), (3, 1)], lo=-1.5, hi=1.5)],
+     dict(double=False)),
     ("softmax", lambda m, x: x.softmax(1), [P((3, 4))]),
     ("softmax", lambda m, x: x.softmax(0), [P((3, 4))]),
     ("log_softmax", lambda m, x: x.log_softmax(-1), [P((3, 4))]),
@@ -228,7 +242,7 @@ def _double(case):
 
 DOUBLE = ["exp", "log", "sqrt", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "sin", "mul", "div",
           "pow", "maximum", "where", "clamp", "lerp", "sum", "mean", "prod", "amax", "var", "std",
-          "norm", "logsumexp", "cumsum", "softmax", "log_softmax", "matmul", "slice", "select",
+          "norm", "logsumexp", "cumsum", "cumprod", "softmax", "log_softmax", "matmul", "slice", "select",
           "cat", "index", "gather", "index_put", "erf", "rsqrt", "reciprocal", "softplus"]
 
 
@@ -244,3 +258,38 @@ def test_every_differentiable_op_has_a_case():
     covered = {c[0] for c in CASES}
     missing = [op for op in ember._C._differentiable_ops() if op not in covered]
     assert not missing, f"no gradcheck case for {missing}"
+
+
+def test_cumprod_second_derivative_at_zeros_refuses():
+    """cumprod's gradient is exact at zeros, but differentiating it again
+    there is not: create_graph over an input holding a zero raises a
+    NotImplementedError that says so, instead of a wrong second derivative.
+    Away from zeros it works (test_gradgradcheck)."""
+    x = ember.tensor([[2.0, 0.0, 3.0]], dtype=ember.float64, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="cumprod: the second derivative"):
+        ember.autograd.grad(x.cumprod(1).sum(), x, create_graph=True)
+    (g,) = ember.autograd.grad(x.cumprod(1).sum(), x)  # first order: fine
+    assert g.tolist() == [[1.0 + 0.0 + 0.0, 2.0 + 6.0, 0.0]]
+
+
+def test_cumprod_gradient_in_a_compiled_step_with_and_without_zeros():
+    """The gradient is ops only, so the graph traced on an input without
+    zeros is right on one with them (the division it used to do gave NaN)."""
+    w = ember.ones(6, dtype=ember.float64, requires_grad=True)
+
+    def step(x):
+        w.grad = None
+        (w * x).cumprod(0).sum().backward()
+        return w.grad * 1
+
+    compiled = ember.compile(step)
+    for values in ([1.5, 2.0, 0.5, 1.0, 3.0, 2.0], [1.5, 0.0, 2.0, 0.0, 1.0, 1.0],
+                   [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], [1.5, 2.0, 0.5, 1.0, 3.0, 0.0]):
+        x = ember.tensor(values, dtype=ember.float64)
+        want = step(x).numpy()
+        xt = torch.tensor(values, dtype=torch.float64)
+        wt = torch.ones(6, dtype=torch.float64, requires_grad=True)
+        (wt * xt).cumprod(0).sum().backward()
+        np.testing.assert_allclose(want, wt.grad.numpy(), rtol=1e-12)
+        np.testing.assert_array_equal(compiled(x).numpy(), want)
+    assert compiled._stats()["compiled_calls"] >= 2
