@@ -552,6 +552,15 @@ AVGPOOL = [
     dict(kernel_size=(2, 4), stride=(1, 2), padding=(1, 2), count_include_pad=False),
     dict(kernel_size=2, divisor_override=3),
     dict(kernel_size=3, padding=1, divisor_override=2),
+    # ceil_mode: the last windows run past the input (and its padding)
+    dict(kernel_size=2, ceil_mode=True),
+    dict(kernel_size=3, stride=2, ceil_mode=True),
+    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+    dict(kernel_size=(2, 4), stride=(3, 2), padding=(1, 2), ceil_mode=True),
+    dict(kernel_size=(3, 2), stride=(2, 3), padding=(1, 1), ceil_mode=True, count_include_pad=False),
+    dict(kernel_size=4, stride=3, padding=2, ceil_mode=True),
+    dict(kernel_size=3, stride=2, ceil_mode=True, divisor_override=5),
 ]
 
 
@@ -563,6 +572,20 @@ def test_avg_pool2d(cfg, unbatched):
     em, tm = enn.AvgPool2d(**cfg), torch.nn.AvgPool2d(**cfg)
     assert repr(em) == repr(tm)
     check_module(em, tm, rnd(shape, 5))
+
+
+@pytest.mark.parametrize("cfg", [dict(ceil_mode=True), dict(ceil_mode=True, count_include_pad=False),
+                                 dict(count_include_pad=False)], ids=str)
+def test_avg_pool2d_partial_windows_compile(cfg):
+    """The per-place counts of partial windows are built from traced ops,
+    so such a pool compiles (it fell back to eager) and matches eager."""
+    def pool(x):
+        return EF.avg_pool2d(x, 3, 2, 1, **cfg)
+    compiled = ember.compile(pool)
+    for seed in range(3):
+        x = ember.tensor(rnd((2, 3, 7, 9), seed=seed))
+        np.testing.assert_array_equal(compiled(x).numpy(), pool(x).numpy())
+    assert compiled._stats()["compiled_calls"] >= 1 and compiled._stats()["eager_calls"] == 0
 
 
 @pytest.mark.parametrize("out", [(4, 3), 2, (3, 5), (5, 7), 1, (None, 4), (3, None), (10, 12)])

@@ -404,22 +404,35 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return out.squeeze(0) if input.ndim == 3 else out
 
 
+def _avg_counts(size, k, s, p, n, include_pad, dtype):
+    """Per output index along one dim, how many places its window averages
+    over, as PyTorch counts them: the window clipped to the padded input
+    (include_pad), or to the input itself. Built from traced ops (full,
+    cumsum, clamp; arange is not one), so a compiled graph computes it."""
+    start = _creation.full((n,), float(s), dtype=dtype).cumsum(0) - (s + p)  # i * s - p
+    end = _ops.clamp(start + k, max=size + p)  # a ceil_mode window past the padding is cut there
+    if not include_pad:
+        start, end = _ops.clamp(start, min=0), _ops.clamp(end, max=size)
+    return end - start
+
+
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
-    if ceil_mode:
-        raise NotImplementedError("avg_pool2d: ceil_mode=True is not implemented in ember yet")
     x = _pool_input(input, "avg_pool2d")
     k, s, p = _pool_geometry("avg_pool2d", kernel_size, stride, padding)
-    win, _, _ = _windows(x, k, s, p, (1, 1), what="avg_pool2d")
+    win, oh, ow = _windows(x, k, s, p, (1, 1), ceil_mode=ceil_mode, what="avg_pool2d")
     total = win.sum(2)
+    h, w = x.shape[2], x.shape[3]
     if divisor_override:
         out = total / divisor_override
-    elif count_include_pad or p == (0, 0):
+    elif (count_include_pad or p == (0, 0)) and not ceil_mode:
         out = total / (k[0] * k[1])
     else:
-        ones = _creation.ones(1, 1, *x.shape[2:], dtype=x.dtype)
-        count, _, _ = _windows(ones, k, s, p, (1, 1), what="avg_pool2d")
-        out = total / count.sum(2)
+        # partial windows (padding left out, or ceil_mode's last ones): a
+        # count per output place, a constant of the shapes
+        ch = _avg_counts(h, k[0], s[0], p[0], oh, count_include_pad, x.dtype)
+        cw = _avg_counts(w, k[1], s[1], p[1], ow, count_include_pad, x.dtype)
+        out = total / (ch.unsqueeze(1) * cw)
     return out.squeeze(0) if input.ndim == 3 else out
 
 
