@@ -652,6 +652,32 @@ def test_embedding_from_pretrained():
     check_module(em, tm, K([[4, 1], [1, 3]]))  # row 1 kept as given, no gradient
 
 
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0])
+@pytest.mark.parametrize("padding_idx", [None, 2])
+def test_embedding_max_norm_renormalises_the_named_rows_in_place(norm_type, padding_idx):
+    """Rows named by the input (row 2 twice) whose norm exceeds max_norm are
+    scaled to it in the weight itself, as PyTorch does; others untouched;
+    then the lookup and its gradients match."""
+    em = enn.Embedding(10, 4, padding_idx=padding_idx, max_norm=1.5, norm_type=norm_type,
+                       dtype=ember.float64)
+    tm = torch.nn.Embedding(10, 4, padding_idx=padding_idx, max_norm=1.5, norm_type=norm_type,
+                            dtype=torch.float64)
+    assert repr(em) == repr(tm)
+    w = rnd((10, 4), seed=3) * 2
+    w[3] *= 0.1  # a named row under the limit
+    with ember.no_grad():
+        em.weight.copy_(ember.from_numpy(w.copy()))
+    with torch.no_grad():
+        tm.weight.copy_(torch.from_numpy(w.copy()))
+    check_module(em, tm, K(IDX))
+    np.testing.assert_allclose(em.weight.detach().numpy(), tm.weight.detach().numpy(),
+                               rtol=1e-12, atol=1e-15)
+    named = sorted(set(IDX.ravel().tolist()))
+    others = [r for r in range(10) if r not in named]
+    np.testing.assert_array_equal(em.weight.detach().numpy()[others], w[others])
+    assert not np.array_equal(em.weight.detach().numpy()[named], w[named])
+
+
 def test_embedding_float32():
     em, tm = enn.Embedding(7, 3), torch.nn.Embedding(7, 3)
     check_module(em, tm, K([0, 6, 6, 3]), **F32)

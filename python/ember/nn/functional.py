@@ -118,12 +118,21 @@ def linear(input, weight, bias=None):
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
-    """The rows of weight that input (integer indices) names."""
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not "
-                                  "implemented in ember yet")
+    """The rows of weight that input (integer indices) names. With max_norm,
+    first rescales (in place, as PyTorch does) each named row whose
+    norm_type-norm exceeds max_norm to max_norm / (norm + 1e-7) times it."""
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: scale_grad_by_freq and sparse are not implemented "
+                                  "in ember yet")
     if input.dtype not in (_C.int64, _C.int32):
         raise RuntimeError(f"embedding: expected the indices to be int64 or int32, got {input.dtype}")
+    if max_norm is not None:
+        with no_grad():
+            idx = input.reshape(-1)
+            named = weight.index_select(0, idx)
+            norms = named.norm(p=norm_type, dim=1, keepdim=True)
+            scale = _ops.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+            weight[idx] = named * scale  # a row named twice gets the same value twice
     rows = weight.index_select(0, input.reshape(-1))
     if padding_idx is not None:
         if padding_idx < 0:
