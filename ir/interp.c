@@ -283,7 +283,7 @@ em_status em_interp_run(em_interp *it, void *run_ctx, em_tensor *const *in, int 
             out[i] = slots[b->results[i]->id];
             em_tensor_retain(out[i]);
         }
-    if (prof && st == EM_OK) __atomic_add_fetch(&it->prof_runs, 1, __ATOMIC_RELAXED);
+    if (prof) __atomic_add_fetch(&it->prof_runs, 1, __ATOMIC_RELAXED); /* (stopped ones too: their nodes counted) */
     for (int i = 0; i < g->n_values; i++) em_tensor_release(slots[i]);
     em_free(slots);
     return st;

@@ -147,7 +147,8 @@ static void after_fork_child(void) {
     sleeping = 0;
 }
 
-static void ensure_workers(void) {
+/* Starts the workers the wanted thread count needs; returns that count. */
+static int ensure_workers(void) {
     static bool atfork_registered;
     if (!atfork_registered) {
         pthread_atfork(NULL, NULL, after_fork_child);
@@ -164,6 +165,7 @@ static void ensure_workers(void) {
         if (rc != 0) break; /* fewer workers: still correct, just slower */
         n_workers++;
     }
+    return wanted;
 }
 
 /* Lock-free, so that a kernel may ask from inside a job (whose submitter
@@ -206,8 +208,7 @@ static void parallel_for(int64_t n, int64_t grain, em_parallel_fn fn, void *ctx,
         fn(ctx, 0, n);
         return;
     }
-    ensure_workers();
-    int wanted = em_get_num_threads();
+    int wanted = ensure_workers();
     int threads = n_workers + 1 < wanted ? n_workers + 1 : wanted;
     int64_t most = (int64_t)threads * PIECES_PER_THREAD;
     int64_t pieces = n / grain < most ? n / grain : most;

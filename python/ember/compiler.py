@@ -77,7 +77,7 @@ def profile_report(fn):
     specialisation that has some ("" when none has)."""
     blocks = []
     for i, spec in enumerate(fn._specializations()):
-        if spec.get("profile"):
+        if spec["profile"]:
             blocks.append(f"specialisation {i} ({spec['backend']} backend): " + spec["profile"])
     return "\n".join(blocks)
 

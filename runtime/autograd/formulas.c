@@ -412,6 +412,13 @@ FORMULA(logsumexp) {
 
 /* ---- scans ---- */
 
+/* Sums from each position to the end of its line along d. */
+static T reversed_cumsum(scope *s, T a, int64_t d) {
+    T f = a ? keep(s, em_flip(a, &d, 1)) : keep(s, NULL);
+    T cs = f ? keep(s, em_scan(EM_OP_CUMSUM, f, d)) : keep(s, NULL);
+    return cs ? keep(s, em_flip(cs, &d, 1)) : keep(s, NULL);
+}
+
 FORMULA(cumsum) {
     BEGIN; /* the reversed cumulative sum of g */
     int64_t d = c->node->attrs.dims[0];
@@ -419,16 +426,8 @@ FORMULA(cumsum) {
         gin[0] = give(g);
         END;
     }
-    T f = keep(s, em_flip(g, &d, 1));
-    T cs = f ? keep(s, em_scan(EM_OP_CUMSUM, f, d)) : keep(s, NULL);
-    gin[0] = give(cs ? keep(s, em_flip(cs, &d, 1)) : keep(s, NULL));
+    gin[0] = give(reversed_cumsum(s, g, d));
     END;
-}
-/* Sums from each position to the end of its line along d. */
-static T reversed_cumsum(scope *s, T a, int64_t d) {
-    T f = a ? keep(s, em_flip(a, &d, 1)) : keep(s, NULL);
-    T cs = f ? keep(s, em_scan(EM_OP_CUMSUM, f, d)) : keep(s, NULL);
-    return cs ? keep(s, em_flip(cs, &d, 1)) : keep(s, NULL);
 }
 
 FORMULA(cumprod) {

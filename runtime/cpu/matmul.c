@@ -165,7 +165,7 @@ typedef struct {
     bool f32;
     const char *a, *b;
     char *c;
-    int64_t m, n, k, ars, acs, brs, bcs;
+    int64_t m, n, k, ars, bcs; /* (a's row and b's column strides: where blocks start) */
     blas_view va, vb;
     size_t item;
     int zb; /* batch dims of the output, and each operand's strides in them */
@@ -330,7 +330,7 @@ em_status cpu_matmul(em_op op, em_tensor *const *in, int n_in, const em_attrs *a
     }
     if (em_dtype_is_float(x->dtype) && m > 1 && n > 1) {
         gemm_plan p = {.f32 = x->dtype == EM_DTYPE_F32, .a = xd, .b = yd, .c = zd, .m = m, .n = n, .k = k,
-                       .ars = xrs, .acs = xcs, .brs = yrs, .bcs = ycs, .item = item, .zb = zb};
+                       .ars = xrs, .bcs = ycs, .item = item, .zb = zb};
         blas_layout(m, k, xrs, xcs, &p.va);
         blas_layout(k, n, yrs, ycs, &p.vb);
         for (int d = 0; d < zb; d++) {

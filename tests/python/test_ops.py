@@ -826,7 +826,6 @@ def test_matmul_leaves_openblas_thread_count_as_it_was():
     would fight the pool's); NumPy shares the library, so the count must be
     put back afterwards."""
     import ctypes
-    import ctypes.util
     try:
         lib = ctypes.CDLL("libopenblas.so.0")
         lib.openblas_get_num_threads()

@@ -126,20 +126,20 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
                                   "in ember yet")
     if input.dtype not in (_C.int64, _C.int32):
         raise RuntimeError(f"embedding: expected the indices to be int64 or int32, got {input.dtype}")
+    idx = input.reshape(-1)
     if max_norm is not None:
         with no_grad():
-            idx = input.reshape(-1)
             named = weight.index_select(0, idx)
             norms = named.norm(p=norm_type, dim=1, keepdim=True)
             scale = _ops.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
             weight[idx] = named * scale  # a row named twice gets the same value twice
-    rows = weight.index_select(0, input.reshape(-1))
+    rows = weight.index_select(0, idx)
     if padding_idx is not None:
         if padding_idx < 0:
             padding_idx += weight.shape[0]
         # the padding row gets no gradient, but its value is still returned
         # (as in PyTorch, where it need not be zero)
-        keep = (input.reshape(-1) != padding_idx).unsqueeze(1)
+        keep = (idx != padding_idx).unsqueeze(1)
         rows = _ops.where(keep, rows, rows.detach())
     return rows.reshape(*input.shape, weight.shape[1])
 
