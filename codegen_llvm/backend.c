@@ -209,6 +209,17 @@ static int donatable(const em_ir_graph *g, const em_interp *it, const em_ir_node
     return j;
 }
 
+/* Per body result, the graph input a write-back copies it into, or -1. */
+static int *writes_of(const em_ir_graph *g, const em_run_spec *spec) {
+    int n = g->body->n_results;
+    int *w = malloc((size_t)(n ? n : 1) * sizeof *w);
+    if (!w) return NULL;
+    for (int r = 0; r < n; r++) w[r] = -1;
+    for (int j = 0; spec && j < spec->n_effects; j++)
+        if (spec->effects[j].kind == EM_EFFECT_WRITE) w[spec->effects[j].result] = spec->effects[j].input;
+    return w;
+}
+
 static void exec_free(void *state) {
     executable *x = state;
     if (!x) return;
@@ -243,10 +254,12 @@ static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts,
     int n_fused = 0;
     int64_t min_elements = jit_min_elements();
     for (const em_ir_node *n = g->body->first; n; n = n->next) n_fused += worth_compiling(n, min_elements);
+    int *writes_into = writes_of(g, opts->spec);
     if (x) x->kernels = calloc((size_t)(n_fused ? n_fused : 1), sizeof *x->kernels);
-    if (x) x->interp = em_interp_new(g);
-    if (!x || !strides || !x->kernels || !x->interp || em_interp_expect(x->interp, opts->expected) != EM_OK) {
+    if (x) x->interp = em_interp_new(g, opts->spec);
+    if (!x || !strides || !x->kernels || !x->interp || !writes_into) {
         free(strides);
+        free(writes_into);
         exec_free(x);
         return em_error(EM_ERR_NOMEM, "out of memory compiling");
     }
@@ -283,8 +296,8 @@ static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts,
         for (int o = 0; o < n->n_out; o++) {
             int param = -1;
             k->shares[o] = k->donation[o] = -1;
-            if (!opts->writes_into || x->n_donations == MAX_DONATIONS) continue;
-            int j = donatable(g, x->interp, n, o, opts->writes_into, strides, min_elements, aliases, &param);
+            if (x->n_donations == MAX_DONATIONS) continue;
+            int j = donatable(g, x->interp, n, o, writes_into, strides, min_elements, aliases, &param);
             if (j < 0 || donated[param]) continue;
             donated[param] = true;
             k->shares[o] = j;
@@ -296,6 +309,7 @@ static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts,
     free(aliases);
     free(donated);
     free(strides);
+    free(writes_into);
     char *msg = NULL;
     if (st == EM_OK && LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
         st = em_error(EM_ERR_INTERNAL, "llvm: generated code does not verify: %s", msg);

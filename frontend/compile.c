@@ -38,11 +38,8 @@ static double now_ms(void) {
 /* ---- the interpreter as a backend ---- */
 
 static em_status interp_compile(const em_ir_graph *g, const em_backend_opts *opts, void **state) {
-    em_interp *it = em_interp_new(g);
-    if (!it || em_interp_expect(it, opts->expected) != EM_OK) {
-        em_interp_free(it);
-        return EM_ERR_NOMEM;
-    }
+    em_interp *it = em_interp_new(g, opts->spec);
+    if (!it) return em_error(EM_ERR_NOMEM, "out of memory preparing @%s", g->name);
     *state = it;
     return EM_OK;
 }
@@ -187,7 +184,7 @@ em_status em_compile(em_ir_graph *graph, em_tensor *const *examples, int n_examp
     if (opts->backend && strcmp(opts->backend, "interp") == 0) want = NULL;
     if (opts->backend && strcmp(opts->backend, "llvm") == 0 && !want)
         snprintf(c->note, sizeof c->note, "ember was built without LLVM; using the interpreter");
-    em_backend_opts bo = {examples, n_examples, NULL, NULL, opts->expected, opts->writes_into};
+    em_backend_opts bo = {examples, n_examples, NULL, NULL, opts->spec};
     if (dc.dir && (opts->dump_mask & EM_DUMP_LLVM)) {
         bo.dump = dump_backend_text;
         bo.dump_ctx = &dc;

@@ -5,10 +5,11 @@
  * fused nodes without one run their region op by op). Each value is released
  * right after its last use, so peak memory follows the graph's liveness.
  * The LLVM backend is this interpreter with compiled kernels installed for
- * its fused nodes: one executor, not two. Value guards (em_interp_expect)
- * are compared right after the node computing them, so a failing one stops
- * the run before anything later runs: a backend writing inputs in place
- * relies on that.
+ * its fused nodes: one executor, not two. Value guards (the run spec's
+ * expected values) are compared right after the node computing them, so a
+ * failing one stops the run before anything later runs: a backend writing
+ * inputs in place relies on that. The spec's effects (write-backs, .grad
+ * updates) follow the last node.
  *
  * Profiling (em_interp_set_profiling, EMBER_PROFILE): each run then times
  * every node with the monotonic clock and adds it to the interpreter's
@@ -22,6 +23,7 @@
 #include <time.h>
 
 #include "ember/alloc.h"
+#include "ember/autograd.h"
 #include "ember/strbuf.h"
 #include "ir_internal.h"
 
@@ -38,13 +40,16 @@ struct em_interp {
     int *release_start;      /* per node: range in release_ids of values dying after it */
     int *release_ids;
     int *pos;                /* per value: position of the node making it; -1 graph inputs */
-    /* value guards (em_interp_expect): expected[r] per body result, and
+    /* value guards (the spec's expected): expected[r] per body result, and
      * per position + 1 (0: before the first node) the results to compare
      * then, a range in check_ids */
     em_tensor **expected;
     int *check_start;
     int *check_ids;
     int checked_by;
+    int n_outputs; /* body results returned */
+    em_effect *effects; /* the spec's, their results as value ids */
+    int n_effects;
     /* profiling: per position, nanoseconds summed over the profiled runs
      * (atomic: runs may overlap) */
     int64_t *prof_ns;
@@ -73,10 +78,13 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-em_interp *em_interp_new(const em_ir_graph *g) {
+static em_status set_expected(em_interp *it, em_tensor *const *expected);
+
+em_interp *em_interp_new(const em_ir_graph *g, const em_run_spec *spec) {
     em_interp *it = em_calloc(1, sizeof *it);
     if (!it) return NULL;
     it->g = g;
+    it->n_outputs = spec ? spec->n_outputs : g->body->n_results;
     int nv = g->n_values ? g->n_values : 1, nn = g->n_nodes ? g->n_nodes : 1;
     int *last = em_malloc((size_t)nv * sizeof *last);
     it->kernels = em_calloc((size_t)nn, sizeof *it->kernels);
@@ -121,6 +129,22 @@ em_interp *em_interp_new(const em_ir_graph *g) {
         if (last[v] >= 0 && last[v] < k) it->release_ids[it->release_start[last[v]] + count[last[v]]++] = v;
     em_free(count);
     em_free(last);
+    if (spec && spec->n_effects) {
+        it->effects = em_malloc((size_t)spec->n_effects * sizeof *it->effects);
+        if (!it->effects) {
+            em_interp_free(it);
+            return NULL;
+        }
+        for (int j = 0; j < spec->n_effects; j++) { /* (results by value id: read from the slots) */
+            it->effects[j] = spec->effects[j];
+            if (spec->effects[j].result >= 0) it->effects[j].result = g->body->results[spec->effects[j].result]->id;
+        }
+        it->n_effects = spec->n_effects;
+    }
+    if (spec && set_expected(it, spec->expected) != EM_OK) {
+        em_interp_free(it);
+        return NULL;
+    }
     return it;
 }
 
@@ -131,7 +155,7 @@ void em_interp_set_kernel(em_interp *it, const em_ir_node *node, em_interp_kerne
 int em_interp_position(const em_interp *it, const em_ir_value *v) { return it->pos[v->id]; }
 int em_interp_checked_by(const em_interp *it) { return it->checked_by; }
 
-em_status em_interp_expect(em_interp *it, em_tensor *const *expected) {
+static em_status set_expected(em_interp *it, em_tensor *const *expected) {
     const em_ir_block *b = it->g->body;
     if (!expected) return EM_OK;
     int nr = b->n_results;
@@ -168,6 +192,7 @@ void em_interp_free(em_interp *it) {
     em_free(it->release_start);
     em_free(it->release_ids);
     em_free(it->prof_ns);
+    em_free(it->effects);
     em_free(it);
 }
 
@@ -242,13 +267,28 @@ em_status em_interp_run_region(const em_ir_node *node, em_tensor *const *in, em_
     return st;
 }
 
+em_status em_effects_apply(const em_effect *effects, int n, em_tensor *const *in,
+                           em_tensor *const *values) {
+    for (int j = 0; j < n; j++) {
+        const em_effect *e = &effects[j];
+        em_tensor *v = e->result >= 0 ? values[e->result] : NULL;
+        if (e->kind == EM_EFFECT_GRAD) {
+            em_tensor_set_grad(in[e->input], v);
+            continue;
+        }
+        em_status st = em_assign(in[e->input], v);
+        if (st != EM_OK) return st;
+    }
+    return EM_OK;
+}
+
 em_status em_interp_run(em_interp *it, void *run_ctx, em_tensor *const *in, int n_in, em_tensor **out,
                         int n_out) {
     const em_ir_graph *g = it->g;
     const em_ir_block *b = g->body;
-    if (n_in != b->n_params || n_out != b->n_results)
+    if (n_in != b->n_params || n_out != it->n_outputs)
         return em_error(EM_ERR_VALUE, "@%s takes %d inputs and returns %d results, got %d and %d",
-                        g->name, b->n_params, b->n_results, n_in, n_out);
+                        g->name, b->n_params, it->n_outputs, n_in, n_out);
     for (int i = 0; i < n_in; i++) {
         em_type t = em_tensor_type(in[i]);
         if (!em_type_eq(&t, &b->params[i]->type)) {
@@ -278,6 +318,7 @@ em_status em_interp_run(em_interp *it, void *run_ctx, em_tensor *const *in, int 
             slots[v] = NULL;
         }
     }
+    if (st == EM_OK) st = em_effects_apply(it->effects, it->n_effects, in, slots);
     if (st == EM_OK)
         for (int i = 0; i < n_out; i++) {
             out[i] = slots[b->results[i]->id];

@@ -200,6 +200,18 @@ em_tensor *em_expand(em_tensor *a, const int64_t *shape, int n) {
 em_tensor *em_contiguous(em_tensor *a) { return em_unary(EM_OP_CONTIGUOUS, a); }
 em_tensor *em_clone(em_tensor *a) { return a ? em_cast(a, a->dtype) : NULL; }
 
+em_status em_assign(em_tensor *target, em_tensor *value) {
+    if (value == target) { /* computed in target's own memory: a write all the same */
+        __atomic_fetch_add(&target->storage->version, 1, __ATOMIC_RELAXED);
+        return EM_OK;
+    }
+    if (em_tensor_adopt_storage(target, value)) return EM_OK; /* no copy: nobody can tell */
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    at.dtype = target->dtype;
+    return em_op_run_inplace(EM_OP_CAST, &value, 1, &at, target); /* target.copy_(value) */
+}
+
 static em_tensor *factory(em_op op, const int64_t *shape, int n, em_dtype dtype, double value,
                           int64_t value_i) {
     em_attrs at;

@@ -40,6 +40,10 @@ bool em_set_grad_enabled(bool on);
 em_status em_set_requires_grad(em_tensor *t, bool on);
 /* A new tensor sharing t's memory, without history and not requiring grad. */
 em_tensor *em_detach(em_tensor *t);
+/* t's .grad becomes g (retained; NULL: None) and the old one is released,
+ * with no checks and no trace event: a compiled run applying the .grad a
+ * traced call left. */
+void em_tensor_set_grad(em_tensor *t, em_tensor *g);
 
 /* Backpropagates from outputs[i] with upstream gradients grads[i] (NULL: a
  * one-element output's implicit 1), accumulating into the .grad of every

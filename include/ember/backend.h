@@ -25,24 +25,23 @@ typedef struct em_backend_opts {
      * name such as "kernel0.ll". */
     void (*dump)(void *ctx, const char *name, const char *text);
     void *dump_ctx;
-    /* Value guards (NULL: none): expected[r] per body result, or NULL; the
-     * run stops with EM_ERR_GUARD as soon as one differs (em_interp_expect). */
-    em_tensor *const *expected;
-    /* Write-backs (NULL: none): writes_into[r] per body result is the graph
-     * input the caller copies result r into after a run, or -1. A backend
-     * may compute such a result in the input's own memory ("donation") and
-     * return the input tensor itself as the result, when nobody can tell:
-     * the input is read nowhere later, no other input shares its memory,
-     * the result is no other result, and every value guard has held. */
-    const int *writes_into;
+    /* How the graph runs (NULL: every body result is returned, nothing
+     * else): which results the caller gets, the value guards, the effects
+     * (em_run_spec). A backend may compute a write-back's result in its
+     * input's own memory ("donation") when nobody can tell: the input is
+     * read nowhere later, no other input shares its memory, the result is
+     * no other result, and every value guard has held. Borrowed during
+     * compile only: a backend copies what it keeps. */
+    const em_run_spec *spec;
 } em_backend_opts;
 
 typedef struct em_backend {
     const char *name;
     /* Prepares `g` to run; *state receives the executable. */
     em_status (*compile)(const em_ir_graph *g, const em_backend_opts *opts, void **state);
-    /* Runs: in[] borrowed, out[] receives new references. EM_ERR_GUARD:
-     * a value guard failed, and no input was written. */
+    /* Runs: in[] borrowed, out[] receives new references to the spec's
+     * outputs, and the spec's effects are applied. EM_ERR_GUARD: a value
+     * guard failed, and no input was written. */
     em_status (*run)(void *state, em_tensor *const *in, int n_in, em_tensor **out, int n_out);
     /* Describes what was built (kernels, how each node runs) for explain(). */
     char *(*describe)(void *state);

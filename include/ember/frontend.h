@@ -173,8 +173,7 @@ typedef struct em_compile_opts {
     const char *dump_dir;
     const char *backend; /* "llvm", "interp" or NULL for the best built */
     const em_guards *guards; /* dumped with the graph when asked */
-    em_tensor *const *expected; /* value guards per result (em_backend_opts) or NULL */
-    const int *writes_into;     /* write-back targets per result (em_backend_opts) or NULL */
+    const em_run_spec *spec; /* how the graph runs (em_backend_opts), or NULL */
 } em_compile_opts;
 
 typedef struct em_compiled em_compiled;
@@ -184,8 +183,9 @@ typedef struct em_compiled em_compiled;
  * interpreter and records why (em_compiled_note). */
 em_status em_compile(em_ir_graph *graph, em_tensor *const *examples, int n_examples,
                      const em_compile_opts *opts, em_compiled **out);
-/* Runs the compiled graph. EM_ERR_GUARD: a value guard failed and the run
- * stopped before writing any input (the caller runs the call eagerly). */
+/* Runs the compiled graph: out[] receives the spec's outputs and the
+ * spec's effects are applied. EM_ERR_GUARD: a value guard failed and the
+ * run stopped before writing any input (the caller runs the call eagerly). */
 em_status em_compiled_run(em_compiled *c, em_tensor *const *in, int n_in, em_tensor **out,
                           int n_out);
 void em_compiled_free(em_compiled *c);

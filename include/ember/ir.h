@@ -127,6 +127,38 @@ em_ir_graph *em_ir_parse(const char *text, const char *filename);
  * node as it prints. */
 em_status em_ir_verify(const em_ir_graph *g);
 
+/* ---- how a compiled graph runs ---- */
+
+/* What a run does besides computing results, applied in order once the
+ * whole graph has run and every value guard has held (so a failing guard
+ * leaves every input as it was). WRITE: graph input `input` takes the
+ * values of body result `result` (em_assign: the write-back of an in-place
+ * update the trace saw). GRAD: the .grad of graph input `input` becomes
+ * body result `result`, or None when result is -1. */
+typedef enum em_effect_kind { EM_EFFECT_WRITE, EM_EFFECT_GRAD } em_effect_kind;
+typedef struct em_effect {
+    em_effect_kind kind;
+    int input, result;
+} em_effect;
+
+/* A graph run as a compiled specialisation: the caller gets body results
+ * 0..n_outputs-1; the others feed the value guards and the effects.
+ * expected[r] (a NULL array or entry: none) is the value body result r
+ * must have, bit for bit: it is compared as soon as its node has run, and a
+ * difference stops the run there with EM_ERR_GUARD (nodes after it never
+ * run, no effect is applied). Borrowed by whoever is handed it. */
+typedef struct em_run_spec {
+    int n_outputs;
+    em_tensor *const *expected;
+    const em_effect *effects;
+    int n_effects;
+} em_run_spec;
+
+/* Applies effects[0..n) with the graph inputs in[], an effect's result r
+ * being values[r] (all borrowed). Stops at the first failing write-back. */
+em_status em_effects_apply(const em_effect *effects, int n, em_tensor *const *in,
+                           em_tensor *const *values);
+
 /* ---- interpretation: the reference backend ---- */
 
 typedef struct em_interp em_interp;
@@ -136,23 +168,20 @@ typedef em_status (*em_interp_kernel_fn)(void *ctx, void *run_ctx, const em_ir_n
                                          em_tensor *const *in, em_tensor **out);
 
 /* Prepares to run `g` (which must outlive the interpreter) with the eager
- * kernels; fused nodes run their regions op by op. */
-em_interp *em_interp_new(const em_ir_graph *g);
+ * kernels; fused nodes run their regions op by op. `spec` (NULL: every body
+ * result is returned, no guards, no effects) is copied, its expected values
+ * retained. NULL when memory runs out. */
+em_interp *em_interp_new(const em_ir_graph *g, const em_run_spec *spec);
 /* Runs `node` with `fn` instead (how a backend plugs compiled kernels in). */
 void em_interp_set_kernel(em_interp *it, const em_ir_node *node, em_interp_kernel_fn fn, void *ctx);
-/* Value guards: expected[r] (one per body result; NULL entries and a NULL
- * array mean none) is the value result r must have, bit for bit. Each is
- * compared as soon as its node has run, and a difference stops the run
- * there with EM_ERR_GUARD: nodes after it never run. The interpreter keeps
- * references to the tensors. */
-em_status em_interp_expect(em_interp *it, em_tensor *const *expected);
 /* The position in the run order of the node computing value v (-1: a graph
  * input), and the position after which every expected value has been
  * compared (-1: before the first node). */
 int em_interp_position(const em_interp *it, const em_ir_value *v);
 int em_interp_checked_by(const em_interp *it);
-/* Runs the graph: in[] borrowed, out[] receives new references; run_ctx is
- * handed to the installed kernels. */
+/* Runs the graph: in[] borrowed; out[] receives new references to the
+ * spec's outputs (every body result without a spec); run_ctx is handed to
+ * the installed kernels. */
 em_status em_interp_run(em_interp *it, void *run_ctx, em_tensor *const *in, int n_in, em_tensor **out,
                         int n_out);
 /* Profiling: while on (EMBER_PROFILE=1 sets it at start), every run times

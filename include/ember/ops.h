@@ -311,6 +311,12 @@ em_tensor *em_expand(em_tensor *a, const int64_t *shape, int n);
 em_tensor *em_contiguous(em_tensor *a);
 /* A contiguous copy with its own memory (a cast to a's own dtype). */
 em_tensor *em_clone(em_tensor *a);
+/* target.copy_(value) as a compiled run's write-back does it: when value
+ * is target itself (computed in its memory) only the version is bumped;
+ * when nothing else sees either memory target adopts value's storage (no
+ * copy; em_tensor_adopt_storage); otherwise value is copied in. value keeps
+ * its reference either way. */
+em_status em_assign(em_tensor *target, em_tensor *value);
 
 /* Python-style slicing of dim: start/end clamped into range (negative ones
  * count from the end), step > 0. */

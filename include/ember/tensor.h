@@ -95,8 +95,6 @@ em_tensor *em_tensor_empty(const int64_t *shape, int ndim, em_dtype dtype, em_de
  * every reachable element lies inside the storage. */
 em_tensor *em_tensor_from_storage(em_storage *storage, em_dtype dtype, int64_t offset,
                                   const int64_t *shape, const int64_t *strides, int ndim);
-/* A view of `base`'s storage with new geometry (no bounds re-check: callers
- * derive the geometry from base's). */
 /* Gives `target` the memory of `value` (which keeps target's old memory),
  * as an O(1) alternative to copying value into target; the storage's
  * version continues target's, bumped once like a write. Only when that is
@@ -105,6 +103,8 @@ em_tensor *em_tensor_from_storage(em_storage *storage, em_dtype dtype, int64_t o
  * layout. Returns
  * false, changing nothing, otherwise. */
 bool em_tensor_adopt_storage(em_tensor *target, em_tensor *value);
+/* A view of `base`'s storage with new geometry (no bounds re-check: callers
+ * derive the geometry from base's). */
 em_tensor *em_tensor_alias(const em_tensor *base, int64_t offset, const int64_t *shape,
                            const int64_t *strides, int ndim);
 /* A 0-d CPU tensor holding `value` converted to `dtype`. */

@@ -489,24 +489,30 @@ static PyObject *call_eagerly(compiled_fn *cf, int entry_index, const char *reas
  * when that fails, e runs eagerly from now on and says why. -1 when the
  * warning raised. */
 static int compile_entry(compiled_fn *cf, entry *e, em_ir_graph *graph, em_tensor *const *examples, int k) {
-    /* per graph result: the value guards' traced values, the write-backs' targets */
+    /* per graph result: the value guards' traced values; then the effects:
+     * write-backs, then the .grad slots that change */
     em_tensor **expected = calloc((size_t)e->n_results, sizeof *expected);
-    int *writes_into = malloc((size_t)e->n_results * sizeof *writes_into);
-    if (!expected || !writes_into) {
+    em_effect *effects = malloc((size_t)(e->n_writes + e->n_slots + 1) * sizeof *effects);
+    if (!expected || !effects) {
         free(expected);
-        free(writes_into);
+        free(effects);
         em_ir_graph_free(graph);
         PyErr_NoMemory();
         return -1;
     }
     for (int j = 0; j < e->n_value_guards; j++) expected[e->n_out + j] = e->value_guards[j];
-    for (int r = 0; r < e->n_results; r++) writes_into[r] = -1;
-    for (int j = 0; j < e->n_writes; j++) writes_into[e->n_out + e->n_value_guards + j] = e->writes[j];
+    int n_effects = 0;
+    for (int j = 0; j < e->n_writes; j++)
+        effects[n_effects++] = (em_effect){EM_EFFECT_WRITE, e->writes[j], e->n_out + e->n_value_guards + j};
+    for (int j = 0; j < e->n_slots; j++)
+        if (e->slots[j].final != EM_SLOT_KEEP)
+            effects[n_effects++] = (em_effect){EM_EFFECT_GRAD, e->slots[j].owner, e->slots[j].final >= 0 ? e->slots[j].final : -1};
+    em_run_spec spec = {e->n_out, expected, effects, n_effects};
     em_compile_opts opts = {em_dump_mask_from_env(), em_dump_dir_from_env(), getenv("EMBER_BACKEND"),
-                            e->guards, expected, writes_into};
+                            e->guards, &spec};
     em_status st = em_compile(graph, examples, k, &opts, &e->compiled); /* (graph taken) */
     free(expected);
-    free(writes_into);
+    free(effects);
     if (st != EM_OK) {
         e->compiled = NULL;
         snprintf(e->reason, sizeof e->reason, "compiling failed: %s", em_last_error());
@@ -605,64 +611,23 @@ static PyObject *run_entry(compiled_fn *cf, entry *e, PyObject *args, PyObject *
     if (!e->compiled) return call_eagerly(cf, (int)(e - cf->entries), e->reason, args, kwargs);
     note_call(cf, "compiled", (int)(e - cf->entries), NULL);
     if (add_externals(e, n_tensor_args, in) < 0) return NULL;
-    em_tensor *outs[4096];
-    int n_res = e->n_results;
-    if (n_res > 4096) {
-        release_externals(e, n_tensor_args, in, n_externals(e));
-        return em_py_error(PyExc_RuntimeError, "too many results");
-    }
+    em_tensor *outs[256];
     em_rng_state rng = em_rng_get_state();
     em_status st;
     bool was = em_set_grad_enabled(false); /* the graph is the computation; no history */
     if (e->draws_random) {
-        st = em_compiled_run(e->compiled, in, n_in, outs, n_res);
+        st = em_compiled_run(e->compiled, in, n_in, outs, e->n_out);
     } else {
-        Py_BEGIN_ALLOW_THREADS st = em_compiled_run(e->compiled, in, n_in, outs, n_res);
+        Py_BEGIN_ALLOW_THREADS st = em_compiled_run(e->compiled, in, n_in, outs, e->n_out);
         Py_END_ALLOW_THREADS
     }
+    em_set_grad_enabled(was);
     release_externals(e, n_tensor_args, in, n_externals(e));
     if (st != EM_OK) {
-        em_set_grad_enabled(was);
         if (st != EM_ERR_GUARD) return em_py_raise();
         em_rng_set_state(rng); /* (the run stopped at the guard, before any write) */
         snprintf(cf->last_reason, sizeof cf->last_reason, "value guard failed: %s", em_last_error());
         return VALUE_GUARD_FAILED;
-    }
-    em_tensor **guarded = outs + e->n_out, **written = guarded + e->n_value_guards;
-    for (int j = 0; j < e->n_value_guards; j++) em_tensor_release(guarded[j]);
-    /* write-backs: the inputs the function updated in place take their new
-     * values (after the whole graph ran and every guard held, so a failure
-     * leaves them as they were) */
-    for (int j = 0; j < e->n_writes; j++) {
-        em_tensor *target = in[e->writes[j]], *value = written[j];
-        em_attrs at;
-        memset(&at, 0, sizeof at);
-        at.dtype = target->dtype;
-        /* (computed in the target's own memory: a write all the same; or a
-         * parameter nothing else views takes the new buffer: no copy) */
-        if (value == target)
-            __atomic_fetch_add(&target->storage->version, 1, __ATOMIC_RELAXED);
-        else if (st == EM_OK && !em_tensor_adopt_storage(target, value))
-            st = em_op_run_inplace(EM_OP_CAST, &value, 1, &at, target); /* copy_ */
-        em_tensor_release(value);
-    }
-    /* then the .grad slots: None, kept, or a new gradient (a graph result) */
-    for (int j = 0; j < e->n_slots; j++) {
-        const em_grad_slot *sl = &e->slots[j];
-        em_tensor *owner = in[sl->owner];
-        if (sl->final == EM_SLOT_KEEP) continue;
-        em_tensor *g = sl->final >= 0 ? outs[sl->final] : NULL; /* (the reference moves) */
-        if (st != EM_OK) {
-            em_tensor_release(g);
-            continue;
-        }
-        em_tensor_release(owner->grad);
-        owner->grad = g;
-    }
-    em_set_grad_enabled(was);
-    if (st != EM_OK) {
-        for (int j = 0; j < e->n_out; j++) em_tensor_release(outs[j]);
-        return em_py_raise();
     }
     for (int j = 0; e->returned_writes && j < e->n_out; j++) /* `return buf` after buf.add_(x) */
         if (e->returned_writes[j] >= 0) {

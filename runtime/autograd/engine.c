@@ -159,6 +159,12 @@ static em_tensor *alias(em_tensor *t) {
 
 em_tensor *em_detach(em_tensor *t) { return t ? alias(t) : NULL; }
 
+void em_tensor_set_grad(em_tensor *t, em_tensor *g) {
+    if (g) em_tensor_retain(g);
+    em_tensor_release(t->grad);
+    t->grad = g;
+}
+
 /* The edge a gradient for t travels along: its grad_fn, or its leaf's
  * AccumulateGrad node (made on first use). */
 static em_status gradient_edge(em_tensor *t, em_edge *e) {

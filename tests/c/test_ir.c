@@ -117,7 +117,7 @@ static void test_builder_and_interpreter(void) {
     /* the same computation eagerly */
     em_tensor *half = em_tensor_scalar(0.5, EM_DTYPE_F32);
     em_tensor *m = em_mul(x, half), *a = em_add(m, y), *want = em_tanh(a);
-    em_interp *it = em_interp_new(g);
+    em_interp *it = em_interp_new(g, NULL);
     em_tensor *in[2] = {x, y}, *got = NULL;
     CHECK(it && em_interp_run(it, NULL, in, 2, &got, 1) == EM_OK);
     CHECK(got && got->numel == 6);

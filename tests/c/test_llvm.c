@@ -44,7 +44,7 @@ static void same_on_both(const char *text, em_tensor **in) {
     const char *pipe[] = {"dce", "fuse", "dce"};
     CHECK(em_pass_run_pipeline(g, pipe, 3, true, NULL, NULL) == EM_OK);
     int n_in = g->body->n_params, n_out = g->body->n_results;
-    em_backend_opts bo = {in, n_in, grab, NULL, NULL, NULL};
+    em_backend_opts bo = {in, n_in, grab, NULL, NULL};
     void *ls = NULL, *is = NULL;
     CHECK_MSG(llvm->compile(g, &bo, &ls) == EM_OK, "%s", em_last_error());
     CHECK(interp->compile(g, &bo, &is) == EM_OK);
@@ -171,31 +171,33 @@ static void test_write_back_in_place(void) {
     em_tensor *want = em_sub(p, step), *p_old = em_clone(p), *self = em_mul(p, half);
     em_tensor *want_self = em_sub(p, self);
     em_tensor *expected[2] = {seen, NULL};
-    int writes_into[2] = {-1, 0};
+    em_effect writes[1] = {{EM_EFFECT_WRITE, 0, 1}}; /* p <- result 1 */
+    em_run_spec spec = {0, expected, writes, 1};
     em_tensor *in[3] = {p, grad, seen};
-    em_backend_opts bo = {in, 3, NULL, NULL, expected, writes_into};
+    em_backend_opts bo = {in, 3, NULL, NULL, &spec};
     const em_backend *llvm = em_llvm_backend();
     void *x = NULL;
     CHECK_MSG(llvm->compile(g, &bo, &x) == EM_OK, "%s", em_last_error());
     char *desc = llvm->describe(x);
     CHECK_STR_CONTAINS(desc, "written in place into graph input 0");
     free(desc);
-    em_tensor *out[2] = {NULL, NULL};
+    uint64_t v0 = p->storage->version;
     /* a guard fails: the run stops before the kernel, p is as it was */
     em_tensor *bad[3] = {p, grad, other};
-    CHECK(llvm->run(x, bad, 3, out, 2) == EM_ERR_GUARD);
-    CHECK(all_equal(p, p_old));
-    /* g shares p's memory: a new buffer, p untouched */
+    CHECK(llvm->run(x, bad, 3, NULL, 0) == EM_ERR_GUARD);
+    CHECK(all_equal(p, p_old) && p->storage->version == v0);
+    /* g shares p's memory: computed in a new buffer, then written back */
     em_tensor *shared[3] = {p, p, seen};
-    CHECK(llvm->run(x, shared, 3, out, 2) == EM_OK);
-    CHECK(out[1] != p && all_equal(out[1], want_self) && all_equal(p, p_old));
-    em_tensor_release(out[0]);
-    em_tensor_release(out[1]);
-    /* donated: the result is p itself, updated */
-    CHECK(llvm->run(x, in, 3, out, 2) == EM_OK);
-    CHECK(out[1] == p && all_equal(p, want));
-    em_tensor_release(out[0]);
-    em_tensor_release(out[1]);
+    CHECK(llvm->run(x, shared, 3, NULL, 0) == EM_OK);
+    CHECK(all_equal(p, want_self) && p->storage->version > v0);
+    em_tensor *p_restored = em_clone(p_old);
+    CHECK(em_assign(p, p_restored) == EM_OK && all_equal(p, p_old));
+    em_tensor_release(p_restored);
+    /* donated: computed in p's own memory (a new buffer would be adopted:
+     * p's memory would move) */
+    void *p_mem = em_tensor_data(p);
+    CHECK(llvm->run(x, in, 3, NULL, 0) == EM_OK);
+    CHECK(all_equal(p, want) && em_tensor_data(p) == p_mem);
     llvm->free(x);
     em_ir_graph_free(g);
     em_tensor *ts[] = {p, grad, seen, other, half, step, want, p_old, self, want_self};

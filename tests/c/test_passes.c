@@ -27,7 +27,7 @@ static const char *GRAPHS[] = {
 };
 
 static void run(const em_ir_graph *g, em_tensor **in, em_tensor **out) {
-    em_interp *it = em_interp_new(g);
+    em_interp *it = em_interp_new(g, NULL);
     CHECK(it != NULL);
     CHECK_MSG(em_interp_run(it, NULL, in, g->body->n_params, out, g->body->n_results) == EM_OK, "%s",
               em_last_error());
