@@ -216,6 +216,15 @@ static _Thread_local em_tracer *active;
 
 bool em_trace_active(void) { return active != NULL; }
 
+em_tracer *em_trace_current(void) { return active; }
+
+const em_tensor *em_trace_original(const em_tensor *t) {
+    em_tracer *tr = active;
+    for (int i = 0; tr && i < tr->n_args; i++) /* (the arguments are the first sources) */
+        if (tr->source_tensors[i] == t) return tr->originals[i];
+    return NULL;
+}
+
 void em_trace_fail(em_tracer *tr, const char *fmt, ...) {
     if (tr->failed) return;
     tr->failed = true;

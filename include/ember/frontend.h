@@ -1,7 +1,8 @@
 /*
  * frontend.h - tracing, guards and the compile driver behind @ember.compile.
  *
- * Flow of a compiled call (python/csrc/compiled_function.c drives it):
+ * Flow of a compiled call (em_function_call drives it; the Python binding
+ * only turns arguments and results into C and back):
  *   1. check each cached specialisation's guards against the call's args;
  *      on a hit, run its executable;
  *   2. on a miss, trace: em_trace_begin, register tensor args as inputs, run
@@ -13,8 +14,8 @@
  * a tensor made from Python data) fails with a reason; the call has already
  * run eagerly, so its result stands and later calls run eagerly too.
  *
- * Ownership: em_tracer, em_guards and em_compiled are unique handles with
- * new/free pairs. Tensors passed in are borrowed unless stated.
+ * Ownership: em_tracer, em_guards, em_compiled and em_function are unique
+ * handles with new/free pairs. Tensors passed in are borrowed unless stated.
  */
 #ifndef EMBER_FRONTEND_H
 #define EMBER_FRONTEND_H
@@ -36,8 +37,13 @@ typedef bool (*em_loc_fn)(void *ctx, const char **file, int *line);
 /* Starts tracing this thread's ops into a graph called `name`. NULL on
  * failure. Traces do not nest: tracing while tracing is an error. */
 em_tracer *em_trace_begin(const char *name, em_loc_fn loc, void *loc_ctx);
-/* True while this thread is tracing. */
+/* True while this thread is tracing; the tracer itself, or NULL. */
 bool em_trace_active(void);
+em_tracer *em_trace_current(void);
+/* While this thread traces, the caller's tensor that argument t stands for
+ * (em_trace_add_input's `original`: where autograd accumulates t's
+ * gradient), else NULL. */
+const em_tensor *em_trace_original(const em_tensor *t);
 /* Registers `t` as the next graph input (call before the function runs).
  * `original` (or NULL) is the caller's tensor when t is a proxy of it: the
  * autograd engine accumulates into the original's .grad. */
@@ -202,6 +208,140 @@ char *em_compiled_describe(const em_compiled *c);
 /* Per-node times of its profiled runs (EMBER_PROFILE), slowest first, as
  * malloc'd text; NULL when none was profiled. */
 char *em_compiled_profile(const em_compiled *c);
+
+/* ---- compiled functions: the driver behind @ember.compile ---- */
+
+/* Compilation switch for every compiled function (EMBER_COMPILE=0 starts
+ * it off): off, calls run eagerly, for debugging. */
+bool em_compile_enabled(void);
+void em_compile_set_enabled(bool on);
+/* The passes every graph goes through, NULL-terminated. */
+const char *const *em_compile_passes(void);
+/* Per-node profiling of compiled runs (EMBER_PROFILE=1 starts it on). */
+void em_compile_set_profiling(bool on);
+bool em_compile_profiling(void);
+
+/* What the host language (the Python binding; a C program) provides to a
+ * compiled function. Every member may be NULL. A specialisation keeps the
+ * `data` its host handed em_function_trace_end: the state its trace read
+ * from host objects (dict items taken as constants, inputs read from them
+ * at every call) and the structure of its result. */
+typedef struct em_function_host {
+    em_loc_fn loc; /* the user's source line of each traced op */
+    void *loc_ctx;
+    /* 1 when the host state `data` recorded still holds, 0 when not, -1
+     * when checking failed (the host's error is pending). */
+    int (*state_holds)(void *data);
+    /* Stores, at their capture index in captured[], new references to the
+     * inputs the host supplies at every call (em_trace_add_external).
+     * EM_ERR_HOST with the host's error pending on failure. */
+    em_status (*externals)(void *data, em_tensor **captured);
+    /* Lines describing `data` for explain (first_input: the graph input
+     * index of capture 0), malloc'd, or NULL. */
+    char *(*describe)(void *data, int first_input);
+    void (*release)(void *data);
+    /* Called around a compiled run that reaches no host code, so that other
+     * host threads may run meanwhile (not around a graph drawing random
+     * numbers: the global generator is the host lock's). */
+    void *(*unlock)(void);
+    void (*relock)(void *token);
+    /* Frees unreachable host objects (a reference cycle may keep a tensor
+     * alive that a trace would otherwise take for state the function kept). */
+    void (*collect)(void);
+} em_function_host;
+
+typedef struct em_function em_function;
+#define EM_FUNCTION_MAX_ARGS 64    /* flattened arguments of one call */
+#define EM_FUNCTION_MAX_OUTPUTS 256 /* tensors in one result */
+
+/* A compiled function: its specialisations (each with its guards, graph,
+ * executable, write-backs, value guards and .grad slots), the cache limit
+ * (< 0: EMBER_CACHE_LIMIT, default 8) and counters. `name` names its graphs
+ * and messages; `host` is copied. NULL when memory runs out. */
+em_function *em_function_new(const char *name, int cache_limit, const em_function_host *host);
+void em_function_free(em_function *f);
+
+typedef enum em_call_kind {
+    EM_CALL_COMPILED, /* a specialisation ran: outs[0..n_out), and its `data` */
+    EM_CALL_EAGER,    /* the host runs the function itself; `reason` says why */
+    EM_CALL_TRACE,    /* the host runs the function on proxies[] (argument i's
+                         proxy, or NULL for a non-tensor) while a trace records
+                         it, then calls em_function_trace_end (or _abort when
+                         the function raised); the call's result is that run's */
+} em_call_kind;
+
+typedef struct em_call {
+    em_call_kind kind;
+    em_tensor *outs[EM_FUNCTION_MAX_OUTPUTS]; /* COMPILED: new references */
+    int n_out;
+    void *data;          /* COMPILED: the specialisation's host data */
+    const char *reason;  /* EAGER: why; valid until the function's next call */
+    const char *warning; /* the host shows it once (a fallback's first time,
+                            the cache limit); valid until the next call */
+    em_tensor **proxies; /* TRACE: per argument, borrowed */
+    struct em_pending_trace *trace; /* TRACE: private */
+} em_call;
+
+/* One call with arguments args[0..n) (n <= EM_FUNCTION_MAX_ARGS; the
+ * host's flattened arguments; grad mode is added by the driver): runs the
+ * first specialisation whose guards, captured tensors, host state and
+ * value guards accept it, or says to trace or to run eagerly. An error
+ * status when a compiled run failed (an op's error) or a host callback did
+ * (EM_ERR_HOST). */
+em_status em_function_call(em_function *f, const em_arg *args, int n, em_call *call);
+/* Ends the trace of `call`: outs[0..n_out) are the tensors the function
+ * returned (borrowed); `data` the host's record for the specialisation
+ * (taken: released through host->release when not kept), or, with `why`
+ * non-NULL, the reason its result cannot come from a graph. Compiles
+ * unless the trace failed; call->warning may be set. */
+em_status em_function_trace_end(em_function *f, em_call *call, em_tensor *const *outs, int n_out,
+                                void *data, const char *why);
+/* Ends the trace of a call whose function raised: nothing is cached. */
+void em_function_trace_abort(em_function *f, em_call *call);
+/* Records a call the host ran eagerly for its own `reason` (arguments the
+ * guards cannot describe); call->warning is set the first time. */
+void em_function_eager(em_function *f, const char *reason, em_call *call);
+
+/* 1 when specialisation i would accept args (its guards, captured tensors,
+ * sharing and host state), 0 when not, -1 on a host error. Runs nothing:
+ * for timing the guards. */
+int em_function_check(em_function *f, int i, const em_arg *args, int n);
+
+typedef struct em_function_stats {
+    int64_t compiled_calls; /* calls a compiled specialisation ran */
+    int64_t eager_calls, traces;
+    int64_t misses;               /* calls no specialisation accepted */
+    int64_t value_guard_failures; /* runs discarded by a value guard */
+    int retried_traces, specializations, cache_limit;
+    int n_fallbacks; /* reasons calls ran eagerly: em_function_fallback */
+} em_function_stats;
+void em_function_stats_get(const em_function *f, em_function_stats *s);
+/* Fallback reason i and how many calls ran eagerly for it (borrowed). */
+const char *em_function_fallback(const em_function *f, int i, int64_t *count);
+
+/* What the latest call did: "compiled", "traced" or "eager" (NULL before
+ * any call), the specialisation that ran or was made (-1: none), and why
+ * it ran eagerly. Borrowed. */
+typedef struct em_last_call {
+    const char *event;
+    int specialization;
+    const char *reason;
+} em_last_call;
+void em_function_last_call(const em_function *f, em_last_call *lc);
+
+/* Specialisation i for explain: its backend ("llvm", "interp"; "pending":
+ * traced, compiled when a call matches it again; "eager": not compilable,
+ * for `reason`), and its texts (malloc'd, NULL when there is none). */
+typedef struct em_spec_info {
+    const char *backend, *reason, *note, *dump_path; /* borrowed */
+    int n_captured;
+    double trace_ms, passes_ms, backend_ms;
+    char *guards, *traced_ir, *graph, *kernels, *state, *profile;
+} em_spec_info;
+em_status em_function_spec(const em_function *f, int i, em_spec_info *info);
+void em_spec_info_clear(em_spec_info *info);
+/* Forgets every specialisation and counter. */
+void em_function_reset(em_function *f);
 
 /* The interpreter as a backend (always available). */
 const em_backend *em_interp_backend(void);

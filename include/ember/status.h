@@ -33,6 +33,8 @@ typedef enum em_status {
     EM_ERR_RUNTIME,         /* anything else the user can cause              */
     EM_ERR_INTERNAL,        /* an ember bug: please report                   */
     EM_ERR_GUARD,           /* a compiled run stopped: a value guard failed  */
+    EM_ERR_HOST,            /* a host callback failed; the host's own error
+                               (a Python exception) is pending             */
     EM_STATUS_COUNT
 } em_status;
 

@@ -132,7 +132,7 @@ int em_py_set_requires_grad(PyObject *self, PyObject *v, void *unused) {
 /* The tensor whose .grad `self` shows: itself, or in a trace, for a proxy
  * of an argument, the caller's tensor (where backward accumulates). */
 static em_tensor *grad_owner(PyObject *self) {
-    const em_tensor *o = em_py_traced_original(T(self));
+    const em_tensor *o = em_trace_original(T(self));
     return o ? (em_tensor *)o : T(self);
 }
 

@@ -36,9 +36,6 @@ static inline em_tensor *em_py_tensor_of(PyObject *o) { return ((em_py_tensor *)
 /* Wraps t (stolen), reusing its live Python object if it has one. NULL
  * (with the pending ember error raised) if t is NULL. */
 PyObject *em_py_wrap(em_tensor *t);
-/* While a compiled function is traced, the caller's tensor that argument
- * proxy t stands for (its .grad is the proxy's), else NULL. */
-const em_tensor *em_py_traced_original(const em_tensor *t);
 /* A new Python object of `type` (ember.Tensor or a subclass) for t, which
  * has none yet (stolen reference). */
 PyObject *em_py_wrap_new(PyTypeObject *type, em_tensor *t);
@@ -122,8 +119,5 @@ int em_py_optim_init(PyObject *module);
 
 /* ---- compile (compiled_function.c) ---- */
 int em_py_compile_init(PyObject *module);
-/* Frames from files under this directory are ember's, not the user's. */
-PyObject *em_py_set_package_dir(PyObject *self, PyObject *arg);
-extern bool em_py_compile_enabled;
 
 #endif

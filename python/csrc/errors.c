@@ -15,6 +15,7 @@ PyObject *em_py_error(PyObject *exc, const char *fmt, ...) {
 }
 
 PyObject *em_py_raise(void) {
+    if (em_last_status() == EM_ERR_HOST && PyErr_Occurred()) return NULL; /* (already raised) */
     PyObject *exc;
     switch (em_last_status()) {
     case EM_ERR_TYPE: exc = PyExc_TypeError; break;

@@ -276,18 +276,6 @@ static PyObject *f_set_tensor_class(PyObject *self, PyObject *cls) {
     em_py_tensor_class = (PyTypeObject *)cls;
     Py_RETURN_NONE;
 }
-static PyObject *f_set_compile_enabled(PyObject *self, PyObject *arg) {
-    (void)self;
-    int b = PyObject_IsTrue(arg);
-    if (b < 0) return NULL;
-    em_py_compile_enabled = b;
-    Py_RETURN_NONE;
-}
-static PyObject *f_compile_enabled(PyObject *self, PyObject *unused) {
-    (void)self;
-    (void)unused;
-    return PyBool_FromLong(em_py_compile_enabled);
-}
 static PyObject *f_has_llvm(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
@@ -331,9 +319,6 @@ static PyMethodDef module_methods[] = {
     {"empty_cache", f_empty_cache, METH_NOARGS, "free cached CPU memory blocks"},
     {"memory_stats", f_memory_stats, METH_NOARGS, "CPU allocator statistics"},
     {"_set_tensor_class", f_set_tensor_class, METH_O, NULL},
-    {"_set_package_dir", em_py_set_package_dir, METH_O, NULL},
-    {"_set_compile_enabled", f_set_compile_enabled, METH_O, NULL},
-    {"_compile_enabled", f_compile_enabled, METH_NOARGS, NULL},
     {"_has_llvm", f_has_llvm, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
