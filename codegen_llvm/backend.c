@@ -1,15 +1,18 @@
 /*
- * backend.c - the LLVM backend: every fused node of a graph becomes a
- * JIT-compiled kernel; everything else runs its eager kernel.
+ * backend.c - the LLVM backend: a graph becomes one compiled function
+ * (graph.c) that runs its nodes in order, with every fused node worth it
+ * compiled into a kernel (kernel.c) and the others run op by op or by their
+ * eager kernels, intermediate values in an arena laid out by a memory plan
+ * (plan.c), value guards and write-backs included. A compiled call is one C
+ * call. Runs that are profiled (EMBER_PROFILE) go through the interpreter
+ * instead, with the same kernels installed, which times every node.
  *
- * The executable is the IR interpreter with the compiled kernels installed
- * for the fused nodes (one executor for every backend). Kernels are
- * specialised on the strides their inputs will have, found by propagating
- * the example inputs' strides through the graph: compute ops produce
- * contiguous results, views follow em_view_geometry (the rule the eager
- * views use). Before each launch the actual strides are checked against the
- * compiled ones; a mismatch runs the region on the eager kernels instead,
- * so a wrong layout guess costs speed, never correctness.
+ * Kernels are specialised on the strides their inputs will have, found by
+ * propagating the example inputs' strides through the graph: compute ops
+ * produce contiguous results, views follow em_view_geometry (the rule the
+ * eager views use). Before each launch the actual strides are checked
+ * against the compiled ones; a mismatch runs the region on the eager
+ * kernels instead, so a wrong layout guess costs speed, never correctness.
  *
  * Donation: a kernel computing a write-back (an optimizer's new parameter,
  * a new momentum) writes it into the input's own memory instead of a new
@@ -18,6 +21,12 @@
  * can tell (see donatable): the graph reads the input nowhere after the
  * kernel, directly or through a view; every value guard is compared before
  * it; and, checked per call, no other input shares the input's memory.
+ *
+ * The arena: each executable keeps one frame (an arena and a tensor per
+ * planned buffer) that a run borrows; a run that finds it taken (another
+ * thread is running the same graph) makes its own. A frame whose tensors
+ * someone kept after a run is let go (the plan says that cannot happen;
+ * this keeps memory safe if it did) and a new one made.
  *
  * Fused nodes over fewer than EMBER_JIT_MIN_ELEMENTS elements (default
  * 2048: a bias update, a loss, a 0-d step counter) are not compiled: LLVM
@@ -48,15 +57,28 @@ typedef struct {
     int64_t eager_runs; /* launches that fell back (strides differed) */
 } kernel;
 
+/* An arena and the tensors of the plan's buffers in it. */
+typedef struct {
+    em_storage *arena;
+    em_tensor **tensors;
+    int n;
+} frame;
+
 typedef struct {
     const em_ir_graph *g;
-    em_interp *interp;
+    em_llvm_plan plan;
+    em_llvm_graph_fn fn;
+    em_interp *interp; /* for profiled runs */
     LLVMOrcResourceTrackerRef rt;
     int n_kernels;
     kernel *kernels;
     int n_donations;
     int donated_input[MAX_DONATIONS]; /* graph input index of each donation */
-    char note[256];
+    /* the run spec, copied: the graph function refers to these */
+    em_run_spec spec;
+    em_tensor **expected;
+    em_effect *effects;
+    frame *frame; /* the executable's own, when no run has it (atomic) */
 } executable;
 
 static int64_t module_counter;
@@ -114,41 +136,48 @@ static void run_range(void *arg, int64_t begin, int64_t end) {
     l->fn(begin, end, l->ptrs);
 }
 
-/* run_ctx of a run: bit d set when donation d may write its input this call. */
-typedef uint64_t donations_allowed;
-
-static em_status run_kernel(void *ctx, void *run_ctx, const em_ir_node *node, em_tensor *const *in,
-                            em_tensor **out) {
+/* Launches kernel k (em_llvm_launch_fn): out[i] NULL or a planned tensor to
+ * compute result i into. */
+static int32_t launch_kernel(void *ctx, em_tensor *const *in, em_tensor **out, const em_llvm_run *run) {
     kernel *k = ctx;
+    const em_ir_node *node = k->node;
     for (int i = 0; i < node->n_in; i++)
         if (!same_layout(in[i], k->in_strides[i])) {
             __atomic_fetch_add(&k->eager_runs, 1, __ATOMIC_RELAXED);
-            return em_interp_run_region(node, in, out);
+            em_status st = em_interp_run_region(node, in, out);
+            return st == EM_OK ? EM_OK : em_ir_node_error(node);
         }
     char *ptrs[80];
     for (int i = 0; i < node->n_in; i++) ptrs[node->n_out + i] = em_tensor_data(in[i]);
-    donations_allowed allowed = run_ctx ? *(const donations_allowed *)run_ctx : 0;
     for (int i = 0; i < node->n_out; i++) {
         int j = k->shares[i];
-        if (j >= 0 && (allowed >> k->donation[i] & 1)) { /* the input is the result */
-            em_tensor_retain(in[j]);
+        if (j >= 0 && (run->allowed >> k->donation[i] & 1)) { /* the input is the result */
             out[i] = in[j];
-            ptrs[i] = em_tensor_data(in[j]);
+        } else if (!out[i]) {
+            const em_type *t = &node->out[i]->type;
+            /* (a donation not allowed this call: the kernel still works in place, on a copy) */
+            out[i] = j >= 0 ? em_clone(in[j]) : em_tensor_empty(t->shape, t->ndim, t->dtype, t->device);
+            if (!out[i]) {
+                for (int m = 0; m < i; m++) em_tensor_release(out[m]);
+                return em_ir_node_error(node);
+            }
+            ptrs[i] = em_tensor_data(out[i]);
+            if (j >= 0) ptrs[node->n_out + j] = ptrs[i];
             continue;
         }
-        const em_type *t = &node->out[i]->type;
-        /* (not this call: the kernel still works in place, on a copy) */
-        out[i] = j >= 0 ? em_clone(in[j]) : em_tensor_empty(t->shape, t->ndim, t->dtype, t->device);
-        if (!out[i]) {
-            for (int m = 0; m < i; m++) em_tensor_release(out[m]);
-            return em_last_status();
-        }
+        em_tensor_retain(out[i]);
         ptrs[i] = em_tensor_data(out[i]);
-        if (j >= 0) ptrs[node->n_out + j] = ptrs[i];
     }
     launch l = {k->fn, ptrs};
     em_parallel_for(out[0]->numel, 16384, run_range, &l);
     return EM_OK;
+}
+
+/* The same as the interpreter's kernel for a node (profiled runs). */
+static em_status interp_kernel(void *ctx, void *run_ctx, const em_ir_node *node, em_tensor *const *in,
+                               em_tensor **out) {
+    for (int i = 0; i < node->n_out; i++) out[i] = NULL;
+    return launch_kernel(ctx, in, out, run_ctx);
 }
 
 /* Can the outputs of body node m share memory with its inputs? (Views,
@@ -166,7 +195,7 @@ static bool may_alias_inputs(const em_ir_node *m, int64_t min_elements) {
  * (contiguous, same type); nothing at or after n reads the input through a
  * view, and nothing after n reads it at all; and every value guard has been
  * compared before n runs. Returns n's input index of the parameter, or -1. */
-static int donatable(const em_ir_graph *g, const em_interp *it, const em_ir_node *n, int o,
+static int donatable(const em_ir_graph *g, const em_llvm_plan *plan, const em_ir_node *n, int o,
                      const int *writes_into, int64_t (*strides)[EM_MAX_DIMS], int64_t min_elements,
                      bool *aliases, int *param) {
     const em_ir_block *b = g->body;
@@ -179,8 +208,8 @@ static int donatable(const em_ir_graph *g, const em_interp *it, const em_ir_node
         }
     if (r < 0 || writes_into[r] < 0 || writes_into[r] >= b->n_params) return -1;
     const em_ir_value *p = b->params[writes_into[r]];
-    int pn = em_interp_position(it, v);
-    if (em_interp_checked_by(it) >= pn || !em_type_eq(&p->type, &v->type) ||
+    int pn = plan->pos[v->id];
+    if (plan->checked_by >= pn || !em_type_eq(&p->type, &v->type) ||
         !em_shape_eq(v->type.shape, v->type.ndim, n->out[0]->type.shape, n->out[0]->type.ndim))
         return -1;
     int64_t contig[EM_MAX_DIMS];
@@ -192,7 +221,7 @@ static int donatable(const em_ir_graph *g, const em_interp *it, const em_ir_node
     aliases[p->id] = true;
     int j = -1;
     for (const em_ir_node *m = b->first; m; m = m->next) {
-        int at = em_interp_position(it, m->out[0]);
+        int at = plan->pos[m->out[0]->id];
         bool reads = false;
         for (int i = 0; i < m->n_in; i++) {
             if (!aliases[m->in[i]->id]) continue;
@@ -220,6 +249,47 @@ static int *writes_of(const em_ir_graph *g, const em_run_spec *spec) {
     return w;
 }
 
+/* ---- frames ---- */
+
+static void frame_free(frame *f) {
+    if (!f) return;
+    for (int i = 0; i < f->n; i++) em_tensor_release(f->tensors[i]);
+    free(f->tensors);
+    em_storage_release(f->arena);
+    free(f);
+}
+
+/* A frame for plan p: its arena and one tensor per buffer. */
+static frame *frame_new(const em_llvm_plan *p) {
+    frame *f = calloc(1, sizeof *f);
+    if (!f || !(f->tensors = calloc((size_t)p->n_buffers, sizeof *f->tensors)) ||
+        !(f->arena = em_storage_new(em_cpu(), (size_t)(p->arena_bytes ? p->arena_bytes : 64)))) {
+        frame_free(f);
+        em_error(EM_ERR_NOMEM, "out of memory for a compiled run's buffers (%lld bytes)", (long long)p->arena_bytes);
+        return NULL;
+    }
+    for (int i = 0; i < p->n_buffers; i++, f->n++) {
+        const em_type *t = p->buffers[i].type;
+        int64_t strides[EM_MAX_DIMS];
+        em_contiguous_strides(t->shape, t->ndim, strides);
+        int64_t offset = p->buffers[i].offset / (int64_t)em_dtype_size(t->dtype);
+        if (!(f->tensors[i] = em_tensor_from_storage(f->arena, t->dtype, offset, t->shape, strides, t->ndim))) {
+            frame_free(f);
+            return NULL;
+        }
+    }
+    return f;
+}
+
+/* After a run: does the frame hold the only reference to each tensor? */
+static bool frame_intact(const frame *f) {
+    for (int i = 0; i < f->n; i++)
+        if (__atomic_load_n(&f->tensors[i]->refcount, __ATOMIC_ACQUIRE) != 1) return false;
+    return true;
+}
+
+/* ---- compiling ---- */
+
 static void exec_free(void *state) {
     executable *x = state;
     if (!x) return;
@@ -231,14 +301,40 @@ static void exec_free(void *state) {
         free(x->kernels[i].donation);
     }
     free(x->kernels);
+    em_llvm_plan_free(&x->plan);
+    for (int r = 0; x->expected && r < x->g->body->n_results; r++) em_tensor_release(x->expected[r]);
+    free(x->expected);
+    free(x->effects);
+    frame_free(x->frame);
     free(x);
 }
 
-static char *print_kernels(executable *x, LLVMModuleRef mod) {
+/* x->spec: a copy of `spec` (every body result returned when NULL) whose
+ * arrays the executable owns, the expected values retained. */
+static em_status copy_spec(executable *x, const em_run_spec *spec) {
+    int nr = x->g->body->n_results;
+    x->spec = spec ? *spec : (em_run_spec){nr, NULL, NULL, 0};
+    if (spec && spec->expected) {
+        if (!(x->expected = calloc((size_t)(nr ? nr : 1), sizeof *x->expected))) return EM_ERR_NOMEM;
+        for (int r = 0; r < nr; r++)
+            if ((x->expected[r] = spec->expected[r])) em_tensor_retain(x->expected[r]);
+        x->spec.expected = x->expected;
+    }
+    if (spec && spec->n_effects) {
+        if (!(x->effects = malloc((size_t)spec->n_effects * sizeof *x->effects))) return EM_ERR_NOMEM;
+        memcpy(x->effects, spec->effects, (size_t)spec->n_effects * sizeof *x->effects);
+        x->spec.effects = x->effects;
+    }
+    return EM_OK;
+}
+
+/* The kernels and the graph function as generated (the dump's kernels.ll). */
+static char *print_kernels(executable *x, LLVMModuleRef mod, const char *graph_fn) {
     em_strbuf s;
     em_strbuf_init(&s);
-    for (int i = 0; i < x->n_kernels; i++) {
-        char *t = LLVMPrintValueToString(LLVMGetNamedFunction(mod, x->kernels[i].name));
+    for (int i = 0; i <= x->n_kernels; i++) {
+        const char *name = i < x->n_kernels ? x->kernels[i].name : graph_fn;
+        char *t = LLVMPrintValueToString(LLVMGetNamedFunction(mod, name));
         em_strbuf_puts(&s, t);
         em_strbuf_puts(&s, "\n");
         LLVMDisposeMessage(t);
@@ -246,42 +342,22 @@ static char *print_kernels(executable *x, LLVMModuleRef mod) {
     return em_strbuf_take(&s);
 }
 
-static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts, void **state) {
-    em_status st = em_llvm_init();
-    if (st != EM_OK) return st;
-    executable *x = calloc(1, sizeof *x);
-    int64_t (*strides)[EM_MAX_DIMS] = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *strides);
-    int n_fused = 0;
+/* Emits a kernel for every fused node worth one, deciding its donations;
+ * kernel_of[node id] points at each. */
+static em_status emit_kernels(executable *x, LLVMModuleRef mod, int64_t m, const em_backend_opts *opts,
+                              void **kernel_of) {
+    const em_ir_graph *g = x->g;
     int64_t min_elements = jit_min_elements();
-    for (const em_ir_node *n = g->body->first; n; n = n->next) n_fused += worth_compiling(n, min_elements);
-    int *writes_into = writes_of(g, opts->spec);
-    if (x) x->kernels = calloc((size_t)(n_fused ? n_fused : 1), sizeof *x->kernels);
-    if (x) x->interp = em_interp_new(g, opts->spec);
-    if (!x || !strides || !x->kernels || !x->interp || !writes_into) {
-        free(strides);
-        free(writes_into);
-        exec_free(x);
-        return em_error(EM_ERR_NOMEM, "out of memory compiling");
-    }
-    x->g = g;
-    propagate_layouts(g, opts->examples, opts->n_examples, strides);
-
-    int64_t m = __atomic_fetch_add(&module_counter, 1, __ATOMIC_RELAXED);
-    char mname[64];
-    snprintf(mname, sizeof mname, "ember_%s_%lld", g->name, (long long)m);
-    LLVMOrcThreadSafeContextRef tsctx;
-    LLVMModuleRef mod;
-    if ((st = em_llvm_new_module(mname, &tsctx, &mod)) != EM_OK) {
-        free(strides);
-        exec_free(x);
-        return st;
-    }
+    int64_t (*strides)[EM_MAX_DIMS] = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *strides);
     bool *aliases = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *aliases);
     bool *donated = calloc((size_t)(g->body->n_params ? g->body->n_params : 1), sizeof *donated);
-    if (!aliases || !donated) st = em_error(EM_ERR_NOMEM, "out of memory compiling");
+    int *writes_into = writes_of(g, opts->spec);
+    em_status st = strides && aliases && donated && writes_into ? EM_OK : EM_ERR_NOMEM;
+    if (st == EM_OK) propagate_layouts(g, opts->examples, opts->n_examples, strides);
     for (const em_ir_node *n = g->body->first; n && st == EM_OK; n = n->next) {
-        if (!worth_compiling(n, min_elements)) continue; /* (the interpreter runs it op by op) */
+        if (!worth_compiling(n, min_elements)) continue; /* (run op by op) */
         kernel *k = &x->kernels[x->n_kernels];
+        kernel_of[n->id] = k;
         k->node = n;
         snprintf(k->name, sizeof k->name, "em_g%lld_k%d", (long long)m, n->id);
         k->in_strides = calloc((size_t)(n->n_in ? n->n_in : 1), sizeof *k->in_strides);
@@ -289,7 +365,7 @@ static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts,
         k->donation = malloc((size_t)n->n_out * sizeof *k->donation);
         x->n_kernels++;
         if (!k->in_strides || !k->shares || !k->donation) {
-            st = em_error(EM_ERR_NOMEM, "out of memory compiling");
+            st = EM_ERR_NOMEM;
             break;
         }
         for (int i = 0; i < n->n_in; i++) memcpy(k->in_strides[i], strides[n->in[i]->id], sizeof strides[0]);
@@ -297,7 +373,7 @@ static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts,
             int param = -1;
             k->shares[o] = k->donation[o] = -1;
             if (x->n_donations == MAX_DONATIONS) continue;
-            int j = donatable(g, x->interp, n, o, writes_into, strides, min_elements, aliases, &param);
+            int j = donatable(g, &x->plan, n, o, writes_into, strides, min_elements, aliases, &param);
             if (j < 0 || donated[param]) continue;
             donated[param] = true;
             k->shares[o] = j;
@@ -306,17 +382,40 @@ static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts,
         }
         st = em_llvm_emit_kernel(mod, k->name, n, k->in_strides, k->shares);
     }
+    free(strides);
     free(aliases);
     free(donated);
-    free(strides);
     free(writes_into);
-    char *msg = NULL;
-    if (st == EM_OK && LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
-        st = em_error(EM_ERR_INTERNAL, "llvm: generated code does not verify: %s", msg);
+    return st == EM_ERR_NOMEM ? em_error(st, "out of memory compiling @%s", g->name) : st;
+}
+
+/* Plans the arena: per node, may its results share its inputs' memory? */
+static em_status plan_memory(executable *x, void *const *kernel_of) {
+    const em_ir_graph *g = x->g;
+    bool *aliases_inputs = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *aliases_inputs);
+    if (!aliases_inputs) return em_error(EM_ERR_NOMEM, "out of memory planning @%s", g->name);
+    for (const em_ir_node *n = g->body->first; n; n = n->next) {
+        const kernel *k = kernel_of[n->id];
+        bool donates = false;
+        for (int o = 0; k && o < n->n_out; o++) donates |= k->shares[o] >= 0;
+        aliases_inputs[n->id] = k ? donates : may_alias_inputs(n, jit_min_elements());
     }
+    em_status st = em_llvm_plan_buffers(&x->plan, aliases_inputs);
+    free(aliases_inputs);
+    return st;
+}
+
+/* Verifies, dumps and optimises mod, hands it to the JIT and finds the
+ * functions in it. Consumes mod and tsctx. */
+static em_status finish(executable *x, LLVMOrcThreadSafeContextRef tsctx, LLVMModuleRef mod,
+                        const char *graph_fn, const em_backend_opts *opts) {
+    char *msg = NULL;
+    em_status st = EM_OK;
+    if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg))
+        st = em_error(EM_ERR_INTERNAL, "llvm: generated code does not verify: %s", msg);
     LLVMDisposeMessage(msg);
     if (st == EM_OK && opts->dump) {
-        char *text = print_kernels(x, mod);
+        char *text = print_kernels(x, mod, graph_fn);
         if (text) opts->dump(opts->dump_ctx, "kernels.ll", text);
         free(text);
     }
@@ -329,39 +428,94 @@ static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts,
     if (st != EM_OK) {
         LLVMDisposeModule(mod);
         LLVMOrcDisposeThreadSafeContext(tsctx);
-        exec_free(x);
         return st;
     }
-    if ((st = em_llvm_add_module(tsctx, mod, &x->rt)) != EM_OK) {
-        exec_free(x);
-        return st;
-    }
+    if ((st = em_llvm_add_module(tsctx, mod, &x->rt)) != EM_OK) return st;
+    void *addr;
     for (int i = 0; i < x->n_kernels; i++) {
-        void *addr;
-        if ((st = em_llvm_lookup(x->kernels[i].name, &addr)) != EM_OK) {
-            exec_free(x);
-            return st;
-        }
+        if ((st = em_llvm_lookup(x->kernels[i].name, &addr)) != EM_OK) return st;
         x->kernels[i].fn = (em_llvm_kernel_fn)addr;
-        em_interp_set_kernel(x->interp, x->kernels[i].node, run_kernel, &x->kernels[i]);
+        em_interp_set_kernel(x->interp, x->kernels[i].node, interp_kernel, &x->kernels[i]);
+    }
+    if ((st = em_llvm_lookup(graph_fn, &addr)) != EM_OK) return st;
+    x->fn = (em_llvm_graph_fn)addr;
+    return EM_OK;
+}
+
+static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts, void **state) {
+    em_status st = em_llvm_init();
+    if (st != EM_OK) return st;
+    executable *x = calloc(1, sizeof *x);
+    void **kernel_of = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *kernel_of);
+    int n_fused = 0;
+    for (const em_ir_node *n = g->body->first; n; n = n->next) n_fused += worth_compiling(n, jit_min_elements());
+    if (x) {
+        x->g = g;
+        x->kernels = calloc((size_t)(n_fused ? n_fused : 1), sizeof *x->kernels);
+        x->interp = em_interp_new(g, opts->spec);
+    }
+    if (!x || !kernel_of || !x->kernels || !x->interp || copy_spec(x, opts->spec) != EM_OK) {
+        free(kernel_of);
+        exec_free(x);
+        return em_error(EM_ERR_NOMEM, "out of memory compiling @%s", g->name);
+    }
+    int64_t m = __atomic_fetch_add(&module_counter, 1, __ATOMIC_RELAXED);
+    char mname[64], graph_fn[64];
+    snprintf(mname, sizeof mname, "ember_%s_%lld", g->name, (long long)m);
+    snprintf(graph_fn, sizeof graph_fn, "em_g%lld_graph", (long long)m);
+    LLVMOrcThreadSafeContextRef tsctx;
+    LLVMModuleRef mod = NULL;
+    if ((st = em_llvm_plan_schedule(g, &x->spec, &x->plan)) == EM_OK &&
+        (st = em_llvm_new_module(mname, &tsctx, &mod)) == EM_OK) {
+        if ((st = emit_kernels(x, mod, m, opts, kernel_of)) == EM_OK && (st = plan_memory(x, kernel_of)) == EM_OK)
+            st = em_llvm_emit_graph(mod, graph_fn, g, &x->plan, &x->spec, kernel_of, launch_kernel);
+        if (st == EM_OK) {
+            st = finish(x, tsctx, mod, graph_fn, opts);
+        } else {
+            LLVMDisposeModule(mod);
+            LLVMOrcDisposeThreadSafeContext(tsctx);
+        }
+    }
+    free(kernel_of);
+    if (st != EM_OK) {
+        exec_free(x);
+        return st;
     }
     *state = x;
     return EM_OK;
 }
 
+/* ---- running ---- */
+
 static em_status llvm_run(void *state, em_tensor *const *in, int n_in, em_tensor **out, int n_out) {
     executable *x = state;
+    if (n_in != x->g->body->n_params || n_out != x->spec.n_outputs)
+        return em_error(EM_ERR_VALUE, "@%s takes %d inputs and returns %d results, got %d and %d",
+                        x->g->name, x->g->body->n_params, x->spec.n_outputs, n_in, n_out);
     /* A donation writes its input only when no other input shares that
      * memory (the same tensor passed twice, a view of it, a flat buffer). */
-    donations_allowed allowed = 0;
+    em_llvm_run run = {0, NULL};
     for (int d = 0; d < x->n_donations; d++) {
         int i = x->donated_input[d];
-        bool alone = i < n_in;
-        for (int j = 0; j < n_in && alone; j++)
-            alone = j == i || in[j]->storage != in[i]->storage;
-        if (alone) allowed |= (donations_allowed)1 << d;
+        bool alone = true;
+        for (int j = 0; j < n_in && alone; j++) alone = j == i || in[j]->storage != in[i]->storage;
+        if (alone) run.allowed |= (uint64_t)1 << d;
     }
-    return em_interp_run(x->interp, &allowed, in, n_in, out, n_out);
+    if (em_interp_profiling()) return em_interp_run(x->interp, &run, in, n_in, out, n_out);
+    frame *f = NULL;
+    if (x->plan.n_buffers) {
+        f = __atomic_exchange_n(&x->frame, NULL, __ATOMIC_ACQ_REL);
+        if (!f && !(f = frame_new(&x->plan))) return em_last_status();
+        run.planned = f->tensors;
+    }
+    em_status st = (em_status)x->fn(in, out, &run);
+    if (f) {
+        frame *none = NULL;
+        if (!frame_intact(f) ||
+            !__atomic_compare_exchange_n(&x->frame, &none, f, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            frame_free(f);
+    }
+    return st;
 }
 
 static char *llvm_describe(void *state) {
@@ -375,6 +529,10 @@ static char *llvm_describe(void *state) {
     em_strbuf_printf(&s, "llvm backend: %d fused kernel%s compiled for %s; other nodes run their "
                          "eager kernels\n",
                      x->n_kernels, x->n_kernels == 1 ? "" : "s", em_llvm_host_cpu());
+    em_strbuf_printf(&s, "  one compiled function runs the graph's %d nodes; memory plan: %d "
+                         "intermediate value%s in one %lld-byte arena per run\n",
+                     x->plan.n_nodes, x->plan.n_buffers, x->plan.n_buffers == 1 ? "" : "s",
+                     (long long)x->plan.arena_bytes);
     if (small)
         em_strbuf_printf(&s, "  (%d fused node%s under %lld elements run op by op: not worth "
                              "compiling; EMBER_JIT_MIN_ELEMENTS)\n",

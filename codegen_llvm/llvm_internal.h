@@ -48,4 +48,66 @@ typedef void (*em_llvm_kernel_fn)(int64_t begin, int64_t end, char **ptrs);
 em_status em_llvm_emit_kernel(LLVMModuleRef mod, const char *name, const em_ir_node *node,
                               int64_t (*const in_strides)[EM_MAX_DIMS], const int *shares);
 
+/* ---- plan.c ---- */
+
+/* How a whole-graph function runs its graph (see plan.c). Positions count
+ * body nodes in order. */
+typedef struct em_llvm_plan {
+    const em_ir_graph *g;
+    int n_nodes;
+    const em_ir_node **order; /* the body's nodes */
+    int *pos;                 /* per value: its node's position; -1: a graph input */
+    int *last;                /* per value: position of its last use (n_nodes: a result) */
+    int *slot;                /* per value: its frame slot; -1: a graph input */
+    int n_slots;
+    int *release_start, *release_ids; /* values dying after position k:
+                                         release_ids[release_start[k]..[k+1]) */
+    int *check_start, *check_ids;     /* results whose value guard is compared at
+                                         position + 1 (0: on entry), likewise */
+    int checked_by; /* position after which every value guard is compared */
+    int *buffer;    /* per value: its buffer in the arena, or -1 */
+    struct em_llvm_buffer {
+        int value;            /* whose */
+        const em_type *type;  /* the value's */
+        int64_t offset, nbytes;
+    } *buffers;
+    int n_buffers;
+    int64_t arena_bytes;
+} em_llvm_plan;
+
+/* The schedule: order, positions, slots, releases and value-guard checks.
+ * spec may be NULL. */
+em_status em_llvm_plan_schedule(const em_ir_graph *g, const em_run_spec *spec, em_llvm_plan *p);
+/* The memory plan, given per node id whether its results may share memory
+ * with its inputs (views, copies, regions run op by op, donated kernels). */
+em_status em_llvm_plan_buffers(em_llvm_plan *p, const bool *aliases_inputs);
+void em_llvm_plan_free(em_llvm_plan *p);
+
+/* ---- graph.c ---- */
+
+/* What a whole-graph function gets per run besides its inputs and outputs. */
+typedef struct em_llvm_run {
+    uint64_t allowed;    /* bit d: donation d may write its input this run */
+    em_tensor **planned; /* per buffer of the plan: its tensor in this run's arena */
+} em_llvm_run;
+
+/* The function a graph compiles to: in[] the graph inputs (borrowed),
+ * out[] receives the spec's outputs (new references); applies the effects.
+ * Returns an em_status. */
+typedef int32_t (*em_llvm_graph_fn)(em_tensor *const *in, em_tensor **out, em_llvm_run *run);
+
+/* A compiled kernel's launch: in[] the node's inputs; out[i] NULL or a
+ * planned tensor to write result i into; receives new references. */
+typedef int32_t (*em_llvm_launch_fn)(void *kernel, em_tensor *const *in, em_tensor **out,
+                                     const em_llvm_run *run);
+
+/* Emits graph g as function `name` into mod, running its nodes in the
+ * plan's order: per node id, kernels[id] (non-NULL) is launched with
+ * `launch`, other fused nodes run their regions op by op, other nodes their
+ * eager kernels (em_op_run_planned). The code refers to g, the kernels and
+ * spec's expected values and effects by address: they must outlive it. */
+em_status em_llvm_emit_graph(LLVMModuleRef mod, const char *name, const em_ir_graph *g,
+                             const em_llvm_plan *plan, const em_run_spec *spec, void *const *kernels,
+                             em_llvm_launch_fn launch);
+
 #endif

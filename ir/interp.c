@@ -196,24 +196,11 @@ void em_interp_free(em_interp *it) {
     em_free(it);
 }
 
-static em_status node_error(const em_ir_node *n) {
+em_status em_ir_node_error(const em_ir_node *n) {
     char where[300] = "";
     if (n->loc.file) snprintf(where, sizeof where, " at %s:%d", n->loc.file, n->loc.line);
     return em_error_prefix(em_last_status() ? em_last_status() : EM_ERR_RUNTIME, "%s%s",
                            em_op_name(n->op), where);
-}
-
-/* Does `got` hold exactly the values of `want`? (Bit for bit, so a NaN
- * matches itself.) */
-static bool same_values(em_tensor *got, const em_tensor *want) {
-    if (got->dtype != want->dtype || !em_shape_eq(got->shape, got->ndim, want->shape, want->ndim))
-        return false;
-    em_tensor *c = em_contiguous(got), *w = em_contiguous((em_tensor *)want);
-    bool same = c && w &&
-                memcmp(em_tensor_data(c), em_tensor_data(w), (size_t)want->numel * em_dtype_size(want->dtype)) == 0;
-    em_tensor_release(c);
-    em_tensor_release(w);
-    return same;
 }
 
 /* Compares the value guards due at position `at` (node at - 1 has run). */
@@ -221,7 +208,7 @@ static em_status check_expected(const em_interp *it, int at, em_tensor **slots) 
     if (!it->check_start) return EM_OK;
     for (int j = it->check_start[at]; j < it->check_start[at + 1]; j++) {
         int r = it->check_ids[j];
-        if (!same_values(slots[it->g->body->results[r]->id], it->expected[r]))
+        if (!em_equal_bits(slots[it->g->body->results[r]->id], it->expected[r]))
             return em_error(EM_ERR_GUARD, "@%s: result %d differs from the value the trace saw",
                             it->g->name, r);
     }
@@ -241,7 +228,7 @@ static em_status run_node(const em_interp *it, void *run_ctx, const em_ir_node *
         st = em_interp_run_region(n, in, out);
     else
         st = em_op_run(n->op, in, n->n_in, &n->attrs, out, n->n_out);
-    if (st != EM_OK) return node_error(n);
+    if (st != EM_OK) return em_ir_node_error(n);
     for (int i = 0; i < n->n_out; i++) slots[n->out[i]->id] = out[i];
     return EM_OK;
 }

@@ -187,6 +187,35 @@ fail:
     return st != EM_OK ? st : EM_ERR_INTERNAL;
 }
 
+em_status em_op_run_planned(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
+                            const em_type *types, em_tensor **out, int n_out) {
+    const em_op_info *info = &op_table[op];
+    bool self_alloc = (info->flags & (EM_F_VIEW | EM_F_DATA_DEPENDENT)) || info->kind == EM_KIND_COPY;
+    em_tensor *res[MAX_IO] = {NULL};
+    em_status st;
+    if (n_out > MAX_IO) return em_error(EM_ERR_VALUE, "%s: at most %d results", info->name, MAX_IO);
+    for (int i = 0; !self_alloc && i < n_out; i++) {
+        if (out[i]) {
+            em_tensor_retain(out[i]);
+            res[i] = out[i];
+        } else if (!(res[i] = em_tensor_empty(types[i].shape, types[i].ndim, types[i].dtype, types[i].device))) {
+            goto fail;
+        }
+    }
+    op_depth++;
+    st = info->cpu(op, in, n_in, attrs, res);
+    op_depth--;
+    if (st != EM_OK) goto fail;
+    if (info->flags & EM_F_VIEW)
+        for (int i = 0; i < n_out; i++) res[i]->is_view = true;
+    memcpy(out, res, (size_t)n_out * sizeof *out);
+    return EM_OK;
+fail:
+    st = em_last_status();
+    for (int i = 0; i < n_out; i++) em_tensor_release(res[i]);
+    return st != EM_OK ? st : EM_ERR_INTERNAL;
+}
+
 /* ---- in-place ---- */
 
 bool em_can_cast(em_dtype from, em_dtype to) {

@@ -200,6 +200,16 @@ em_tensor *em_expand(em_tensor *a, const int64_t *shape, int n) {
 em_tensor *em_contiguous(em_tensor *a) { return em_unary(EM_OP_CONTIGUOUS, a); }
 em_tensor *em_clone(em_tensor *a) { return a ? em_cast(a, a->dtype) : NULL; }
 
+bool em_equal_bits(em_tensor *a, em_tensor *b) {
+    if (a->dtype != b->dtype || !em_shape_eq(a->shape, a->ndim, b->shape, b->ndim)) return false;
+    em_tensor *c = em_contiguous(a), *d = em_contiguous(b);
+    bool same = c && d &&
+                memcmp(em_tensor_data(c), em_tensor_data(d), (size_t)a->numel * em_dtype_size(a->dtype)) == 0;
+    em_tensor_release(c);
+    em_tensor_release(d);
+    return same;
+}
+
 em_status em_assign(em_tensor *target, em_tensor *value) {
     if (value == target) { /* computed in target's own memory: a write all the same */
         __atomic_fetch_add(&target->storage->version, 1, __ATOMIC_RELAXED);

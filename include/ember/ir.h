@@ -190,6 +190,9 @@ em_status em_interp_run(em_interp *it, void *run_ctx, em_tensor *const *in, int 
 void em_interp_set_profiling(bool on);
 bool em_interp_profiling(void);
 char *em_interp_profile(const em_interp *it);
+/* Prefixes the current error with node n's op and source line, as a
+ * failing run reports it ("matmul at model.py:12: ..."). */
+em_status em_ir_node_error(const em_ir_node *n);
 /* Runs one fused node's region with the eager kernels. */
 em_status em_interp_run_region(const em_ir_node *node, em_tensor *const *in, em_tensor **out);
 void em_interp_free(em_interp *it);

@@ -185,6 +185,15 @@ const char *em_attr_name(int bit);
  * hold new references; on failure they are untouched. */
 em_status em_op_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                     em_tensor **out, int n_out);
+/* Runs op's kernel as a compiled graph does: inputs of the types the graph
+ * was verified with, results of `types` (a graph's result types). out[i]
+ * given (borrowed) is the memory result i is written into, a contiguous
+ * tensor of that type (a buffer from the graph's memory plan); NULL: a
+ * new one. On success out[] holds new references. No inference, no trace
+ * hook, no autograd: the graph made those choices already. Ops that make
+ * their own results (views, contiguous) take out[] NULL. */
+em_status em_op_run_planned(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
+                            const em_type *types, em_tensor **out, int n_out);
 /* Runs `op` and writes its single result into `out`, which may be one of the
  * inputs (x.add_(y) is ADD with out = x). Like PyTorch it refuses a result
  * that does not have out's shape or cannot be cast to out's dtype (a float
@@ -311,6 +320,9 @@ em_tensor *em_expand(em_tensor *a, const int64_t *shape, int n);
 em_tensor *em_contiguous(em_tensor *a);
 /* A contiguous copy with its own memory (a cast to a's own dtype). */
 em_tensor *em_clone(em_tensor *a);
+/* Same dtype, shape and values, bit for bit (so a NaN equals itself):
+ * how a value guard compares what a run computed with what a trace saw. */
+bool em_equal_bits(em_tensor *a, em_tensor *b);
 /* target.copy_(value) as a compiled run's write-back does it: when value
  * is target itself (computed in its memory) only the version is bumped;
  * when nothing else sees either memory target adopts value's storage (no
