@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every ember test on a fresh Debian 12 machine: installs what is
-# missing, builds from scratch, then
+# missing, checks the line budget (no source file over 1,500 lines, no
+# function over 150: tools/line_budget.py), builds from scratch, then
 #   1. a clang build (warnings are errors) and its C tests,
 #   2. a build without LLVM: C tests, and the Python tests with every
 #      compiled function running on the IR interpreter,
@@ -15,6 +16,9 @@ cd "$EMBER_ROOT"
 ensure_packages "${BUILD_PACKAGES[@]}" python3-pytest python3-hypothesis python3-torch python3-sklearn
 pick_python
 echo "== python: $PYTHON"
+
+echo "== line budget"
+"$PYTHON" tools/line_budget.py
 
 echo "== clang build"
 build build-clang -DCMAKE_C_COMPILER=clang-19 -DEMBER_WERROR=ON
