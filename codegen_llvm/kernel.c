@@ -115,7 +115,7 @@ static em_status emit_body(const emitter *e, const em_ir_block *r, LLVMValueRef 
         em_dtype odt = n->out[0]->type.dtype;
         LLVMValueRef res = NULL;
         em_status st = EM_OK;
-        if (n->op == EM_OP_FULL) {
+        if (em_ir_is_scalar_const(n)) {
             if (!(res = konst(e, odt, &n->attrs))) return em_last_status();
         } else if (info->flags & EM_F_BROADCAST) {
             res = vals[n->in[0]->id]; /* broadcasting is in the strides */

@@ -224,6 +224,10 @@ static void count_block(const em_ir_block *b, int *counts) {
     for (int i = 0; i < b->n_results; i++) counts[b->results[i]->id]++;
 }
 
+bool em_ir_is_scalar_const(const em_ir_node *n) {
+    return n->op == EM_OP_FULL && n->out[0]->type.ndim == 0;
+}
+
 void em_ir_count_uses(const em_ir_graph *g, int *counts) {
     memset(counts, 0, (size_t)g->n_values * sizeof *counts);
     count_block(g->body, counts);

@@ -44,7 +44,7 @@ static em_status fail(verifier *v, const em_ir_node *n, const char *fmt, ...) {
 static bool region_op_allowed(const em_ir_node *n) {
     const em_op_info *info = em_op_get(n->op);
     if (info->flags & (EM_F_ELEMENTWISE | EM_F_BROADCAST)) return true;
-    return n->op == EM_OP_FULL && n->out[0]->type.ndim == 0; /* a scalar constant */
+    return em_ir_is_scalar_const(n);
 }
 
 static em_status check_block(verifier *v, const em_ir_block *b);

@@ -33,10 +33,6 @@ typedef struct {
     int *n_users;
 } fuser;
 
-static bool is_scalar_const(const em_ir_node *n) {
-    return n->op == EM_OP_FULL && n->out[0]->type.ndim == 0;
-}
-
 static bool fusible(const em_ir_node *n) {
     unsigned flags = em_op_get(n->op)->flags;
     /* Integer division must raise on a zero divisor, which a fused kernel
@@ -87,7 +83,7 @@ static em_status build_fused(fuser *f, em_ir_node *r, int gid, em_ir_node **memb
     for (int i = 0; i < n_mem; i++)
         for (int k = 0; k < members[i]->n_in; k++) {
             em_ir_value *v = members[i]->in[k];
-            if ((v->def && (f->group[v->def->id] == gid || is_scalar_const(v->def))) || map[v->id])
+            if ((v->def && (f->group[v->def->id] == gid || em_ir_is_scalar_const(v->def))) || map[v->id])
                 continue;
             map[v->id] = v; /* marks "already an input" until the region exists */
             ins[n_in++] = v;
@@ -190,7 +186,7 @@ static em_status fuse_block(fuser *f) {
             for (int m = 0; m < n_mem; m++)
                 for (int j = 0; j < members[m]->n_in; j++) {
                     em_ir_node *p = members[m]->in[j]->def;
-                    if (p && p->n_out == 1 && !is_scalar_const(p) && can_join(f, p, r, gid)) {
+                    if (p && p->n_out == 1 && !em_ir_is_scalar_const(p) && can_join(f, p, r, gid)) {
                         f->group[p->id] = gid;
                         members[n_mem++] = p;
                         grew = true;

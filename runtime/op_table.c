@@ -74,6 +74,37 @@
 #define INFER_FOR_OTHER(n) infer_##n
 
 #define DTYPE_BIT(unused, S, T, sfx) | (1u << EM_DTYPE_##S)
+/* The dtypes column: a dtype class for elementwise rows, a reduction's
+ * rule for REDUCE rows. */
+#define DTYPES_FOR(kind, dts) DTYPES_FOR_##kind(dts)
+#define DTYPES_FOR_EW(dts) 0u EM_FOR_DTYPES_##dts(DTYPE_BIT, _)
+#define DTYPES_FOR_UNARY DTYPES_FOR_EW
+#define DTYPES_FOR_BINARY DTYPES_FOR_EW
+#define DTYPES_FOR_TERNARY DTYPES_FOR_EW
+#define DTYPES_FOR_CAST DTYPES_FOR_EW
+#define DTYPES_FOR_REDUCE(dts) 0u
+#define DTYPES_FOR_SCAN DTYPES_FOR_EW
+#define DTYPES_FOR_MATMUL DTYPES_FOR_EW
+#define DTYPES_FOR_VIEW DTYPES_FOR_EW
+#define DTYPES_FOR_COPY DTYPES_FOR_EW
+#define DTYPES_FOR_FACTORY DTYPES_FOR_EW
+#define DTYPES_FOR_RANDOM DTYPES_FOR_EW
+#define DTYPES_FOR_FUSED DTYPES_FOR_EW
+#define DTYPES_FOR_OTHER DTYPES_FOR_EW
+#define REDUCTION_FOR(kind, dts) REDUCTION_FOR_##kind(dts)
+#define REDUCTION_FOR_REDUCE(dts) EM_RED_##dts
+#define REDUCTION_FOR_UNARY(dts) EM_RED_NONE
+#define REDUCTION_FOR_BINARY REDUCTION_FOR_UNARY
+#define REDUCTION_FOR_TERNARY REDUCTION_FOR_UNARY
+#define REDUCTION_FOR_CAST REDUCTION_FOR_UNARY
+#define REDUCTION_FOR_SCAN REDUCTION_FOR_UNARY
+#define REDUCTION_FOR_MATMUL REDUCTION_FOR_UNARY
+#define REDUCTION_FOR_VIEW REDUCTION_FOR_UNARY
+#define REDUCTION_FOR_COPY REDUCTION_FOR_UNARY
+#define REDUCTION_FOR_FACTORY REDUCTION_FOR_UNARY
+#define REDUCTION_FOR_RANDOM REDUCTION_FOR_UNARY
+#define REDUCTION_FOR_FUSED REDUCTION_FOR_UNARY
+#define REDUCTION_FOR_OTHER REDUCTION_FOR_UNARY
 static const em_op_info op_table[EM_OP_COUNT] = {
 #define EM_OP(E, n, kind, ni, no, dts, pr, fl, at, gr)                                                 \
     [EM_OP_##E] = {#n,                                                                             \
@@ -83,7 +114,8 @@ static const em_op_info op_table[EM_OP_COUNT] = {
                    EM_PROMOTE_##pr,                                                                \
                    fl,                                                                             \
                    at,                                                                             \
-                   0u EM_FOR_DTYPES_##dts(DTYPE_BIT, _),                                           \
+                   DTYPES_FOR(kind, dts),                                                          \
+                   REDUCTION_FOR(kind, dts),                                                       \
                    INFER_FOR(kind, n),                                                             \
                    CPU_FOR(kind, n)},
 #include "ember/ops.def"

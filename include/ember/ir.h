@@ -105,6 +105,9 @@ em_ir_node *em_ir_build(em_ir_block *b, em_op op, em_ir_value *const *in, int n_
 em_status em_ir_set_results(em_ir_block *b, em_ir_value *const *values, int n);
 /* Replaces every use of `from` by `to` among the nodes and results of `b`. */
 void em_ir_replace_uses(em_ir_block *b, em_ir_value *from, em_ir_value *to);
+/* Is n a scalar constant (a 0-d `full`)? Fused regions may hold these
+ * besides elementwise ops; the fuser copies them into each region. */
+bool em_ir_is_scalar_const(const em_ir_node *n);
 /* counts[value id] = number of uses (node inputs and block results), over
  * the whole graph including regions. `counts` has g->n_values entries. */
 void em_ir_count_uses(const em_ir_graph *g, int *counts);

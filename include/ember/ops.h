@@ -71,6 +71,24 @@ typedef enum em_op_kind {
     EM_KIND_FUSED,
 } em_op_kind;
 
+/* What a reduction accumulates (ops.def's dtypes column for REDUCE rows;
+ * the eager kernel's per-element rule). Some need a first pass: SUMSQDEV
+ * the mean, SUMEXP the max. */
+typedef enum em_reduction {
+    EM_RED_NONE, /* not a reduction */
+    EM_RED_SUM,
+    EM_RED_PROD,
+    EM_RED_MAX,
+    EM_RED_MIN,
+    EM_RED_ARGMAX,
+    EM_RED_ARGMIN,
+    EM_RED_ALL,
+    EM_RED_ANY,
+    EM_RED_SUMSQDEV, /* sum of (x - mean)^2 */
+    EM_RED_SUMEXP,   /* sum of exp(x - max) */
+    EM_RED_PNORM,    /* by the ord attribute: SUMSQDEV-like for 2, |x| sums, max/min |x|, counts */
+} em_reduction;
+
 /* How an op's result dtype follows from its inputs. */
 typedef enum em_promote {
     EM_PROMOTE_NONE,         /* not applicable (fused: types are explicit)   */
@@ -171,6 +189,7 @@ typedef struct em_op_info {
     uint32_t flags;
     uint32_t attrs;  /* EM_A_* mask */
     uint32_t dtypes; /* elementwise: compute dtypes defined (1 << em_dtype); 0: any */
+    em_reduction reduction;
     em_infer_fn infer;
     em_kernel_fn cpu;
 } em_op_info;

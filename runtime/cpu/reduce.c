@@ -572,28 +572,24 @@ static em_status reduce(em_tensor *x, const em_attrs *attrs, red_kind kind, cons
 
 /* ---- the ops ---- */
 
+/* The kernel's per-element rule for op: its reduction (the op table's)
+ * and, for a p-norm, its ord. */
 static red_kind kind_of(em_op op, double ord) {
-    switch (op) {
-    case EM_OP_SUM:
-    case EM_OP_MEAN: return K_SUM;
-    case EM_OP_PROD: return K_PROD;
-    case EM_OP_AMAX: return K_MAX;
-    case EM_OP_AMIN: return K_MIN;
-    case EM_OP_ARGMAX: return K_ARGMAX;
-    case EM_OP_ARGMIN: return K_ARGMIN;
-    case EM_OP_ALL: return K_ALL;
-    case EM_OP_ANY: return K_ANY;
-    case EM_OP_VAR:
-    case EM_OP_STD: return K_SUMSQDEV;
-    case EM_OP_NORM:
-        return ord == 2.0         ? K_SUMSQDEV
-               : ord == 1.0       ? K_SUMABS
-               : ord == INFINITY  ? K_MAXABS
-               : ord == -INFINITY ? K_MINABS
-               : ord == 0.0       ? K_COUNTNZ
-                                  : K_SUMPOW;
-    default: return K_SUMEXP; /* logsumexp */
-    }
+    static const red_kind rule[] = {
+        /* ORDER em_reduction */
+        [EM_RED_SUM] = K_SUM,       [EM_RED_PROD] = K_PROD,         [EM_RED_MAX] = K_MAX,
+        [EM_RED_MIN] = K_MIN,       [EM_RED_ARGMAX] = K_ARGMAX,     [EM_RED_ARGMIN] = K_ARGMIN,
+        [EM_RED_ALL] = K_ALL,       [EM_RED_ANY] = K_ANY,           [EM_RED_SUMSQDEV] = K_SUMSQDEV,
+        [EM_RED_SUMEXP] = K_SUMEXP,
+    };
+    em_reduction r = em_op_get(op)->reduction;
+    if (r != EM_RED_PNORM) return rule[r];
+    return ord == 2.0         ? K_SUMSQDEV /* (about 0: no first pass) */
+           : ord == 1.0       ? K_SUMABS
+           : ord == INFINITY  ? K_MAXABS
+           : ord == -INFINITY ? K_MINABS
+           : ord == 0.0       ? K_COUNTNZ
+                              : K_SUMPOW;
 }
 
 /* The final value of output o as a double (floats) or int64 (the rest). */
@@ -634,7 +630,8 @@ static void finish(em_op op, const em_attrs *a, acc_t acc, int64_t n, const doub
 
 em_status cpu_reduce(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
     em_tensor *x = in[0], *cast = NULL;
-    if (op == EM_OP_LOGSUMEXP && !em_dtype_is_float(x->dtype)) { /* computed in float */
+    em_reduction red = em_op_get(op)->reduction;
+    if (red == EM_RED_SUMEXP && !em_dtype_is_float(x->dtype)) { /* computed in float */
         if (!(cast = em_cast(x, out[0]->dtype))) return em_last_status();
         x = cast;
     }
@@ -643,9 +640,10 @@ em_status cpu_reduce(em_op op, em_tensor *const *in, int n_in, const em_attrs *a
     acc_t *pass1 = NULL, *res = NULL;
     int64_t knumel, rnumel;
     em_status st = EM_OK;
-    /* First passes: the mean for var/std, the max for logsumexp. */
-    if (op == EM_OP_VAR || op == EM_OP_STD || op == EM_OP_LOGSUMEXP) {
-        red_kind first = op == EM_OP_LOGSUMEXP ? K_MAX : K_SUM;
+    /* First passes: the mean for squared deviations (var, std), the max for
+     * sums of exp(x - max) (logsumexp). */
+    if (red == EM_RED_SUMSQDEV || red == EM_RED_SUMEXP) {
+        red_kind first = red == EM_RED_SUMEXP ? K_MAX : K_SUM;
         if ((st = reduce(x, attrs, first, NULL, &pass1, &knumel, &rnumel)) != EM_OK) goto done;
         if (!(param = em_malloc((size_t)(knumel ? knumel : 1) * sizeof *param))) {
             st = EM_ERR_NOMEM;
@@ -656,7 +654,7 @@ em_status cpu_reduce(em_op op, em_tensor *const *in, int n_in, const em_attrs *a
             param[o] = m;
         }
     }
-    if (op == EM_OP_NORM && kind == K_SUMPOW) {
+    if (kind == K_SUMPOW) { /* (a p-norm's p per output) */
         int64_t n = out[0]->numel;
         if (!(param = em_malloc((size_t)(n ? n : 1) * sizeof *param))) {
             st = EM_ERR_NOMEM;
@@ -668,7 +666,7 @@ em_status cpu_reduce(em_op op, em_tensor *const *in, int n_in, const em_attrs *a
      * then the max itself); the second pass reads a copy with that change. */
     double *p2 = param;
     double *adj = NULL;
-    if (op == EM_OP_LOGSUMEXP) {
+    if (red == EM_RED_SUMEXP) {
         if (!(adj = em_malloc((size_t)(knumel ? knumel : 1) * sizeof *adj))) {
             st = EM_ERR_NOMEM;
             goto done;
@@ -678,8 +676,8 @@ em_status cpu_reduce(em_op op, em_tensor *const *in, int n_in, const em_attrs *a
     }
     st = reduce(x, attrs, kind, p2, &res, &knumel, &rnumel);
     if (st == EM_OK) {
-        bool fl = em_dtype_is_float(x->dtype) && op != EM_OP_ARGMAX && op != EM_OP_ARGMIN &&
-                  op != EM_OP_ALL && op != EM_OP_ANY;
+        bool fl = em_dtype_is_float(x->dtype) && red != EM_RED_ARGMAX && red != EM_RED_ARGMIN &&
+                  red != EM_RED_ALL && red != EM_RED_ANY;
         void *d = em_tensor_data(out[0]);
         for (int64_t o = 0; o < knumel; o++) {
             double f;

@@ -295,6 +295,24 @@ static void test_cast_table(void) {
 
 /* Every allocation an op makes can fail: the op must return NULL with
  * EM_ERR_NOMEM, leak nothing and leave its inputs intact. */
+/* Every row of the op table has its pieces: a name that finds it again,
+ * inference and a CPU kernel; reductions say what they accumulate,
+ * elementwise ops which dtypes they compute in, other rows neither. */
+static void test_op_table(void) {
+    for (int i = 0; i < EM_OP_COUNT; i++) {
+        const em_op_info *info = em_op_get((em_op)i);
+        em_op back;
+        CHECK_MSG(info->name && em_op_from_name(info->name, strlen(info->name), &back) && back == (em_op)i,
+                  "op %d", i);
+        CHECK_MSG(info->infer && info->cpu, "%s", info->name);
+        bool ew = info->kind == EM_KIND_UNARY || info->kind == EM_KIND_BINARY || info->kind == EM_KIND_TERNARY;
+        CHECK_MSG((info->kind == EM_KIND_REDUCE) == (info->reduction != EM_RED_NONE), "%s", info->name);
+        CHECK_MSG(!ew || info->dtypes, "%s", info->name);
+        CHECK_MSG(ew || info->kind == EM_KIND_CAST || info->dtypes == 0, "%s", info->name);
+    }
+    CHECK(em_op_get(EM_OP_MEAN)->reduction == EM_RED_SUM && em_op_get(EM_OP_STD)->reduction == EM_RED_SUMSQDEV);
+}
+
 static void test_out_of_memory(void) {
     int64_t s[2] = {64, 64};
     em_tensor *a = em_ones(s, 2, EM_DTYPE_F32);
@@ -332,6 +350,7 @@ int main(void) {
     RUN(test_random_is_reproducible);
     RUN(test_small_jobs_stay_on_the_caller);
     RUN(test_cast_table);
+    RUN(test_op_table);
     RUN(test_out_of_memory);
     CHECK(em_tensor_live_count() == 0);
     CHECK(em_storage_live_count() == 0);
