@@ -307,135 +307,21 @@ em_status infer_matmul(em_op op, const em_type *in, int n_in, const em_attrs *at
     return EM_OK;
 }
 
-/* ---- views ---- */
-
-static em_status infer_reshape(const em_type *in, const em_attrs *attrs, em_type *r) {
-    char a[256], s[256];
-    int64_t known = 1;
-    int infer_at = -1;
-    for (int i = 0; i < attrs->n_shape; i++) {
-        if (attrs->shape[i] == -1) {
-            if (infer_at >= 0)
-                return em_error(EM_ERR_VALUE, "reshape: only one dimension can be inferred");
-            infer_at = i;
-        } else if (attrs->shape[i] < 0) {
-            return em_error(EM_ERR_VALUE, "reshape: invalid shape dimension %lld",
-                            (long long)attrs->shape[i]);
-        } else {
-            known *= attrs->shape[i];
-        }
-    }
-    int64_t numel = em_shape_numel(in->shape, in->ndim);
-    r->ndim = attrs->n_shape;
-    memcpy(r->shape, attrs->shape, sizeof r->shape);
-    if (infer_at >= 0) {
-        if (known == 0 || numel % known != 0) goto bad;
-        r->shape[infer_at] = numel / known;
-    } else if (known != numel) {
-        goto bad;
-    }
-    return EM_OK;
-bad:
-    em_shape_str(attrs->shape, attrs->n_shape, s, sizeof s);
-    return em_error(EM_ERR_SHAPE, "reshape: shape %s is invalid for input %s of %lld elements", s,
-                    TYPE_STR(in, a), (long long)numel);
-}
-
-static em_status infer_permute(const em_type *in, const em_attrs *attrs, em_type *r) {
-    char a[256];
-    if (attrs->n_dims != in->ndim)
-        return em_error(EM_ERR_VALUE,
-                        "permute: number of dims in the permutation (%d) does not match the "
-                        "input %s",
-                        attrs->n_dims, TYPE_STR(in, a));
-    bool seen[EM_MAX_DIMS] = {false};
-    for (int i = 0; i < attrs->n_dims; i++) {
-        int64_t d = attrs->dims[i];
-        if (d < 0 || d >= in->ndim || seen[d])
-            return em_error(EM_ERR_VALUE,
-                            "permute: dims are not a permutation of 0..%d (repeated or out of "
-                            "range dim %lld for the input %s)",
-                            in->ndim - 1, (long long)attrs->dims[i], TYPE_STR(in, a));
-        seen[d] = true;
-        r->shape[i] = in->shape[d];
-    }
-    return EM_OK;
-}
-
-static em_status infer_expand(const em_type *in, const em_attrs *attrs, em_type *r) {
-    char a[256], s[256];
-    int n = attrs->n_shape, lead = n - in->ndim;
-    if (lead < 0) goto bad;
-    for (int i = 0; i < n; i++) {
-        int64_t want = attrs->shape[i];
-        if (i < lead) {
-            if (want < 0) goto bad;
-            r->shape[i] = want;
-            continue;
-        }
-        int64_t have = in->shape[i - lead];
-        if (want == -1) want = have;
-        if (want != have && have != 1) goto bad;
-        if (want < 0) goto bad;
-        r->shape[i] = want;
-    }
-    return EM_OK;
-bad:
-    em_shape_str(attrs->shape, attrs->n_shape, s, sizeof s);
-    return em_error(EM_ERR_SHAPE,
-                    "expand: cannot expand %s to shape %s (only dims of size 1 can grow, and new "
-                    "dims go in front)",
-                    TYPE_STR(in, a), s);
-}
+/* ---- views: their rules (view_rules.c) give the shape ---- */
 
 em_status infer_view(em_op op, const em_type *in, int n_in, const em_attrs *attrs, em_type *out,
                      int n_out) {
     (void)n_in;
     (void)n_out;
-    em_type r = in[0];
-    memset(r.shape, 0, sizeof r.shape);
-    em_status st;
-    switch (op) {
-    case EM_OP_SLICE:
-    case EM_OP_SELECT: {
-        int d = attrs->n_dims == 1 ? (int)attrs->dims[0] : -1;
-        const em_type *x = &in[0];
-        if (d < 0 || d >= x->ndim)
-            return em_error(EM_ERR_INDEX, "%s: dimension out of range for a %d-d tensor",
-                            em_op_name(op), x->ndim);
-        int64_t size = x->shape[d], start = (int64_t)attrs->start;
-        if (op == EM_OP_SELECT) {
-            if (start < 0 || start >= size)
-                return em_error(EM_ERR_INDEX,
-                                "select: index %lld is out of bounds for dimension %d with size %lld",
-                                (long long)start, d, (long long)size);
-            for (int i = 0, k = 0; i < x->ndim; i++)
-                if (i != d) r.shape[k++] = x->shape[i];
-            r.ndim = x->ndim - 1;
-            st = EM_OK;
-            break;
-        }
-        int64_t step = (int64_t)attrs->step, len = attrs->n_shape == x->ndim ? attrs->shape[d] : -1;
-        if (step <= 0) return em_error(EM_ERR_VALUE, "slice: step must be greater than zero");
-        if (len < 0 || start < 0 || (len > 0 && start + (len - 1) * step >= size) || start > size)
-            return em_error(EM_ERR_INDEX, "slice: %lld elements from %lld by %lld do not fit "
-                                          "dimension %d of size %lld",
-                            (long long)len, (long long)start, (long long)step, d, (long long)size);
-        memcpy(r.shape, x->shape, sizeof r.shape);
-        r.shape[d] = len;
-        st = EM_OK;
-        break;
-    }
-    case EM_OP_RESHAPE: st = infer_reshape(&in[0], attrs, &r); break;
-    case EM_OP_PERMUTE: st = infer_permute(&in[0], attrs, &r); break;
-    case EM_OP_EXPAND:
-        r.ndim = attrs->n_shape;
-        st = infer_expand(&in[0], attrs, &r);
-        break;
-    default: return em_error(EM_ERR_INTERNAL, "infer_view: %s is not a view", em_op_name(op));
-    }
-    if (st == EM_OK) out[0] = r;
-    return st;
+    const em_view_fn rule = em_op_get(op)->view;
+    em_view_geom v;
+    if (!rule) return em_error(EM_ERR_INTERNAL, "infer_view: %s is not a view", em_op_name(op));
+    em_status st = rule(&in[0], NULL, attrs, &v);
+    if (st != EM_OK) return st;
+    out[0] = in[0];
+    out[0].ndim = v.ndim;
+    memcpy(out[0].shape, v.shape, sizeof v.shape);
+    return EM_OK;
 }
 
 /* Scans and normalisations along one dim: the shape is kept. */

@@ -70,6 +70,10 @@ em_status cpu_empty(em_op, em_tensor *const *, int, const em_attrs *, em_tensor 
 em_status cpu_linspace(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **);
 em_status cpu_eye(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **);
 
+/* Rows of kind VIEW: their geometry (view_rules.c), used by inference and
+ * by cpu_view. */
+#define EM_VIEW_DECL(E, n) em_status view_##n(const em_type *, const int64_t *, const em_attrs *, em_view_geom *);
+
 /* Rows of kind OTHER: inference and kernel side by side in their files. */
 #define EM_OTHER_DECL(E, n)                                                                        \
     em_status infer_##n(em_op, const em_type *, int, const em_attrs *, em_type *, int);            \
@@ -81,7 +85,7 @@ em_status cpu_eye(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **
 #define EM_OP_KIND_REDUCE(E, n)
 #define EM_OP_KIND_SCAN(E, n)
 #define EM_OP_KIND_MATMUL(E, n)
-#define EM_OP_KIND_VIEW(E, n)
+#define EM_OP_KIND_VIEW(E, n) EM_VIEW_DECL(E, n)
 #define EM_OP_KIND_COPY(E, n)
 #define EM_OP_KIND_FACTORY(E, n)
 #define EM_OP_KIND_RANDOM(E, n)

@@ -73,6 +73,22 @@
 #define INFER_FOR_FUSED(n) INFER_FUSED
 #define INFER_FOR_OTHER(n) infer_##n
 
+/* View rows name their geometry, view_<name>. */
+#define VIEW_FOR(kind, n) VIEW_FOR_##kind(n)
+#define VIEW_FOR_VIEW(n) view_##n
+#define VIEW_FOR_UNARY(n) NULL
+#define VIEW_FOR_BINARY VIEW_FOR_UNARY
+#define VIEW_FOR_TERNARY VIEW_FOR_UNARY
+#define VIEW_FOR_CAST VIEW_FOR_UNARY
+#define VIEW_FOR_REDUCE VIEW_FOR_UNARY
+#define VIEW_FOR_SCAN VIEW_FOR_UNARY
+#define VIEW_FOR_MATMUL VIEW_FOR_UNARY
+#define VIEW_FOR_COPY VIEW_FOR_UNARY
+#define VIEW_FOR_FACTORY VIEW_FOR_UNARY
+#define VIEW_FOR_RANDOM VIEW_FOR_UNARY
+#define VIEW_FOR_FUSED VIEW_FOR_UNARY
+#define VIEW_FOR_OTHER VIEW_FOR_UNARY
+
 #define DTYPE_BIT(unused, S, T, sfx) | (1u << EM_DTYPE_##S)
 /* The dtypes column: a dtype class for elementwise rows, a reduction's
  * rule for REDUCE rows. */
@@ -117,7 +133,8 @@ static const em_op_info op_table[EM_OP_COUNT] = {
                    DTYPES_FOR(kind, dts),                                                          \
                    REDUCTION_FOR(kind, dts),                                                       \
                    INFER_FOR(kind, n),                                                             \
-                   CPU_FOR(kind, n)},
+                   CPU_FOR(kind, n),                                                               \
+                   VIEW_FOR(kind, n)},
 #include "ember/ops.def"
 #undef EM_OP
 };

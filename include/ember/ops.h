@@ -181,6 +181,20 @@ typedef em_status (*em_infer_fn)(em_op op, const em_type *in, int n_in, const em
 typedef em_status (*em_kernel_fn)(em_op op, em_tensor *const *in, int n_in,
                                   const em_attrs *attrs, em_tensor **out);
 
+/* A view op's result geometry (see em_view_fn). */
+typedef struct em_view_geom {
+    int ndim;
+    int64_t shape[EM_MAX_DIMS];
+    int64_t strides[EM_MAX_DIMS]; /* when asked for */
+    int64_t offset;               /* change of offset, in elements */
+    bool needs_copy;              /* a reshape the strides cannot view: copy first */
+} em_view_geom;
+/* What a view op does (runtime/view_rules.c, view_<name>): from the
+ * input's type and attributes, the result's shape, and with `strides`
+ * (NULL: shape only) its strides and offset. An error naming the op when
+ * the attributes do not fit the input. */
+typedef em_status (*em_view_fn)(const em_type *in, const int64_t *strides, const em_attrs *attrs, em_view_geom *out);
+
 typedef struct em_op_info {
     const char *name;
     em_op_kind kind;
@@ -192,6 +206,7 @@ typedef struct em_op_info {
     em_reduction reduction;
     em_infer_fn infer;
     em_kernel_fn cpu;
+    em_view_fn view; /* VIEW rows: their geometry */
 } em_op_info;
 
 const em_op_info *em_op_get(em_op op);
@@ -392,8 +407,9 @@ em_tensor *em_randn(const int64_t *shape, int n, em_dtype dtype);
 /* ---- geometry shared by eager views and the code generators ---- */
 
 /* Shape, strides and the change of offset (in elements) of view op `op`
- * applied to a tensor of the given geometry. Returns false (without setting
- * an error) when a reshape cannot be expressed as a view of these strides. */
+ * applied to a tensor of the given geometry (the op's em_view_fn). Returns
+ * false when a reshape cannot be expressed as a view of these strides
+ * (without an error), or when the attributes do not fit (with one). */
 bool em_view_geometry(em_op op, const int64_t *shape, const int64_t *strides, int ndim,
                       const em_attrs *attrs, int64_t *out_shape, int64_t *out_strides,
                       int *out_ndim, int64_t *offset_delta);

@@ -1,0 +1,190 @@
+/*
+ * view_rules.c - what each view op does, said once: from its input's type
+ * (and strides) and its attributes, its result's shape (and strides and
+ * change of offset). The op table names these rules (view_<name>, for the
+ * VIEW rows of ops.def); inference asks them for shapes only, which checks
+ * the attributes, and the eager view kernel and the code generators' layout
+ * propagation (em_view_geometry) ask for strides too, on inputs inference
+ * already accepted.
+ */
+#include <string.h>
+
+#include "kernels.h"
+
+#define TYPE_STR(t, buf) (em_type_str((t), (buf), sizeof(buf)), (buf))
+
+/* The input's shape as the result's, to be changed. */
+static void start_from(const em_type *x, const int64_t *strides, em_view_geom *r) {
+    memset(r, 0, sizeof *r);
+    r->ndim = x->ndim;
+    memcpy(r->shape, x->shape, (size_t)x->ndim * sizeof *r->shape);
+    if (strides) memcpy(r->strides, strides, (size_t)x->ndim * sizeof *r->strides);
+}
+
+/* The dim that slice and select work on (attrs dims[0]), or -1 with an error. */
+static int one_dim(em_op op, const em_type *x, const em_attrs *a) {
+    int d = a->n_dims == 1 ? (int)a->dims[0] : -1;
+    if (d < 0 || d >= x->ndim)
+        em_error(EM_ERR_INDEX, "%s: dimension out of range for a %d-d tensor", em_op_name(op), x->ndim);
+    return d < x->ndim ? d : -1;
+}
+
+/* dims[0] from `start` by `step`, shape[d] elements of it. */
+em_status view_slice(const em_type *x, const int64_t *strides, const em_attrs *a, em_view_geom *r) {
+    int d = one_dim(EM_OP_SLICE, x, a);
+    if (d < 0) return em_last_status();
+    int64_t size = x->shape[d], start = (int64_t)a->start, step = (int64_t)a->step;
+    int64_t len = a->n_shape == x->ndim ? a->shape[d] : -1;
+    if (step <= 0) return em_error(EM_ERR_VALUE, "slice: step must be greater than zero");
+    if (len < 0 || start < 0 || (len > 0 && start + (len - 1) * step >= size) || start > size)
+        return em_error(EM_ERR_INDEX, "slice: %lld elements from %lld by %lld do not fit dimension %d of size %lld",
+                        (long long)len, (long long)start, (long long)step, d, (long long)size);
+    start_from(x, strides, r);
+    r->shape[d] = len;
+    if (strides) {
+        r->strides[d] = strides[d] * step;
+        r->offset = start * strides[d];
+    }
+    return EM_OK;
+}
+
+/* dims[0] fixed at index `start`; the dim goes away. */
+em_status view_select(const em_type *x, const int64_t *strides, const em_attrs *a, em_view_geom *r) {
+    int d = one_dim(EM_OP_SELECT, x, a);
+    if (d < 0) return em_last_status();
+    int64_t size = x->shape[d], start = (int64_t)a->start;
+    if (start < 0 || start >= size)
+        return em_error(EM_ERR_INDEX, "select: index %lld is out of bounds for dimension %d with size %lld",
+                        (long long)start, d, (long long)size);
+    memset(r, 0, sizeof *r);
+    for (int i = 0; i < x->ndim; i++) {
+        if (i == d) continue;
+        r->shape[r->ndim] = x->shape[i];
+        if (strides) r->strides[r->ndim] = strides[i];
+        r->ndim++;
+    }
+    if (strides) r->offset = start * strides[d];
+    return EM_OK;
+}
+
+/* PyTorch's rule for viewing a reshape: split the old dims into chunks that
+ * are contiguous among themselves; each chunk must map onto whole new dims. */
+static bool reshape_strides(const int64_t *shape, const int64_t *strides, int ndim, const int64_t *nshape,
+                            int nnd, int64_t *nstrides) {
+    int64_t numel = em_shape_numel(shape, ndim);
+    if (numel == 0 || ndim == 0) {
+        em_contiguous_strides(nshape, nnd, nstrides);
+        return true;
+    }
+    int view_d = nnd - 1;
+    int64_t chunk_base = strides[ndim - 1], tensor_numel = 1, view_numel = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        tensor_numel *= shape[d];
+        if (d == 0 || (shape[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base)) {
+            while (view_d >= 0 && (view_numel < tensor_numel || nshape[view_d] == 1)) {
+                nstrides[view_d] = view_numel * chunk_base;
+                view_numel *= nshape[view_d];
+                view_d--;
+            }
+            if (view_numel != tensor_numel) return false;
+            if (d > 0) {
+                chunk_base = strides[d - 1];
+                tensor_numel = 1;
+                view_numel = 1;
+            }
+        }
+    }
+    return view_d == -1;
+}
+
+/* The same elements in a new shape (one -1 inferred); a view when the
+ * strides allow it, else r->needs_copy. */
+em_status view_reshape(const em_type *x, const int64_t *strides, const em_attrs *a, em_view_geom *r) {
+    char t[256], s[256];
+    int64_t known = 1, numel = em_shape_numel(x->shape, x->ndim);
+    int infer_at = -1;
+    for (int i = 0; i < a->n_shape; i++) {
+        if (a->shape[i] == -1) {
+            if (infer_at >= 0) return em_error(EM_ERR_VALUE, "reshape: only one dimension can be inferred");
+            infer_at = i;
+        } else if (a->shape[i] < 0) {
+            return em_error(EM_ERR_VALUE, "reshape: invalid shape dimension %lld", (long long)a->shape[i]);
+        } else {
+            known *= a->shape[i];
+        }
+    }
+    memset(r, 0, sizeof *r);
+    r->ndim = a->n_shape;
+    memcpy(r->shape, a->shape, (size_t)a->n_shape * sizeof *r->shape);
+    if (infer_at >= 0 && known != 0 && numel % known == 0)
+        r->shape[infer_at] = numel / known;
+    else if (infer_at >= 0 || known != numel)
+        return em_error(EM_ERR_SHAPE, "reshape: shape %s is invalid for input %s of %lld elements",
+                        (em_shape_str(a->shape, a->n_shape, s, sizeof s), s), TYPE_STR(x, t), (long long)numel);
+    if (strides) r->needs_copy = !reshape_strides(x->shape, strides, x->ndim, r->shape, r->ndim, r->strides);
+    return EM_OK;
+}
+
+/* The dims reordered: result dim i is input dim dims[i]. */
+em_status view_permute(const em_type *x, const int64_t *strides, const em_attrs *a, em_view_geom *r) {
+    char t[256];
+    if (a->n_dims != x->ndim)
+        return em_error(EM_ERR_VALUE, "permute: number of dims in the permutation (%d) does not match the input %s",
+                        a->n_dims, TYPE_STR(x, t));
+    bool seen[EM_MAX_DIMS] = {false};
+    memset(r, 0, sizeof *r);
+    r->ndim = x->ndim;
+    for (int i = 0; i < a->n_dims; i++) {
+        int64_t d = a->dims[i];
+        if (d < 0 || d >= x->ndim || seen[d])
+            return em_error(EM_ERR_VALUE,
+                            "permute: dims are not a permutation of 0..%d (repeated or out of range dim %lld "
+                            "for the input %s)",
+                            x->ndim - 1, (long long)d, TYPE_STR(x, t));
+        seen[d] = true;
+        r->shape[i] = x->shape[d];
+        if (strides) r->strides[i] = strides[d];
+    }
+    return EM_OK;
+}
+
+/* Size-1 dims grow and new dims appear in front, with stride 0 (-1: the
+ * input's size). */
+em_status view_expand(const em_type *x, const int64_t *strides, const em_attrs *a, em_view_geom *r) {
+    char t[256], s[256];
+    int n = a->n_shape, lead = n - x->ndim;
+    memset(r, 0, sizeof *r);
+    r->ndim = n;
+    for (int i = 0; i < n && lead >= 0; i++) {
+        int64_t want = a->shape[i], have = i < lead ? 1 : x->shape[i - lead];
+        if (want == -1 && i >= lead) want = have;
+        if (want < 0 || (i >= lead && want != have && have != 1)) {
+            lead = -1;
+            break;
+        }
+        r->shape[i] = want;
+        if (strides) r->strides[i] = i < lead || (have == 1 && want != 1) ? 0 : strides[i - lead];
+    }
+    if (lead < 0)
+        return em_error(EM_ERR_SHAPE,
+                        "expand: cannot expand %s to shape %s (only dims of size 1 can grow, and new dims go in "
+                        "front)",
+                        TYPE_STR(x, t), (em_shape_str(a->shape, a->n_shape, s, sizeof s), s));
+    return EM_OK;
+}
+
+bool em_view_geometry(em_op op, const int64_t *shape, const int64_t *strides, int ndim, const em_attrs *attrs,
+                      int64_t *out_shape, int64_t *out_strides, int *out_ndim, int64_t *offset_delta) {
+    const em_op_info *info = em_op_get(op);
+    em_type x;
+    memset(&x, 0, sizeof x);
+    x.ndim = ndim;
+    memcpy(x.shape, shape, (size_t)ndim * sizeof *shape);
+    em_view_geom r;
+    if (!info->view || info->view(&x, strides, attrs, &r) != EM_OK || r.needs_copy) return false;
+    memcpy(out_shape, r.shape, sizeof r.shape);
+    memcpy(out_strides, r.strides, sizeof r.strides);
+    *out_ndim = r.ndim;
+    *offset_delta = r.offset;
+    return true;
+}
