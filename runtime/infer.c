@@ -313,7 +313,7 @@ em_status infer_view(em_op op, const em_type *in, int n_in, const em_attrs *attr
                      int n_out) {
     (void)n_in;
     (void)n_out;
-    const em_view_fn rule = em_op_get(op)->view;
+    const em_view_fn rule = em_view_rule(op);
     em_view_geom v;
     if (!rule) return em_error(EM_ERR_INTERNAL, "infer_view: %s is not a view", em_op_name(op));
     em_status st = rule(&in[0], NULL, attrs, &v);

@@ -1,12 +1,38 @@
 /*
- * kernels.h - runtime-internal declarations: the inference functions and
- * CPU kernels the op table points at, and the strided-iteration helper they
- * share. Not a public header: only runtime/ includes it.
+ * kernels.h - runtime-internal declarations: the inference functions, view
+ * rules and CPU kernels the dispatcher (dispatch.c) runs, and the helpers
+ * they share. Not a public header: only runtime/ includes it. Kernels call
+ * kernels and these helpers, never the public ops (ops_api.c), which
+ * dispatch to them.
  */
 #ifndef EMBER_RUNTIME_KERNELS_H
 #define EMBER_RUNTIME_KERNELS_H
 
 #include "ember/ops.h"
+
+/* Infers result types from input types. `in` has n_in entries; writes n_out
+ * entries of `out`. Errors name the op and the offending shapes/dtypes. */
+typedef em_status (*em_infer_fn)(em_op op, const em_type *in, int n_in, const em_attrs *attrs,
+                                 em_type *out, int n_out);
+/* Runs an eager kernel. For ops that are not views, `out` holds freshly
+ * allocated contiguous results to fill; views (and contiguous) create their
+ * own results into `out`. */
+typedef em_status (*em_kernel_fn)(em_op op, em_tensor *const *in, int n_in,
+                                  const em_attrs *attrs, em_tensor **out);
+
+/* A view op's result geometry (see em_view_fn). */
+typedef struct em_view_geom {
+    int ndim;
+    int64_t shape[EM_MAX_DIMS];
+    int64_t strides[EM_MAX_DIMS]; /* when asked for */
+    int64_t offset;               /* change of offset, in elements */
+    bool needs_copy;              /* a reshape the strides cannot view: copy first */
+} em_view_geom;
+/* What a view op does (runtime/view_rules.c, view_<name>): from the
+ * input's type and attributes, the result's shape, and with `strides`
+ * (NULL: shape only) its strides and offset. An error naming the op when
+ * the attributes do not fit the input. */
+typedef em_status (*em_view_fn)(const em_type *in, const int64_t *strides, const em_attrs *attrs, em_view_geom *out);
 
 /* Most operands (results + inputs) one elementwise iteration handles. */
 #define EM_ITER_MAX_OPS 4
@@ -70,6 +96,11 @@ em_status cpu_empty(em_op, em_tensor *const *, int, const em_attrs *, em_tensor 
 em_status cpu_linspace(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **);
 em_status cpu_eye(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **);
 
+/* Does op have inference and a CPU kernel (dispatch.c)? */
+bool em_op_has_kernels(em_op op);
+/* The rule of view op `op` (view_rules.c), NULL for other ops. */
+em_view_fn em_view_rule(em_op op);
+
 /* Rows of kind VIEW: their geometry (view_rules.c), used by inference and
  * by cpu_view. */
 #define EM_VIEW_DECL(E, n) em_status view_##n(const em_type *, const int64_t *, const em_attrs *, em_view_geom *);
@@ -100,6 +131,10 @@ em_status cpu_eye(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **
  * dtypes as em_ew_* say. */
 em_status em_elementwise_into(em_op op, em_tensor *const *in, em_tensor *out);
 
+/* A new contiguous tensor of dtype dt holding src's values: how kernels
+ * convert (calling kernels, not the public ops, keeps the runtime's layers
+ * apart: ops dispatch to kernels, never the other way). */
+em_tensor *em_converted(em_tensor *src, em_dtype dt);
 /* Copies `src` into `dst` (same shape; src may broadcast), converting dtype.
  * The one copy routine: contiguous(), reshape's copy and dtype casts. */
 em_status em_copy_into(em_tensor *dst, em_tensor *src);

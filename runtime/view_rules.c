@@ -1,8 +1,8 @@
 /*
  * view_rules.c - what each view op does, said once: from its input's type
  * (and strides) and its attributes, its result's shape (and strides and
- * change of offset). The op table names these rules (view_<name>, for the
- * VIEW rows of ops.def); inference asks them for shapes only, which checks
+ * change of offset). Each VIEW row of ops.def has its rule, view_<name>
+ * (em_view_rule); inference asks them for shapes only, which checks
  * the attributes, and the eager view kernel and the code generators' layout
  * propagation (em_view_geometry) ask for strides too, on inputs inference
  * already accepted.
@@ -173,15 +173,37 @@ em_status view_expand(const em_type *x, const int64_t *strides, const em_attrs *
     return EM_OK;
 }
 
+em_view_fn em_view_rule(em_op op) {
+    static const em_view_fn rules[EM_OP_COUNT] = {
+#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at, gr) VIEW_RULE_##kind(E, n)
+#define VIEW_RULE_VIEW(E, n) [EM_OP_##E] = view_##n,
+#define VIEW_RULE_UNARY(E, n)
+#define VIEW_RULE_BINARY(E, n)
+#define VIEW_RULE_TERNARY(E, n)
+#define VIEW_RULE_CAST(E, n)
+#define VIEW_RULE_REDUCE(E, n)
+#define VIEW_RULE_SCAN(E, n)
+#define VIEW_RULE_MATMUL(E, n)
+#define VIEW_RULE_COPY(E, n)
+#define VIEW_RULE_FACTORY(E, n)
+#define VIEW_RULE_RANDOM(E, n)
+#define VIEW_RULE_FUSED(E, n)
+#define VIEW_RULE_OTHER(E, n)
+#include "ember/ops.def"
+#undef EM_OP
+    };
+    return (unsigned)op < EM_OP_COUNT ? rules[op] : NULL;
+}
+
 bool em_view_geometry(em_op op, const int64_t *shape, const int64_t *strides, int ndim, const em_attrs *attrs,
                       int64_t *out_shape, int64_t *out_strides, int *out_ndim, int64_t *offset_delta) {
-    const em_op_info *info = em_op_get(op);
+    em_view_fn rule = em_view_rule(op);
     em_type x;
     memset(&x, 0, sizeof x);
     x.ndim = ndim;
     memcpy(x.shape, shape, (size_t)ndim * sizeof *shape);
     em_view_geom r;
-    if (!info->view || info->view(&x, strides, attrs, &r) != EM_OK || r.needs_copy) return false;
+    if (!rule || rule(&x, strides, attrs, &r) != EM_OK || r.needs_copy) return false;
     memcpy(out_shape, r.shape, sizeof r.shape);
     memcpy(out_strides, r.strides, sizeof r.strides);
     *out_ndim = r.ndim;

@@ -5,8 +5,9 @@
  * the name table, shape/dtype inference (used by eager dispatch and by the IR
  * verifier), the eager kernels and the properties the passes read.
  *
- * Every op runs through em_op_run(), the one place where inference, output
- * allocation, the kernel and the trace hook meet. The short functions at the
+ * The table (op_table.c) is data: names, kinds, flags, promotion. Every op
+ * runs through em_op_run() (dispatch.c), the one place where inference,
+ * output allocation, the kernel and the trace hook meet. The short functions at the
  * end (em_add, em_sum, ...) are conveniences over it: they return a NEW
  * reference or NULL with em_last_error() set; their tensor arguments are
  * borrowed.
@@ -171,30 +172,6 @@ typedef struct em_attrs {
     bool accumulate;             /* scatter/index_put: add instead of overwrite */
 } em_attrs;
 
-/* Infers result types from input types. `in` has n_in entries; writes n_out
- * entries of `out`. Errors name the op and the offending shapes/dtypes. */
-typedef em_status (*em_infer_fn)(em_op op, const em_type *in, int n_in, const em_attrs *attrs,
-                                 em_type *out, int n_out);
-/* Runs an eager kernel. For ops that are not views, `out` holds freshly
- * allocated contiguous results to fill; views (and contiguous) create their
- * own results into `out`. */
-typedef em_status (*em_kernel_fn)(em_op op, em_tensor *const *in, int n_in,
-                                  const em_attrs *attrs, em_tensor **out);
-
-/* A view op's result geometry (see em_view_fn). */
-typedef struct em_view_geom {
-    int ndim;
-    int64_t shape[EM_MAX_DIMS];
-    int64_t strides[EM_MAX_DIMS]; /* when asked for */
-    int64_t offset;               /* change of offset, in elements */
-    bool needs_copy;              /* a reshape the strides cannot view: copy first */
-} em_view_geom;
-/* What a view op does (runtime/view_rules.c, view_<name>): from the
- * input's type and attributes, the result's shape, and with `strides`
- * (NULL: shape only) its strides and offset. An error naming the op when
- * the attributes do not fit the input. */
-typedef em_status (*em_view_fn)(const em_type *in, const int64_t *strides, const em_attrs *attrs, em_view_geom *out);
-
 typedef struct em_op_info {
     const char *name;
     em_op_kind kind;
@@ -204,9 +181,6 @@ typedef struct em_op_info {
     uint32_t attrs;  /* EM_A_* mask */
     uint32_t dtypes; /* elementwise: compute dtypes defined (1 << em_dtype); 0: any */
     em_reduction reduction;
-    em_infer_fn infer;
-    em_kernel_fn cpu;
-    em_view_fn view; /* VIEW rows: their geometry */
 } em_op_info;
 
 const em_op_info *em_op_get(em_op op);
@@ -407,7 +381,8 @@ em_tensor *em_randn(const int64_t *shape, int n, em_dtype dtype);
 /* ---- geometry shared by eager views and the code generators ---- */
 
 /* Shape, strides and the change of offset (in elements) of view op `op`
- * applied to a tensor of the given geometry (the op's em_view_fn). Returns
+ * applied to a tensor of the given geometry (the op's rule in
+ * runtime/view_rules.c). Returns
  * false when a reshape cannot be expressed as a view of these strides
  * (without an error), or when the attributes do not fit (with one). */
 bool em_view_geometry(em_op op, const int64_t *shape, const int64_t *strides, int ndim,

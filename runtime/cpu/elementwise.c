@@ -339,8 +339,7 @@ em_status cpu_cast(em_op op, em_tensor *const *in, int n_in, const em_attrs *att
 
 /* ---- the driver ---- */
 
-/* A new tensor of dtype dt holding src's values (src's shape). */
-static em_tensor *converted(em_tensor *src, em_dtype dt) {
+em_tensor *em_converted(em_tensor *src, em_dtype dt) {
     em_tensor *t = em_tensor_empty(src->shape, src->ndim, dt, src->device);
     if (t && em_copy_into(t, src) != EM_OK) {
         em_tensor_release(t);
@@ -354,10 +353,15 @@ static em_tensor *converted(em_tensor *src, em_dtype dt) {
  * computation's integer dtype (a zero made by wrapping counts). */
 static em_status check_divisor(em_op op, em_tensor *divisor) {
     if (divisor->numel == 0) return EM_OK;
-    em_tensor *nonzero = em_reduce(EM_OP_ALL, divisor, NULL, 0, false, 0.0, 0.0);
-    if (!nonzero) return em_last_status();
-    bool zero = em_tensor_get_f64(nonzero, 0) == 0.0;
+    em_attrs at; /* all(divisor), by the reduction kernel */
+    memset(&at, 0, sizeof at);
+    at.n_dims = divisor->ndim;
+    for (int d = 0; d < divisor->ndim; d++) at.dims[d] = d;
+    em_tensor *nonzero = em_tensor_empty(NULL, 0, EM_DTYPE_BOOL, divisor->device);
+    em_status st = nonzero ? cpu_reduce(EM_OP_ALL, &divisor, 1, &at, &nonzero) : em_last_status();
+    bool zero = st == EM_OK && em_tensor_get_f64(nonzero, 0) == 0.0;
     em_tensor_release(nonzero);
+    if (st != EM_OK) return st;
     return zero ? em_error(EM_ERR_RUNTIME, "%s: ZeroDivisionError: integer division by zero", em_op_name(op))
                 : EM_OK;
 }
@@ -413,11 +417,11 @@ em_status em_elementwise_into(em_op op, em_tensor *const *in, em_tensor *out) {
         em_dtype want = em_ew_operand_dtype(op, i, cd), via = em_ew_operand_via(op, i, types, n, out->dtype);
         if (in[i]->dtype == want && via == want) continue;
         if (via != want) { /* rounded to the common half dtype first */
-            em_tensor *h = converted(in[i], via);
-            tmp[i] = h ? converted(h, want) : NULL;
+            em_tensor *h = em_converted(in[i], via);
+            tmp[i] = h ? em_converted(h, want) : NULL;
             em_tensor_release(h);
         } else {
-            tmp[i] = converted(in[i], want);
+            tmp[i] = em_converted(in[i], want);
         }
         if (!tmp[i]) {
             st = em_last_status();

@@ -418,7 +418,7 @@ em_status cpu_scatter(em_op op, em_tensor *const *in, int n_in, const em_attrs *
     int64_t *checked = load_indices(ix, size, false, EM_ERR_RUNTIME, "scatter", d); /* all, first */
     if (!checked) return em_last_status();
     em_free(checked);
-    if (src->dtype != x->dtype && !(src = cast = em_cast(src, x->dtype))) return em_last_status();
+    if (src->dtype != x->dtype && !(src = cast = em_converted(src, x->dtype))) return em_last_status();
     em_status st = em_copy_into(out[0], (em_tensor *)x);
     if (st == EM_OK && ix->numel && ix->ndim == 1 && ix->dtype == EM_DTYPE_I64 &&
         (x->dtype == EM_DTYPE_F32 || x->dtype == EM_DTYPE_F64 || x->dtype == EM_DTYPE_I64)) {
@@ -658,7 +658,7 @@ em_status em_index_put_write(em_tensor *y, em_tensor *const *ix, int k, em_tenso
     em_status st = adv_plan_make("index_put", &types[0], types + 1, k, a, &p);
     if (st != EM_OK) return st;
     em_tensor *v = values, *cast = NULL;
-    if (v->dtype != y->dtype && !(v = cast = em_cast(v, y->dtype))) return em_last_status();
+    if (v->dtype != y->dtype && !(v = cast = em_converted(v, y->dtype))) return em_last_status();
     size_t item = em_dtype_size(y->dtype);
     char *yb = em_tensor_data(y);
     const char *vb = em_tensor_data(v);

@@ -251,7 +251,7 @@ static em_tensor *blas_ready(em_tensor *t, int64_t rows, int64_t cols, int64_t r
  * wider one and rounded back: float16/bfloat16 in float32, the smaller
  * integers in int64 (wrapping arithmetic gives the same low bits). */
 static em_status matmul_widened(em_tensor *const *in, em_tensor *z, em_dtype wide) {
-    em_tensor *a = em_cast(in[0], wide), *b = a ? em_cast(in[1], wide) : NULL, *c = NULL;
+    em_tensor *a = em_converted(in[0], wide), *b = a ? em_converted(in[1], wide) : NULL, *c = NULL;
     em_status st = EM_OK;
     if (!a || !b || !(c = em_tensor_empty(z->shape, z->ndim, wide, z->device))) {
         st = em_last_status();

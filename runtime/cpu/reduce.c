@@ -632,7 +632,7 @@ em_status cpu_reduce(em_op op, em_tensor *const *in, int n_in, const em_attrs *a
     em_tensor *x = in[0], *cast = NULL;
     em_reduction red = em_op_get(op)->reduction;
     if (red == EM_RED_SUMEXP && !em_dtype_is_float(x->dtype)) { /* computed in float */
-        if (!(cast = em_cast(x, out[0]->dtype))) return em_last_status();
+        if (!(cast = em_converted(x, out[0]->dtype))) return em_last_status();
         x = cast;
     }
     red_kind kind = kind_of(op, attrs->ord);

@@ -1,0 +1,267 @@
+/*
+ * dispatch.c - em_op_run(), the single entry point of eager execution, and
+ * its relatives: inference through the op's rule, results allocated, the
+ * kernel run, and the trace hook and autograd told.
+ *
+ * Each row's kind picks its inference and CPU kernel: elementwise kinds
+ * share infer_elementwise/cpu_elementwise; other kinds have their own;
+ * OTHER rows name theirs (infer_<name>, cpu_<name>). The trace hook sees
+ * every op that user code ran (nesting depth 0), after it ran.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "autograd/node.h"
+#include "kernels.h"
+
+#define INFER_UNARY infer_elementwise
+#define INFER_BINARY infer_elementwise
+#define INFER_TERNARY infer_elementwise
+#define INFER_CAST infer_cast
+#define INFER_REDUCE infer_reduce
+#define INFER_SCAN infer_scan
+#define INFER_MATMUL infer_matmul
+#define INFER_VIEW infer_view
+#define INFER_COPY infer_same
+#define INFER_FACTORY infer_factory
+#define INFER_RANDOM infer_factory
+#define INFER_FUSED infer_fused
+
+#define CPU_UNARY cpu_elementwise
+#define CPU_BINARY cpu_elementwise
+#define CPU_TERNARY cpu_elementwise
+#define CPU_CAST cpu_cast
+#define CPU_REDUCE cpu_reduce
+#define CPU_SCAN cpu_scan
+#define CPU_MATMUL cpu_matmul
+#define CPU_VIEW cpu_view
+#define CPU_COPY cpu_contiguous
+#define CPU_FACTORY_full cpu_full
+#define CPU_FACTORY_arange cpu_arange
+#define CPU_FACTORY_empty cpu_empty
+#define CPU_FACTORY_linspace cpu_linspace
+#define CPU_FACTORY_eye cpu_eye
+#define CPU_RANDOM cpu_random
+#define CPU_FUSED cpu_fused
+
+/* Factories differ per op; everything else per kind. */
+#define CPU_FOR(kind, name) CPU_FOR_##kind(name)
+#define CPU_FOR_UNARY(n) CPU_UNARY
+#define CPU_FOR_BINARY(n) CPU_BINARY
+#define CPU_FOR_TERNARY(n) CPU_TERNARY
+#define CPU_FOR_CAST(n) CPU_CAST
+#define CPU_FOR_REDUCE(n) CPU_REDUCE
+#define CPU_FOR_SCAN(n) CPU_SCAN
+#define CPU_FOR_MATMUL(n) CPU_MATMUL
+#define CPU_FOR_VIEW(n) CPU_VIEW
+#define CPU_FOR_COPY(n) CPU_COPY
+#define CPU_FOR_FACTORY(n) CPU_FACTORY_##n
+#define CPU_FOR_RANDOM(n) CPU_RANDOM
+#define CPU_FOR_FUSED(n) CPU_FUSED
+#define CPU_FOR_OTHER(n) cpu_##n
+
+#define INFER_FOR(kind, name) INFER_FOR_##kind(name)
+#define INFER_FOR_UNARY(n) INFER_UNARY
+#define INFER_FOR_BINARY(n) INFER_BINARY
+#define INFER_FOR_TERNARY(n) INFER_TERNARY
+#define INFER_FOR_CAST(n) INFER_CAST
+#define INFER_FOR_REDUCE(n) INFER_REDUCE
+#define INFER_FOR_SCAN(n) INFER_SCAN
+#define INFER_FOR_MATMUL(n) INFER_MATMUL
+#define INFER_FOR_VIEW(n) INFER_VIEW
+#define INFER_FOR_COPY(n) INFER_COPY
+#define INFER_FOR_FACTORY(n) INFER_FACTORY
+#define INFER_FOR_RANDOM(n) INFER_RANDOM
+#define INFER_FOR_FUSED(n) INFER_FUSED
+#define INFER_FOR_OTHER(n) infer_##n
+
+/* What runs each op: its inference and its CPU kernel. */
+static const struct {
+    em_infer_fn infer;
+    em_kernel_fn cpu;
+} kernels[EM_OP_COUNT] = {
+#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at, gr) [EM_OP_##E] = {INFER_FOR(kind, n), CPU_FOR(kind, n)},
+#include "ember/ops.def"
+#undef EM_OP
+};
+
+bool em_op_has_kernels(em_op op) { return (unsigned)op < EM_OP_COUNT && kernels[op].infer && kernels[op].cpu; }
+
+/* Ops run inside kernels (depth > 0) are not the user's: the trace hook
+ * and autograd see the outermost op only. */
+static _Thread_local int op_depth;
+
+/* ---- dispatch ---- */
+
+#define MAX_IO 64
+
+em_status em_op_infer(em_op op, const em_type *in, int n_in, const em_attrs *attrs, em_type *out,
+                      int n_out) {
+    if ((unsigned)op >= EM_OP_COUNT) return em_error(EM_ERR_INTERNAL, "unknown op %d", (int)op);
+    const em_op_info *info = em_op_get(op);
+    if ((info->n_in >= 0 && n_in != info->n_in) || (info->n_out >= 0 && n_out != info->n_out))
+        return em_error(EM_ERR_VALUE, "%s: expected %d inputs and %d results, got %d and %d",
+                        info->name, info->n_in, info->n_out, n_in, n_out);
+    return kernels[op].infer(op, in, n_in, attrs, out, n_out);
+}
+
+em_status em_op_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
+                    em_tensor **out, int n_out) {
+    if (n_in > MAX_IO || n_out > MAX_IO)
+        return em_error(EM_ERR_VALUE, "%s: at most %d operands, got %d", em_op_name(op), MAX_IO,
+                        n_in);
+    em_type in_types[MAX_IO], out_types[MAX_IO];
+    for (int i = 0; i < n_in; i++) {
+        if (!in[i]) return em_error(EM_ERR_VALUE, "%s: input %d is missing", em_op_name(op), i);
+        in_types[i] = em_tensor_type(in[i]);
+    }
+    em_status st = em_op_infer(op, in_types, n_in, attrs, out_types, n_out);
+    if (st != EM_OK) return st;
+
+    const em_op_info *info = em_op_get(op);
+    em_tensor *res[MAX_IO] = {NULL};
+    bool self_alloc = (info->flags & (EM_F_VIEW | EM_F_DATA_DEPENDENT)) || info->kind == EM_KIND_COPY;
+    if (!self_alloc) {
+        for (int i = 0; i < n_out; i++) {
+            res[i] = em_tensor_empty(out_types[i].shape, out_types[i].ndim, out_types[i].dtype,
+                                     out_types[i].device);
+            if (!res[i]) goto fail;
+        }
+    }
+    op_depth++;
+    st = kernels[op].cpu(op, in, n_in, attrs, res);
+    op_depth--;
+    if (st != EM_OK) goto fail;
+    if (info->flags & EM_F_VIEW)
+        for (int i = 0; i < n_out; i++) res[i]->is_view = true;
+    /* the tracer first: the results autograd saves are aliases that must
+     * carry the results' graph values */
+    const em_trace_hook *hook = em_get_trace_hook();
+    if (op_depth == 0 && hook && hook->on_op) hook->on_op(hook->ctx, op, in, n_in, attrs, res, n_out);
+    /* autograd records the outermost op only: an op built from others
+     * differentiates as one */
+    if (op_depth == 0 && em_autograd_wants(op, in, n_in) &&
+        em_autograd_record(op, in, n_in, attrs, res, n_out) != EM_OK)
+        goto fail;
+    memcpy(out, res, (size_t)n_out * sizeof *out);
+    return EM_OK;
+fail:
+    st = em_last_status();
+    for (int i = 0; i < n_out; i++) em_tensor_release(res[i]);
+    return st != EM_OK ? st : EM_ERR_INTERNAL;
+}
+
+em_status em_op_run_planned(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
+                            const em_type *types, em_tensor **out, int n_out) {
+    const em_op_info *info = em_op_get(op);
+    bool self_alloc = (info->flags & (EM_F_VIEW | EM_F_DATA_DEPENDENT)) || info->kind == EM_KIND_COPY;
+    em_tensor *res[MAX_IO] = {NULL};
+    em_status st;
+    if (n_out > MAX_IO) return em_error(EM_ERR_VALUE, "%s: at most %d results", info->name, MAX_IO);
+    for (int i = 0; !self_alloc && i < n_out; i++) {
+        if (out[i]) {
+            em_tensor_retain(out[i]);
+            res[i] = out[i];
+        } else if (!(res[i] = em_tensor_empty(types[i].shape, types[i].ndim, types[i].dtype, types[i].device))) {
+            goto fail;
+        }
+    }
+    op_depth++;
+    st = kernels[op].cpu(op, in, n_in, attrs, res);
+    op_depth--;
+    if (st != EM_OK) goto fail;
+    if (info->flags & EM_F_VIEW)
+        for (int i = 0; i < n_out; i++) res[i]->is_view = true;
+    memcpy(out, res, (size_t)n_out * sizeof *out);
+    return EM_OK;
+fail:
+    st = em_last_status();
+    for (int i = 0; i < n_out; i++) em_tensor_release(res[i]);
+    return st != EM_OK ? st : EM_ERR_INTERNAL;
+}
+
+/* ---- in-place ---- */
+
+bool em_can_cast(em_dtype from, em_dtype to) {
+    em_dtype_category cf = em_dtype_category_of(from), ct = em_dtype_category_of(to);
+    return cf <= ct;
+}
+
+/* Does writing `out` read `in` at a different position (same memory,
+ * another view)? Then the result goes through a temporary. */
+static bool partial_overlap(const em_tensor *out, const em_tensor *in) {
+    if (in->storage != out->storage) return false;
+    if (in->offset == out->offset && em_shape_eq(in->shape, in->ndim, out->shape, out->ndim) &&
+        memcmp(in->strides, out->strides, (size_t)in->ndim * sizeof *in->strides) == 0)
+        return false; /* the very same elements, read and written in step */
+    return true;
+}
+
+em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
+                            em_tensor *out) {
+    const em_op_info *info = em_op_get(op);
+    const char *name = info->kind == EM_KIND_CAST ? "copy" : info->name; /* x.copy_(y), x[k] = y */
+    char a[256], b[256];
+    em_type in_types[MAX_IO], rt;
+    if (n_in > MAX_IO) return em_error(EM_ERR_VALUE, "%s_: too many operands", name);
+    for (int i = 0; i < n_in; i++) in_types[i] = em_tensor_type(in[i]);
+    em_status st = em_op_infer(op, in_types, n_in, attrs, &rt, 1);
+    if (st != EM_OK) return st;
+    /* The operands must broadcast to the written tensor's shape, which is
+     * then the broadcast shape itself whenever that tensor is an operand
+     * (x.add_(y)), as in PyTorch; copy_ and fill_ broadcast their source. */
+    int64_t joint[EM_MAX_DIMS];
+    int joint_nd;
+    if (!em_broadcast_shapes(rt.shape, rt.ndim, out->shape, out->ndim, joint, &joint_nd) ||
+        !em_shape_eq(joint, joint_nd, out->shape, out->ndim)) {
+        em_shape_str(out->shape, out->ndim, a, sizeof a);
+        em_shape_str(rt.shape, rt.ndim, b, sizeof b);
+        return em_error(EM_ERR_SHAPE, "%s_: output with shape %s doesn't match the broadcast shape %s",
+                        name, a, b);
+    }
+    if (!em_can_cast(rt.dtype, out->dtype))
+        return em_error(EM_ERR_DTYPE, "%s_: result type %s can't be cast to the desired output type %s",
+                        name, em_dtype_long_name(rt.dtype), em_dtype_long_name(out->dtype));
+    for (int d = 0; d < out->ndim; d++)
+        if (out->strides[d] == 0 && out->shape[d] > 1)
+            return em_error(EM_ERR_VALUE,
+                            "%s_: more than one element of the written-to tensor refers to a single "
+                            "memory location; clone() it before writing", name);
+    bool through_tmp = info->kind != EM_KIND_UNARY && info->kind != EM_KIND_BINARY &&
+                       info->kind != EM_KIND_TERNARY && info->kind != EM_KIND_CAST;
+    /* x[i] = v writes the few indexed elements of x itself, not a copy of x
+     * (unless the indices or values share x's memory) */
+    bool put = op == EM_OP_INDEX_PUT && in[0] == out;
+    for (int i = 1; put && i < n_in; i++) put = in[i]->storage != out->storage;
+    for (int i = 0; i < n_in; i++) through_tmp |= partial_overlap(out, in[i]);
+    em_node *pending = NULL; /* autograd: the node the write will be recorded as */
+    if (op_depth == 0 && (st = em_autograd_inplace_begin(op, in, n_in, attrs, out, &pending)) != EM_OK)
+        return st;
+    op_depth++;
+    if (put) {
+        st = em_index_put_write(out, in + 1, n_in - 2, in[n_in - 1], attrs);
+    } else if (!through_tmp) {
+        st = info->kind == EM_KIND_CAST ? em_copy_into(out, in[0]) : em_elementwise_into(op, in, out);
+    } else { /* compute the result apart, then write it */
+        em_tensor *r = NULL;
+        st = em_op_run(op, in, n_in, attrs, &r, 1);
+        if (st == EM_OK) st = em_copy_into(out, r);
+        em_tensor_release(r);
+    }
+    op_depth--;
+    if (st != EM_OK) {
+        em_node_release(pending);
+        return st;
+    }
+    __atomic_fetch_add(&out->storage->version, 1, __ATOMIC_RELAXED);
+    em_autograd_inplace_end(pending, out);
+    const em_trace_hook *hook = em_get_trace_hook();
+    if (op_depth == 0 && hook && hook->on_inplace) {
+        hook->on_inplace(hook->ctx, op, in, n_in, attrs, out);
+    } else if (op_depth == 0) {
+        char what[64];
+        snprintf(what, sizeof what, "%s_", name);
+        em_note_event(EM_EVENT_MUTATION, what, out);
+    }
+    return EM_OK;
+}
