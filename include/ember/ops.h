@@ -56,7 +56,7 @@ typedef enum em_op {
 #define EM_EW_SHAPE_PRED PRED
 #define EM_EW_SHAPE_WHERE WHERE
 
-typedef enum em_op_kind {
+typedef enum em_op_kind { /* ORDER em_op_kind: python/csrc/ops.c names them */
     EM_KIND_UNARY,
     EM_KIND_BINARY,
     EM_KIND_TERNARY,
@@ -91,7 +91,7 @@ typedef enum em_reduction {
 } em_reduction;
 
 /* How an op's result dtype follows from its inputs. */
-typedef enum em_promote {
+typedef enum em_promote { /* ORDER em_promote: python/csrc/ops.c names them */
     EM_PROMOTE_NONE,         /* not applicable (fused: types are explicit)   */
     EM_PROMOTE_SAME,         /* PyTorch's promotion of the inputs            */
     EM_PROMOTE_INT_TO_FLOAT, /* as SAME, then bool/int become float32        */
@@ -121,6 +121,12 @@ enum {
     EM_F_DATA_DEPENDENT = 1u << 8, /* the result's shape depends on the input's
                                       values: the kernel allocates it, and a
                                       trace cannot record it                  */
+    /* For the Python layer, which makes ember.<name>, Tensor.<name> and
+     * Tensor.<name>_ from the table: */
+    EM_F_NO_METHOD = 1u << 9, /* PyTorch has no Tensor method for it (an
+                                 activation: gelu, silu, softplus)           */
+    EM_F_HIDDEN = 1u << 10,   /* no Python name of its own: reached through
+                                 another function (gelu(approximate="tanh")) */
 };
 
 /* Attribute keys, in the order IR text prints them. ORDER ATTR */

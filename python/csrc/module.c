@@ -18,51 +18,11 @@ static PyObject *need_tensor(PyObject *o, const char *what) {
                        Py_TYPE(o)->tp_name);
 }
 
-#define UNARY_FN(name, fn)                                                                         \
-    static PyObject *f_##name(PyObject *self, PyObject *x) {                                       \
-        (void)self;                                                                                \
-        if (!need_tensor(x, #name)) return NULL;                                                   \
-        return em_py_wrap(fn(em_py_tensor_of(x)));                                                 \
-    }
-UNARY_FN(neg, em_neg)
-UNARY_FN(exp, em_exp)
-UNARY_FN(log, em_log)
-UNARY_FN(tanh, em_tanh)
-UNARY_FN(sigmoid, em_sigmoid)
-UNARY_FN(relu, em_relu)
-UNARY_FN(contiguous, em_contiguous)
-
-/* Binary functions reuse the operators (numbers allowed on either side). */
-static PyObject *binary_fn(PyObject *args, const char *name, em_op op) {
-    PyObject *a, *b;
-    if (!PyArg_UnpackTuple(args, name, 2, 2, &a, &b)) return NULL;
-    if (!em_py_is_tensor(a) && !em_py_is_tensor(b))
-        return em_py_error(PyExc_TypeError, "%s(): expected at least one Tensor argument", name);
-    PyObject *m;
-    switch (op) {
-    case EM_OP_ADD: m = PyNumber_Add(a, b); break;
-    case EM_OP_SUB: m = PyNumber_Subtract(a, b); break;
-    case EM_OP_MUL: m = PyNumber_Multiply(a, b); break;
-    case EM_OP_DIV: m = PyNumber_TrueDivide(a, b); break;
-    case EM_OP_POW: m = PyNumber_Power(a, b, Py_None); break;
-    default: { /* maximum: no operator */
-        PyObject *t = em_py_is_tensor(a) ? a : b, *o = t == a ? b : a;
-        m = PyObject_CallMethod(t, "maximum", "O", o);
-    }
-    }
-    return m;
+static PyObject *f_contiguous(PyObject *self, PyObject *x) {
+    (void)self;
+    if (!need_tensor(x, "contiguous")) return NULL;
+    return em_py_wrap(em_contiguous(em_py_tensor_of(x)));
 }
-#define BINARY_FN(name, op)                                                                        \
-    static PyObject *f_##name(PyObject *self, PyObject *args) {                                    \
-        (void)self;                                                                                \
-        return binary_fn(args, #name, op);                                                         \
-    }
-BINARY_FN(add, EM_OP_ADD)
-BINARY_FN(sub, EM_OP_SUB)
-BINARY_FN(mul, EM_OP_MUL)
-BINARY_FN(div, EM_OP_DIV)
-BINARY_FN(pow, EM_OP_POW)
-BINARY_FN(maximum, EM_OP_MAXIMUM)
 
 static PyObject *f_matmul(PyObject *self, PyObject *args) {
     (void)self;
@@ -284,19 +244,7 @@ static PyObject *f_has_llvm(PyObject *self, PyObject *unused) {
 
 #define KW (PyCFunction)(void (*)(void))
 static PyMethodDef module_methods[] = {
-    {"neg", f_neg, METH_O, "-x"},
-    {"exp", f_exp, METH_O, "e ** x"},
-    {"log", f_log, METH_O, "natural logarithm"},
-    {"tanh", f_tanh, METH_O, "hyperbolic tangent"},
-    {"sigmoid", f_sigmoid, METH_O, "logistic sigmoid"},
-    {"relu", f_relu, METH_O, "max(x, 0)"},
     {"contiguous", f_contiguous, METH_O, "contiguous copy unless already contiguous"},
-    {"add", f_add, METH_VARARGS, "a + b"},
-    {"sub", f_sub, METH_VARARGS, "a - b"},
-    {"mul", f_mul, METH_VARARGS, "a * b"},
-    {"div", f_div, METH_VARARGS, "a / b"},
-    {"pow", f_pow, METH_VARARGS, "a ** b"},
-    {"maximum", f_maximum, METH_VARARGS, "elementwise maximum"},
     {"matmul", f_matmul, METH_VARARGS, "matrix product"},
     {"sum", KW f_sum, METH_VARARGS | METH_KEYWORDS, "sum(x, dim=None, keepdim=False)"},
     {"mean", KW f_mean, METH_VARARGS | METH_KEYWORDS, "mean(x, dim=None, keepdim=False)"},

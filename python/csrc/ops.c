@@ -511,6 +511,34 @@ static PyObject *f_op_ids(PyObject *self, PyObject *unused) {
     return d;
 }
 
+/* _op_table(): the op table as Python sees it, one dict per op: name, id,
+ * kind ("unary", "binary", ...), promote ("same", "pred", ...), and the
+ * flags the Python layer reads (method: PyTorch has a Tensor method for
+ * it; hidden: it has no Python name of its own). _ops.py and _methods.py
+ * make the elementwise functions and methods from it. */
+static PyObject *f_op_table(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    static const char *const kinds[] = {/* ORDER em_op_kind */ "unary", "binary", "ternary", "cast", "reduce",
+                                        "scan", "matmul", "view", "copy", "other", "factory", "random", "fused"};
+    static const char *const promotes[] = {/* ORDER em_promote */ "none", "same", "int_to_float", "sum",
+                                           "float_only", "match", "attr", "compare", "pred", "logical",
+                                           "where", "index"};
+    _Static_assert(sizeof kinds / sizeof *kinds == EM_KIND_FUSED + 1, "a name per em_op_kind");
+    _Static_assert(sizeof promotes / sizeof *promotes == EM_PROMOTE_INDEX + 1, "a name per em_promote");
+    PyObject *t = PyTuple_New(EM_OP_COUNT);
+    for (int i = 0; t && i < EM_OP_COUNT; i++) {
+        const em_op_info *info = em_op_get((em_op)i);
+        PyObject *row = Py_BuildValue("{s:s,s:i,s:s,s:s,s:O,s:O}", "name", info->name, "id", i, "kind",
+                                      kinds[info->kind], "promote", promotes[info->promote], "method",
+                                      info->flags & EM_F_NO_METHOD ? Py_False : Py_True, "hidden",
+                                      info->flags & EM_F_HIDDEN ? Py_True : Py_False);
+        if (!row) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, row);
+    }
+    return t;
+}
+
 static PyObject *f_version(PyObject *self, PyObject *x) {
     (void)self;
     em_tensor *t = tensor_arg(x, "_version");
@@ -548,6 +576,7 @@ PyMethodDef em_py_op_methods[] = {
     {"promote_types", f_promote_types, METH_VARARGS, "the smallest dtype both promote to"},
     {"can_cast", f_can_cast, METH_VARARGS, "can results of dtype `from` be written into `to`?"},
     {"_op_ids", f_op_ids, METH_NOARGS, "{op name: op id}"},
+    {"_op_table", f_op_table, METH_NOARGS, "the op table: one dict per op"},
     {"_version", f_version, METH_O, "the version counter of a tensor's storage"},
     {NULL, NULL, 0, NULL},
 };

@@ -7,27 +7,13 @@ Python version accepts more of PyTorch's arguments (add's alpha, say).
 from . import _C, _indexing, _ops
 from ._tensor import Tensor
 
-_ID = _C._op_ids()
+_ID = _ops._ID
 
-# x.name(...) == ember.name(x, ...)
-_SAME_AS_FUNCTION = [
-    "abs", "sign", "exp2", "expm1", "log2", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos",
-    "tan", "erf", "floor", "ceil", "trunc", "isnan", "isinf", "isfinite", "logical_not",
-    "bitwise_not", "negative", "absolute", "fix", "minimum", "fmod", "remainder", "floor_divide",
-    "eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less", "less_equal",
-    "not_equal", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
-    "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "multiply", "add", "sub",
-    "subtract", "div", "divide", "true_divide", "round", "square", "clamp", "clip", "lerp",
-    "prod", "amax", "amin", "all", "any", "logsumexp", "max", "min", "argmax", "argmin", "var",
-    "std", "norm", "cumsum", "cumprod", "softmax", "log_softmax", "flatten", "unflatten",
-    "squeeze", "unsqueeze", "narrow", "movedim", "broadcast_to", "flip", "fliplr", "flipud",
-    "roll", "split", "chunk", "tensor_split", "unbind", "repeat", "tile", "tril", "triu",
-    "index_select", "gather", "scatter", "scatter_add", "masked_select", "masked_fill",
-    "nonzero", "argwhere", "mm", "bmm", "mv", "addmm", "baddbmm", "outer", "ger", "dot", "inner",
-    "sum", "mean",
-]
-for _name in _SAME_AS_FUNCTION:
-    setattr(Tensor, _name, getattr(_ops, _name))
+# x.name(...) == ember.name(x, ...): what _ops.py marked as methods; those
+# made from the op table only where _TensorBase has no C method of the name
+for _name, (_fn, _over_c) in _ops._METHODS.items():
+    if _over_c or not hasattr(Tensor, _name):
+        setattr(Tensor, _name, _fn)
 
 
 def _where(self, condition, other):
@@ -43,33 +29,26 @@ Tensor.flip = lambda self, *dims: _ops.flip(self, dims[0] if len(dims) == 1 and 
 
 # ---- in place: x.op_(...) writes into x and returns it ----
 
-def _inplace_unary(name):
-    op = _ID[name]
-
-    def fn(self):
-        return _C._ew_(op, self, self)
-    fn.__name__ = name + "_"
+def _inplace(row):
+    """x.<name>_(...) for an elementwise op of the table: the result, cast to
+    x's dtype, written into x."""
+    op, name = row["id"], row["name"]
+    if row["kind"] == "unary":
+        def fn(self):
+            return _C._ew_(op, self, self)
+    else:
+        def fn(self, other):
+            return _C._ew_(op, self, self, other)
+    fn.__name__ = fn.__qualname__ = name + "_"
     return fn
 
 
-for _name in ["abs", "sign", "exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt",
-              "reciprocal", "sin", "cos", "tan", "tanh", "sigmoid", "erf", "relu", "floor", "ceil",
-              "round", "trunc", "neg", "logical_not", "bitwise_not"]:
-    setattr(Tensor, _name + "_", _inplace_unary(_name))
-
-
-def _inplace_binary(name):
-    op = _ID[name]
-
-    def fn(self, other):
-        return _C._ew_(op, self, self, other)
-    fn.__name__ = name + "_"
-    return fn
-
-
-for _name in ["mul", "pow", "fmod", "remainder", "floor_divide", "bitwise_and", "bitwise_or",
-              "bitwise_xor", "maximum", "minimum"]:
-    setattr(Tensor, _name + "_", _inplace_binary(_name))
+# every elementwise op with a method, but predicates (isnan_ has no meaning
+# in x's dtype, and PyTorch has none); the definitions below that take more
+# arguments replace their plain forms
+for _row in _ops._ELEMENTWISE:
+    if _row["method"] and _row["promote"] != "pred":
+        setattr(Tensor, _row["name"] + "_", _inplace(_row))
 
 
 def add_(self, other, *, alpha=1):
@@ -137,7 +116,6 @@ for _fn in (add_, sub_, div_, clamp_, lerp_, copy_, fill_, zero_, masked_fill_, 
             scatter_add_, index_put_, index_put):
     setattr(Tensor, _fn.__name__, _fn)
 Tensor.clip_ = clamp_
-Tensor.mul_ = _inplace_binary("mul")
 
 
 # ---- indexing and iteration ----

@@ -14,60 +14,73 @@ import numbers
 
 from . import _C
 
-_ID = _C._op_ids()
+_TABLE = _C._op_table()
+_ID = {row["name"]: row["id"] for row in _TABLE}
 _py_max, _py_min, _py_sum, _py_abs, _py_round = builtins.max, builtins.min, builtins.sum, builtins.abs, builtins.round
 
 __all__ = []  # filled as functions are defined
+# Tensor methods for _methods.py to install: name -> (function, over_c). A
+# function made from the table becomes a method where _TensorBase has none
+# (its C methods are faster); one written here takes more of PyTorch's
+# arguments (add's alpha), so it replaces a C method of its name.
+_METHODS = {}
 
 
-def _export(fn, name=None):
+def _export(fn, name=None, method=False):
+    """fn becomes ember.<name> (default: its own name) and, with method,
+    Tensor.<name>: x.name(...) == ember.name(x, ...)."""
     name = name or fn.__name__
-    fn.__name__ = fn.__qualname__ = name
     globals()[name] = fn
-    __all__.append(name)
+    if name not in __all__:
+        __all__.append(name)
+    if method:
+        _METHODS[name] = (fn, True)
     return fn
+
+
+def _method(fn):
+    """@_method: ember.<name> and Tensor.<name>."""
+    return _export(fn, method=True)
 
 
 # ---------------------------------------------------------------- elementwise
 
-_UNARY = ["abs", "sign", "exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt",
-          "reciprocal", "sin", "cos", "tan", "tanh", "sigmoid", "erf", "relu", "floor", "ceil",
-          "trunc", "isnan", "isinf", "isfinite", "logical_not", "bitwise_not", "neg", "silu"]
-_BINARY = ["maximum", "minimum", "pow", "fmod", "remainder", "floor_divide", "eq", "ne", "lt",
-           "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and",
-           "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "mul"]
+def _from_table(row):
+    """ember.<name>(input) or (input, other) for an elementwise op of the
+    table: the same kernel, the same promotion, broadcasting."""
+    op, name = row["id"], row["name"]
+    if row["kind"] == "unary":
+        def fn(input):
+            return _C._ew(op, input)
+        fn.__doc__ = f"{name}(input) -> Tensor, elementwise."
+    else:
+        def fn(input, other):
+            return _C._ew(op, input, other)
+        fn.__doc__ = f"{name}(input, other) -> Tensor, elementwise with broadcasting."
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+# Every unary and binary op of the table, as a function and (where PyTorch
+# has one) a method; the definitions below that take more arguments (add's
+# alpha, div's rounding_mode, round's decimals, gelu's approximate) replace
+# their plain forms.
+_ELEMENTWISE = [row for row in _TABLE if row["kind"] in ("unary", "binary") and not row["hidden"]]
+for _row in _ELEMENTWISE:
+    _export(_from_table(_row))
+    if _row["method"]:
+        _METHODS[_row["name"]] = (globals()[_row["name"]], False)
+
+# PyTorch's other names for them
 _ALIASES = {"negative": "neg", "absolute": "abs", "multiply": "mul", "greater": "gt",
             "greater_equal": "ge", "less": "lt", "less_equal": "le", "not_equal": "ne",
             "fix": "trunc"}
-
-
-def _unary(name):
-    op = _ID[name]
-
-    def fn(input):
-        return _C._ew(op, input)
-    fn.__doc__ = f"{name}(input) -> Tensor, elementwise."
-    return fn
-
-
-def _binary(name):
-    op = _ID[name]
-
-    def fn(input, other):
-        return _C._ew(op, input, other)
-    fn.__doc__ = f"{name}(input, other) -> Tensor, elementwise with broadcasting."
-    return fn
-
-
-for _n in _UNARY:
-    _export(_unary(_n), _n)
-for _n in _BINARY:
-    _export(_binary(_n), _n)
 for _alias, _target in _ALIASES.items():
     _export(globals()[_target], _alias)
+    _METHODS[_alias] = _METHODS[_target]
 
 
-@_export
+@_method
 def add(input, other, *, alpha=1):
     """input + alpha * other"""
     if alpha != 1:
@@ -75,7 +88,7 @@ def add(input, other, *, alpha=1):
     return _C._ew(_ID["add"], input, other)
 
 
-@_export
+@_method
 def sub(input, other, *, alpha=1):
     """input - alpha * other"""
     if alpha != 1:
@@ -83,10 +96,10 @@ def sub(input, other, *, alpha=1):
     return _C._ew(_ID["sub"], input, other)
 
 
-_export(sub, "subtract")
+_export(sub, "subtract", method=True)
 
 
-@_export
+@_method
 def div(input, other, *, rounding_mode=None):
     """True division, or rounded: rounding_mode='trunc' or 'floor'."""
     if rounding_mode is None:
@@ -100,11 +113,11 @@ def div(input, other, *, rounding_mode=None):
     raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
 
 
-_export(div, "divide")
-_export(div, "true_divide")
+_export(div, "divide", method=True)
+_export(div, "true_divide", method=True)
 
 
-@_export
+@_method
 def round(input, *, decimals=0):
     """Rounds half to even, optionally at `decimals` places."""
     if decimals == 0:
@@ -113,7 +126,7 @@ def round(input, *, decimals=0):
     return _C._ew(_ID["round"], input * scale) / scale
 
 
-@_export
+@_method
 def square(input):
     """input * input; bools square to int64, as pow(input, 2) gives in PyTorch."""
     if input.dtype == _C.bool:
@@ -143,7 +156,7 @@ def _bound(input, v, high):
     return tensor(hi if high else lo, dtype=dt)
 
 
-@_export
+@_method
 def clamp(input, min=None, max=None):
     """Limits values to [min, max] (either may be None; tensors broadcast)."""
     if min is None and max is None:
@@ -151,10 +164,10 @@ def clamp(input, min=None, max=None):
     return _C._ew(_ID["clamp"], input, _bound(input, min, False), _bound(input, max, True))
 
 
-_export(clamp, "clip")
+_export(clamp, "clip", method=True)
 
 
-@_export
+@_method
 def lerp(input, end, weight):
     """input + weight * (end - input)"""
     return _C._ew(_ID["lerp"], input, end, weight)
@@ -197,7 +210,7 @@ def _with_dtype(r, dtype):
     return r if dtype is None or r.dtype == dtype else r.to(dtype)
 
 
-@_export
+@_method
 def sum(input, dim=None, keepdim=False, *, dtype=None):
     """The sum over dim (all elements by default); bools and integers sum to
     int64 unless dtype is given."""
@@ -205,20 +218,20 @@ def sum(input, dim=None, keepdim=False, *, dtype=None):
     return _with_dtype(_reduce("sum", x, dim, keepdim), dtype)
 
 
-@_export
+@_method
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     """The mean over dim (floating-point inputs, or give a dtype)."""
     x = input if dtype is None else input.to(dtype)
     return _reduce("mean", x, dim, keepdim)
 
 
-@_export
+@_method
 def amax(input, dim=(), keepdim=False):
     """The largest value over dim (all dims by default); NaN wins."""
     return _reduce("amax", input, None if dim == () else dim, keepdim)
 
 
-@_export
+@_method
 def amin(input, dim=(), keepdim=False):
     """The smallest value over dim (all dims by default); NaN wins."""
     return _reduce("amin", input, None if dim == () else dim, keepdim)
@@ -229,20 +242,21 @@ def _logical(name):
         r = _reduce(name, input, dim, keepdim)
         return r.to(_C.uint8) if input.dtype == _C.uint8 else r  # as PyTorch 1.13
     fn.__doc__ = f"{name}(input, dim=None, keepdim=False): bool (uint8 for uint8 inputs)"
+    fn.__name__ = fn.__qualname__ = name
     return fn
 
 
-_export(_logical("all"), "all")
-_export(_logical("any"), "any")
+_export(_logical("all"), "all", method=True)
+_export(_logical("any"), "any", method=True)
 
 
-@_export
+@_method
 def logsumexp(input, dim, keepdim=False):
     """log(sum(exp(input))) over dim, without overflow."""
     return _reduce("logsumexp", input, dim, keepdim)
 
 
-@_export
+@_method
 def prod(input, dim=None, keepdim=False, *, dtype=None):
     """The product over one dim (all elements by default)."""
     if dim is not None and not isinstance(dim, numbers.Integral):
@@ -268,24 +282,24 @@ def _minmax(name, input, dim, keepdim):
     return getattr(return_types, name)(values, indices)
 
 
-@_export
+@_method
 def max(input, dim=None, keepdim=False):
     """max(x): the largest value; max(x, dim): (values, indices); max(x, y): maximum."""
     return _minmax("max", input, dim, keepdim)
 
 
-@_export
+@_method
 def min(input, dim=None, keepdim=False):
     """min(x): the smallest value; min(x, dim): (values, indices); min(x, y): minimum."""
     return _minmax("min", input, dim, keepdim)
 
 
-@_export
+@_method
 def argmax(input, dim=None, keepdim=False):
     return _reduce("argmax", input, dim, keepdim)
 
 
-@_export
+@_method
 def argmin(input, dim=None, keepdim=False):
     return _reduce("argmin", input, dim, keepdim)
 
@@ -296,7 +310,7 @@ def _correction(unbiased, correction):
     return 1.0 if unbiased in (None, True) else 0.0
 
 
-@_export
+@_method
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Variance over dim, dividing by N - correction (default 1)."""
     if isinstance(unbiased, (tuple, list)) or (isinstance(unbiased, int) and not isinstance(unbiased, bool)):
@@ -304,7 +318,7 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return _reduce("var", input, dim, keepdim, _correction(unbiased, correction))
 
 
-@_export
+@_method
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Standard deviation over dim, dividing by N - correction (default 1)."""
     if isinstance(unbiased, (tuple, list)) or (isinstance(unbiased, int) and not isinstance(unbiased, bool)):
@@ -312,7 +326,7 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return _reduce("std", input, dim, keepdim, _correction(unbiased, correction))
 
 
-@_export
+@_method
 def norm(input, p="fro", dim=None, keepdim=False):
     """The p-norm over dim (all elements by default); p='fro' is 2."""
     if p == "fro" or p is None:
@@ -322,25 +336,25 @@ def norm(input, p="fro", dim=None, keepdim=False):
     return _reduce("norm", input, dim, keepdim, ord=float(p))
 
 
-@_export
+@_method
 def cumsum(input, dim, *, dtype=None):
     x = input if dtype is None else input.to(dtype)
     return _C._scan(_ID["cumsum"], x, dim)
 
 
-@_export
+@_method
 def cumprod(input, dim, *, dtype=None):
     x = input if dtype is None else input.to(dtype)
     return _C._scan(_ID["cumprod"], x, dim)
 
 
-@_export
+@_method
 def softmax(input, dim, *, dtype=None):
     x = input if dtype is None else input.to(dtype)
     return _C._scan(_ID["softmax"], x, dim)
 
 
-@_export
+@_method
 def log_softmax(input, dim, *, dtype=None):
     x = input if dtype is None else input.to(dtype)
     return _C._scan(_ID["log_softmax"], x, dim)
@@ -355,7 +369,7 @@ def _sizes(args):
     return tuple(args)
 
 
-@_export
+@_method
 def flatten(input, start_dim=0, end_dim=-1):
     n = input.ndim
     if n == 0:
@@ -367,23 +381,23 @@ def flatten(input, start_dim=0, end_dim=-1):
     return input.reshape(*shape[:s], -1, *shape[e + 1:]) if s != e else input
 
 
-@_export
+@_method
 def unflatten(input, dim, sizes):
     d = dim % input.ndim
     return input.reshape(*input.shape[:d], *sizes, *input.shape[d + 1:])
 
 
-@_export
+@_method
 def squeeze(input, dim=None):
     return _C._squeeze(input, dim)
 
 
-@_export
+@_method
 def unsqueeze(input, dim):
     return _C._unsqueeze(input, dim)
 
 
-@_export
+@_method
 def narrow(input, dim, start, length):
     n = input.shape[dim]
     if start < 0:
@@ -393,7 +407,7 @@ def narrow(input, dim, start, length):
     return _C._slice(input, dim, start, start + length, 1)
 
 
-@_export
+@_method
 def movedim(input, source, destination):
     n = input.ndim
     src = [s % n for s in ((source,) if isinstance(source, int) else source)]
@@ -404,27 +418,27 @@ def movedim(input, source, destination):
     return input.permute(*order)
 
 
-@_export
+@_method
 def broadcast_to(input, shape):
     return input.expand(*shape)
 
 
-@_export
+@_method
 def flip(input, dims):
     return _C._flip(input, dims)
 
 
-@_export
+@_method
 def fliplr(input):
     return _C._flip(input, 1)
 
 
-@_export
+@_method
 def flipud(input):
     return _C._flip(input, 0)
 
 
-@_export
+@_method
 def roll(input, shifts, dims=None):
     if dims is None:  # roll the flattened tensor
         return _C._roll(input.reshape(-1), shifts, 0).reshape(*input.shape)
@@ -462,7 +476,7 @@ def vstack(tensors):
     return cat([t.reshape(1, -1) if t.ndim == 1 else t for t in tensors], 0)
 
 
-@_export
+@_method
 def split(tensor, split_size_or_sections, dim=0):
     n = tensor.shape[dim]
     if isinstance(split_size_or_sections, numbers.Integral):
@@ -481,7 +495,7 @@ def split(tensor, split_size_or_sections, dim=0):
     return tuple(out)
 
 
-@_export
+@_method
 def chunk(input, chunks, dim=0):
     if chunks <= 0:
         raise RuntimeError("chunk: the number of chunks must be positive")
@@ -490,7 +504,7 @@ def chunk(input, chunks, dim=0):
     return split(input, size, dim)
 
 
-@_export
+@_method
 def tensor_split(input, indices_or_sections, dim=0):
     n = input.shape[dim]
     if isinstance(indices_or_sections, numbers.Integral):
@@ -502,12 +516,12 @@ def tensor_split(input, indices_or_sections, dim=0):
     return tuple(_C._slice(input, dim, a, _py_max(a, b), 1) for a, b in zip(bounds, bounds[1:]))
 
 
-@_export
+@_method
 def unbind(input, dim=0):
     return tuple(_C._select(input, dim, i) for i in range(input.shape[dim]))
 
 
-@_export
+@_method
 def repeat(input, *sizes):
     sizes = _sizes(sizes)
     if len(sizes) < input.ndim:
@@ -521,7 +535,7 @@ def repeat(input, *sizes):
     return x.reshape(*inter).expand(*expand).reshape(*[r * n for r, n in zip(sizes, x.shape)])
 
 
-@_export
+@_method
 def tile(input, dims):
     dims = tuple(dims)
     if len(dims) < input.ndim:
@@ -529,29 +543,29 @@ def tile(input, dims):
     return repeat(input, *dims)
 
 
-@_export
+@_method
 def tril(input, diagonal=0):
     return _C._tril(input, diagonal)
 
 
-@_export
+@_method
 def triu(input, diagonal=0):
     return _C._triu(input, diagonal)
 
 
 # ---------------------------------------------------------------- indexing
 
-@_export
+@_method
 def index_select(input, dim, index):
     return _C._index_select(input, dim, index)
 
 
-@_export
+@_method
 def gather(input, dim, index):
     return _C._gather(input, dim, index)
 
 
-@_export
+@_method
 def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     if src is None:
         src = value
@@ -560,22 +574,22 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     return _C._scatter(input, dim, index, src, reduce == "add")
 
 
-@_export
+@_method
 def scatter_add(input, dim, index, src):
     return _C._scatter(input, dim, index, src, True)
 
 
-@_export
+@_method
 def masked_select(input, mask):
     return _C._masked_select(input, mask)
 
 
-@_export
+@_method
 def masked_fill(input, mask, value):
     return _C._ew(_ID["where"], mask, value, input)
 
 
-@_export
+@_method
 def nonzero(input, *, as_tuple=False):
     r = _C._nonzero(input)
     if as_tuple:
@@ -585,7 +599,7 @@ def nonzero(input, *, as_tuple=False):
     return r
 
 
-@_export
+@_method
 def argwhere(input):
     return _C._nonzero(input)
 
@@ -642,7 +656,7 @@ def _dims(t):
     return "x".join(str(n) for n in t.shape) or "scalar"
 
 
-@_export
+@_method
 def mm(input, mat2):
     """The matrix product of two 2-d tensors."""
     if input.ndim != 2 or mat2.ndim != 2:
@@ -653,7 +667,7 @@ def mm(input, mat2):
     return input @ mat2
 
 
-@_export
+@_method
 def bmm(input, mat2):
     """Batched matrix products of two 3-d tensors with equal batch sizes."""
     if input.ndim != 3 or mat2.ndim != 3:
@@ -664,7 +678,7 @@ def bmm(input, mat2):
     return input @ mat2
 
 
-@_export
+@_method
 def mv(input, vec):
     """Matrix (2-d) times vector (1-d)."""
     if input.ndim != 2 or vec.ndim != 1:
@@ -682,27 +696,27 @@ def _beta_alpha(input, p, beta, alpha):
     return p if beta == 0 else (p + input if beta == 1 else p + input * beta)
 
 
-@_export
+@_method
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """beta * input + alpha * (mat1 @ mat2)"""
     return _beta_alpha(input, mm(mat1, mat2), beta, alpha)
 
 
-@_export
+@_method
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """beta * input + alpha * (batch1 @ batch2)"""
     return _beta_alpha(input, bmm(batch1, batch2), beta, alpha)
 
 
-@_export
+@_method
 def outer(input, vec2):
     return _C._unsqueeze(input, 1) * _C._unsqueeze(vec2, 0)
 
 
-_export(outer, "ger")
+_export(outer, "ger", method=True)
 
 
-@_export
+@_method
 def dot(input, other):
     """The inner product of two 1-d tensors of the same size and dtype."""
     if input.ndim != 1 or other.ndim != 1:
@@ -713,7 +727,7 @@ def dot(input, other):
     return input @ other
 
 
-@_export
+@_method
 def inner(input, other):
     """Sums of products over the last dims (a product for 0-d operands)."""
     if input.ndim == 0 or other.ndim == 0:

@@ -448,3 +448,44 @@ def test_float32_fmod_family_is_exact_over_every_magnitude(op):
         np.testing.assert_array_equal(got[ok], want[ok])
     else:
         np.testing.assert_array_equal(got, want)
+
+
+# ---- the Python surface comes from the op table ----
+
+# in-place forms PyTorch has for comparisons, logical and shift ops
+TABLE_INPLACE = ["eq_", "ne_", "lt_", "le_", "gt_", "ge_", "logical_and_", "logical_or_",
+                 "logical_xor_"]
+
+
+@pytest.mark.parametrize("name", TABLE_INPLACE)
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_table_inplace_comparisons(name, dtype):
+    """x.eq_(y) writes 1/0 in x's own dtype, as PyTorch does."""
+    def case(m, x, y):
+        out = getattr(x, name)(y)
+        assert out is x
+        return x
+    check(case, arr(dtype, (3, 5)), arr(dtype, (5,)))
+
+
+@pytest.mark.parametrize("name", ["bitwise_left_shift_", "bitwise_right_shift_"])
+def test_table_inplace_shifts(name):
+    x = np.array([1, 2, 40, -8], dtype=np.int32)
+    check(lambda m, a, b: getattr(a, name)(b), Arg(x, "int32"), Arg(np.array([1, 2, 3, 1], dtype=np.int32), "int32"))
+
+
+def test_every_elementwise_op_of_the_table_has_its_functions():
+    """ember.<name> for each unary and binary row (hidden ones aside),
+    Tensor.<name> and Tensor.<name>_ where PyTorch has them (no in-place
+    predicates), each running that op."""
+    x = ember.tensor([0.5, 2.0, 3.0])
+    for row in ember._C._op_table():
+        if row["kind"] not in ("unary", "binary"):
+            continue
+        name = row["name"]
+        assert hasattr(ember, name) != row["hidden"], name
+        assert hasattr(ember.Tensor, name) == (row["method"] and not row["hidden"]), name
+        assert hasattr(ember.Tensor, name + "_") == (row["method"] and not row["hidden"]
+                                                      and row["promote"] != "pred"), name
+    assert not hasattr(ember.Tensor, "gelu") and not hasattr(ember.Tensor, "isnan_")
+    assert (ember.maximum(x, 1.0) == x.maximum(ember.tensor(1.0))).all()

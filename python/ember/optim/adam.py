@@ -69,7 +69,7 @@ class Adam(Optimizer):
             v.mul_(b2).add_(gi * (1 - b2) * gi)
             if g["amsgrad"]:
                 vmax = st["max_exp_avg_sq"]
-                vmax.copy_(_C.maximum(vmax, v))
+                vmax.copy_(vmax.maximum(v))
                 v = vmax
             step_size = (lr / (1 - b1 ** step)).to(p.dtype)
             bias2_sqrt = (1 - b2 ** step).sqrt().to(p.dtype)
