@@ -298,7 +298,7 @@ static em_status compile_spec(em_function *f, spec *s, em_call *call, em_ir_grap
         em_free(effects);
         em_ir_graph_free(graph);
         snprintf(s->reason, sizeof s->reason, "out of memory compiling");
-        return EM_ERR_NOMEM;
+        return em_error(EM_ERR_NOMEM, "%s: out of memory compiling", f->name);
     }
     for (int j = 0; j < s->n_value_guards; j++) expected[s->n_out + j] = s->value_guards[j];
     int n_effects = 0;
@@ -387,6 +387,7 @@ static int spec_accepts(const em_function *f, const spec *s, const em_arg *a, in
         if (s->slots[i].initial == EM_SLOT_NONE && in[s->slots[i].owner]->grad) return 0;
     if (s->data && f->host.state_holds) {
         int ok = f->host.state_holds(s->data);
+        if (ok < 0) em_error(EM_ERR_HOST, "%s: checking the state a trace read failed", f->name);
         if (ok != 1) return ok;
     }
     if (!s->sharing && s->n_sharing == 0) return 1; /* (a specialisation whose trace failed) */

@@ -98,6 +98,10 @@ static void test_trace_run_explain(void) {
     y = call(f, x2, w, b, &kind);
     CHECK(kind == EM_CALL_TRACE);
     em_tensor_release(y);
+    /* checking the host state fails: the call fails, saying the host's error is pending */
+    state.holds = -1;
+    em_call c;
+    CHECK(em_function_call(f, (em_arg[]){tensor_arg("x", x2), tensor_arg("b", b)}, 2, &c) == EM_ERR_HOST);
     state.holds = 1;
     /* explain, from the C data */
     em_function_stats st;

@@ -246,7 +246,7 @@ static void test_memory_plan(void) {
     em_tensor *x = em_randn(s, 2, EM_DTYPE_F32), *w = em_randn(s, 2, EM_DTYPE_F32);
     em_tensor *in[2] = {x, w};
     same_on_both(chain, in);
-    void *ex;
+    void *ex = NULL;
     em_ir_graph *g = compile_llvm(chain, in, &ex);
     if (!ex) return;
     char *desc = em_llvm_backend()->describe(ex);
@@ -279,7 +279,7 @@ static void test_failing_node(void) {
     int64_t n = 5000, k = 3;
     em_tensor *x = em_randn(&n, 1, EM_DTYPE_F32), *idx = em_full_i64(&k, 1, 7, EM_DTYPE_I64);
     em_tensor *in[2] = {x, idx};
-    void *ex;
+    void *ex = NULL;
     em_ir_graph *g = em_ir_parse(text, "t.ir");
     const char *pipe[] = {"dce", "fuse", "dce"};
     CHECK(g && em_pass_run_pipeline(g, pipe, 3, true, NULL, NULL) == EM_OK);
