@@ -2,8 +2,9 @@
 # The main job: installs what is missing, builds ember, trains a small CNN
 # on scikit-learn's 8x8 digits eagerly (tools/train_digits.py: progress bar,
 # per-epoch loss and accuracy, a safetensors checkpoint; fails below 95%
-# test accuracy), then tours the eager API and a GELU compiled into one
-# kernel, with the IR dumped for reading (tools/demo.py).
+# test accuracy), then tours the eager API, a GELU compiled into one kernel
+# with the IR dumped for reading, and a whole training step compiled into
+# one function next to its eager run (tools/demo.py).
 set -euo pipefail
 source "$(dirname "$0")/setup.sh"
 cd "$EMBER_ROOT"

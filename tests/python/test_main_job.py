@@ -22,3 +22,16 @@ def test_train_digits_reaches_95_percent():
     acc = float(last_epoch.split("test accuracy")[1].split("%")[0])
     assert acc >= 95.0
     assert "reloaded model's test accuracy" in r.stdout
+
+
+def test_demo_runs_and_its_compiled_training_step_matches_eager():
+    """tools/demo.py (the main job's second half) runs to the end; its
+    compiled training step gives the eager step's losses."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    env.pop("EMBER_DUMP", None)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "demo.py")],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    line = [s for s in r.stdout.splitlines() if "largest difference from the eager run" in s][0]
+    assert float(line.rsplit(": ", 1)[1]) <= 1e-6, line
+    assert "write-backs: 8" in r.stdout
