@@ -4,8 +4,9 @@
  * Every node runs through em_op_run (or a kernel a backend installed for it;
  * fused nodes without one run their region op by op). Each value is released
  * right after its last use, so peak memory follows the graph's liveness.
- * The LLVM backend is this interpreter with compiled kernels installed for
- * its fused nodes: one executor, not two. Value guards (the run spec's
+ * The LLVM backend runs its profiled runs here, with its compiled kernels
+ * installed for the fused nodes (its usual runs are one generated function
+ * doing the same steps in the same order). Value guards (the run spec's
  * expected values) are compared right after the node computing them, so a
  * failing one stops the run before anything later runs: a backend writing
  * inputs in place relies on that. The spec's effects (write-backs, .grad
@@ -46,7 +47,6 @@ struct em_interp {
     em_tensor **expected;
     int *check_start;
     int *check_ids;
-    int checked_by;
     int n_outputs; /* body results returned */
     em_effect *effects; /* the spec's, their results as value ids */
     int n_effects;
@@ -93,7 +93,6 @@ em_interp *em_interp_new(const em_ir_graph *g, const em_run_spec *spec) {
     it->release_ids = em_calloc((size_t)nv, sizeof *it->release_ids);
     it->pos = em_calloc((size_t)nv, sizeof *it->pos);
     it->prof_ns = em_calloc((size_t)nn, sizeof *it->prof_ns);
-    it->checked_by = -1;
     if (!last || !it->kernels || !it->order || !it->release_start || !it->release_ids || !it->pos ||
         !it->prof_ns) {
         em_free(last);
@@ -152,8 +151,6 @@ void em_interp_set_kernel(em_interp *it, const em_ir_node *node, em_interp_kerne
     it->kernels[node->id] = (kernel_slot){fn, ctx};
 }
 
-int em_interp_position(const em_interp *it, const em_ir_value *v) { return it->pos[v->id]; }
-int em_interp_checked_by(const em_interp *it) { return it->checked_by; }
 
 static em_status set_expected(em_interp *it, em_tensor *const *expected) {
     const em_ir_block *b = it->g->body;
@@ -173,7 +170,6 @@ static em_status set_expected(em_interp *it, em_tensor *const *expected) {
         it->check_ids[it->check_start[at]++] = r;
         em_tensor_retain(expected[r]);
         it->expected[r] = expected[r];
-        if (at - 1 > it->checked_by) it->checked_by = at - 1;
     }
     for (int k = it->n_order + 1; k > 0; k--) it->check_start[k] = it->check_start[k - 1];
     it->check_start[0] = 0;

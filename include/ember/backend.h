@@ -2,9 +2,11 @@
  * backend.h - the one interface between the compile driver and a code
  * generator: compile a graph into an executable, run it, free it.
  *
- * Backends: the IR interpreter (always there, frontend/) and LLVM
- * (codegen_llvm/, when built). A backend may keep pointers into the graph:
- * the caller keeps the graph alive as long as the executable.
+ * Backends: the IR interpreter (always there; ir/interp.c, wrapped in
+ * frontend/compile.c) and LLVM (codegen_llvm/, when built: one generated
+ * function per graph). A backend may keep pointers into the graph: the
+ * caller keeps the graph alive as long as the executable. An executable may
+ * be run from several threads at once.
  */
 #ifndef EMBER_BACKEND_H
 #define EMBER_BACKEND_H

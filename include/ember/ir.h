@@ -177,11 +177,6 @@ typedef em_status (*em_interp_kernel_fn)(void *ctx, void *run_ctx, const em_ir_n
 em_interp *em_interp_new(const em_ir_graph *g, const em_run_spec *spec);
 /* Runs `node` with `fn` instead (how a backend plugs compiled kernels in). */
 void em_interp_set_kernel(em_interp *it, const em_ir_node *node, em_interp_kernel_fn fn, void *ctx);
-/* The position in the run order of the node computing value v (-1: a graph
- * input), and the position after which every expected value has been
- * compared (-1: before the first node). */
-int em_interp_position(const em_interp *it, const em_ir_value *v);
-int em_interp_checked_by(const em_interp *it);
 /* Runs the graph: in[] borrowed; out[] receives new references to the
  * spec's outputs (every body result without a spec); run_ctx is handed to
  * the installed kernels. */
