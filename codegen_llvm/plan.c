@@ -169,14 +169,10 @@ em_status em_llvm_plan_buffers(em_llvm_plan *p, const bool *aliases_inputs) {
     int *busy_from = em_malloc((size_t)nv * sizeof *busy_from), *busy_to = em_malloc((size_t)nv * sizeof *busy_to);
     span *spans = em_malloc((size_t)nv * sizeof *spans);
     p->buffers = em_malloc((size_t)nv * sizeof *p->buffers);
+    em_status st = EM_OK;
     if (!parent || !busy || !escapes || !busy_from || !busy_to || !spans || !p->buffers) {
-        em_free(spans);
-        em_free(parent);
-        em_free(busy);
-        em_free(escapes);
-        em_free(busy_from);
-        em_free(busy_to);
-        return em_error(EM_ERR_NOMEM, "out of memory planning @%s", g->name);
+        st = em_error(EM_ERR_NOMEM, "out of memory planning @%s", g->name);
+        goto done;
     }
     for (int v = 0; v < nv; v++) parent[v] = v;
     for (int k = 0; k < p->n_nodes; k++) { /* results that may share their inputs' memory */
@@ -213,11 +209,12 @@ em_status em_llvm_plan_buffers(em_llvm_plan *p, const bool *aliases_inputs) {
             p->buffer[v] = p->n_buffers++;
         }
     }
+done:
     em_free(spans);
     em_free(parent);
     em_free(busy);
     em_free(escapes);
     em_free(busy_from);
     em_free(busy_to);
-    return EM_OK;
+    return st;
 }

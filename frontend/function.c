@@ -104,10 +104,12 @@ typedef struct spec {
     int index;         /* in the function's list */
 } spec;
 
-/* Why calls ran eagerly, with counts. */
+/* A reason calls run eagerly: how many did, and whether the host was
+ * told (once per reason per function). */
 typedef struct {
     char *reason;
     int64_t count;
+    bool warned;
 } fallback;
 
 struct em_function {
@@ -119,8 +121,6 @@ struct em_function {
     spec **specs;
     int n_specs;
     bool warned_limit;
-    char **warned; /* fallback reasons already warned about */
-    int n_warned;
     int64_t n_compiled_calls, n_eager_calls, n_traces, n_misses, n_value_guard_failures;
     int n_retries;
     fallback *fallbacks;
@@ -185,8 +185,6 @@ void em_function_reset(em_function *f) {
     }
     f->n_specs = 0;
     f->warned_limit = false;
-    for (int i = 0; i < f->n_warned; i++) free(f->warned[i]);
-    f->n_warned = 0;
     for (int i = 0; i < f->n_fallbacks; i++) free(f->fallbacks[i].reason);
     f->n_fallbacks = 0;
     f->n_compiled_calls = f->n_eager_calls = f->n_traces = f->n_misses = 0;
@@ -199,27 +197,35 @@ void em_function_free(em_function *f) {
     if (!f) return;
     em_function_reset(f);
     free(f->specs);
-    free(f->warned);
     free(f->fallbacks);
     em_free(f);
 }
 
 /* ---- counters and warnings ---- */
 
-/* Sets call->warning (once per reason per function) to say why calls
+/* The record of `reason`, made if new; NULL when memory runs out (the
+ * records are best effort: they count and warn, they decide nothing). */
+static fallback *fallback_of(em_function *f, const char *reason) {
+    for (int i = 0; i < f->n_fallbacks; i++)
+        if (strcmp(f->fallbacks[i].reason, reason) == 0) return &f->fallbacks[i];
+    fallback *fb = realloc(f->fallbacks, (size_t)(f->n_fallbacks + 1) * sizeof *fb);
+    char *copy = strdup(reason);
+    if (!fb || !copy) {
+        free(copy);
+        if (fb) f->fallbacks = fb;
+        return NULL;
+    }
+    f->fallbacks = fb;
+    fb[f->n_fallbacks] = (fallback){copy, 0, false};
+    return &fb[f->n_fallbacks++];
+}
+
+/* Sets call->warning, the first time for this reason, to say why calls
  * like this one run eagerly: `how` words it, around the reason (%s). */
 static void warn_as(em_function *f, em_call *call, const char *how, const char *reason) {
-    for (int i = 0; i < f->n_warned; i++)
-        if (strcmp(f->warned[i], reason) == 0) return;
-    char **w = realloc(f->warned, (size_t)(f->n_warned + 1) * sizeof *w);
-    char *copy = strdup(reason);
-    if (!w || !copy) { /* warning is best effort */
-        free(copy);
-        if (w) f->warned = w;
-        return;
-    }
-    f->warned = w;
-    f->warned[f->n_warned++] = copy;
+    fallback *fb = fallback_of(f, reason);
+    if (!fb || fb->warned) return;
+    fb->warned = true;
     int k = snprintf(f->warning, sizeof f->warning, "ember.compile(%s): ", f->name);
     snprintf(f->warning + k, sizeof f->warning - (size_t)k, how, reason);
     call->warning = f->warning;
@@ -231,20 +237,8 @@ static void warn_fallback(em_function *f, em_call *call, const char *reason) {
 
 /* Counts one more call that did not run compiled code for `reason`. */
 static void count_fallback(em_function *f, const char *reason) {
-    for (int i = 0; i < f->n_fallbacks; i++)
-        if (strcmp(f->fallbacks[i].reason, reason) == 0) {
-            f->fallbacks[i].count++;
-            return;
-        }
-    fallback *fb = realloc(f->fallbacks, (size_t)(f->n_fallbacks + 1) * sizeof *fb);
-    char *copy = strdup(reason);
-    if (!fb || !copy) { /* counting is best effort */
-        free(copy);
-        if (fb) f->fallbacks = fb;
-        return;
-    }
-    f->fallbacks = fb;
-    f->fallbacks[f->n_fallbacks++] = (fallback){copy, 1};
+    fallback *fb = fallback_of(f, reason);
+    if (fb) fb->count++;
 }
 
 /* Records what the current call does (before it runs, so a call that
@@ -762,13 +756,17 @@ void em_function_stats_get(const em_function *f, em_function_stats *s) {
     s->retried_traces = f->n_retries;
     s->specializations = f->n_specs;
     s->cache_limit = f->cache_limit;
-    s->n_fallbacks = f->n_fallbacks;
+    s->n_fallbacks = 0;
+    for (int i = 0; i < f->n_fallbacks; i++) s->n_fallbacks += f->fallbacks[i].count > 0;
 }
 
 const char *em_function_fallback(const em_function *f, int i, int64_t *count) {
-    if (i < 0 || i >= f->n_fallbacks) return NULL;
-    *count = f->fallbacks[i].count;
-    return f->fallbacks[i].reason;
+    for (int j = 0; j < f->n_fallbacks; j++) /* (the i-th reason some call ran eagerly for) */
+        if (f->fallbacks[j].count > 0 && i-- == 0) {
+            *count = f->fallbacks[j].count;
+            return f->fallbacks[j].reason;
+        }
+    return NULL;
 }
 
 void em_function_last_call(const em_function *f, em_last_call *lc) {

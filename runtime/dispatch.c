@@ -105,6 +105,38 @@ em_status em_op_infer(em_op op, const em_type *in, int n_in, const em_attrs *att
     return kernels[op].infer(op, in, n_in, attrs, out, n_out);
 }
 
+/* Runs op's kernel on results of `types`: out[i] given (borrowed) is the
+ * memory result i goes into, NULL a new tensor (ops that make their own
+ * results take NULLs). On success out[] holds new references; on failure it
+ * is as it was. */
+static em_status run_kernel(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
+                            const em_type *types, em_tensor **out, int n_out) {
+    const em_op_info *info = em_op_get(op);
+    bool self_alloc = (info->flags & (EM_F_VIEW | EM_F_DATA_DEPENDENT)) || info->kind == EM_KIND_COPY;
+    em_tensor *res[MAX_IO] = {NULL};
+    em_status st = EM_OK;
+    for (int i = 0; !self_alloc && i < n_out && st == EM_OK; i++) {
+        if (out[i]) {
+            res[i] = out[i];
+            em_tensor_retain(res[i]);
+        } else if (!(res[i] = em_tensor_empty(types[i].shape, types[i].ndim, types[i].dtype, types[i].device)))
+            st = em_last_status();
+    }
+    if (st == EM_OK) {
+        op_depth++;
+        st = kernels[op].cpu(op, in, n_in, attrs, res);
+        op_depth--;
+    }
+    if (st != EM_OK) {
+        for (int i = 0; i < n_out; i++) em_tensor_release(res[i]);
+        return st;
+    }
+    if (info->flags & EM_F_VIEW)
+        for (int i = 0; i < n_out; i++) res[i]->is_view = true;
+    memcpy(out, res, (size_t)n_out * sizeof *out);
+    return EM_OK;
+}
+
 em_status em_op_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                     em_tensor **out, int n_out) {
     if (n_in > MAX_IO || n_out > MAX_IO)
@@ -118,22 +150,8 @@ em_status em_op_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *at
     em_status st = em_op_infer(op, in_types, n_in, attrs, out_types, n_out);
     if (st != EM_OK) return st;
 
-    const em_op_info *info = em_op_get(op);
     em_tensor *res[MAX_IO] = {NULL};
-    bool self_alloc = (info->flags & (EM_F_VIEW | EM_F_DATA_DEPENDENT)) || info->kind == EM_KIND_COPY;
-    if (!self_alloc) {
-        for (int i = 0; i < n_out; i++) {
-            res[i] = em_tensor_empty(out_types[i].shape, out_types[i].ndim, out_types[i].dtype,
-                                     out_types[i].device);
-            if (!res[i]) goto fail;
-        }
-    }
-    op_depth++;
-    st = kernels[op].cpu(op, in, n_in, attrs, res);
-    op_depth--;
-    if (st != EM_OK) goto fail;
-    if (info->flags & EM_F_VIEW)
-        for (int i = 0; i < n_out; i++) res[i]->is_view = true;
+    if ((st = run_kernel(op, in, n_in, attrs, out_types, res, n_out)) != EM_OK) return st;
     /* the tracer first: the results autograd saves are aliases that must
      * carry the results' graph values */
     const em_trace_hook *hook = em_get_trace_hook();
@@ -141,43 +159,18 @@ em_status em_op_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *at
     /* autograd records the outermost op only: an op built from others
      * differentiates as one */
     if (op_depth == 0 && em_autograd_wants(op, in, n_in) &&
-        em_autograd_record(op, in, n_in, attrs, res, n_out) != EM_OK)
-        goto fail;
+        (st = em_autograd_record(op, in, n_in, attrs, res, n_out)) != EM_OK) {
+        for (int i = 0; i < n_out; i++) em_tensor_release(res[i]);
+        return st;
+    }
     memcpy(out, res, (size_t)n_out * sizeof *out);
     return EM_OK;
-fail:
-    st = em_last_status();
-    for (int i = 0; i < n_out; i++) em_tensor_release(res[i]);
-    return st != EM_OK ? st : EM_ERR_INTERNAL;
 }
 
 em_status em_op_run_planned(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                             const em_type *types, em_tensor **out, int n_out) {
-    const em_op_info *info = em_op_get(op);
-    bool self_alloc = (info->flags & (EM_F_VIEW | EM_F_DATA_DEPENDENT)) || info->kind == EM_KIND_COPY;
-    em_tensor *res[MAX_IO] = {NULL};
-    em_status st;
-    if (n_out > MAX_IO) return em_error(EM_ERR_VALUE, "%s: at most %d results", info->name, MAX_IO);
-    for (int i = 0; !self_alloc && i < n_out; i++) {
-        if (out[i]) {
-            em_tensor_retain(out[i]);
-            res[i] = out[i];
-        } else if (!(res[i] = em_tensor_empty(types[i].shape, types[i].ndim, types[i].dtype, types[i].device))) {
-            goto fail;
-        }
-    }
-    op_depth++;
-    st = kernels[op].cpu(op, in, n_in, attrs, res);
-    op_depth--;
-    if (st != EM_OK) goto fail;
-    if (info->flags & EM_F_VIEW)
-        for (int i = 0; i < n_out; i++) res[i]->is_view = true;
-    memcpy(out, res, (size_t)n_out * sizeof *out);
-    return EM_OK;
-fail:
-    st = em_last_status();
-    for (int i = 0; i < n_out; i++) em_tensor_release(res[i]);
-    return st != EM_OK ? st : EM_ERR_INTERNAL;
+    if (n_out > MAX_IO) return em_error(EM_ERR_VALUE, "%s: at most %d results", em_op_name(op), MAX_IO);
+    return run_kernel(op, in, n_in, attrs, types, out, n_out);
 }
 
 /* ---- in-place ---- */
