@@ -76,8 +76,10 @@ def compile_times(name, make):
         t = time.perf_counter()
         comp_fn()
         first = (time.perf_counter() - t) * 1e3
-        steady_c = min(median_ms(comp_fn, n=10, warm=0) for _ in range(3))
-        steady_e = min(median_ms(eager_fn, n=10, warm=0) for _ in range(3))
+        steady_c = steady_e = float("inf")
+        for _ in range(3):  # interleaved: this machine's speed drifts over minutes
+            steady_e = min(steady_e, median_ms(eager_fn, n=10, warm=0))
+            steady_c = min(steady_c, median_ms(comp_fn, n=10, warm=0))
     return name, first, steady_e, steady_c
 
 
