@@ -184,9 +184,7 @@ static em_status interp_kernel(void *ctx, void *run_ctx, const em_ir_node *node,
  * copies and casts that may return their input, and fused nodes that run
  * op by op, which may contain those.) */
 static bool may_alias_inputs(const em_ir_node *m, int64_t min_elements) {
-    const em_op_info *info = em_op_get(m->op);
-    if (m->region) return !worth_compiling(m, min_elements);
-    return (info->flags & EM_F_VIEW) || info->kind == EM_KIND_COPY || info->kind == EM_KIND_CAST;
+    return m->region ? !worth_compiling(m, min_elements) : em_ir_may_alias_inputs(m);
 }
 
 /* Output `o` of kernel node n (at position pn in the run) may be computed

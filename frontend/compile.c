@@ -167,7 +167,7 @@ em_status em_compile(em_ir_graph *graph, em_tensor *const *examples, int n_examp
     double t0 = now_ms();
     em_status st = em_pass_run_pipeline(graph, em_default_pipeline, n_passes, true,
                                         dc.dir && (opts->dump_mask & EM_DUMP_PASSES) ? dump_after_pass : NULL,
-                                        &dc);
+                                        &dc, NULL);
     if (st != EM_OK) {
         em_compiled_free(c);
         return st;

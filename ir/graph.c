@@ -199,6 +199,20 @@ em_ir_node *em_ir_build(em_ir_block *b, em_op op, em_ir_value *const *in, int n_
     return n;
 }
 
+em_ir_node *em_ir_build_before(em_ir_node *before, em_op op, em_ir_value *const *in, int n_in,
+                               const em_attrs *attrs, em_ir_loc loc) {
+    em_type it[16], ot[1];
+    if (n_in > 16) {
+        em_error(EM_ERR_VALUE, "%s: too many inputs", em_op_name(op));
+        return NULL;
+    }
+    for (int i = 0; i < n_in; i++) it[i] = in[i]->type;
+    if (em_op_infer(op, it, n_in, attrs, ot, 1) != EM_OK) return NULL;
+    em_ir_node *n = em_ir_node_new(before->block->graph, op, in, n_in, attrs, ot, 1, loc);
+    if (n) em_ir_insert(before->block, n, before);
+    return n;
+}
+
 em_status em_ir_set_results(em_ir_block *b, em_ir_value *const *values, int n) {
     em_ir_value **r = em_ir_alloc(b->graph, (size_t)(n ? n : 1) * sizeof *r);
     if (!r) return EM_ERR_NOMEM;
@@ -222,6 +236,30 @@ static void count_block(const em_ir_block *b, int *counts) {
         if (n->region) count_block(n->region, counts);
     }
     for (int i = 0; i < b->n_results; i++) counts[b->results[i]->id]++;
+}
+
+bool em_ir_may_alias_inputs(const em_ir_node *n) {
+    const em_op_info *info = em_op_get(n->op);
+    return (info->flags & EM_F_VIEW) || info->kind == EM_KIND_COPY || info->kind == EM_KIND_CAST || n->region;
+}
+
+void em_ir_shared_memory(const em_ir_graph *g, bool *from_input, bool *to_result) {
+    const em_ir_block *b = g->body;
+    memset(from_input, 0, (size_t)g->n_values * sizeof *from_input);
+    memset(to_result, 0, (size_t)g->n_values * sizeof *to_result);
+    for (int i = 0; i < b->n_params; i++) from_input[b->params[i]->id] = true;
+    for (const em_ir_node *n = b->first; n; n = n->next) {
+        bool any = false;
+        for (int i = 0; i < n->n_in; i++) any |= from_input[n->in[i]->id];
+        for (int o = 0; o < n->n_out; o++) from_input[n->out[o]->id] = any && em_ir_may_alias_inputs(n);
+    }
+    for (int r = 0; r < b->n_results; r++) to_result[b->results[r]->id] = true;
+    for (const em_ir_node *n = b->last; n; n = n->prev) {
+        bool any = false;
+        for (int o = 0; o < n->n_out; o++) any |= to_result[n->out[o]->id];
+        if (any && em_ir_may_alias_inputs(n))
+            for (int i = 0; i < n->n_in; i++) to_result[n->in[i]->id] = true;
+    }
 }
 
 bool em_ir_is_scalar_const(const em_ir_node *n) {

@@ -24,7 +24,8 @@ static void sweep(em_ir_block *b, int *uses) {
     }
 }
 
-em_status em_pass_dce(em_ir_graph *g) {
+em_status em_pass_dce(em_ir_graph *g, em_strbuf *report) {
+    (void)report;
     int *uses = malloc((size_t)(g->n_values ? g->n_values : 1) * sizeof *uses);
     if (!uses) return em_error(EM_ERR_NOMEM, "out of memory");
     em_ir_count_uses(g, uses);

@@ -31,6 +31,8 @@ typedef struct {
     int *group;      /* node id -> group number, -1 if none */
     int **users;     /* value id -> user node ids (-1 marks a block result) */
     int *n_users;
+    int n_kernels, n_fused_ops; /* for the report */
+    int64_t bytes_saved;        /* intermediates no longer written to memory */
 } fuser;
 
 static bool fusible(const em_ir_node *n) {
@@ -153,6 +155,15 @@ static em_status build_fused(fuser *f, em_ir_node *r, int gid, em_ir_node **memb
     em_ir_insert(f->b, fn, r);
     for (int i = 0; i < n_outs; i++) em_ir_replace_uses(f->b, outs[i], fn->out[i]);
     for (int i = 0; i < n_mem; i++) em_ir_remove(members[i]);
+    f->n_kernels++;
+    f->n_fused_ops += n_mem;
+    for (int i = 0; i < n_mem; i++) { /* members whose results stay inside the kernel */
+        bool out = false;
+        for (int j = 0; j < n_outs && !out; j++) out = outs[j] == members[i]->out[0];
+        const em_type *t = &members[i]->out[0]->type;
+        if (!out && (em_op_get(members[i]->op)->flags & EM_F_ELEMENTWISE))
+            f->bytes_saved += em_shape_numel(t->shape, t->ndim) * (int64_t)em_dtype_size(t->dtype);
+    }
 done:
     free(ins);
     free(outs);
@@ -208,8 +219,8 @@ static em_status fuse_block(fuser *f) {
     return st;
 }
 
-em_status em_pass_fuse(em_ir_graph *g) {
-    fuser f = {g, g->body, g->n_nodes, NULL, NULL, NULL, NULL};
+em_status em_pass_fuse(em_ir_graph *g, em_strbuf *report) {
+    fuser f = {g, g->body, g->n_nodes, NULL, NULL, NULL, NULL, 0, 0, 0};
     size_t nn = (size_t)(g->n_nodes ? g->n_nodes : 1), nv = (size_t)(g->n_values ? g->n_values : 1);
     f.pos = calloc(nn, sizeof *f.pos);
     f.group = malloc(nn * sizeof *f.group);
@@ -249,6 +260,9 @@ em_status em_pass_fuse(em_ir_graph *g) {
         cap[v->id] = f.n_users[v->id];
     }
     st = fuse_block(&f);
+    if (st == EM_OK && report && f.n_kernels)
+        em_strbuf_printf(report, "fuse: %d ops into %d kernel%s; %lld bytes of intermediates not written\n",
+                         f.n_fused_ops, f.n_kernels, f.n_kernels == 1 ? "" : "s", (long long)f.bytes_saved);
 done:
     if (f.users)
         for (size_t i = 0; i < nv; i++) free(f.users[i]);

@@ -6,12 +6,14 @@
 #include "ember/passes.h"
 
 static const em_pass_info passes[] = {
-#define X(name, help) {#name, em_pass_##name, help},
+#define X(fn, name, help) {name, em_pass_##fn, help},
     EM_PASS_LIST(X)
 #undef X
 };
 
-const char *const em_default_pipeline[] = {"dce", "fuse", "dce", NULL};
+/* Rewrites first (each may expose work for the next), then dead code goes
+ * before fusion sees the graph. */
+const char *const em_default_pipeline[] = {"canonicalize", "cse", "const-fold", "dce", "fuse", "dce", NULL};
 
 const em_pass_info *em_pass_all(int *n) {
     *n = (int)(sizeof passes / sizeof passes[0]);
@@ -25,11 +27,11 @@ const em_pass_info *em_pass_find(const char *name) {
 }
 
 em_status em_pass_run_pipeline(em_ir_graph *g, const char *const *names, int n, bool verify,
-                               em_pass_observer observer, void *ctx) {
+                               em_pass_observer observer, void *ctx, em_strbuf *report) {
     for (int i = 0; i < n; i++) {
         const em_pass_info *p = em_pass_find(names[i]);
         if (!p) return em_error(EM_ERR_VALUE, "unknown pass '%s'", names[i]);
-        em_status st = p->run(g);
+        em_status st = p->run(g, report);
         if (st != EM_OK) return em_error_prefix(st, "pass %s", p->name);
         if (verify && (st = em_ir_verify(g)) != EM_OK)
             return em_error_prefix(st, "after pass %s", p->name);

@@ -54,7 +54,7 @@ static int process(const char *text, const char *name, const char **passes, int 
     if (verify && em_ir_verify(g) != EM_OK) {
         fprintf(stderr, "%s: error: %s\n", name, em_last_error());
         rc = 1;
-    } else if (em_pass_run_pipeline(g, passes, n_passes, verify, NULL, NULL) != EM_OK) {
+    } else if (em_pass_run_pipeline(g, passes, n_passes, verify, NULL, NULL, NULL) != EM_OK) {
         fprintf(stderr, "%s: error: %s\n", name, em_last_error());
         rc = 1;
     } else {

@@ -102,6 +102,9 @@ void em_ir_remove(em_ir_node *n);
  * node. NULL with the inference error on failure. */
 em_ir_node *em_ir_build(em_ir_block *b, em_op op, em_ir_value *const *in, int n_in,
                         const em_attrs *attrs, em_ir_loc loc);
+/* The same, inserted before node `before` (in its block). */
+em_ir_node *em_ir_build_before(em_ir_node *before, em_op op, em_ir_value *const *in, int n_in,
+                               const em_attrs *attrs, em_ir_loc loc);
 em_status em_ir_set_results(em_ir_block *b, em_ir_value *const *values, int n);
 /* Replaces every use of `from` by `to` among the nodes and results of `b`. */
 void em_ir_replace_uses(em_ir_block *b, em_ir_value *from, em_ir_value *to);
@@ -113,6 +116,18 @@ bool em_ir_is_scalar_const(const em_ir_node *n);
 void em_ir_count_uses(const em_ir_graph *g, int *counts);
 /* The smallest location covering both (same file), else a. */
 em_ir_loc em_ir_loc_merge(em_ir_loc a, em_ir_loc b);
+
+/* ---- memory sharing ---- */
+
+/* May n's results share memory with its inputs? Views, copies and casts
+ * that may hand their input back, and fused regions (which may contain
+ * those). */
+bool em_ir_may_alias_inputs(const em_ir_node *n);
+/* Per body value (arrays of g->n_values): from_input[v], v may share a
+ * graph input's memory; to_result[v], a graph result may share v's memory.
+ * A pass that replaces one value by another uses these so that a result
+ * never comes to share memory that the eager result did not. */
+void em_ir_shared_memory(const em_ir_graph *g, bool *from_input, bool *to_result);
 
 /* ---- text ---- */
 

@@ -1,29 +1,35 @@
 /*
  * passes.h - graph-to-graph rewrites. One file per pass in passes/, each
  * with one entry point; all rewrite the graph in place and leave it valid
- * for em_ir_verify.
+ * for em_ir_verify. A pass may say what it did (which rules fired, what it
+ * fused or merged) as lines appended to a report, which dumps and
+ * explain() show; the report may be NULL.
  */
 #ifndef EMBER_PASSES_H
 #define EMBER_PASSES_H
 
 #include "ember/ir.h"
+#include "ember/strbuf.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Every pass, once: X(name, help). ORDER PASS */
+/* Every pass, once: X(function suffix, name, help). ORDER PASS */
 #define EM_PASS_LIST(X)                                                                            \
-    X(dce, "remove nodes whose results are never used (pure ops only)")                            \
-    X(fuse, "group chains of elementwise ops and broadcasts into fused kernel nodes")
+    X(canonicalize, "canonicalize", "algebraic rewrites from a table of rules (x*1, neg(neg x), permute chains...)") \
+    X(cse, "cse", "merge identical pure nodes (random ops never)")                                \
+    X(const_fold, "const-fold", "compute ops on constants at compile time")                       \
+    X(dce, "dce", "remove nodes whose results are never used (pure ops only)")                     \
+    X(fuse, "fuse", "group chains of elementwise ops and broadcasts into fused kernel nodes")
 
-#define X(name, help) em_status em_pass_##name(em_ir_graph *g);
+#define X(fn, name, help) em_status em_pass_##fn(em_ir_graph *g, em_strbuf *report);
 EM_PASS_LIST(X)
 #undef X
 
 typedef struct em_pass_info {
     const char *name;
-    em_status (*run)(em_ir_graph *g);
+    em_status (*run)(em_ir_graph *g, em_strbuf *report);
     const char *help;
 } em_pass_info;
 
@@ -38,10 +44,11 @@ extern const char *const em_default_pipeline[];
 /* Called after each pass with the graph as it now is. */
 typedef void (*em_pass_observer)(void *ctx, int index, const char *pass, const em_ir_graph *g);
 
-/* Runs the named passes in order, verifying after each when `verify` is set.
- * Errors name the pass that failed. */
+/* Runs the named passes in order, verifying after each when `verify` is set;
+ * each pass's report lines go to `report` (NULL: none). Errors name the
+ * pass that failed. */
 em_status em_pass_run_pipeline(em_ir_graph *g, const char *const *names, int n, bool verify,
-                               em_pass_observer observer, void *ctx);
+                               em_pass_observer observer, void *ctx, em_strbuf *report);
 
 #ifdef __cplusplus
 }

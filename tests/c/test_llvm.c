@@ -44,7 +44,7 @@ static void same_on_both(const char *text, em_tensor **in) {
     CHECK_MSG(g != NULL, "%s", em_last_error());
     if (!g) return;
     const char *pipe[] = {"dce", "fuse", "dce"};
-    CHECK(em_pass_run_pipeline(g, pipe, 3, true, NULL, NULL) == EM_OK);
+    CHECK(em_pass_run_pipeline(g, pipe, 3, true, NULL, NULL, NULL) == EM_OK);
     int n_in = g->body->n_params, n_out = g->body->n_results;
     em_backend_opts bo = {in, n_in, grab, NULL, NULL};
     void *ls = NULL, *is = NULL;
@@ -165,7 +165,7 @@ static void test_write_back_in_place(void) {
                        "  %2 = sub(%p, %1) : f32[4096]\n  return %s, %2\n}\n";
     em_ir_graph *g = em_ir_parse(text, "t.ir");
     const char *pipe[] = {"dce", "fuse", "dce"};
-    CHECK(g && em_pass_run_pipeline(g, pipe, 3, true, NULL, NULL) == EM_OK);
+    CHECK(g && em_pass_run_pipeline(g, pipe, 3, true, NULL, NULL, NULL) == EM_OK);
     int64_t n = 4096;
     em_tensor *p = em_randn(&n, 1, EM_DTYPE_F32), *grad = em_randn(&n, 1, EM_DTYPE_F32);
     em_tensor *seen = em_tensor_scalar(1.0, EM_DTYPE_F32), *other = em_tensor_scalar(2.0, EM_DTYPE_F32);
@@ -282,7 +282,7 @@ static void test_failing_node(void) {
     void *ex = NULL;
     em_ir_graph *g = em_ir_parse(text, "t.ir");
     const char *pipe[] = {"dce", "fuse", "dce"};
-    CHECK(g && em_pass_run_pipeline(g, pipe, 3, true, NULL, NULL) == EM_OK);
+    CHECK(g && em_pass_run_pipeline(g, pipe, 3, true, NULL, NULL, NULL) == EM_OK);
     em_backend_opts bo = {in, 2, NULL, NULL, NULL};
     CHECK(g && em_llvm_backend()->compile(g, &bo, &ex) == EM_OK);
     em_tensor *got = NULL, *e = em_exp(x), *ne = em_neg(e), *want = em_index_select(ne, 0, idx);

@@ -47,7 +47,7 @@ static void test_pipeline_preserves_results(void) {
         run(g, in, before);
         int n = 0;
         while (em_default_pipeline[n]) n++;
-        CHECK_MSG(em_pass_run_pipeline(g, em_default_pipeline, n, true, NULL, NULL) == EM_OK, "%s",
+        CHECK_MSG(em_pass_run_pipeline(g, em_default_pipeline, n, true, NULL, NULL, NULL) == EM_OK, "%s",
                   em_last_error());
         char *text = em_ir_print(g);
         CHECK(text && strstr(text, "fused("));
@@ -71,7 +71,7 @@ static void test_pipeline_preserves_results(void) {
 static void test_unknown_pass(void) {
     em_ir_graph *g = em_ir_parse(GRAPHS[0], "g.ir");
     const char *names[] = {"dce", "nonsense"};
-    CHECK(em_pass_run_pipeline(g, names, 2, true, NULL, NULL) != EM_OK);
+    CHECK(em_pass_run_pipeline(g, names, 2, true, NULL, NULL, NULL) != EM_OK);
     CHECK_STR_CONTAINS(em_last_error(), "unknown pass 'nonsense'");
     em_ir_graph_free(g);
 }

@@ -20,7 +20,11 @@ from conftest import subprocess_env
 HAS_LLVM = ember.compiler.has_llvm()
 EMBER_OPT = os.path.normpath(os.path.join(os.path.dirname(ember._C.__file__), "..", "..",
                                           "tools", "ember-opt"))
-IR_FILES = ["0-traced.ir", "1-after-dce.ir", "2-after-fuse.ir", "3-after-dce.ir", "final.ir"]
+# one file after each pass of the pipeline, numbered from 1
+PIPELINE = ember._C._pass_pipeline()
+PASS_FILES = [f"{i + 1}-after-{name}.ir" for i, name in enumerate(PIPELINE)]
+IR_FILES = ["0-traced.ir", *PASS_FILES, "final.ir"]
+AFTER_FUSE = PASS_FILES[PIPELINE.index("fuse")]
 OTHER_FILES = ["guards.txt", "backend.txt"]
 LLVM_FILES = ["kernels.ll", "kernels.opt.ll"]
 
@@ -141,9 +145,9 @@ def test_traced_ir_has_script_locations(dumped):
 
 def test_after_fuse_has_fused_nodes(dumped):
     script, _, paths = dumped
-    with open(os.path.join(paths["gelu"], "2-after-fuse.ir")) as f:
+    with open(os.path.join(paths["gelu"], AFTER_FUSE)) as f:
         gelu_ir = f.read()
-    with open(os.path.join(paths["mlp"], "2-after-fuse.ir")) as f:
+    with open(os.path.join(paths["mlp"], AFTER_FUSE)) as f:
         mlp_ir = f.read()
     assert gelu_ir.count("fused(") == 1
     assert mlp_ir.count("fused(") == 1
@@ -155,7 +159,7 @@ def test_after_fuse_has_fused_nodes(dumped):
 def test_final_ir_equals_last_pass(dumped):
     _, _, paths = dumped
     for name in paths:
-        with open(os.path.join(paths[name], "3-after-dce.ir")) as f:
+        with open(os.path.join(paths[name], PASS_FILES[-1])) as f:
             last = f.read()
         with open(os.path.join(paths[name], "final.ir")) as f:
             assert f.read() == last

@@ -1,0 +1,316 @@
+/*
+ * canonicalize.c - algebraic rewrites, from one table of rules.
+ *
+ * A rule is a row of `rules` below: the op it looks at, the condition under
+ * which it holds (a matcher over the node and its operands' producers that
+ * checks dtypes and shapes, and captures what the replacement needs), and
+ * the replacement (one of the node's values, or a node built in its place).
+ * The pass sweeps the body until no rule fires (each rewrite leaves fewer
+ * or cheaper nodes, so this ends; a bound guards against a rule that
+ * would not), and reports how often each rule fired. The nodes a rewrite
+ * bypasses are left for dce.
+ *
+ * Exactness: every rule gives the eager result bit for bit (pow's kernel
+ * itself computes x^2 as x*x and x^0.5 as sqrt(x); a cast chain collapses
+ * only when its first cast loses nothing), except x + 0 -> x on floating
+ * point, where -0.0 + 0.0 is +0.0 eagerly and stays -0.0 compiled. The
+ * README lists it.
+ *
+ * A rule that replaces a node by an existing value (x * 1 -> x) does not
+ * apply where that would make a graph result share memory with a graph
+ * input that the eager result did not share: the caller would get its own
+ * tensor back, or a view of it, where eager gives a new one.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ember/passes.h"
+
+typedef struct {
+    em_ir_value *x, *y; /* captures */
+    em_attrs attrs;     /* of a node the replacement builds */
+} match;
+
+typedef struct canon canon;
+typedef bool (*match_fn)(const canon *c, const em_ir_node *n, double k, match *m);
+/* The value replacing n's result, NULL when the rule cannot apply after all. */
+typedef em_ir_value *(*replace_fn)(canon *c, em_ir_node *n, const match *m);
+
+typedef struct {
+    const char *name; /* what it does, as the report says it */
+    em_op op;
+    match_fn match;
+    double k; /* the constant a matcher looks for, or the op it looks through */
+    replace_fn replace;
+} rule;
+
+struct canon {
+    em_ir_graph *g;
+    int cap;             /* entries of the two arrays (values made later grow them) */
+    bool *input_memory;  /* per value: may share a graph input's memory */
+    bool *result_memory; /* per value: a graph result may share its memory */
+};
+
+/* ---- conditions ---- */
+
+static bool same_type(const em_ir_value *a, const em_ir_value *b) { return em_type_eq(&a->type, &b->type); }
+
+/* Is v a scalar constant equal to k? */
+static bool const_is(const em_ir_value *v, double k) {
+    if (!v->def || !em_ir_is_scalar_const(v->def)) return false;
+    const em_attrs *a = &v->def->attrs;
+    em_dtype dt = v->type.dtype;
+    return em_dtype_is_float(dt) || dt == EM_DTYPE_BOOL ? a->value == k : (double)a->value_i == k;
+}
+
+/* The node making v when it is op `op`, else NULL. */
+static const em_ir_node *made_by(const em_ir_value *v, em_op op) {
+    return v->def && v->def->op == op ? v->def : NULL;
+}
+
+/* An operand is the constant k (either side of a commutative op): x is the other. */
+static bool either_const(const canon *c, const em_ir_node *n, double k, match *m) {
+    (void)c;
+    for (int i = 0; i < 2; i++)
+        if (const_is(n->in[i], k) && same_type(n->in[1 - i], n->out[0])) {
+            m->x = n->in[1 - i];
+            return true;
+        }
+    return false;
+}
+
+/* The right operand is the constant k: x is the left one. */
+static bool right_const(const canon *c, const em_ir_node *n, double k, match *m) {
+    (void)c;
+    m->x = n->in[0];
+    return const_is(n->in[1], k) && same_type(n->in[0], n->out[0]);
+}
+
+/* op(op(x)) of a unary op that undoes itself: x. */
+static bool twice(const canon *c, const em_ir_node *n, double k, match *m) {
+    (void)c;
+    (void)k;
+    const em_ir_node *p = made_by(n->in[0], n->op);
+    if (!p || !same_type(p->in[0], n->out[0])) return false;
+    m->x = p->in[0];
+    return true;
+}
+
+/* x - neg(y): x and y. */
+static bool minus_neg(const canon *c, const em_ir_node *n, double k, match *m) {
+    (void)c;
+    (void)k;
+    const em_ir_node *p = made_by(n->in[1], EM_OP_NEG);
+    if (!p) return false;
+    m->x = n->in[0];
+    m->y = p->in[0];
+    return true;
+}
+
+static bool same_branches(const canon *c, const em_ir_node *n, double k, match *m) {
+    (void)c;
+    (void)k;
+    m->x = n->in[1];
+    return n->in[1] == n->in[2] && same_type(n->in[1], n->out[0]);
+}
+
+/* A cast, a reshape or an expand to the input's own type. */
+static bool to_same_type(const canon *c, const em_ir_node *n, double k, match *m) {
+    (void)c;
+    (void)k;
+    m->x = n->in[0];
+    return same_type(n->in[0], n->out[0]);
+}
+
+/* Can every value of dtype `from` be written exactly in `to`? */
+static bool lossless(em_dtype from, em_dtype to) {
+    static const int bits[EM_DTYPE_COUNT] = {
+        /* the bits a dtype holds exactly: integers' magnitude, floats' significand */
+        [EM_DTYPE_BOOL] = 1, [EM_DTYPE_U8] = 8,   [EM_DTYPE_I8] = 7,   [EM_DTYPE_I16] = 15,
+        [EM_DTYPE_I32] = 31, [EM_DTYPE_I64] = 63, [EM_DTYPE_F16] = 11, [EM_DTYPE_BF16] = 8,
+        [EM_DTYPE_F32] = 24, [EM_DTYPE_F64] = 53,
+    };
+    if (from == to || from == EM_DTYPE_BOOL) return true;
+    bool from_float = em_dtype_is_float(from), to_float = em_dtype_is_float(to);
+    if (to == EM_DTYPE_BOOL || (from_float && !to_float)) return false;
+    if (from_float) /* f16 and bf16 fit f32 and f64; f32 fits f64 */
+        return to == EM_DTYPE_F64 || (to == EM_DTYPE_F32 && from != EM_DTYPE_F64);
+    if (to == EM_DTYPE_U8) return false; /* (a signed integer's negatives) */
+    return bits[to] >= bits[from];
+}
+
+/* cast(cast(x)) whose inner cast loses nothing and stays in x's kind
+ * (integers, floats: so the outer conversion sees x's own value the same
+ * way): x, and the outer dtype. */
+static bool cast_chain(const canon *c, const em_ir_node *n, double k, match *m) {
+    (void)c;
+    (void)k;
+    const em_ir_node *p = made_by(n->in[0], EM_OP_CAST);
+    if (!p) return false;
+    em_dtype from = p->in[0]->type.dtype, mid = p->out[0]->type.dtype;
+    if (!lossless(from, mid) || (from != EM_DTYPE_BOOL && em_dtype_is_float(from) != em_dtype_is_float(mid)))
+        return false;
+    m->x = p->in[0];
+    m->attrs = n->attrs;
+    return true;
+}
+
+/* permute(permute(x)): x, and the composed order. */
+static bool permute_chain(const canon *c, const em_ir_node *n, double k, match *m) {
+    (void)c;
+    (void)k;
+    const em_ir_node *p = made_by(n->in[0], EM_OP_PERMUTE);
+    if (!p) return false;
+    m->x = p->in[0];
+    m->attrs = n->attrs;
+    for (int i = 0; i < n->attrs.n_dims; i++) m->attrs.dims[i] = p->attrs.dims[n->attrs.dims[i]];
+    return true;
+}
+
+static bool identity_permute(const canon *c, const em_ir_node *n, double k, match *m) {
+    (void)c;
+    (void)k;
+    for (int i = 0; i < n->attrs.n_dims; i++)
+        if (n->attrs.dims[i] != i) return false;
+    m->x = n->in[0];
+    return true;
+}
+
+/* reshape(reshape(x)): x, and the outer shape. */
+static bool reshape_chain(const canon *c, const em_ir_node *n, double k, match *m) {
+    (void)c;
+    (void)k;
+    const em_ir_node *p = made_by(n->in[0], EM_OP_RESHAPE);
+    if (!p) return false;
+    m->x = p->in[0];
+    m->attrs = n->attrs;
+    return true;
+}
+
+/* ---- replacements ---- */
+
+/* The captured value itself, unless that would make a graph result share
+ * a graph input's memory where eager's result did not. */
+static em_ir_value *keep_x(canon *c, em_ir_node *n, const match *m) {
+    if (c->result_memory[n->out[0]->id] && c->input_memory[m->x->id]) return NULL;
+    return m->x;
+}
+
+/* A node op(ins) in n's place, when its type is n's. */
+static em_ir_value *build(em_ir_node *n, em_op op, em_ir_value *const *in, int n_in, const em_attrs *a) {
+    em_ir_node *r = em_ir_build_before(n, op, in, n_in, a, n->loc);
+    if (!r) {
+        em_clear_error(); /* (the rule does not apply) */
+        return NULL;
+    }
+    if (!same_type(r->out[0], n->out[0])) {
+        em_ir_remove(r);
+        return NULL;
+    }
+    return r->out[0];
+}
+
+static em_ir_value *add_xy(canon *c, em_ir_node *n, const match *m) {
+    (void)c;
+    em_ir_value *in[2] = {m->x, m->y};
+    return build(n, EM_OP_ADD, in, 2, NULL);
+}
+
+static em_ir_value *square(canon *c, em_ir_node *n, const match *m) {
+    (void)c;
+    em_ir_value *in[2] = {m->x, m->x};
+    return build(n, EM_OP_MUL, in, 2, NULL);
+}
+
+static em_ir_value *square_root(canon *c, em_ir_node *n, const match *m) {
+    (void)c;
+    if (!em_dtype_is_float(m->x->type.dtype)) return NULL;
+    return build(n, EM_OP_SQRT, &m->x, 1, NULL);
+}
+
+static em_ir_value *same_op_on_x(canon *c, em_ir_node *n, const match *m) {
+    (void)c;
+    em_ir_value *x = m->x;
+    return build(n, n->op, &x, 1, &m->attrs);
+}
+
+/* ---- the table ---- */
+
+#define NONE 0
+static const rule rules[] = {
+    {"x * 1 -> x", EM_OP_MUL, either_const, 1, keep_x},
+    {"x + 0 -> x", EM_OP_ADD, either_const, 0, keep_x},
+    {"x - 0 -> x", EM_OP_SUB, right_const, 0, keep_x},
+    {"x / 1 -> x", EM_OP_DIV, right_const, 1, keep_x},
+    {"neg(neg(x)) -> x", EM_OP_NEG, twice, NONE, keep_x},
+    {"x - neg(y) -> x + y", EM_OP_SUB, minus_neg, NONE, add_xy},
+    {"pow(x, 2) -> x * x", EM_OP_POW, right_const, 2, square},
+    {"pow(x, 0.5) -> sqrt(x)", EM_OP_POW, right_const, 0.5, square_root},
+    {"where(c, x, x) -> x", EM_OP_WHERE, same_branches, NONE, keep_x},
+    {"cast to its own dtype -> x", EM_OP_CAST, to_same_type, NONE, keep_x},
+    {"cast(cast(x)) -> cast(x), the inner cast exact", EM_OP_CAST, cast_chain, NONE, same_op_on_x},
+    {"permute(permute(x)) -> permute(x)", EM_OP_PERMUTE, permute_chain, NONE, same_op_on_x},
+    {"permute to the same order -> x", EM_OP_PERMUTE, identity_permute, NONE, keep_x},
+    {"reshape(reshape(x)) -> reshape(x)", EM_OP_RESHAPE, reshape_chain, NONE, same_op_on_x},
+    {"reshape to its own shape -> x", EM_OP_RESHAPE, to_same_type, NONE, keep_x},
+    {"expand to its own shape -> x", EM_OP_EXPAND, to_same_type, NONE, keep_x},
+};
+#define N_RULES ((int)(sizeof rules / sizeof rules[0]))
+
+/* ---- the pass ---- */
+
+/* Room in the per-value arrays for every value the graph has now. */
+static bool grow(canon *c) {
+    if (c->g->n_values <= c->cap && c->input_memory) return true;
+    int cap = c->g->n_values * 2 + 8;
+    bool *a = realloc(c->input_memory, (size_t)cap * sizeof *a);
+    if (a) c->input_memory = a;
+    bool *b = realloc(c->result_memory, (size_t)cap * sizeof *b);
+    if (b) c->result_memory = b;
+    if (!a || !b) return false;
+    memset(a + c->cap, 0, (size_t)(cap - c->cap) * sizeof *a);
+    memset(b + c->cap, 0, (size_t)(cap - c->cap) * sizeof *b);
+    c->cap = cap;
+    return true;
+}
+
+/* One sweep: every rule tried on every node; the count of rewrites, or -1
+ * when memory ran out. */
+static int sweep(canon *c, int *fired) {
+    int n_rewrites = 0;
+    em_ir_block *b = c->g->body;
+    for (em_ir_node *n = b->first, *next; n; n = next) {
+        next = n->next;
+        if (n->n_out != 1) continue;
+        for (int r = 0; r < N_RULES; r++) {
+            match m;
+            memset(&m, 0, sizeof m);
+            if (rules[r].op != n->op || !rules[r].match(c, n, rules[r].k, &m)) continue;
+            em_ir_value *v = rules[r].replace(c, n, &m);
+            if (!v || v == n->out[0]) continue;
+            if (!grow(c)) return -1;
+            em_ir_replace_uses(b, n->out[0], v);
+            c->input_memory[v->id] |= c->input_memory[n->out[0]->id];
+            c->result_memory[v->id] |= c->result_memory[n->out[0]->id];
+            em_ir_remove(n); /* (pure, and unused now) */
+            fired[r]++;
+            n_rewrites++;
+            break;
+        }
+    }
+    return n_rewrites;
+}
+
+em_status em_pass_canonicalize(em_ir_graph *g, em_strbuf *report) {
+    canon c = {g, 0, NULL, NULL};
+    int fired[N_RULES] = {0}, rewrites = 1;
+    if (!grow(&c)) rewrites = -1;
+    if (rewrites > 0) em_ir_shared_memory(g, c.input_memory, c.result_memory);
+    for (int round = 0; round < 16 && rewrites > 0; round++) rewrites = sweep(&c, fired);
+    free(c.input_memory);
+    free(c.result_memory);
+    if (rewrites < 0) return em_error(EM_ERR_NOMEM, "out of memory canonicalizing");
+    for (int r = 0; report && r < N_RULES; r++)
+        if (fired[r]) em_strbuf_printf(report, "canonicalize: %s (%d)\n", rules[r].name, fired[r]);
+    return EM_OK;
+}

@@ -1,0 +1,76 @@
+/*
+ * const_fold.c - computes at compile time what depends on constants only.
+ *
+ * An elementwise op or a cast whose inputs are all `full` constants becomes
+ * a `full` of its result's shape, holding what the eager kernel gives on
+ * the constants (so the folded value has the eager run's bits); an expand
+ * or a reshape of a `full` becomes a `full` of the new shape. Graph inputs
+ * stay inputs, captured tensors included: parameters change between calls.
+ * Random ops are never constants. An op that fails on its constants (an
+ * integer division by zero) is left to fail at run time, as it does
+ * eagerly.
+ */
+#include <string.h>
+
+#include "ember/passes.h"
+
+static const em_ir_node *constant(const em_ir_value *v) {
+    return v->def && v->def->op == EM_OP_FULL ? v->def : NULL;
+}
+
+/* A 0-d tensor holding full node c's value. */
+static em_tensor *scalar_of(const em_ir_node *c) {
+    em_dtype dt = c->out[0]->type.dtype;
+    bool exact_int = !em_dtype_is_float(dt) && dt != EM_DTYPE_BOOL;
+    return exact_int ? em_tensor_scalar_i64(c->attrs.value_i, dt) : em_tensor_scalar(c->attrs.value, dt);
+}
+
+/* The value n computes from its constant inputs, as a 0-d tensor (new
+ * reference), or NULL when n is not such an op or fails on them. */
+static em_tensor *fold_value(const em_ir_node *n) {
+    const em_op_info *info = em_op_get(n->op);
+    if (n->n_in == 0 || n->n_out != 1 || n->region) return NULL;
+    for (int i = 0; i < n->n_in; i++)
+        if (!constant(n->in[i])) return NULL;
+    if (info->kind == EM_KIND_VIEW) /* expand, reshape...: the same value, another shape */
+        return (info->flags & EM_F_BROADCAST) || n->op == EM_OP_RESHAPE ? scalar_of(n->in[0]->def) : NULL;
+    if (!(info->flags & EM_F_ELEMENTWISE) || !(info->flags & EM_F_PURE)) return NULL;
+    em_tensor *in[4] = {NULL}, *out = NULL;
+    bool ok = n->n_in <= 4;
+    for (int i = 0; ok && i < n->n_in; i++) ok = (in[i] = scalar_of(n->in[i]->def)) != NULL;
+    if (ok && em_op_run(n->op, in, n->n_in, &n->attrs, &out, 1) != EM_OK) out = NULL;
+    for (int i = 0; i < 4; i++) em_tensor_release(in[i]);
+    if (!out) em_clear_error(); /* (left for the run to report, as eagerly) */
+    if (out && out->dtype != n->out[0]->type.dtype) { /* (the graph's type rules) */
+        em_tensor_release(out);
+        out = NULL;
+    }
+    return out;
+}
+
+em_status em_pass_const_fold(em_ir_graph *g, em_strbuf *report) {
+    int folded = 0;
+    for (em_ir_node *n = g->body->first, *next; n; n = next) {
+        next = n->next;
+        em_tensor *v = fold_value(n);
+        if (!v) continue;
+        const em_type *t = &n->out[0]->type;
+        em_attrs a;
+        memset(&a, 0, sizeof a);
+        a.n_shape = t->ndim;
+        memcpy(a.shape, t->shape, (size_t)t->ndim * sizeof *a.shape);
+        a.dtype = t->dtype;
+        a.value = em_tensor_get_f64(v, 0);
+        if (!em_dtype_is_float(t->dtype)) a.value_i = em_load_i64(em_tensor_data(v), t->dtype);
+        em_tensor_release(v);
+        em_ir_node *c = em_ir_node_new(g, EM_OP_FULL, NULL, 0, &a, t, 1, n->loc);
+        if (!c) return em_error(EM_ERR_NOMEM, "out of memory folding constants");
+        em_ir_insert(g->body, c, n);
+        em_ir_replace_uses(g->body, n->out[0], c->out[0]);
+        em_ir_remove(n);
+        folded++;
+    }
+    if (report && folded) em_strbuf_printf(report, "const-fold: %d node%s computed at compile time\n", folded,
+                                           folded == 1 ? "" : "s");
+    return EM_OK;
+}

@@ -1,0 +1,104 @@
+/*
+ * cse.c - common subexpression elimination: of two identical pure nodes
+ * (same op, same inputs, same attributes, same result types) in the body,
+ * the later one goes and its uses read the earlier one's results.
+ *
+ * Random ops are not pure and never merge (two draws are two draws); fused
+ * nodes are left alone (their regions would have to be compared). Two
+ * nodes are not merged where both results may reach the graph's results:
+ * the caller would get one tensor twice where eager gives two (writing
+ * into one would change the other).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ember/passes.h"
+
+/* Are the attributes op reads equal? */
+static bool same_attrs(em_op op, const em_attrs *a, const em_attrs *b) {
+    uint32_t m = em_op_get(op)->attrs;
+    if ((m & EM_A_DIMS) && (a->n_dims != b->n_dims || memcmp(a->dims, b->dims, (size_t)a->n_dims * sizeof *a->dims)))
+        return false;
+    if ((m & EM_A_KEEPDIM) && a->keepdim != b->keepdim) return false;
+    if ((m & EM_A_SHAPE) &&
+        (a->n_shape != b->n_shape || memcmp(a->shape, b->shape, (size_t)a->n_shape * sizeof *a->shape)))
+        return false;
+    if ((m & EM_A_DTYPE) && a->dtype != b->dtype) return false;
+    /* doubles by their bits: -0.0 is not 0.0, and NaN equals itself */
+    if ((m & EM_A_VALUE) && (memcmp(&a->value, &b->value, sizeof a->value) || a->value_i != b->value_i))
+        return false;
+    if ((m & EM_A_START) && memcmp(&a->start, &b->start, sizeof a->start)) return false;
+    if ((m & EM_A_END) && memcmp(&a->end, &b->end, sizeof a->end)) return false;
+    if ((m & EM_A_STEP) && memcmp(&a->step, &b->step, sizeof a->step)) return false;
+    if ((m & EM_A_CORRECTION) && memcmp(&a->correction, &b->correction, sizeof a->correction)) return false;
+    if ((m & EM_A_ORD) && memcmp(&a->ord, &b->ord, sizeof a->ord)) return false;
+    if ((m & EM_A_SHIFTS) && (a->n_shifts != b->n_shifts ||
+                              memcmp(a->shifts, b->shifts, (size_t)a->n_shifts * sizeof *a->shifts)))
+        return false;
+    if ((m & EM_A_DIAGONAL) && a->diagonal != b->diagonal) return false;
+    if ((m & EM_A_ACCUMULATE) && a->accumulate != b->accumulate) return false;
+    return true;
+}
+
+static bool same_node(const em_ir_node *a, const em_ir_node *b) {
+    if (a->op != b->op || a->n_in != b->n_in || a->n_out != b->n_out) return false;
+    for (int i = 0; i < a->n_in; i++)
+        if (a->in[i] != b->in[i]) return false;
+    for (int o = 0; o < a->n_out; o++)
+        if (!em_type_eq(&a->out[o]->type, &b->out[o]->type)) return false;
+    return same_attrs(a->op, &a->attrs, &b->attrs);
+}
+
+static bool mergeable(const em_ir_node *n) {
+    return (em_op_get(n->op)->flags & EM_F_PURE) && !n->region;
+}
+
+/* A hash of what same_node compares first: op and inputs. */
+static size_t hash_node(const em_ir_node *n) {
+    size_t h = (size_t)n->op * 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < n->n_in; i++) h = (h ^ (size_t)n->in[i]->id) * 0x100000001B3ull;
+    return h;
+}
+
+em_status em_pass_cse(em_ir_graph *g, em_strbuf *report) {
+    int nv = g->n_values ? g->n_values : 1, n_nodes = 0;
+    for (const em_ir_node *n = g->body->first; n; n = n->next) n_nodes++;
+    size_t cap = 16;
+    while (cap < (size_t)n_nodes * 2) cap *= 2;
+    em_ir_node **table = calloc(cap, sizeof *table); /* open addressing over earlier nodes */
+    bool *from_input = malloc((size_t)nv * sizeof *from_input), *to_result = malloc((size_t)nv * sizeof *to_result);
+    if (!table || !from_input || !to_result) {
+        free(table);
+        free(from_input);
+        free(to_result);
+        return em_error(EM_ERR_NOMEM, "out of memory in cse");
+    }
+    em_ir_shared_memory(g, from_input, to_result);
+    int merged = 0;
+    for (em_ir_node *n = g->body->first, *next; n; n = next) {
+        next = n->next;
+        if (!mergeable(n)) continue;
+        size_t h = hash_node(n) & (cap - 1);
+        while (table[h] && !same_node(table[h], n)) h = (h + 1) & (cap - 1);
+        em_ir_node *first = table[h];
+        if (!first) {
+            table[h] = n;
+            continue;
+        }
+        bool both_results = false;
+        for (int o = 0; o < n->n_out; o++)
+            both_results |= to_result[n->out[o]->id] && (to_result[first->out[o]->id] || from_input[first->out[o]->id]);
+        if (both_results) continue;
+        for (int o = 0; o < n->n_out; o++) {
+            em_ir_replace_uses(g->body, n->out[o], first->out[o]);
+            to_result[first->out[o]->id] |= to_result[n->out[o]->id];
+        }
+        em_ir_remove(n);
+        merged++;
+    }
+    free(table);
+    free(from_input);
+    free(to_result);
+    if (report && merged) em_strbuf_printf(report, "cse: %d duplicate node%s merged\n", merged, merged == 1 ? "" : "s");
+    return EM_OK;
+}
