@@ -1,7 +1,9 @@
 /*
  * compile.c - the compile driver: passes, then a backend, with dumps.
  *
- * The pipeline is em_default_pipeline, verified after every pass. The
+ * The pipeline is the caller's, else EMBER_PASSES (a comma-separated list),
+ * else em_default_pipeline, verified after every pass; what the passes
+ * report is kept for explain(). The
  * backend is LLVM when ember was built with it, else the interpreter; if a
  * backend fails on a graph the driver falls back to the interpreter, which
  * runs every graph, and records why. Dumps (EMBER_DUMP) go to one directory
@@ -19,6 +21,7 @@
 #include "ember/alloc.h"
 #include "ember/frontend.h"
 #include "ember/passes.h"
+#include "ember/strbuf.h"
 
 struct em_compiled {
     em_ir_graph *graph;
@@ -27,6 +30,8 @@ struct em_compiled {
     char dump_path[1024];
     char note[512];
     double passes_ms, backend_ms; /* compile time by stage, for explain() */
+    char *passes;                 /* the pipeline run, comma-separated */
+    char *pass_report;            /* what the passes said they did */
 };
 
 static double now_ms(void) {
@@ -137,6 +142,28 @@ static void dump_backend_text(void *ctx, const char *name, const char *text) {
 
 /* ---- the driver ---- */
 
+/* The pipeline a compile runs into names[0..max): the caller's, EMBER_PASSES
+ * (split in buf) or the default. Its length, or -1 when it has more than
+ * max passes. */
+static int pipeline_of(const em_compile_opts *opts, char *buf, size_t size, const char **names, int max) {
+    const char *const *list = opts->passes ? opts->passes : em_default_pipeline;
+    const char *env = getenv("EMBER_PASSES");
+    int n = 0;
+    if (!opts->passes && env && *env) {
+        snprintf(buf, size, "%s", env);
+        for (char *save, *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+            if (n == max) return -1;
+            names[n++] = tok;
+        }
+        return n;
+    }
+    for (; list[n]; n++) {
+        if (n == max) return -1;
+        names[n] = list[n];
+    }
+    return n;
+}
+
 static int dump_counter;
 
 em_status em_compile(em_ir_graph *graph, em_tensor *const *examples, int n_examples,
@@ -162,17 +189,27 @@ em_status em_compile(em_ir_graph *graph, em_tensor *const *examples, int n_examp
         if (text) write_file(dc.dir, "guards.txt", text);
         free(text);
     }
-    int n_passes = 0;
-    while (em_default_pipeline[n_passes]) n_passes++;
+    const char *names[64];
+    char env_buf[1024];
+    int n_passes = pipeline_of(opts, env_buf, sizeof env_buf, names, 64);
+    em_strbuf report, used;
+    em_strbuf_init(&report);
+    em_strbuf_init(&used);
+    for (int i = 0; i < n_passes; i++) em_strbuf_printf(&used, "%s%s", i ? ", " : "", names[i]);
+    c->passes = em_strbuf_take(&used);
     double t0 = now_ms();
-    em_status st = em_pass_run_pipeline(graph, em_default_pipeline, n_passes, true,
-                                        dc.dir && (opts->dump_mask & EM_DUMP_PASSES) ? dump_after_pass : NULL,
-                                        &dc, NULL);
+    em_status st = n_passes < 0 ? em_error(EM_ERR_VALUE, "EMBER_PASSES: more than 64 passes")
+                                : em_pass_run_pipeline(graph, names, n_passes, true,
+                                                       dc.dir && (opts->dump_mask & EM_DUMP_PASSES) ? dump_after_pass : NULL,
+                                                       &dc, &report);
+    c->pass_report = em_strbuf_take(&report);
     if (st != EM_OK) {
         em_compiled_free(c);
         return st;
     }
     c->passes_ms = now_ms() - t0;
+    if (dc.dir && (opts->dump_mask & EM_DUMP_PASSES)) /* (what the passes did; empty when nothing) */
+        write_file(dc.dir, "passes.txt", c->pass_report ? c->pass_report : "");
     if (dc.dir && (opts->dump_mask & EM_DUMP_IR)) dump_graph(dc.dir, "final.ir", graph);
     if (dc.dir && (opts->dump_mask & EM_DUMP_DOT)) {
         char *dot = em_ir_to_dot(graph);
@@ -223,6 +260,8 @@ em_status em_compiled_run(em_compiled *c, em_tensor *const *in, int n_in, em_ten
 
 void em_compiled_free(em_compiled *c) {
     if (!c) return;
+    free(c->passes);
+    free(c->pass_report);
     if (c->backend && c->state) c->backend->free(c->state);
     em_ir_graph_free(c->graph);
     em_free(c);
@@ -237,6 +276,8 @@ void em_compiled_times(const em_compiled *c, double *passes_ms, double *backend_
     *backend_ms = c->backend_ms;
 }
 char *em_compiled_describe(const em_compiled *c) { return c->backend->describe(c->state); }
+const char *em_compiled_passes(const em_compiled *c) { return c->passes ? c->passes : ""; }
+const char *em_compiled_pass_report(const em_compiled *c) { return c->pass_report ? c->pass_report : ""; }
 char *em_compiled_profile(const em_compiled *c) { return c->backend->profile(c->state); }
 
 #ifndef EMBER_HAVE_LLVM

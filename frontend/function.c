@@ -129,6 +129,7 @@ struct em_function {
     int last_spec;
     char last_reason[1024];
     char warning[1200];
+    char **passes; /* NULL-terminated; NULL: the default pipeline */
 };
 
 /* A trace in progress between em_function_call and its end. The arguments
@@ -193,9 +194,32 @@ void em_function_reset(em_function *f) {
     f->last_event = NULL;
 }
 
+static void free_passes(char **passes) {
+    for (int i = 0; passes && passes[i]; i++) free(passes[i]);
+    free(passes);
+}
+
+em_status em_function_set_passes(em_function *f, const char *const *names, int n) {
+    char **list = NULL;
+    if (n >= 0) {
+        for (int i = 0; i < n; i++)
+            if (!em_pass_find(names[i])) return em_error(EM_ERR_VALUE, "ember.compile: unknown pass '%s'", names[i]);
+        if (!(list = calloc((size_t)n + 1, sizeof *list))) return em_error(EM_ERR_NOMEM, "out of memory");
+        for (int i = 0; i < n; i++)
+            if (!(list[i] = strdup(names[i]))) {
+                free_passes(list);
+                return em_error(EM_ERR_NOMEM, "out of memory");
+            }
+    }
+    free_passes(f->passes);
+    f->passes = list;
+    return EM_OK;
+}
+
 void em_function_free(em_function *f) {
     if (!f) return;
     em_function_reset(f);
+    free_passes(f->passes);
     free(f->specs);
     free(f->fallbacks);
     em_free(f);
@@ -304,7 +328,7 @@ static em_status compile_spec(em_function *f, spec *s, em_call *call, em_ir_grap
                 (em_effect){EM_EFFECT_GRAD, s->slots[j].owner, s->slots[j].final >= 0 ? s->slots[j].final : -1};
     em_run_spec run = {s->n_out, expected, effects, n_effects};
     em_compile_opts opts = {em_dump_mask_from_env(), em_dump_dir_from_env(), getenv("EMBER_BACKEND"),
-                            s->guards, &run};
+                            s->guards, &run, (const char *const *)f->passes};
     em_status st = em_compile(graph, examples, k, &opts, &s->compiled); /* (graph taken) */
     em_free(expected);
     em_free(effects);
@@ -842,6 +866,8 @@ em_status em_function_spec(const em_function *f, int i, em_spec_info *info) {
     info->reason = s->reason;
     info->note = c ? em_compiled_note(c) : "";
     info->dump_path = c ? em_compiled_dump_path(c) : "";
+    info->passes = c ? em_compiled_passes(c) : "";
+    info->pass_report = c ? em_compiled_pass_report(c) : "";
     info->n_captured = s->n_captured;
     info->trace_ms = s->trace_ms;
     if (c) em_compiled_times(c, &info->passes_ms, &info->backend_ms);

@@ -180,6 +180,9 @@ typedef struct em_compile_opts {
     const char *backend; /* "llvm", "interp" or NULL for the best built */
     const em_guards *guards; /* dumped with the graph when asked */
     const em_run_spec *spec; /* how the graph runs (em_backend_opts), or NULL */
+    /* the passes to run, NULL-terminated; NULL: EMBER_PASSES (comma-
+     * separated) when set, else the default pipeline (em_compile_passes) */
+    const char *const *passes;
 } em_compile_opts;
 
 typedef struct em_compiled em_compiled;
@@ -203,6 +206,10 @@ const char *em_compiled_note(const em_compiled *c);
 const em_ir_graph *em_compiled_graph(const em_compiled *c);
 /* Milliseconds spent in the passes and in the backend's compile. */
 void em_compiled_times(const em_compiled *c, double *passes_ms, double *backend_ms);
+/* The passes that ran ("canonicalize, cse, ...") and what they reported
+ * (lines; "" when nothing). Borrowed. */
+const char *em_compiled_passes(const em_compiled *c);
+const char *em_compiled_pass_report(const em_compiled *c);
 /* What the backend made (its kernels), as malloc'd text; NULL on failure. */
 char *em_compiled_describe(const em_compiled *c);
 /* Per-node times of its profiled runs (EMBER_PROFILE), slowest first, as
@@ -260,6 +267,9 @@ typedef struct em_function em_function;
  * and messages; `host` is copied. NULL when memory runs out. */
 em_function *em_function_new(const char *name, int cache_limit, const em_function_host *host);
 void em_function_free(em_function *f);
+/* The passes its graphs go through from now on (names[0..n), copied; n < 0:
+ * the default, see em_compile_opts). An error naming an unknown pass. */
+em_status em_function_set_passes(em_function *f, const char *const *names, int n);
 
 typedef enum em_call_kind {
     EM_CALL_COMPILED, /* a specialisation ran: outs[0..n_out), and its `data` */
@@ -334,6 +344,7 @@ void em_function_last_call(const em_function *f, em_last_call *lc);
  * for `reason`), and its texts (malloc'd, NULL when there is none). */
 typedef struct em_spec_info {
     const char *backend, *reason, *note, *dump_path; /* borrowed */
+    const char *passes, *pass_report;                /* borrowed; "" when not compiled */
     int n_captured;
     double trace_ms, passes_ms, backend_ms;
     char *guards, *traced_ir, *graph, *kernels, *state, *profile;

@@ -523,11 +523,28 @@ static PyObject *cf_call(PyObject *self, PyObject *args, PyObject *kwargs) {
 
 /* ---- the type ---- */
 
+/* passes=[...]: the pipeline this function's graphs go through. */
+static int set_passes(compiled_fn *cf, PyObject *passes) {
+    PyObject *seq = PySequence_Fast(passes, "ember.compile: passes must be a list of pass names");
+    if (!seq) return -1;
+    const char *names[64];
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int rc = n > 64 ? (PyErr_SetString(PyExc_ValueError, "ember.compile: at most 64 passes"), -1) : 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < n; i++)
+        if (!(names[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, i)))) rc = -1;
+    if (rc == 0 && em_function_set_passes(cf->f, names, (int)n) != EM_OK) {
+        PyErr_SetString(PyExc_ValueError, em_last_error()); /* (a wrong argument, as PyTorch says it) */
+        rc = -1;
+    }
+    Py_DECREF(seq);
+    return rc;
+}
+
 static PyObject *cf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kw[] = {"fn", "cache_limit", NULL};
-    PyObject *fn;
+    static char *kw[] = {"fn", "cache_limit", "passes", NULL};
+    PyObject *fn, *passes = Py_None;
     int limit = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|i:CompiledFunction", kw, &fn, &limit)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|iO:CompiledFunction", kw, &fn, &limit, &passes)) return NULL;
     if (!PyCallable_Check(fn))
         return em_py_error(PyExc_TypeError, "ember.compile: expected a function, got %s", Py_TYPE(fn)->tp_name);
     PyObject *qn = PyObject_GetAttrString(fn, "__qualname__");
@@ -547,6 +564,10 @@ static PyObject *cf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     cf->f = f;
     Py_INCREF(fn);
     cf->fn = fn;
+    if (passes != Py_None && set_passes(cf, passes) < 0) {
+        Py_DECREF(cf);
+        return NULL;
+    }
     /* positional parameter names, for graph input names and messages */
     PyObject *code = PyObject_GetAttrString(fn, "__code__");
     if (code) {
@@ -607,11 +628,12 @@ static PyObject *cf_specializations(PyObject *self, PyObject *unused) {
         em_spec_info s;
         em_function_spec(cf->f, i, &s);
 #define T(x) ((x) ? (x) : "")
-        PyObject *d = Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:i,s:d,s:d,s:d,s:s,s:s,s:s,s:s}", "backend", s.backend,
+        PyObject *d = Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:i,s:d,s:d,s:d,s:s,s:s,s:s,s:s,s:s,s:s}", "backend", s.backend,
                                     "dump_path", s.dump_path, "guards", T(s.guards), "reason", s.reason, "note",
                                     s.note, "captured", s.n_captured, "trace_ms", s.trace_ms, "passes_ms",
                                     s.passes_ms, "backend_ms", s.backend_ms, "kernels", T(s.kernels),
-                                    "traced_ir", T(s.traced_ir), "state", T(s.state), "profile", T(s.profile));
+                                    "traced_ir", T(s.traced_ir), "state", T(s.state), "profile", T(s.profile),
+                                    "passes", s.passes, "pass_report", s.pass_report);
 #undef T
         em_spec_info_clear(&s);
         if (!d || PyList_Append(list, d) < 0) Py_CLEAR(list);

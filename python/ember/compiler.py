@@ -4,8 +4,9 @@
     def f(x): ...
 
 The first call runs f eagerly while recording every op into an SSA graph;
-the graph is optimised (dead code, fusion) and compiled (LLVM on the CPU,
-else the IR interpreter). Later calls whose arguments pass the guards (same
+the graph is optimised (algebraic rewrites, common subexpressions,
+constants, dead code, fusion: ember.compiler.passes()) and compiled (LLVM
+on the CPU, else the IR interpreter). Later calls whose arguments pass the guards (same
 dtypes, shapes, strides, devices; same Python scalar values) run the
 compiled code; others trace a new specialisation, up to `cache_limit`
 (default 8, or EMBER_CACHE_LIMIT), after which unmatched calls run eagerly.
@@ -34,21 +35,28 @@ import functools
 from . import _C
 
 
-def compile(fn=None, *, cache_limit=None):
+def compile(fn=None, *, cache_limit=None, passes=None):
     """Compile `fn` (also usable as @ember.compile or @ember.compile(...)).
     Given an nn.Module, returns a CompiledModule whose calls run the
-    module's forward compiled."""
+    module's forward compiled. `passes` (a list of pass names, see
+    ember.compiler.passes()) replaces the default pipeline, for debugging;
+    EMBER_PASSES=a,b does the same for every compiled function."""
     if fn is None:
-        return functools.partial(compile, cache_limit=cache_limit)
+        return functools.partial(compile, cache_limit=cache_limit, passes=passes)
     from .nn import Module
     if isinstance(fn, Module):
         from .nn.modules.compiled import CompiledModule
-        return CompiledModule(fn, cache_limit)
-    cf = _C.CompiledFunction(fn, -1 if cache_limit is None else int(cache_limit))
+        return CompiledModule(fn, cache_limit, passes)
+    cf = _C.CompiledFunction(fn, -1 if cache_limit is None else int(cache_limit), passes)
     functools.update_wrapper(cf, fn)
     return cf
 
 
+
+
+def passes():
+    """The default pipeline: the passes every graph goes through, in order."""
+    return list(_C._pass_pipeline())
 
 
 def set_profiling(on):
@@ -174,7 +182,9 @@ def explain(fn, *args, print_report=True, **kwargs):
             lines.append(_indented(spec["traced_ir"]))
         if spec["backend"] not in ("eager", "pending"):
             lines.append(_indented(spec["state"], "  "))
-            lines.append(f"  passes: {', '.join(_C._pass_pipeline())}")
+            lines.append(f"  passes: {spec['passes']}")
+            if spec["pass_report"]:
+                lines.append(_indented(spec["pass_report"]))
             lines.append("  graph as traced:")
             lines.append(_indented(spec["traced_ir"]))
             lines.append("  graph after the passes:")

@@ -25,7 +25,7 @@ PIPELINE = ember._C._pass_pipeline()
 PASS_FILES = [f"{i + 1}-after-{name}.ir" for i, name in enumerate(PIPELINE)]
 IR_FILES = ["0-traced.ir", *PASS_FILES, "final.ir"]
 AFTER_FUSE = PASS_FILES[PIPELINE.index("fuse")]
-OTHER_FILES = ["guards.txt", "backend.txt"]
+OTHER_FILES = ["guards.txt", "backend.txt", "passes.txt"]
 LLVM_FILES = ["kernels.ll", "kernels.opt.ll"]
 
 # The script compiled under EMBER_DUMP. Line numbers matter: the tests look
@@ -154,6 +154,13 @@ def test_after_fuse_has_fused_nodes(dumped):
     # The mlp's fused node spans lines 10-11 (add on 10, relu and mul on 11).
     assert f'fused(%0, %b) : f32[8,4] loc("{script}":10-11)' in mlp_ir, mlp_ir
     assert "= matmul(" in mlp_ir
+
+
+def test_passes_txt_says_what_the_passes_did(dumped):
+    _, _, paths = dumped
+    with open(os.path.join(paths["gelu"], "passes.txt")) as f:
+        text = f.read()
+    assert re.search(r"^fuse: \d+ ops into 1 kernel; \d+ bytes of intermediates not written$", text, re.M), text
 
 
 def test_final_ir_equals_last_pass(dumped):
