@@ -111,6 +111,31 @@ static em_ir_value *value_new(em_ir_graph *g, const em_type *t) {
     return v;
 }
 
+/* `name` as a parameter name the text form can read back: characters the
+ * parser does not take become '_' ("xs[1]" -> "xs_1_", "*args" -> "_args"),
+ * a leading digit gets a '_' (numbers are unnamed values), and a name the
+ * block already has gets a suffix (".1", ".2"...). Interned; NULL when
+ * memory runs out. */
+static const char *param_name(em_ir_block *b, const char *name) {
+    char buf[96];
+    size_t n = 0;
+    if (*name >= '0' && *name <= '9') buf[n++] = '_';
+    for (const char *c = name; *c && n < 80; c++)
+        buf[n++] = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                           *c == '_' || *c == '.'
+                       ? *c
+                       : '_';
+    buf[n] = '\0';
+    for (int k = 1;; k++) {
+        bool taken = false;
+        for (int i = 0; i < b->n_params && !taken; i++)
+            taken = b->params[i]->name && strcmp(b->params[i]->name, buf) == 0;
+        if (!taken) break;
+        snprintf(buf + n, sizeof buf - n, ".%d", k);
+    }
+    return em_ir_intern(b->graph, buf, strlen(buf));
+}
+
 em_ir_value *em_ir_add_param(em_ir_block *b, const em_type *t, const char *name) {
     em_ir_graph *g = b->graph;
     if (b->n_params == b->cap_params) {
@@ -125,7 +150,7 @@ em_ir_value *em_ir_add_param(em_ir_block *b, const em_type *t, const char *name)
     if (!v) return NULL;
     v->block = b;
     v->index = b->n_params;
-    if (name && !(v->name = em_ir_intern(g, name, strlen(name)))) return NULL;
+    if (name && !(v->name = param_name(b, name))) return NULL;
     b->params[b->n_params++] = v;
     return v;
 }

@@ -36,7 +36,7 @@ quiet "asan ctest" env ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan -
 # CPython itself is not instrumented: preload the sanitizer runtime (with
 # libstdc++, so ASan can intercept PyTorch's C++ exceptions) and skip its
 # leak report (the interpreter keeps objects alive at exit by design).
-quiet "asan pytest" env ASAN_OPTIONS=detect_leaks=0 \
+quiet "asan pytest" env ASAN_OPTIONS=detect_leaks=0 EMBER_GRAPH_EXAMPLES=300 \
     LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)" \
     PYTHONPATH=python:build-asan/python "$PYTHON" -m pytest -q -x -p no:cacheprovider tests/python
 

@@ -87,7 +87,8 @@ void *em_ir_alloc(em_ir_graph *g, size_t size);
 const char *em_ir_intern(em_ir_graph *g, const char *s, size_t len);
 
 em_ir_block *em_ir_block_new(em_ir_graph *g, em_ir_node *owner);
-/* Appends a parameter of type `t`; name may be NULL. */
+/* Appends a parameter of type `t`; name may be NULL, and is made into a
+ * name the text form reads back, unique in the block ("xs[1]" -> "xs_1_"). */
 em_ir_value *em_ir_add_param(em_ir_block *b, const em_type *t, const char *name);
 /* Creates a node and its result values without inserting it. Types are
  * taken as given (use em_ir_build to infer them). */

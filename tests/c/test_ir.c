@@ -170,11 +170,35 @@ static void test_builder_and_interpreter(void) {
     em_ir_graph_free(b);
 }
 
+/* Parameter names from a tracer (Python argument paths) become names the
+ * text form reads back, one per parameter. */
+static void test_param_names(void) {
+    em_ir_graph *g = em_ir_graph_new("f");
+    em_type t;
+    memset(&t, 0, sizeof t);
+    t.dtype = EM_DTYPE_F32;
+    const char *names[] = {"*args", "*args", "xs[1]", "d['lr']", "0"};
+    em_ir_value *p[5];
+    for (int i = 0; i < 5; i++) p[i] = em_ir_add_param(g->body, &t, names[i]);
+    CHECK(strcmp(p[0]->name, "_args") == 0 && strcmp(p[1]->name, "_args.1") == 0);
+    CHECK(strcmp(p[2]->name, "xs_1_") == 0 && strcmp(p[3]->name, "d__lr__") == 0 && strcmp(p[4]->name, "_0") == 0);
+    em_ir_set_results(g->body, p, 5);
+    char *text = em_ir_print(g);
+    em_ir_graph *back = text ? em_ir_parse(text, "names.ir") : NULL;
+    char *again = back ? em_ir_print(back) : NULL;
+    CHECK_MSG(again && strcmp(text, again) == 0, "%s", back ? text : em_last_error());
+    free(text);
+    free(again);
+    em_ir_graph_free(back);
+    em_ir_graph_free(g);
+}
+
 int main(void) {
     RUN(test_round_trip);
     RUN(test_parse_errors);
     RUN(test_verifier);
     RUN(test_builder_and_interpreter);
+    RUN(test_param_names);
     CHECK(em_tensor_live_count() == 0);
     return check_report();
 }
