@@ -51,8 +51,19 @@
         for (int k = 0; k < V; k++) out[k] = nan[k] ? (double)NAN : (double)r[k];                 \
         return i;                                                                                  \
     }
-VMINMAX(vminmax_f32, float, uint32_t, 16)
-VMINMAX(vminmax_f64, double, uint64_t, 8)
+/* Lanes per vector: one register's worth where the CPU has 64-byte vectors
+ * (AVX-512), half as many otherwise (on AVX2 the 64-byte vectors' four
+ * accumulators do not fit in registers and spill). Callers size their
+ * lane arrays with these. */
+#ifdef __AVX512F__
+#define VMM_F32 16
+#define VMM_F64 8
+#else
+#define VMM_F32 8
+#define VMM_F64 4
+#endif
+VMINMAX(vminmax_f32, float, uint32_t, VMM_F32)
+VMINMAX(vminmax_f64, double, uint64_t, VMM_F64)
 
 /* argmax/argmin over contiguous float data the same way: per lane the best
  * value and its (first) index; NaN beats everything, the first NaN staying.
@@ -97,8 +108,8 @@ VMINMAX(vminmax_f64, double, uint64_t, 8)
         *idx = bi;                                                                                 \
         return i;                                                                                  \
     }
-VARG(vargminmax_f32, float, uint32_t, 16)
-VARG(vargminmax_f64, double, uint64_t, 8)
+VARG(vargminmax_f32, float, uint32_t, VMM_F32)
+VARG(vargminmax_f64, double, uint64_t, VMM_F64)
 
 /* The sum of contiguous float32 data at float speed and double accuracy:
  * 16 float lanes add up chunks of 256 elements (16 per lane: a few ulp at

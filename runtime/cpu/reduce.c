@@ -158,7 +158,7 @@ static acc_t combine(red_kind k, bool fl, acc_t a, acc_t b);
             bool mn = KIND == K_MIN || KIND == K_MINABS, ab = KIND == K_MAXABS || KIND == K_MINABS; \
             i = sizeof(T) == 4 ? vminmax_f32((const float *)x, n, mn, ab, vl)                      \
                                : vminmax_f64((const double *)x, n, mn, ab, vl);                    \
-            for (int k = 0; k < (sizeof(T) == 4 ? 16 : 8) && i > 0; k++) FOLD(a, vl[k]);           \
+            for (int k = 0; k < (sizeof(T) == 4 ? VMM_F32 : VMM_F64) && i > 0; k++) FOLD(a, vl[k]); \
         }                                                                                          \
         if (stride == 1 && KIND == K_SUM && sizeof(T) == 4 && (T)0.5 != 0) {                      \
             double sl[16];                                                                         \

@@ -80,7 +80,7 @@ static void line(const scan_ctx *c, const char *p, int64_t st, char *q, int64_t 
     default: { /* softmax, log_softmax */
         double lanes[8], m = -INFINITY;
         int64_t done = vminmax_f64(buf, n, false, false, lanes);
-        for (int k = 0; k < 8 && done; k++) m = lanes[k] != lanes[k] || lanes[k] > m ? lanes[k] : m;
+        for (int k = 0; k < VMM_F64 && done; k++) m = lanes[k] != lanes[k] || lanes[k] > m ? lanes[k] : m;
         for (int64_t i = done; i < n; i++) m = buf[i] != buf[i] || buf[i] > m ? buf[i] : m;
         if (isinf(m)) m = m > 0 ? m : 0.0; /* all -inf: exp(-inf - 0) = 0 */
         /* exp in float for float32 and the 16-bit floats (ops_math.h's
@@ -101,8 +101,8 @@ static void line(const scan_ctx *c, const char *p, int64_t st, char *q, int64_t 
         if (soft) {
             for (int64_t i = 0; i < n; i++) buf[i] /= s;
         } else {
-            double ls = m + log(s);
-            for (int64_t i = 0; i < n; i++) buf[i] -= ls;
+            double ls = log(s); /* (x - max) - log(sum): exact near 0, as PyTorch */
+            for (int64_t i = 0; i < n; i++) buf[i] = (buf[i] - m) - ls;
         }
     }
     }
@@ -122,8 +122,46 @@ static void line(const scan_ctx *c, const char *p, int64_t st, char *q, int64_t 
     }
 }
 
+/* softmax or log_softmax of one contiguous float32 row, straight from x
+ * into y, as PyTorch's vectorised kernel computes it: the max, then exp(x -
+ * max) stored and summed in float lanes (in a fixed order: no dependence on
+ * threads), then y times 1 / sum (log_softmax: x - max - log(sum)). Three
+ * passes over a row that stays in cache; the general path (line())
+ * widens every value to double and divides. */
+#define SL 16 /* sum lanes: two AVX2 vectors, or one AVX-512 vector */
+static void softmax_row_f32(bool soft, const float *restrict x, float *restrict y, int64_t n) {
+    double lanes[16], md = -INFINITY;
+    int64_t done = vminmax_f32(x, n, false, false, lanes);
+    for (int k = 0; k < VMM_F32 && done; k++) md = lanes[k] != lanes[k] || lanes[k] > md ? lanes[k] : md;
+    for (int64_t i = done; i < n; i++) md = x[i] != x[i] || x[i] > md ? x[i] : md;
+    if (isinf(md)) md = md > 0 ? md : 0.0; /* all -inf: exp(-inf - 0) = 0 */
+    float m = (float)md, l[SL] = {0}, sum = 0.0f;
+    int64_t i = 0;
+    if (soft) { /* (two loops without a branch inside: both vectorise) */
+        for (; i + SL <= n; i += SL)
+            for (int k = 0; k < SL; k++) l[k] += y[i + k] = sc_exp_f32(x[i + k] - m);
+        for (; i < n; i++) sum += y[i] = sc_exp_f32(x[i] - m);
+    } else {
+        for (; i + SL <= n; i += SL)
+            for (int k = 0; k < SL; k++) l[k] += sc_exp_f32(x[i + k] - m);
+        for (; i < n; i++) sum += sc_exp_f32(x[i] - m);
+    }
+    for (int w = SL / 2; w > 0; w /= 2) /* (pairwise, in a fixed order) */
+        for (int k = 0; k < w; k++) l[k] += l[k + w];
+    sum += l[0];
+    if (soft) {
+        float inv = 1.0f / sum;
+        for (int64_t j = 0; j < n; j++) y[j] *= inv;
+    } else {
+        float ls = (float)log((double)sum); /* (x - max) - log(sum): exact near 0 */
+        for (int64_t j = 0; j < n; j++) y[j] = (x[j] - m) - ls;
+    }
+}
+
 static void lines_task(void *arg, int64_t b, int64_t e) {
     scan_ctx *c = arg;
+    bool fast = (c->op == EM_OP_SOFTMAX || c->op == EM_OP_LOG_SOFTMAX) && c->x->dtype == EM_DTYPE_F32 &&
+                c->y->dtype == EM_DTYPE_F32 && (c->len <= 1 || (c->x->strides[c->dim] == 1 && c->y->strides[c->dim] == 1));
     double *buf = em_malloc((size_t)(c->len ? c->len : 1) * sizeof *buf);
     int64_t *ibuf = em_malloc((size_t)(c->len ? c->len : 1) * sizeof *ibuf);
     if (!buf || !ibuf) {
@@ -141,8 +179,12 @@ static void lines_task(void *arg, int64_t b, int64_t e) {
             xo += k * c->xstride[d];
             yo += k * c->ystride[d];
         }
-        line(c, (const char *)em_tensor_data(c->x) + xo * (int64_t)xi, c->x->strides[c->dim],
-             (char *)em_tensor_data(c->y) + yo * (int64_t)yi, c->y->strides[c->dim], buf, ibuf);
+        const char *p = (const char *)em_tensor_data(c->x) + xo * (int64_t)xi;
+        char *q = (char *)em_tensor_data(c->y) + yo * (int64_t)yi;
+        if (fast)
+            softmax_row_f32(c->op == EM_OP_SOFTMAX, (const float *)p, (float *)q, c->len);
+        else
+            line(c, p, c->x->strides[c->dim], q, c->y->strides[c->dim], buf, ibuf);
     }
     em_free(buf);
     em_free(ibuf);
@@ -228,10 +270,10 @@ static void block(const scan_ctx *c, const char *p, int64_t st, int64_t wst, cha
         for (int64_t r = 0; r < n; r++)
             for (int64_t w = 0; w < W; w++) sum[w] += e[r * W + w];
         double sub[W];
-        for (int64_t w = 0; w < W; w++) sub[w] = m[w] + log(sum[w]);
-        for (int64_t r = 0; r < n; r++)
+        for (int64_t w = 0; w < W; w++) sub[w] = log(sum[w]);
+        for (int64_t r = 0; r < n; r++) /* (log_softmax: (x - max) - log(sum), as PyTorch) */
             for (int64_t w = 0; w < W; w++)
-                buf[r * W + w] = soft ? buf[r * W + w] / sum[w] : buf[r * W + w] - sub[w];
+                buf[r * W + w] = soft ? buf[r * W + w] / sum[w] : (buf[r * W + w] - m[w]) - sub[w];
     }
     if (em_dtype_is_float(c->y->dtype)) {
         switch (c->y->dtype) {

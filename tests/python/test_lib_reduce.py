@@ -207,6 +207,24 @@ def test_softmax_is_stable_and_handles_inf():
     check(lambda m, x: m.log_softmax(x, 1), x)
 
 
+@pytest.mark.parametrize("n", [33, 100, 4099])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_long_rows_with_edge_values(op, dtype, n):
+    """Rows longer than the short-row path's 32 (float32 has a kernel of its
+    own there): ordinary rows, huge logits, rows of -inf, +inf and NaN."""
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((7, n)) * 4
+    x[1] *= 1e4                     # huge logits
+    x[2] = -np.inf                  # all -inf: NaN, as in PyTorch
+    x[3, 5] = np.inf                # an inf
+    x[4, n // 2] = np.nan           # a NaN
+    x[5, :-1] = -np.inf             # one finite value
+    x[6] = 87.0 + np.arange(n) % 5  # exps near float32's range
+    check(lambda m, x: getattr(m, op)(x, 1), Arg(x, dtype))
+    check(lambda m, x: getattr(m, op)(x.t(), 0), Arg(np.ascontiguousarray(x.T), dtype))
+
+
 def test_softmax_of_int_raises_like_torch():
     raises_like_torch(lambda m, x: m.softmax(x, 0), arr("int64", (3,)))
 
