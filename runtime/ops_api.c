@@ -475,6 +475,22 @@ em_tensor *em_index_put(em_tensor *a, em_tensor *const *idx, const int64_t *dims
     return advanced(EM_OP_INDEX_PUT, a, idx, dims, k, values, accumulate);
 }
 
+em_tensor *em_layer_norm(em_tensor *x, int k, em_tensor *weight, em_tensor *bias, double eps) {
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    if (!x) return NULL;
+    if (k < 1 || k > x->ndim || (bias && !weight)) {
+        em_error(EM_ERR_VALUE, "layer_norm: %d normalized dims of a %d-d input%s", k, x->ndim,
+                 bias && !weight ? ", and a bias needs a weight" : "");
+        return NULL;
+    }
+    at.n_dims = k;
+    for (int i = 0; i < k; i++) at.dims[i] = x->ndim - k + i;
+    at.value = eps;
+    em_tensor *in[3] = {x, weight, bias};
+    return run1(EM_OP_LAYER_NORM, in, 1 + (weight != NULL) + (bias != NULL), &at);
+}
+
 em_tensor *em_one_hot(em_tensor *a, int64_t num_classes) {
     em_attrs at;
     memset(&at, 0, sizeof at);

@@ -367,6 +367,10 @@ em_tensor *em_index(em_tensor *a, em_tensor *const *idx, const int64_t *dims, in
 em_tensor *em_index_put(em_tensor *a, em_tensor *const *idx, const int64_t *dims, int k,
                         em_tensor *values, bool accumulate);
 em_tensor *em_one_hot(em_tensor *a, int64_t num_classes);
+/* Layer norm over the last k dims: (x - mean) / sqrt(var + eps), times
+ * weight and plus bias when given (a bias needs a weight), both shaped
+ * like those dims. */
+em_tensor *em_layer_norm(em_tensor *x, int k, em_tensor *weight, em_tensor *bias, double eps);
 em_tensor *em_nonzero(em_tensor *a);
 em_tensor *em_masked_select(em_tensor *a, em_tensor *mask);
 

@@ -369,6 +369,20 @@ static PyObject *f_one_hot(PyObject *self, PyObject *args) {
     return t ? em_py_wrap(em_one_hot(t, n)) : NULL;
 }
 
+/* _layer_norm(x, k, weight, bias, eps): weight and bias tensors or None. */
+static PyObject *f_layer_norm(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *x, *w, *b;
+    int k;
+    double eps;
+    if (!PyArg_ParseTuple(args, "OiOOd", &x, &k, &w, &b, &eps)) return NULL;
+    em_tensor *t = tensor_arg(x, "layer_norm"), *wt = NULL, *bt = NULL;
+    if (!t || (w != Py_None && !(wt = tensor_arg(w, "layer_norm"))) ||
+        (b != Py_None && !(bt = tensor_arg(b, "layer_norm"))))
+        return NULL;
+    return em_py_wrap(em_layer_norm(t, k, wt, bt, eps));
+}
+
 static PyObject *f_nonzero(PyObject *self, PyObject *x) {
     (void)self;
     em_tensor *t = tensor_arg(x, "nonzero");
@@ -566,6 +580,7 @@ PyMethodDef em_py_op_methods[] = {
     {"_index_put", f_index_put, METH_VARARGS, "_index_put(x, indices, dims, values, acc, inplace)"},
     {"_one_hot", f_one_hot, METH_VARARGS, "_one_hot(x, num_classes)"},
     {"_nonzero", f_nonzero, METH_O, "_nonzero(x)"},
+    {"_layer_norm", f_layer_norm, METH_VARARGS, "_layer_norm(x, k, weight, bias, eps)"},
     {"_masked_select", f_masked_select, METH_VARARGS, "_masked_select(x, mask)"},
     {"_empty", f_empty, METH_VARARGS, "_empty(shape, dtype)"},
     {"_linspace", f_linspace, METH_VARARGS, "_linspace(start, end, steps, dtype)"},

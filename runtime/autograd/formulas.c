@@ -720,6 +720,34 @@ FORMULA(masked_select) {
 
 /* ---- the table, from ops.def's grad column ---- */
 
+/* ---- normalisation ---- */
+
+/* layer_norm: with xhat = (x - mean) * rstd and gx = g * weight, PyTorch's
+ * dx = rstd * (gx - mean(gx) - xhat * mean(gx * xhat)) over the normalized
+ * dims; dweight = g * xhat and dbias = g, which the engine sums down to
+ * their shapes. mean and rstd are recomputed from x, in ops (so the
+ * formula differentiates again). */
+FORMULA(layer_norm) {
+    BEGIN;
+    const em_node *n = c->node;
+    int k = n->attrs.n_dims;
+    const int64_t *dims = n->attrs.dims;
+    T mean = X ? keep(s, em_mean(X, dims, k, true)) : keep(s, NULL);
+    T var = X ? keep(s, em_reduce(EM_OP_VAR, X, dims, k, true, 0.0, 0.0)) : keep(s, NULL);
+    T rstd = un(s, EM_OP_RSQRT, ADD(var, num(s, n->attrs.value)));
+    T xhat = MUL(SUB(X, mean), rstd);
+    T gx = n->n_in > 1 ? MUL(g, c->in[1]) : g;
+    if (NEEDS(0)) {
+        T m1 = gx ? keep(s, em_mean(gx, dims, k, true)) : keep(s, NULL);
+        T gxx = MUL(gx, xhat);
+        T m2 = gxx ? keep(s, em_mean(gxx, dims, k, true)) : keep(s, NULL);
+        gin[0] = give(MUL(rstd, SUB(SUB(gx, m1), MUL(xhat, m2))));
+    }
+    if (n->n_in > 1 && NEEDS(1)) gin[1] = give(MUL(g, xhat));
+    if (n->n_in > 2 && NEEDS(2)) gin[2] = give(g);
+    END;
+}
+
 #define RULE_NONE(n) {EM_GRAD_NONE, NULL}
 #define RULE_ZERO(n) {EM_GRAD_ZERO, NULL}
 #define RULE_NOSAVE(n) {EM_GRAD_NOSAVE, bw_##n}

@@ -146,6 +146,9 @@ CASES = [
     ("softmax", lambda m, x: x.softmax(1), [P((3, 4))]),
     ("softmax", lambda m, x: x.softmax(0), [P((3, 4))]),
     ("log_softmax", lambda m, x: x.log_softmax(-1), [P((3, 4))]),
+    ("layer_norm", lambda m, x, w, b: m.nn.functional.layer_norm(x, (4,), w, b),
+     [P((3, 4)), P((4,), seed=1), P((4,), seed=2)]),
+    ("layer_norm", lambda m, x: m.nn.functional.layer_norm(x, (2, 3)), [P((2, 2, 3))]),
     ("matmul", lambda m, a, b: a @ b, [P((3, 4)), P((4, 5), seed=1)]),
     ("matmul", lambda m, a, b: a @ b, [P((2, 3, 4)), P((4, 5), seed=1)]),
     ("matmul", lambda m, a, b: a @ b, [P((2, 1, 3, 4)), P((3, 4, 2), seed=1)]),
@@ -242,7 +245,8 @@ def _double(case):
 
 DOUBLE = ["exp", "log", "sqrt", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "sin", "mul", "div",
           "pow", "maximum", "where", "clamp", "lerp", "sum", "mean", "prod", "amax", "var", "std",
-          "norm", "logsumexp", "cumsum", "cumprod", "softmax", "log_softmax", "matmul", "slice", "select",
+          "norm", "logsumexp", "cumsum", "cumprod", "softmax", "log_softmax", "layer_norm", "matmul", "slice",
+          "select",
           "cat", "index", "gather", "index_put", "erf", "rsqrt", "reciprocal", "softplus"]
 
 

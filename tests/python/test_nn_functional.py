@@ -302,6 +302,47 @@ def test_layer_norm_float32():
           rnd((6,), 1, dtype=np.float32), rnd((6,), 2, dtype=np.float32), **F32)
 
 
+@pytest.mark.parametrize("affine", ["both", "weight", "bias", "none"])
+def test_layer_norm_long_float32_rows(affine):
+    """Rows of 1027 (the float32 kernel's 16 lanes and a tail), a constant
+    row (variance 0) and rows of large values, against PyTorch with
+    gradients; a transposed (non-contiguous) input too."""
+    x = rnd((6, 1027), 0, dtype=np.float32)
+    x[1] = 0.75
+    x[2] = x[2] * 1e4 + 3e4
+    w = rnd((1027,), 1, dtype=np.float32) if affine in ("both", "weight") else None
+    b = rnd((1027,), 2, dtype=np.float32) if affine in ("both", "bias") else None
+    tol = dict(rtol=2e-4, atol=2e-4)
+    check(lambda m, F, x, w, b: F.layer_norm(x, (1027,), w, b), x, w, b, **tol)
+    xt = np.ascontiguousarray(x.T)
+    check(lambda m, F, x, w, b: F.layer_norm(x.t(), (1027,), w, b), xt, w, b, **tol)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_layer_norm_half_dtypes(dtype):
+    x, w, b = rnd((5, 40), 0), rnd((40,), 1), rnd((40,), 2)
+    e = EF.layer_norm(ember.from_numpy(x).to(getattr(ember, dtype)), (40,),
+                      ember.from_numpy(w).to(getattr(ember, dtype)), ember.from_numpy(b).to(getattr(ember, dtype)))
+    half = getattr(torch, dtype)  # (PyTorch 1.13 has no float16 layer_norm on the CPU: float32, rounded)
+    tx, tw, tb = (torch.from_numpy(a).to(half).float() for a in (x, w, b))
+    t = TF.layer_norm(tx, (40,), tw, tb).to(half)
+    assert e.dtype == getattr(ember, dtype)
+    np.testing.assert_allclose(e.float().numpy(), t.float().numpy(), rtol=2e-2, atol=2e-2)
+
+
+def test_layer_norm_compiled_equals_eager():
+    w, b = ember.randn(64), ember.randn(64)
+    fn = lambda x: EF.layer_norm(x, (64,), w, b).relu() * 2.0  # noqa: E731
+    cf = ember.compile(fn)
+    x = ember.randn(8, 64)
+    with ember.no_grad():
+        cf(x)
+        y = cf(x)
+    assert cf._stats()["compiled_calls"] == 1
+    np.testing.assert_array_equal(y.numpy(), fn(x).numpy())
+    assert "layer_norm(" in cf._graph(0)
+
+
 @pytest.mark.parametrize("shape,affine", [((5,), True), ((4, 5), True), ((5,), False)])
 def test_layer_norm_module(shape, affine):
     em = enn.LayerNorm(shape, eps=1e-4, elementwise_affine=affine, dtype=ember.float64)

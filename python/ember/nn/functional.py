@@ -170,15 +170,12 @@ def _norm_dims(input, normalized_shape, what):
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """One op (its kernel reads each row once into cache); the variance is
+    biased, as PyTorch's."""
     dims = _norm_dims(input, normalized_shape, "layer_norm")
-    mean = input.mean(dims, keepdim=True)
-    var = input.var(dims, unbiased=False, keepdim=True)
-    out = (input - mean) * (var + eps).rsqrt()
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out
+    if bias is not None and weight is None:
+        weight = _C.ones(tuple(bias.shape), dtype=bias.dtype)
+    return _C._layer_norm(input, len(dims), weight, bias, float(eps))
 
 
 _EPS = {_C.float64: 2.0 ** -52, _C.float32: 2.0 ** -23, _C.float16: 2.0 ** -10,
