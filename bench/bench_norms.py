@@ -1,10 +1,12 @@
-"""Softmax and layer norm over rows, eager and compiled (issue 13).
+"""Softmax, layer norm and cross-entropy over rows, eager and compiled
+(issue 13).
 
     PYTHONPATH=python:build/python /usr/bin/python3 bench/bench_norms.py
 
 softmax over a 4096x4096 float32 matrix (rows of 4096) and layer_norm over
 8192x1024 (rows of 1024, with weight and bias): ember's op (`em.softmax`,
 `F.layer_norm`) and the expression a user writes, each eager and compiled,
+and F.cross_entropy of 8192x1024 logits with class indices,
 next to NumPy, PyTorch (2 threads, in a child process) and the hand-written
 single-pass C loop (norms_ref.c). Medians over 20 calls, three interleaved
 rounds, each contender keeping its best; ratios to the C loop.
@@ -36,6 +38,8 @@ def c_lib():
     p, z = ctypes.c_void_p, ctypes.c_size_t
     lib.softmax_ref.argtypes = [p, p, z, z]
     lib.layer_norm_ref.argtypes = [p, p, p, p, z, z, ctypes.c_float]
+    lib.cross_entropy_ref.argtypes = [p, p, z, z]
+    lib.cross_entropy_ref.restype = ctypes.c_float
     return lib
 
 
@@ -60,17 +64,20 @@ def med(fn, n=20):
         t = time.perf_counter(); fn(); ts.append(time.perf_counter() - t)
     ts.sort(); return ts[len(ts) // 2] * 1e3
 x = torch.randn(4096, 4096); y = torch.randn(8192, 1024); w = torch.randn(1024); b = torch.randn(1024)
+t = torch.randint(0, 1024, (8192,))
 with torch.no_grad():
     print(json.dumps({"softmax": med(lambda: torch.softmax(x, -1)),
-                      "layer_norm": med(lambda: F.layer_norm(y, (1024,), w, b))}))
+                      "layer_norm": med(lambda: F.layer_norm(y, (1024,), w, b)),
+                      "cross_entropy": med(lambda: F.cross_entropy(y, t))}))
 """
 
 
 def contenders(lib):
     em.manual_seed(0)
     x, y = em.randn(4096, 4096), em.randn(8192, 1024)
-    w, b = em.randn(1024), em.randn(1024)
-    xs, ys, ws, bs = (t.numpy() for t in (x, y, w, b))
+    w, b, t = em.randn(1024), em.randn(1024), em.randint(0, 1024, (8192,))
+    xs, ys, ws, bs, ts = (a.numpy() for a in (x, y, w, b, t))
+    ce = em.compile(lambda a: F.cross_entropy(a, t))
     out_x, out_y = np.empty_like(xs), np.empty_like(ys)
     sm_op, ln_op = em.compile(lambda t: em.softmax(t, -1)), em.compile(lambda t: F.layer_norm(t, (1024,), w, b))
     sm_user, ln_user = em.compile(user_softmax), em.compile(lambda t: user_layer_norm(t, w, b))
@@ -100,6 +107,11 @@ def contenders(lib):
             "ember user expression eager": lambda: user_layer_norm(y, w, b),
             "ember user expression compiled": lambda: ln_user(y),
             "NumPy": np_layer_norm,
+        },
+        "cross_entropy": {
+            "C loop": lambda: lib.cross_entropy_ref(ys.ctypes.data, ts.ctypes.data, 8192, 1024),
+            "ember F.cross_entropy eager": lambda: F.cross_entropy(y, t),
+            "ember F.cross_entropy compiled": lambda: ce(y),
         },
     }
 

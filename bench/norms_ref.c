@@ -45,3 +45,18 @@ void layer_norm_ref(const float *restrict x, const float *restrict w, const floa
         for (size_t i = 0; i < n; i++) yr[i] = (xr[i] - mean) * rstd * w[i] + b[i];
     }
 }
+
+/* mean over rows of logsumexp(row) - row[target]: cross-entropy of logits */
+float cross_entropy_ref(const float *restrict x, const long *restrict target, size_t rows, size_t n) {
+    double total = 0.0;
+#pragma omp parallel for schedule(static) reduction(+ : total)
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * n;
+        float m = -INFINITY, s = 0.0f;
+        for (size_t i = 0; i < n; i++) m = fmaxf(m, xr[i]);
+#pragma omp simd reduction(+ : s)
+        for (size_t i = 0; i < n; i++) s += expf(xr[i] - m);
+        total += (double)(m + logf(s) - xr[target[r]]);
+    }
+    return (float)(total / (double)rows);
+}
