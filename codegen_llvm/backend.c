@@ -54,6 +54,7 @@ typedef struct {
     int64_t (*in_strides)[EM_MAX_DIMS]; /* compiled-for strides, per input */
     int *shares;    /* per output: the node input whose memory it is written into, or -1 */
     int *donation;  /* per output: its index among the executable's donations, or -1 */
+    em_llvm_split split; /* how a launch splits across threads */
     int64_t eager_runs; /* launches that fell back (strides differed) */
 } kernel;
 
@@ -69,6 +70,8 @@ typedef struct {
     em_llvm_plan plan;
     em_llvm_graph_fn fn;
     em_interp *interp; /* for profiled runs */
+    bool *compiled;    /* per node id: a fused node compiled into a kernel */
+    char *refused;     /* why fused nodes worth a kernel run op by op (describe) */
     LLVMOrcResourceTrackerRef rt;
     int n_kernels;
     kernel *kernels;
@@ -88,10 +91,15 @@ static int64_t jit_min_elements(void) {
     return v && *v ? strtoll(v, NULL, 10) : 2048;
 }
 
-/* Is this fused node worth a compiled kernel? */
+/* Is this fused node big enough to be worth a compiled kernel? */
 static bool worth_compiling(const em_ir_node *n, int64_t min_elements) {
-    const em_type *t = &n->out[0]->type;
-    return n->region && em_shape_numel(t->shape, t->ndim) >= min_elements;
+    int64_t most = 0; /* (a row kernel's result may be small, its rows not) */
+    for (int i = 0; i < n->n_in + n->n_out; i++) {
+        const em_type *t = i < n->n_in ? &n->in[i]->type : &n->out[i - n->n_in]->type;
+        int64_t numel = em_shape_numel(t->shape, t->ndim);
+        most = numel > most ? numel : most;
+    }
+    return n->region && most >= min_elements;
 }
 
 /* Strides of each value, from the examples through the graph. */
@@ -169,7 +177,7 @@ static int32_t launch_kernel(void *ctx, em_tensor *const *in, em_tensor **out, c
         ptrs[i] = em_tensor_data(out[i]);
     }
     launch l = {k->fn, ptrs};
-    em_parallel_for(out[0]->numel, 16384, run_range, &l);
+    em_parallel_for(k->split.units, k->split.grain, run_range, &l);
     return EM_OK;
 }
 
@@ -183,8 +191,8 @@ static em_status interp_kernel(void *ctx, void *run_ctx, const em_ir_node *node,
 /* Can the outputs of body node m share memory with its inputs? (Views,
  * copies and casts that may return their input, and fused nodes that run
  * op by op, which may contain those.) */
-static bool may_alias_inputs(const em_ir_node *m, int64_t min_elements) {
-    return m->region ? !worth_compiling(m, min_elements) : em_ir_may_alias_inputs(m);
+static bool may_alias_inputs(const em_ir_node *m, const bool *compiled) {
+    return m->region ? !compiled[m->id] : em_ir_may_alias_inputs(m);
 }
 
 /* Output `o` of kernel node n (at position pn in the run) may be computed
@@ -194,7 +202,7 @@ static bool may_alias_inputs(const em_ir_node *m, int64_t min_elements) {
  * view, and nothing after n reads it at all; and every value guard has been
  * compared before n runs. Returns n's input index of the parameter, or -1. */
 static int donatable(const em_ir_graph *g, const em_llvm_plan *plan, const em_ir_node *n, int o,
-                     const int *writes_into, int64_t (*strides)[EM_MAX_DIMS], int64_t min_elements,
+                     const int *writes_into, int64_t (*strides)[EM_MAX_DIMS], const bool *compiled,
                      bool *aliases, int *param) {
     const em_ir_block *b = g->body;
     const em_ir_value *v = n->out[o];
@@ -227,7 +235,7 @@ static int donatable(const em_ir_graph *g, const em_llvm_plan *plan, const em_ir
             if (at > pn || (m == n && m->in[i] != p)) return -1; /* read after, or through a view */
             if (m == n && j < 0) j = i;
         }
-        if (reads && may_alias_inputs(m, min_elements))
+        if (reads && may_alias_inputs(m, compiled))
             for (int i = 0; i < m->n_out; i++) aliases[m->out[i]->id] = true;
     }
     for (int i = 0; i < b->n_results; i++)
@@ -299,6 +307,8 @@ static void exec_free(void *state) {
         free(x->kernels[i].donation);
     }
     free(x->kernels);
+    free(x->compiled);
+    free(x->refused);
     em_llvm_plan_free(&x->plan);
     for (int r = 0; x->expected && r < x->g->body->n_results; r++) em_tensor_release(x->expected[r]);
     free(x->expected);
@@ -343,17 +353,14 @@ static char *print_kernels(executable *x, LLVMModuleRef mod, const char *graph_f
 /* Emits a kernel for every fused node worth one, deciding its donations;
  * kernel_of[node id] points at each. */
 static em_status emit_kernels(executable *x, LLVMModuleRef mod, int64_t m, const em_backend_opts *opts,
-                              void **kernel_of) {
+                              int64_t (*strides)[EM_MAX_DIMS], void **kernel_of) {
     const em_ir_graph *g = x->g;
-    int64_t min_elements = jit_min_elements();
-    int64_t (*strides)[EM_MAX_DIMS] = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *strides);
     bool *aliases = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *aliases);
     bool *donated = calloc((size_t)(g->body->n_params ? g->body->n_params : 1), sizeof *donated);
     int *writes_into = writes_of(g, opts->spec);
-    em_status st = strides && aliases && donated && writes_into ? EM_OK : EM_ERR_NOMEM;
-    if (st == EM_OK) propagate_layouts(g, opts->examples, opts->n_examples, strides);
+    em_status st = aliases && donated && writes_into ? EM_OK : EM_ERR_NOMEM;
     for (const em_ir_node *n = g->body->first; n && st == EM_OK; n = n->next) {
-        if (!worth_compiling(n, min_elements)) continue; /* (run op by op) */
+        if (!x->compiled[n->id]) continue; /* (run op by op) */
         kernel *k = &x->kernels[x->n_kernels];
         kernel_of[n->id] = k;
         k->node = n;
@@ -367,11 +374,13 @@ static em_status emit_kernels(executable *x, LLVMModuleRef mod, int64_t m, const
             break;
         }
         for (int i = 0; i < n->n_in; i++) memcpy(k->in_strides[i], strides[n->in[i]->id], sizeof strides[0]);
+        if ((st = em_llvm_kernel_split(n, k->in_strides, &k->split)) != EM_OK) break;
+        bool rows = em_llvm_is_row_kernel(n);
         for (int o = 0; o < n->n_out; o++) {
             int param = -1;
             k->shares[o] = k->donation[o] = -1;
-            if (x->n_donations == MAX_DONATIONS) continue;
-            int j = donatable(g, &x->plan, n, o, writes_into, strides, min_elements, aliases, &param);
+            if (x->n_donations == MAX_DONATIONS || rows) continue;
+            int j = donatable(g, &x->plan, n, o, writes_into, strides, x->compiled, aliases, &param);
             if (j < 0 || donated[param]) continue;
             donated[param] = true;
             k->shares[o] = j;
@@ -380,7 +389,6 @@ static em_status emit_kernels(executable *x, LLVMModuleRef mod, int64_t m, const
         }
         st = em_llvm_emit_kernel(mod, k->name, n, k->in_strides, k->shares);
     }
-    free(strides);
     free(aliases);
     free(donated);
     free(writes_into);
@@ -396,7 +404,7 @@ static em_status plan_memory(executable *x, void *const *kernel_of) {
         const kernel *k = kernel_of[n->id];
         bool donates = false;
         for (int o = 0; k && o < n->n_out; o++) donates |= k->shares[o] >= 0;
-        aliases_inputs[n->id] = k ? donates : may_alias_inputs(n, jit_min_elements());
+        aliases_inputs[n->id] = k ? donates : may_alias_inputs(n, x->compiled);
     }
     em_status st = em_llvm_plan_buffers(&x->plan, aliases_inputs);
     free(aliases_inputs);
@@ -440,20 +448,51 @@ static em_status finish(executable *x, LLVMOrcThreadSafeContextRef tsctx, LLVMMo
     return EM_OK;
 }
 
+/* Decides which fused nodes become kernels: those big enough that the
+ * code generator can compile for their inputs' layouts. The others run op
+ * by op; why is kept for describe. Returns how many, or -1 (no memory). */
+static int choose_kernels(executable *x, int64_t (*strides)[EM_MAX_DIMS]) {
+    int n_fused = 0;
+    int64_t min_elements = jit_min_elements();
+    em_strbuf why;
+    em_strbuf_init(&why);
+    for (const em_ir_node *n = x->g->body->first; n; n = n->next) {
+        if (!worth_compiling(n, min_elements)) continue;
+        int64_t (*ins)[EM_MAX_DIMS] = calloc((size_t)(n->n_in ? n->n_in : 1), sizeof *ins);
+        if (!ins) return -1;
+        for (int i = 0; i < n->n_in; i++) memcpy(ins[i], strides[n->in[i]->id], sizeof ins[0]);
+        em_llvm_split split;
+        if (em_llvm_kernel_split(n, ins, &split) == EM_OK) {
+            x->compiled[n->id] = true;
+            n_fused++;
+        } else {
+            em_strbuf_printf(&why, "  fused node %%%d runs op by op: %s\n", n->out[0]->id, em_last_error());
+        }
+        free(ins);
+    }
+    x->refused = em_strbuf_take(&why);
+    return n_fused;
+}
+
 static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts, void **state) {
     em_status st = em_llvm_init();
     if (st != EM_OK) return st;
     executable *x = calloc(1, sizeof *x);
     void **kernel_of = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *kernel_of);
-    int n_fused = 0;
-    for (const em_ir_node *n = g->body->first; n; n = n->next) n_fused += worth_compiling(n, jit_min_elements());
-    if (x) {
+    int64_t (*strides)[EM_MAX_DIMS] = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *strides);
+    int n_fused = -1;
+    if (x && strides) {
         x->g = g;
-        x->kernels = calloc((size_t)(n_fused ? n_fused : 1), sizeof *x->kernels);
+        x->compiled = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *x->compiled);
+        propagate_layouts(g, opts->examples, opts->n_examples, strides);
+        if (x->compiled) n_fused = choose_kernels(x, strides);
+        x->kernels = calloc((size_t)(n_fused > 0 ? n_fused : 1), sizeof *x->kernels);
         x->interp = em_interp_new(g, opts->spec);
     }
-    if (!x || !kernel_of || !x->kernels || !x->interp || copy_spec(x, opts->spec) != EM_OK) {
+    if (!x || !kernel_of || !strides || n_fused < 0 || !x->kernels || !x->interp ||
+        copy_spec(x, opts->spec) != EM_OK) {
         free(kernel_of);
+        free(strides);
         exec_free(x);
         return em_error(EM_ERR_NOMEM, "out of memory compiling @%s", g->name);
     }
@@ -465,7 +504,8 @@ static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts,
     LLVMModuleRef mod = NULL;
     if ((st = em_llvm_plan_schedule(g, &x->spec, &x->plan)) == EM_OK &&
         (st = em_llvm_new_module(mname, &tsctx, &mod)) == EM_OK) {
-        if ((st = emit_kernels(x, mod, m, opts, kernel_of)) == EM_OK && (st = plan_memory(x, kernel_of)) == EM_OK)
+        if ((st = emit_kernels(x, mod, m, opts, strides, kernel_of)) == EM_OK &&
+            (st = plan_memory(x, kernel_of)) == EM_OK)
             st = em_llvm_emit_graph(mod, graph_fn, g, &x->plan, &x->spec, kernel_of, launch_kernel);
         if (st == EM_OK) {
             st = finish(x, tsctx, mod, graph_fn, opts);
@@ -475,6 +515,7 @@ static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts,
         }
     }
     free(kernel_of);
+    free(strides);
     if (st != EM_OK) {
         exec_free(x);
         return st;
@@ -535,6 +576,7 @@ static char *llvm_describe(void *state) {
         em_strbuf_printf(&s, "  (%d fused node%s under %lld elements run op by op: not worth "
                              "compiling; EMBER_JIT_MIN_ELEMENTS)\n",
                          small, small == 1 ? "" : "s", (long long)min_elements);
+    if (x->refused) em_strbuf_puts(&s, x->refused);
     for (int i = 0; i < x->n_kernels; i++) {
         const kernel *k = &x->kernels[i];
         int ops = 0;

@@ -30,16 +30,33 @@ static const char *const dtype_sfx[EM_DTYPE_COUNT] = {
 #undef SFX
 };
 
-typedef struct {
-    LLVMContextRef ctx;
-    LLVMModuleRef mod;
-    LLVMBuilderRef b;
-    LLVMTypeRef i64, i32, i16, i1, i8, f32, f64, ptr;
-} emitter;
+typedef em_llvm_emitter emitter;
+
+void em_llvm_emitter_init(em_llvm_emitter *e, LLVMModuleRef mod) {
+    e->ctx = LLVMGetModuleContext(mod);
+    e->mod = mod;
+    e->i64 = LLVMInt64TypeInContext(e->ctx);
+    e->i32 = LLVMInt32TypeInContext(e->ctx);
+    e->i16 = LLVMInt16TypeInContext(e->ctx);
+    e->i1 = LLVMInt1TypeInContext(e->ctx);
+    e->i8 = LLVMInt8TypeInContext(e->ctx);
+    e->f32 = LLVMFloatTypeInContext(e->ctx);
+    e->f64 = LLVMDoubleTypeInContext(e->ctx);
+    e->ptr = LLVMPointerTypeInContext(e->ctx, 0);
+    e->b = LLVMCreateBuilderInContext(e->ctx);
+}
+
+LLVMValueRef em_llvm_kernel_function(const em_llvm_emitter *e, const char *name) {
+    LLVMTypeRef params[3] = {e->i64, e->i64, e->ptr};
+    LLVMValueRef fn = LLVMAddFunction(e->mod, name, LLVMFunctionType(LLVMVoidTypeInContext(e->ctx), params, 3, 0));
+    LLVMAddTargetDependentFunctionAttr(fn, "target-cpu", em_llvm_host_cpu());
+    LLVMAddTargetDependentFunctionAttr(fn, "target-features", em_llvm_host_features());
+    return fn;
+}
 
 /* The type a value of `dt` has in registers (bool: i1; the 16-bit floats:
  * their bit patterns, i16) and in memory (bool: i8). */
-static LLVMTypeRef reg_type(const emitter *e, em_dtype dt) {
+LLVMTypeRef em_llvm_reg_type(const emitter *e, em_dtype dt) {
     switch (dt) {
     case EM_DTYPE_F32: return e->f32;
     case EM_DTYPE_F64: return e->f64;
@@ -53,8 +70,21 @@ static LLVMTypeRef reg_type(const emitter *e, em_dtype dt) {
     default: return e->i1;
     }
 }
-static LLVMTypeRef mem_type(const emitter *e, em_dtype dt) {
-    return dt == EM_DTYPE_BOOL ? e->i8 : reg_type(e, dt);
+LLVMTypeRef em_llvm_mem_type(const emitter *e, em_dtype dt) {
+    return dt == EM_DTYPE_BOOL ? e->i8 : em_llvm_reg_type(e, dt);
+}
+
+LLVMValueRef em_llvm_load(const emitter *e, em_dtype dt, LLVMValueRef addr) {
+    LLVMValueRef v = LLVMBuildLoad2(e->b, em_llvm_mem_type(e, dt), addr, "");
+    LLVMSetAlignment(v, (unsigned)em_dtype_size(dt));
+    if (dt == EM_DTYPE_BOOL) v = LLVMBuildICmp(e->b, LLVMIntNE, v, LLVMConstInt(e->i8, 0, 0), "");
+    return v;
+}
+
+void em_llvm_store(const emitter *e, em_dtype dt, LLVMValueRef v, LLVMValueRef addr) {
+    if (dt == EM_DTYPE_BOOL) v = LLVMBuildZExt(e->b, v, e->i8, "");
+    LLVMValueRef s = LLVMBuildStore(e->b, v, addr);
+    LLVMSetAlignment(s, (unsigned)em_dtype_size(dt));
 }
 
 /* The value of a `full` constant of dtype dt: made by the runtime's own
@@ -81,7 +111,7 @@ static LLVMValueRef konst(const emitter *e, em_dtype dt, const em_attrs *a) {
     return v;
 }
 
-static LLVMValueRef i64c(const emitter *e, int64_t v) {
+LLVMValueRef em_llvm_i64(const emitter *e, int64_t v) {
     return LLVMConstInt(e->i64, (unsigned long long)v, 1);
 }
 
@@ -107,10 +137,8 @@ static em_status convert(const emitter *e, LLVMValueRef v, em_dtype from, em_dty
     return call_lib(e, name, &v, 1, out);
 }
 
-/* Emits the region's ops for one element. vals[] maps value ids to registers;
- * params already hold their loaded values. */
-static em_status emit_body(const emitter *e, const em_ir_block *r, LLVMValueRef *vals) {
-    for (const em_ir_node *n = r->first; n; n = n->next) {
+em_status em_llvm_emit_element(const emitter *e, const em_ir_node *n, LLVMValueRef *vals) {
+    {
         const em_op_info *info = em_op_get(n->op);
         em_dtype odt = n->out[0]->type.dtype;
         LLVMValueRef res = NULL;
@@ -146,6 +174,16 @@ static em_status emit_body(const emitter *e, const em_ir_block *r, LLVMValueRef 
     return EM_OK;
 }
 
+/* Emits the region's ops for one element. vals[] maps value ids to registers;
+ * params already hold their loaded values. */
+static em_status emit_body(const emitter *e, const em_ir_block *r, LLVMValueRef *vals) {
+    for (const em_ir_node *n = r->first; n; n = n->next) {
+        em_status st = em_llvm_emit_element(e, n, vals);
+        if (st != EM_OK) return st;
+    }
+    return EM_OK;
+}
+
 /* Iteration geometry after coalescing: n_ops operands (outputs, then inputs). */
 typedef struct {
     int nd, n_ops;
@@ -177,28 +215,27 @@ static em_status plan(const em_ir_node *node, int64_t (*const in_strides)[EM_MAX
     return EM_OK;
 }
 
+em_status em_llvm_kernel_split(const em_ir_node *node, int64_t (*const in_strides)[EM_MAX_DIMS],
+                               em_llvm_split *split) {
+    if (em_llvm_is_row_kernel(node)) return em_llvm_row_split(node, in_strides, split);
+    if (node->n_out + node->n_in > 80)
+        return em_error(EM_ERR_NOT_IMPLEMENTED, "llvm: kernel with %d operands", node->n_out + node->n_in);
+    const em_type *t = &node->out[0]->type;
+    split->units = em_shape_numel(t->shape, t->ndim);
+    split->grain = 16384;
+    return EM_OK;
+}
+
 em_status em_llvm_emit_kernel(LLVMModuleRef mod, const char *name, const em_ir_node *node,
                               int64_t (*const in_strides)[EM_MAX_DIMS], const int *shares) {
+    if (em_llvm_is_row_kernel(node)) return em_llvm_emit_row_kernel(mod, name, node, in_strides);
     geometry g = {0};
     em_status st = plan(node, in_strides, &g);
     if (st != EM_OK) return st;
     emitter e;
-    e.ctx = LLVMGetModuleContext(mod);
-    e.mod = mod;
-    e.i64 = LLVMInt64TypeInContext(e.ctx);
-    e.i32 = LLVMInt32TypeInContext(e.ctx);
-    e.i16 = LLVMInt16TypeInContext(e.ctx);
-    e.i1 = LLVMInt1TypeInContext(e.ctx);
-    e.i8 = LLVMInt8TypeInContext(e.ctx);
-    e.f32 = LLVMFloatTypeInContext(e.ctx);
-    e.f64 = LLVMDoubleTypeInContext(e.ctx);
-    e.ptr = LLVMPointerTypeInContext(e.ctx, 0);
-    LLVMTypeRef params[3] = {e.i64, e.i64, e.ptr};
-    LLVMValueRef fn = LLVMAddFunction(mod, name, LLVMFunctionType(LLVMVoidTypeInContext(e.ctx), params, 3, 0));
-    LLVMAddTargetDependentFunctionAttr(fn, "target-cpu", em_llvm_host_cpu());
-    LLVMAddTargetDependentFunctionAttr(fn, "target-features", em_llvm_host_features());
+    em_llvm_emitter_init(&e, mod);
+    LLVMValueRef fn = em_llvm_kernel_function(&e, name);
     LLVMValueRef begin = LLVMGetParam(fn, 0), end = LLVMGetParam(fn, 1), ptrs = LLVMGetParam(fn, 2);
-    e.b = LLVMCreateBuilderInContext(e.ctx);
     LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e.ctx, fn, "entry");
     LLVMBasicBlockRef row_head = LLVMAppendBasicBlockInContext(e.ctx, fn, "row");
     LLVMBasicBlockRef row_body = LLVMAppendBasicBlockInContext(e.ctx, fn, "row.body");
@@ -223,12 +260,12 @@ em_status em_llvm_emit_kernel(LLVMModuleRef mod, const char *name, const em_ir_n
             base[k] = base[node->n_out + shares[k]];
             continue;
         }
-        LLVMValueRef idx = i64c(&e, k);
+        LLVMValueRef idx = em_llvm_i64(&e, k);
         LLVMValueRef slot = LLVMBuildGEP2(b, e.ptr, ptrs, &idx, 1, "");
         base[k] = LLVMBuildLoad2(b, e.ptr, slot, "");
     }
     int last = g.nd - 1;
-    LLVMValueRef inner = i64c(&e, g.shape[last]);
+    LLVMValueRef inner = em_llvm_i64(&e, g.shape[last]);
     LLVMValueRef row0 = LLVMBuildSDiv(b, begin, inner, "row0");
     LLVMBuildBr(b, row_head);
 
@@ -241,20 +278,20 @@ em_status em_llvm_emit_kernel(LLVMModuleRef mod, const char *name, const em_ir_n
     /* row.body: clip [j0, j1) to [begin, end); operand offsets of the row */
     LLVMPositionBuilderAtEnd(b, row_body);
     LLVMValueRef lo = LLVMBuildSub(b, begin, row_start, "");
-    LLVMValueRef j0 = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, lo, i64c(&e, 0), ""), lo,
-                                      i64c(&e, 0), "j0");
+    LLVMValueRef j0 = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, lo, em_llvm_i64(&e, 0), ""), lo,
+                                      em_llvm_i64(&e, 0), "j0");
     LLVMValueRef hi = LLVMBuildSub(b, end, row_start, "");
     LLVMValueRef j1 = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, hi, inner, ""), hi, inner, "j1");
     LLVMValueRef off[80];
-    for (int k = 0; k < g.n_ops; k++) off[k] = i64c(&e, 0);
+    for (int k = 0; k < g.n_ops; k++) off[k] = em_llvm_i64(&e, 0);
     LLVMValueRef rem = row;
     for (int d = last - 1; d >= 0; d--) {
-        LLVMValueRef size = i64c(&e, g.shape[d]);
+        LLVMValueRef size = em_llvm_i64(&e, g.shape[d]);
         LLVMValueRef idx = LLVMBuildSRem(b, rem, size, "");
         rem = LLVMBuildSDiv(b, rem, size, "");
         for (int k = 0; k < g.n_ops; k++)
             if (g.strides[k][d])
-                off[k] = LLVMBuildAdd(b, off[k], LLVMBuildMul(b, idx, i64c(&e, g.strides[k][d]), ""), "");
+                off[k] = LLVMBuildAdd(b, off[k], LLVMBuildMul(b, idx, em_llvm_i64(&e, g.strides[k][d]), ""), "");
     }
     LLVMBasicBlockRef row_body_end = LLVMGetInsertBlock(b);
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, j0, j1, ""), loop, latch);
@@ -268,24 +305,18 @@ em_status em_llvm_emit_kernel(LLVMModuleRef mod, const char *name, const em_ir_n
         em_dtype dt = is_out ? node->out[k]->type.dtype : node->in[k - node->n_out]->type.dtype;
         LLVMValueRef ix = off[k];
         if (g.strides[k][last])
-            ix = LLVMBuildAdd(b, ix, LLVMBuildMul(b, j, i64c(&e, g.strides[k][last]), ""), "");
-        addr[k] = LLVMBuildGEP2(b, mem_type(&e, dt), base[k], &ix, 1, "");
+            ix = LLVMBuildAdd(b, ix, LLVMBuildMul(b, j, em_llvm_i64(&e, g.strides[k][last]), ""), "");
+        addr[k] = LLVMBuildGEP2(b, em_llvm_mem_type(&e, dt), base[k], &ix, 1, "");
         if (is_out) continue;
-        LLVMValueRef v = LLVMBuildLoad2(b, mem_type(&e, dt), addr[k], "");
-        LLVMSetAlignment(v, (unsigned)em_dtype_size(dt));
-        if (dt == EM_DTYPE_BOOL) v = LLVMBuildICmp(b, LLVMIntNE, v, LLVMConstInt(e.i8, 0, 0), "");
-        vals[r->params[k - node->n_out]->id] = v;
+        vals[r->params[k - node->n_out]->id] = em_llvm_load(&e, dt, addr[k]);
     }
     st = emit_body(&e, r, vals);
     if (st == EM_OK) {
         for (int k = 0; k < node->n_out; k++) {
             em_dtype dt = node->out[k]->type.dtype;
-            LLVMValueRef v = vals[r->results[k]->id];
-            if (dt == EM_DTYPE_BOOL) v = LLVMBuildZExt(b, v, e.i8, "");
-            LLVMValueRef s = LLVMBuildStore(b, v, addr[k]);
-            LLVMSetAlignment(s, (unsigned)em_dtype_size(dt));
+            em_llvm_store(&e, dt, vals[r->results[k]->id], addr[k]);
         }
-        LLVMValueRef jn = LLVMBuildAdd(b, j, i64c(&e, 1), "");
+        LLVMValueRef jn = LLVMBuildAdd(b, j, em_llvm_i64(&e, 1), "");
         LLVMBasicBlockRef loop_end = LLVMGetInsertBlock(b);
         LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, jn, j1, ""), loop, latch);
         LLVMAddIncoming(j, &j0, &row_body_end, 1);
@@ -293,7 +324,7 @@ em_status em_llvm_emit_kernel(LLVMModuleRef mod, const char *name, const em_ir_n
 
         /* row.next */
         LLVMPositionBuilderAtEnd(b, latch);
-        LLVMValueRef rn = LLVMBuildAdd(b, row, i64c(&e, 1), "");
+        LLVMValueRef rn = LLVMBuildAdd(b, row, em_llvm_i64(&e, 1), "");
         LLVMBuildBr(b, row_head);
         LLVMAddIncoming(row, &row0, &entry, 1);
         LLVMAddIncoming(row, &rn, &latch, 1);

@@ -36,12 +36,59 @@ void em_llvm_remove(LLVMOrcResourceTrackerRef rt);
 
 /* ---- kernel.c ---- */
 
-/* Signature of every generated kernel: processes the elements [begin, end)
- * of the (row-major) iteration space; ptrs = outputs then inputs. */
+/* Signature of every generated kernel: processes the units [begin, end) of
+ * its iteration space (elements of an elementwise kernel, rows of a row
+ * kernel); ptrs = outputs then inputs. */
 typedef void (*em_llvm_kernel_fn)(int64_t begin, int64_t end, char **ptrs);
 
+/* How a kernel's launch splits: units [0, units), at least grain a task. */
+typedef struct em_llvm_split {
+    int64_t units, grain;
+} em_llvm_split;
+
+/* Can fused node `node` be compiled for inputs with these strides, and how
+ * does its launch split? EM_OK, or EM_ERR_NOT_IMPLEMENTED saying why (the
+ * node then runs op by op on the eager kernels). */
+em_status em_llvm_kernel_split(const em_ir_node *node, int64_t (*const in_strides)[EM_MAX_DIMS],
+                               em_llvm_split *split);
+
+/* What the kernel files share to emit per-element code. */
+typedef struct em_llvm_emitter {
+    LLVMContextRef ctx;
+    LLVMModuleRef mod;
+    LLVMBuilderRef b; /* created by em_llvm_emitter_init; the caller disposes it */
+    LLVMTypeRef i64, i32, i16, i1, i8, f32, f64, ptr;
+} em_llvm_emitter;
+void em_llvm_emitter_init(em_llvm_emitter *e, LLVMModuleRef mod);
+/* A new kernel function `name` (em_llvm_kernel_fn) tuned for the host. */
+LLVMValueRef em_llvm_kernel_function(const em_llvm_emitter *e, const char *name);
+/* A dtype's type in registers (bool: i1, 16-bit floats: their bits) and in
+ * memory (bool: i8); loads and stores between the two. */
+LLVMTypeRef em_llvm_reg_type(const em_llvm_emitter *e, em_dtype dt);
+LLVMTypeRef em_llvm_mem_type(const em_llvm_emitter *e, em_dtype dt);
+LLVMValueRef em_llvm_load(const em_llvm_emitter *e, em_dtype dt, LLVMValueRef addr);
+void em_llvm_store(const em_llvm_emitter *e, em_dtype dt, LLVMValueRef v, LLVMValueRef addr);
+LLVMValueRef em_llvm_i64(const em_llvm_emitter *e, int64_t v);
+/* Emits region node n (elementwise op, cast, broadcast or scalar constant)
+ * for one element: reads its operands from vals[] (by value id), sets its
+ * result there. */
+em_status em_llvm_emit_element(const em_llvm_emitter *e, const em_ir_node *n, LLVMValueRef *vals);
+
+/* ---- row_kernel.c ---- */
+
+/* Does the fused node's region hold a reduction (a row kernel)? */
+bool em_llvm_is_row_kernel(const em_ir_node *node);
+/* em_llvm_kernel_split for a row kernel. */
+em_status em_llvm_row_split(const em_ir_node *node, int64_t (*const in_strides)[EM_MAX_DIMS],
+                            em_llvm_split *split);
+/* Emits a row kernel (see row_kernel.c); em_llvm_emit_kernel calls it. */
+em_status em_llvm_emit_row_kernel(LLVMModuleRef mod, const char *name, const em_ir_node *node,
+                                  int64_t (*const in_strides)[EM_MAX_DIMS]);
+
 /* Emits the fused node `node` as function `name` into `mod`, for inputs with
- * the given tensor strides. shares (NULL: none) names per output the input
+ * the given tensor strides (an elementwise kernel, or a row kernel when the
+ * region holds reductions: row_kernel.c). shares (NULL: none; row kernels
+ * take none) names per output the input
  * whose memory it is written into, or -1: that output's pointer is the
  * input's (same index, same layout), and the loop reads each element before
  * writing it. */

@@ -8,7 +8,8 @@
  *  - result types equal what the op table infers from the operand types, and
  *    implied attributes (shape, dtype) equal the result type;
  *  - a fused node's region takes its inputs' types, yields its results'
- *    types and holds only elementwise ops, broadcasts and scalar constants.
+ *    types and holds only elementwise ops, broadcasts, scalar constants and
+ *    reductions (a row kernel: see passes/fuse.c).
  * Messages name the node with the printer's numbering.
  */
 #include <stdarg.h>
@@ -44,6 +45,7 @@ static em_status fail(verifier *v, const em_ir_node *n, const char *fmt, ...) {
 static bool region_op_allowed(const em_ir_node *n) {
     const em_op_info *info = em_op_get(n->op);
     if (info->flags & (EM_F_ELEMENTWISE | EM_F_BROADCAST)) return true;
+    if (info->kind == EM_KIND_REDUCE) return true;
     return em_ir_is_scalar_const(n);
 }
 
@@ -87,7 +89,7 @@ static em_status check_fused(verifier *v, const em_ir_node *n) {
             return fail(v, n, "region yield %d does not have the type of result %d", i, i);
     for (const em_ir_node *m = r->first; m; m = m->next)
         if (!region_op_allowed(m))
-            return fail(v, m, "only elementwise ops, broadcasts and scalar constants may be fused");
+            return fail(v, m, "only elementwise ops, broadcasts, scalar constants and reductions may be fused");
     return check_block(v, r);
 }
 

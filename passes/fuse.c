@@ -13,11 +13,23 @@
  * outputs come after it. Growth repeats until nothing more joins, so a
  * producer shared by two members joins once both have.
  *
+ * Reductions join too, making a row kernel: every reduction in a group
+ * reduces the same trailing dims of the same shape S (the rows), keeps its
+ * dims when a member uses it (so it broadcasts back over its row), and every
+ * member's result broadcasts into S. A code generator then computes a row's
+ * reductions and everything around them while the row is in cache: softmax,
+ * layer norm, cross-entropy and their backwards, as users write them, each
+ * become one kernel. A reduction joins only over rows of 2 to 65536 elements
+ * (a row is one thread's work; longer ones are better split as eager does),
+ * never of a broadcast (eager reduces that view as it is), and a result
+ * used outside the group must then be S-shaped or one value per row.
+ *
  * Scalar constants (0-d `full`) are copied into every region that uses them,
- * so code generators see them as immediates. Matmul, reductions and reshapes
- * end a group. Every member keeps its source location; the fused node's
- * covers them all.
+ * so code generators see them as immediates. Matmul, other reductions and
+ * reshapes end a group. Every member keeps its source location; the fused
+ * node's covers them all.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,25 +44,109 @@ typedef struct {
     int **users;     /* value id -> user node ids (-1 marks a block result) */
     int *n_users;
     int n_kernels, n_fused_ops; /* for the report */
+    int n_row_kernels, n_reductions;
     int64_t bytes_saved;        /* intermediates no longer written to memory */
+    /* the rows of the group being grown: S (snd dims), the trailing k reduced */
+    int snd, k;
+    int64_t S[EM_MAX_DIMS];
 } fuser;
+
+#define MAX_ROW 65536
+
+/* Does n reduce its input's trailing dims, each listed once? Sets *k. */
+static bool reduces_trailing(const em_ir_node *n, int *k) {
+    int nd = n->in[0]->type.ndim;
+    bool seen[EM_MAX_DIMS] = {false};
+    if (n->attrs.n_dims < 1 || n->attrs.n_dims > nd) return false;
+    for (int i = 0; i < n->attrs.n_dims; i++) {
+        int64_t d = n->attrs.dims[i] < 0 ? n->attrs.dims[i] + nd : n->attrs.dims[i];
+        if (d < nd - n->attrs.n_dims || d >= nd || seen[d]) return false;
+        seen[d] = true;
+    }
+    *k = n->attrs.n_dims;
+    return true;
+}
+
+/* A reduction a row kernel computes (see the header). */
+static bool row_reduction(const em_ir_node *n) {
+    const em_op_info *info = em_op_get(n->op);
+    int k;
+    if (info->kind != EM_KIND_REDUCE || n->region || n->n_out != 1 || !reduces_trailing(n, &k)) return false;
+    const em_type *x = &n->in[0]->type;
+    int64_t row = em_shape_numel(x->shape + x->ndim - k, k), rows = em_shape_numel(x->shape, x->ndim - k);
+    if (row < 2 || row > MAX_ROW || rows < 1) return false;
+    if (n->op == EM_OP_LOGSUMEXP && !em_dtype_is_float(x->dtype)) return false;
+    const em_ir_node *p = n->in[0]->def;
+    return !(p && (em_op_get(p->op)->flags & EM_F_BROADCAST));
+}
+
+/* Does shape `t` broadcast into the group's rows S? */
+static bool fits_rows(const fuser *f, const em_type *t) {
+    if (t->ndim > f->snd) return false;
+    for (int i = 0; i < t->ndim; i++) {
+        int64_t s = f->S[f->snd - t->ndim + i];
+        if (t->shape[i] != 1 && t->shape[i] != s) return false;
+    }
+    return true;
+}
+
+/* May a value of type t leave a row kernel: S-shaped, or one per row (the
+ * outer dims, then the reduced ones as 1 or dropped)? */
+static bool row_result(const fuser *f, const em_type *t) {
+    int no = f->snd - f->k;
+    if (em_shape_eq(t->shape, t->ndim, f->S, f->snd)) return true;
+    if (t->ndim != no && t->ndim != f->snd) return false;
+    if (!em_shape_eq(t->shape, no, f->S, no)) return false;
+    for (int d = no; d < t->ndim; d++)
+        if (t->shape[d] != 1) return false;
+    return true;
+}
 
 static bool fusible(const em_ir_node *n) {
     unsigned flags = em_op_get(n->op)->flags;
     /* Integer division must raise on a zero divisor, which a fused kernel
      * cannot do: it stays an eager call (see EM_F_INT_DIV). */
     if ((flags & EM_F_INT_DIV) && !em_dtype_is_float(n->out[0]->type.dtype)) return false;
-    return (flags & (EM_F_ELEMENTWISE | EM_F_BROADCAST)) != 0 && !n->region;
+    return ((flags & (EM_F_ELEMENTWISE | EM_F_BROADCAST)) != 0 && !n->region) || row_reduction(n);
 }
 
-/* Can producer p join group gid rooted at r? */
-static bool can_join(const fuser *f, const em_ir_node *p, const em_ir_node *r, int gid) {
+/* Makes the group's rows those reduced by reduction p, if every member
+ * (members[0] the root) broadcasts into them and the root may leave. */
+static bool adopt_rows(fuser *f, const em_ir_node *p, em_ir_node *const *members, int n_mem) {
+    fuser t = *f;
+    const em_type *x = &p->in[0]->type;
+    reduces_trailing(p, &t.k);
+    t.snd = x->ndim;
+    memcpy(t.S, x->shape, sizeof t.S);
+    if (!row_result(&t, &members[0]->out[0]->type)) return false;
+    for (int m = 0; m < n_mem; m++)
+        if (em_op_get(members[m]->op)->kind != EM_KIND_REDUCE && !fits_rows(&t, &members[m]->out[0]->type))
+            return false;
+    f->snd = t.snd;
+    f->k = t.k;
+    memcpy(f->S, t.S, sizeof t.S);
+    return true;
+}
+
+/* Can producer p join group gid rooted at r? (A reduction joining a group
+ * without one sets its rows: see adopt_rows.) */
+static bool can_join(fuser *f, const em_ir_node *p, const em_ir_node *r, int gid, em_ir_node *const *members,
+                     int n_mem) {
     /* Fused nodes made earlier in this pass sit after every root still to
      * come, so they never produce a later group's inputs; the id check keeps
      * the tables in bounds regardless. Users recorded before earlier groups
      * were built sit at or before their replacement, so the position test
      * below errs on the safe side. */
     if (p->id >= f->n_nodes || !fusible(p) || f->group[p->id] != -1) return false;
+    bool reduction = em_op_get(p->op)->kind == EM_KIND_REDUCE;
+    if (reduction && !p->attrs.keepdim) return false; /* a member uses it: it must broadcast back */
+    if (reduction && f->snd) {
+        int k = 0;
+        reduces_trailing(p, &k);
+        if (k != f->k || !em_shape_eq(p->in[0]->type.shape, p->in[0]->type.ndim, f->S, f->snd)) return false;
+    } else if (!reduction && f->snd && !fits_rows(f, &p->out[0]->type)) {
+        return false;
+    }
     for (int o = 0; o < p->n_out; o++) {
         const em_ir_value *v = p->out[o];
         bool outside = false, outside_after_root = true;
@@ -60,10 +156,23 @@ static bool can_join(const fuser *f, const em_ir_node *p, const em_ir_node *r, i
             outside = true;
             if (user >= 0 && f->pos[user] <= f->pos[r->id]) outside_after_root = false;
         }
-        if (outside && !(outside_after_root && em_type_eq(&v->type, &r->out[0]->type)))
-            return false;
+        if (!outside) continue;
+        if (!outside_after_root) return false;
+        bool may_leave;
+        if (f->snd) {
+            may_leave = row_result(f, &v->type);
+        } else if (reduction) { /* judged against the rows it would set */
+            fuser t = *f;
+            t.snd = p->in[0]->type.ndim;
+            reduces_trailing(p, &t.k);
+            memcpy(t.S, p->in[0]->type.shape, sizeof t.S);
+            may_leave = row_result(&t, &v->type);
+        } else {
+            may_leave = em_type_eq(&v->type, &r->out[0]->type);
+        }
+        if (!may_leave) return false;
     }
-    return true;
+    return !reduction || f->snd || adopt_rows(f, p, members, n_mem);
 }
 
 /* Replaces the members of group gid (root r) by one fused node. */
@@ -192,12 +301,15 @@ static em_status fuse_block(fuser *f) {
         int gid = next_gid++, n_mem = 1;
         f->group[r->id] = gid;
         members[0] = r;
+        f->snd = 0;
+        if (em_op_get(r->op)->kind == EM_KIND_REDUCE) adopt_rows(f, r, members, 1);
         for (bool grew = true; grew;) { /* grow to a fixpoint */
             grew = false;
             for (int m = 0; m < n_mem; m++)
                 for (int j = 0; j < members[m]->n_in; j++) {
                     em_ir_node *p = members[m]->in[j]->def;
-                    if (p && p->n_out == 1 && !em_ir_is_scalar_const(p) && can_join(f, p, r, gid)) {
+                    if (p && p->n_out == 1 && !em_ir_is_scalar_const(p) &&
+                        can_join(f, p, r, gid, members, n_mem)) {
                         f->group[p->id] = gid;
                         members[n_mem++] = p;
                         grew = true;
@@ -205,9 +317,18 @@ static em_status fuse_block(fuser *f) {
                 }
         }
         bool computes = false;
-        for (int m = 0; m < n_mem; m++)
+        int reductions = 0;
+        for (int m = 0; m < n_mem; m++) {
             computes |= (em_op_get(members[m]->op)->flags & EM_F_ELEMENTWISE) != 0;
-        if (!computes) continue; /* broadcasts alone stay free views */
+            reductions += em_op_get(members[m]->op)->kind == EM_KIND_REDUCE;
+        }
+        /* broadcasts alone stay free views; a reduction alone runs eagerly */
+        if (!computes) {
+            for (int m = 0; m < n_mem; m++) f->group[members[m]->id] = -2;
+            continue;
+        }
+        f->n_row_kernels += reductions > 0;
+        f->n_reductions += reductions;
         /* members in block order */
         int w = 0;
         for (int j = 0; j <= i; j++)
@@ -220,7 +341,11 @@ static em_status fuse_block(fuser *f) {
 }
 
 em_status em_pass_fuse(em_ir_graph *g, em_strbuf *report) {
-    fuser f = {g, g->body, g->n_nodes, NULL, NULL, NULL, NULL, 0, 0, 0};
+    fuser f;
+    memset(&f, 0, sizeof f);
+    f.g = g;
+    f.b = g->body;
+    f.n_nodes = g->n_nodes;
     size_t nn = (size_t)(g->n_nodes ? g->n_nodes : 1), nv = (size_t)(g->n_values ? g->n_values : 1);
     f.pos = calloc(nn, sizeof *f.pos);
     f.group = malloc(nn * sizeof *f.group);
@@ -260,9 +385,14 @@ em_status em_pass_fuse(em_ir_graph *g, em_strbuf *report) {
         cap[v->id] = f.n_users[v->id];
     }
     st = fuse_block(&f);
-    if (st == EM_OK && report && f.n_kernels)
-        em_strbuf_printf(report, "fuse: %d ops into %d kernel%s; %lld bytes of intermediates not written\n",
-                         f.n_fused_ops, f.n_kernels, f.n_kernels == 1 ? "" : "s", (long long)f.bytes_saved);
+    if (st == EM_OK && report && f.n_kernels) {
+        char rows[96] = "";
+        if (f.n_row_kernels)
+            snprintf(rows, sizeof rows, " (%d row kernel%s, holding %d reduction%s)", f.n_row_kernels,
+                     f.n_row_kernels == 1 ? "" : "s", f.n_reductions, f.n_reductions == 1 ? "" : "s");
+        em_strbuf_printf(report, "fuse: %d ops into %d kernel%s%s; %lld bytes of intermediates not written\n",
+                         f.n_fused_ops, f.n_kernels, f.n_kernels == 1 ? "" : "s", rows, (long long)f.bytes_saved);
+    }
 done:
     if (f.users)
         for (size_t i = 0; i < nv; i++) free(f.users[i]);

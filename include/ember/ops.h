@@ -318,6 +318,14 @@ em_tensor *em_mean(em_tensor *a, const int64_t *dims, int n_dims, bool keepdim);
  * are read by var/std and norm. argmax/argmin take one dim or none. */
 em_tensor *em_reduce(em_op op, em_tensor *a, const int64_t *dims, int n_dims, bool keepdim,
                      double correction, double ord);
+/* One result of reduction `op` (attrs: its correction, ord) over the
+ * contiguous run x[0..n) of dtype `dt` (n > 0), written as `out_dt` to *out:
+ * bit for bit what em_reduce gives for a tensor whose reduced dims are such
+ * rows. Compiled row kernels (a reduction fused with its producers and
+ * consumers) call it on each row they computed, so fusing a reduction never
+ * changes its rounding. The op must be a reduction, logsumexp of a float. */
+void em_reduce_row(em_op op, const em_attrs *attrs, em_dtype dt, const void *x, int64_t n,
+                   em_dtype out_dt, void *out);
 /* cumsum, cumprod, softmax, log_softmax along `dim`. */
 em_tensor *em_scan(em_op op, em_tensor *a, int64_t dim);
 em_tensor *em_matmul(em_tensor *a, em_tensor *b);

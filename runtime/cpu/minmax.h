@@ -112,20 +112,29 @@ VARG(vargminmax_f32, float, uint32_t, VMM_F32)
 VARG(vargminmax_f64, double, uint64_t, VMM_F64)
 
 /* The sum of contiguous float32 data at float speed and double accuracy:
- * 16 float lanes add up chunks of 256 elements (16 per lane: a few ulp at
- * most), and each chunk's lanes go into double lanes. Returns how many
+ * 64 float lanes (four independent 16-lane vectors: one vector's adds would
+ * wait on each other, four keep the adder busy) add up chunks of 256
+ * elements (4 per lane: an ulp or two at most), the four fold pairwise into
+ * 16, and each chunk's 16 lanes go into double lanes. Returns how many
  * elements it summed into out[0..16). */
 static inline int64_t vsum_f32(const float *x, int64_t n, double *out) {
     typedef float v16f __attribute__((vector_size(64)));
     double acc[16] = {0};
     int64_t i = 0;
     for (; i + 256 <= n; i += 256) {
-        v16f s = {0};
-        for (int j = 0; j < 256; j += 16) {
-            v16f v;
-            memcpy(&v, x + i + j, sizeof v);
-            s += v;
+        v16f s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
+        for (int j = 0; j < 256; j += 64) {
+            v16f v0, v1, v2, v3;
+            memcpy(&v0, x + i + j, sizeof v0);
+            memcpy(&v1, x + i + j + 16, sizeof v1);
+            memcpy(&v2, x + i + j + 32, sizeof v2);
+            memcpy(&v3, x + i + j + 48, sizeof v3);
+            s0 += v0;
+            s1 += v1;
+            s2 += v2;
+            s3 += v3;
         }
+        v16f s = (s0 + s1) + (s2 + s3);
         for (int k = 0; k < 16; k++) acc[k] += (double)s[k];
     }
     for (int k = 0; k < 16; k++) out[k] = acc[k];

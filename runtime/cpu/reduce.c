@@ -697,3 +697,48 @@ done:
     em_tensor_release(cast);
     return st;
 }
+
+/* ---- one contiguous row (compiled row kernels) ---- */
+
+/* A contiguous row as the rows strategy folds it: blocks of BLOCK elements,
+ * each one run from the identity, combined in order. */
+static acc_t fold_row(red_kind kind, em_dtype dt, const char *x, int64_t n, double param) {
+    bool fl = em_dtype_is_float(dt);
+    size_t item = em_dtype_size(dt);
+    acc_t acc = identity(kind, fl);
+    for (int64_t b = 0; b < n; b += BLOCK) {
+        int64_t len = n - b < BLOCK ? n - b : BLOCK;
+        acc_t part = identity(kind, fl);
+        run_table[dt][kind](&part, x + b * (int64_t)item, 1, len, b, param);
+        part = combine(kind, fl, identity(kind, fl), part);
+        acc = b == 0 ? part : combine(kind, fl, acc, part);
+    }
+    return acc;
+}
+
+void em_reduce_row(em_op op, const em_attrs *attrs, em_dtype dt, const void *x, int64_t n,
+                   em_dtype out_dt, void *out) {
+    em_reduction red = em_op_get(op)->reduction;
+    red_kind kind = kind_of(op, attrs->ord);
+    double param = 0.0, p2;
+    if (red == EM_RED_SUMSQDEV || red == EM_RED_SUMEXP) { /* the first pass, as cpu_reduce */
+        red_kind first = red == EM_RED_SUMEXP ? K_MAX : K_SUM;
+        acc_t p1 = fold_row(first, dt, x, n, 0.0);
+        param = first == K_SUM ? p1.f / (double)n : p1.f;
+    }
+    if (kind == K_SUMPOW) param = attrs->ord;
+    p2 = red == EM_RED_SUMEXP && isinf(param) ? 0.0 : param;
+    acc_t acc = fold_row(kind, dt, x, n, p2);
+    double f;
+    int64_t i;
+    finish(op, attrs, acc, n, &param, 0, &f, &i);
+    bool fl = em_dtype_is_float(dt) && red != EM_RED_ARGMAX && red != EM_RED_ARGMIN &&
+              red != EM_RED_ALL && red != EM_RED_ANY;
+    void *d = out;
+    int64_t o = 0;
+    switch (out_dt) {
+        EM_FOR_DTYPES_STORED(STORE, _)
+    default: break;
+    }
+}
+

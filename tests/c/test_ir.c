@@ -98,11 +98,11 @@ static void test_verifier(void) {
                  "verify @f: %0 = add (a.py:7): add: cannot broadcast f32[2] with f32[3]");
     verify_error("graph @f(%x: f32[2]) -> (f64[2]) {\n  %0 = neg(%x) : f64[2]\n  return %0\n}\n",
                  "result 0 has type f64[2] but the operands give f32[2]");
-    verify_error("graph @f(%x: f32[2,2]) -> (f32[2]) {\n"
-                 "  %0 = fused(%x) : f32[2] {\n  ^(%1: f32[2,2]):\n"
-                 "    %2 = sum(%1) {dims=[0], keepdim=false} : f32[2]\n    yield %2\n  }\n"
+    verify_error("graph @f(%x: f32[2,2]) -> (f32[2,2]) {\n"
+                 "  %0 = fused(%x) : f32[2,2] {\n  ^(%1: f32[2,2]):\n"
+                 "    %2 = matmul(%1, %1) : f32[2,2]\n    yield %2\n  }\n"
                  "  return %0\n}\n",
-                 "only elementwise ops, broadcasts and scalar constants may be fused");
+                 "only elementwise ops, broadcasts, scalar constants and reductions may be fused");
 }
 
 static void test_builder_and_interpreter(void) {

@@ -1,0 +1,494 @@
+/*
+ * row_kernel.c - a fused node whose region holds reductions -> one LLVM
+ * function that runs a block of rows:
+ *
+ *   void kernel(i64 row_begin, i64 row_end, ptr ptrs)   ; ptrs: outputs, inputs
+ *
+ * Every reduction in the region reduces the trailing k dims of one shape S
+ * (the fuser makes sure of it); S splits into outer dims O, whose elements
+ * are the rows, and inner dims I, a row's N elements. Each region value is
+ * either per element (it varies within a row) or per row (a reduction's
+ * result, a value broadcast along I, or computed from those only). A value's
+ * level counts the reductions on its longest path from the inputs: level 0
+ * depends on none.
+ *
+ * A row runs as a few loops over its N elements. Loop L computes the
+ * per-element values of level L that a reduction or an output needs; a
+ * reduction's input is written to a row-sized scratch buffer (on the stack:
+ * the row stays in L1/L2), unless it is a kernel input whose row is already
+ * contiguous in memory. After loop L the reductions of that loop run over
+ * their rows, and the per-row values of level L + 1 are computed once, in
+ * registers. A later loop reads a value it needs from its scratch row
+ * instead of computing it again: softmax written as
+ * `e = (x - x.amax(-1, keepdim=True)).exp(); e / e.sum(-1, keepdim=True)`
+ * reads x twice (the max, then exp into scratch) and writes the output from
+ * the scratch row.
+ *
+ * The reductions themselves are em_reduce_row, the eager kernels' own code
+ * for a contiguous row, so a fused reduction has the eager result's bits;
+ * everything else is the elementwise code of kernel.c. Rows split across
+ * threads; a row is never split.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llvm_internal.h"
+
+#define MAX_OPERANDS 80
+#define MAX_SCRATCH_BYTES (256 << 10) /* per row, on the thread's stack */
+
+typedef struct {
+    const em_ir_node *node;
+    const em_ir_block *r;
+    int snd, k;           /* S's rank; the trailing k dims are reduced */
+    int64_t S[EM_MAX_DIMS];
+    int64_t rows, n;      /* numel of O and of I */
+    int n_ops;            /* outputs, then inputs */
+    int nd_outer;         /* O coalesced over all operands */
+    int64_t outer[EM_MAX_DIMS];
+    int64_t ostr[MAX_OPERANDS][EM_MAX_DIMS];
+    int64_t istr[MAX_OPERANDS]; /* I coalesced to one dim */
+    int *level;           /* per value id */
+    bool *per_row;        /* per value id */
+    bool *scratch;        /* per value id: written to a scratch row */
+    int max_loop;         /* the last loop with work */
+    int64_t scratch_bytes;
+} row_plan;
+
+static em_status refuse(const char *why) {
+    return em_error(EM_ERR_NOT_IMPLEMENTED, "llvm: row kernel: %s", why);
+}
+
+bool em_llvm_is_row_kernel(const em_ir_node *node) {
+    for (const em_ir_node *n = node->region ? node->region->first : NULL; n; n = n->next)
+        if (em_op_get(n->op)->kind == EM_KIND_REDUCE) return true;
+    return false;
+}
+
+/* Does a value of shape `shape` broadcast into S, constant along I? */
+static bool fits(const row_plan *p, const int64_t *shape, int nd, bool *per_row) {
+    if (nd > p->snd) return false;
+    *per_row = true;
+    for (int i = 0; i < nd; i++) {
+        int d = p->snd - nd + i;
+        if (shape[i] != 1 && shape[i] != p->S[d]) return false;
+        if (d >= p->snd - p->k && shape[i] != 1) *per_row = false;
+    }
+    return true;
+}
+
+static bool reduces_trailing(const row_plan *p, const em_ir_node *n) {
+    const em_type *in = &n->in[0]->type;
+    if (!em_shape_eq(in->shape, in->ndim, p->S, p->snd) || n->attrs.n_dims != p->k) return false;
+    for (int i = 0; i < p->k; i++) {
+        int64_t d = n->attrs.dims[i] < 0 ? n->attrs.dims[i] + p->snd : n->attrs.dims[i];
+        if (d < p->snd - p->k || d >= p->snd) return false;
+        for (int j = 0; j < i; j++)
+            if (n->attrs.dims[j] == n->attrs.dims[i]) return false;
+    }
+    return true;
+}
+
+/* Is output value v stored per row (shape O followed by k ones, or O)? */
+static bool per_row_output(const row_plan *p, const em_type *t) {
+    int no = p->snd - p->k;
+    if (!em_shape_eq(t->shape, t->ndim < no ? t->ndim : no, p->S, t->ndim < no ? t->ndim : no))
+        return false;
+    if (t->ndim == no) return true;
+    if (t->ndim != p->snd) return false;
+    for (int d = no; d < p->snd; d++)
+        if (t->shape[d] != 1) return false;
+    return true;
+}
+
+/* Levels, per-row flags and scratch rows of the region's values. */
+static em_status classify(row_plan *p) {
+    const em_ir_block *r = p->r;
+    const em_ir_node *node = p->node;
+    int *uses_inside = calloc((size_t)r->graph->n_values, sizeof *uses_inside);
+    if (!uses_inside) return em_error(EM_ERR_NOMEM, "out of memory");
+    em_status st = EM_OK;
+    for (const em_ir_node *n = r->first; n; n = n->next)
+        for (int i = 0; i < n->n_in; i++) uses_inside[n->in[i]->id]++;
+    for (int i = 0; i < r->n_params && st == EM_OK; i++) {
+        const em_type *t = &r->params[i]->type;
+        if (!fits(p, t->shape, t->ndim, &p->per_row[r->params[i]->id]))
+            st = refuse("an input does not broadcast into the rows");
+    }
+    p->max_loop = -1;
+    for (const em_ir_node *n = r->first; n && st == EM_OK; n = n->next) {
+        const em_op_info *info = em_op_get(n->op);
+        const em_ir_value *v = n->out[0];
+        int level = 0;
+        for (int i = 0; i < n->n_in; i++) level = p->level[n->in[i]->id] > level ? p->level[n->in[i]->id] : level;
+        if (info->kind == EM_KIND_REDUCE) {
+            const em_ir_value *x = n->in[0];
+            if (!reduces_trailing(p, n)) {
+                st = refuse("reductions over different dims or shapes");
+            } else if (p->per_row[x->id] || (x->def && (em_op_get(x->def->op)->flags & EM_F_BROADCAST))) {
+                st = refuse("a reduction of a broadcast value"); /* eager reduces a strided view */
+            } else if (n->op == EM_OP_LOGSUMEXP && !em_dtype_is_float(x->type.dtype)) {
+                st = refuse("logsumexp of integers");
+            } else if (!n->attrs.keepdim && uses_inside[v->id]) {
+                st = refuse("a reduction without keepdim used inside the kernel");
+            }
+            if (st != EM_OK) break;
+            p->level[v->id] = level + 1;
+            p->per_row[v->id] = true;
+            if (!x->def) { /* an input: read in place when its rows are contiguous */
+                int k = node->n_out + x->index;
+                if (p->istr[k] != 1) st = refuse("a reduction of an input whose rows are not contiguous");
+            } else if (!p->scratch[x->id]) {
+                p->scratch[x->id] = true;
+                p->scratch_bytes += p->n * (int64_t)em_dtype_size(x->type.dtype);
+            }
+            if (level > p->max_loop) p->max_loop = level;
+            continue;
+        }
+        bool row = true;
+        if (!fits(p, v->type.shape, v->type.ndim, &row)) st = refuse("a value does not broadcast into the rows");
+        for (int i = 0; i < n->n_in; i++) row &= p->per_row[n->in[i]->id];
+        p->per_row[v->id] = row;
+        p->level[v->id] = level;
+    }
+    for (int i = 0; i < r->n_results && st == EM_OK; i++) {
+        const em_ir_value *v = r->results[i];
+        if (p->per_row[v->id]) {
+            if (!per_row_output(p, &v->type)) st = refuse("a per-row result of another shape");
+        } else if (!em_shape_eq(v->type.shape, v->type.ndim, p->S, p->snd)) {
+            st = refuse("a result of another shape");
+        } else if (p->level[v->id] > p->max_loop) {
+            p->max_loop = p->level[v->id];
+        }
+    }
+    if (st == EM_OK && p->scratch_bytes > MAX_SCRATCH_BYTES) st = refuse("rows too long for scratch rows");
+    free(uses_inside);
+    return st;
+}
+
+/* Operand strides over O and I (coalesced across operands). */
+static em_status geometry(row_plan *p, int64_t (*const in_strides)[EM_MAX_DIMS]) {
+    const em_ir_node *node = p->node;
+    int no = p->snd - p->k;
+    int64_t bs[MAX_OPERANDS][EM_MAX_DIMS];
+    for (int k = 0; k < p->n_ops; k++) {
+        bool is_out = k < node->n_out;
+        const em_type *t = is_out ? &node->out[k]->type : &node->in[k - node->n_out]->type;
+        int64_t shape[EM_MAX_DIMS], contig[EM_MAX_DIMS];
+        int nd = t->ndim;
+        memcpy(shape, t->shape, sizeof shape);
+        if (is_out && nd == no && p->k > 0 && !em_shape_eq(t->shape, nd, p->S, p->snd)) {
+            for (int d = no; d < p->snd; d++) shape[d] = 1; /* a result without keepdim */
+            nd = p->snd;
+        }
+        em_contiguous_strides(shape, nd, contig);
+        em_broadcast_strides(shape, is_out ? contig : in_strides[k - node->n_out], nd, p->snd, bs[k]);
+    }
+    int64_t os[MAX_OPERANDS][EM_MAX_DIMS], is[MAX_OPERANDS][EM_MAX_DIMS], ishape[EM_MAX_DIMS];
+    for (int k = 0; k < p->n_ops; k++) {
+        memcpy(os[k], bs[k], (size_t)no * sizeof(int64_t));
+        memcpy(is[k], bs[k] + no, (size_t)p->k * sizeof(int64_t));
+    }
+    memcpy(p->outer, p->S, (size_t)no * sizeof(int64_t));
+    memcpy(ishape, p->S + no, (size_t)p->k * sizeof(int64_t));
+    p->nd_outer = em_coalesce_dims(p->outer, no, os, p->n_ops);
+    int ni = em_coalesce_dims(ishape, p->k, is, p->n_ops);
+    if (ni > 1) return refuse("an operand whose rows do not flatten to one stride");
+    for (int k = 0; k < p->n_ops; k++) {
+        memcpy(p->ostr[k], os[k], sizeof os[k]);
+        p->istr[k] = ni ? is[k][0] : 0;
+    }
+    return EM_OK;
+}
+
+static void plan_free(row_plan *p) {
+    free(p->level);
+    free(p->per_row);
+    free(p->scratch);
+}
+
+static em_status plan_rows(const em_ir_node *node, int64_t (*const in_strides)[EM_MAX_DIMS], row_plan *p) {
+    memset(p, 0, sizeof *p);
+    p->node = node;
+    p->r = node->region;
+    p->n_ops = node->n_out + node->n_in;
+    if (p->n_ops > MAX_OPERANDS) return refuse("too many operands");
+    for (const em_ir_node *n = p->r->first; n; n = n->next)
+        if (em_op_get(n->op)->kind == EM_KIND_REDUCE) {
+            const em_type *in = &n->in[0]->type;
+            p->snd = in->ndim;
+            p->k = n->attrs.n_dims;
+            memcpy(p->S, in->shape, sizeof p->S);
+            break;
+        }
+    if (p->k < 1 || p->k > p->snd) return refuse("a reduction over no dims");
+    p->rows = em_shape_numel(p->S, p->snd - p->k);
+    p->n = em_shape_numel(p->S + p->snd - p->k, p->k);
+    if (p->rows < 1 || p->n < 2) return refuse("empty rows or rows of one element");
+    size_t nv = (size_t)p->r->graph->n_values;
+    p->level = calloc(nv, sizeof *p->level);
+    p->per_row = calloc(nv, sizeof *p->per_row);
+    p->scratch = calloc(nv, sizeof *p->scratch);
+    if (!p->level || !p->per_row || !p->scratch) {
+        plan_free(p);
+        return em_error(EM_ERR_NOMEM, "out of memory");
+    }
+    em_status st = geometry(p, in_strides);
+    if (st == EM_OK) st = classify(p);
+    if (st != EM_OK) plan_free(p);
+    return st;
+}
+
+em_status em_llvm_row_split(const em_ir_node *node, int64_t (*const in_strides)[EM_MAX_DIMS],
+                            em_llvm_split *split) {
+    row_plan p;
+    em_status st = plan_rows(node, in_strides, &p);
+    if (st != EM_OK) return st;
+    split->units = p.rows;
+    split->grain = 16384 / p.n + 1;
+    plan_free(&p);
+    return EM_OK;
+}
+
+/* ---- emission ---- */
+
+typedef struct {
+    em_llvm_emitter e;
+    const row_plan *p;
+    LLVMValueRef fn;
+    LLVMValueRef base[MAX_OPERANDS], off[MAX_OPERANDS];
+    LLVMValueRef *rowv;    /* per value id: per-row registers */
+    LLVMValueRef *vals;    /* per value id: this loop's registers */
+    LLVMValueRef *buf;     /* per value id: its scratch row */
+    LLVMValueRef red_out;  /* where em_reduce_row writes */
+    LLVMValueRef j;        /* the current loop's index */
+    int loop;
+} emit_ctx;
+
+static LLVMValueRef at(emit_ctx *c, int k, em_dtype dt, LLVMValueRef j) {
+    LLVMBuilderRef b = c->e.b;
+    LLVMValueRef ix = c->off[k];
+    if (j && c->p->istr[k]) ix = LLVMBuildAdd(b, ix, LLVMBuildMul(b, j, em_llvm_i64(&c->e, c->p->istr[k]), ""), "");
+    return LLVMBuildGEP2(b, em_llvm_mem_type(&c->e, dt), c->base[k], &ix, 1, "");
+}
+
+/* The register holding v in the current loop (j: its index), emitting what
+ * it needs on first use. */
+static em_status value(emit_ctx *c, const em_ir_value *v) {
+    const row_plan *p = c->p;
+    if (c->vals[v->id]) return EM_OK;
+    if (p->per_row[v->id] && c->rowv[v->id]) {
+        c->vals[v->id] = c->rowv[v->id];
+        return EM_OK;
+    }
+    em_dtype dt = v->type.dtype;
+    if (p->scratch[v->id] && p->level[v->id] < c->loop) { /* written by an earlier loop */
+        LLVMValueRef a = LLVMBuildGEP2(c->e.b, em_llvm_mem_type(&c->e, dt), c->buf[v->id], &c->j, 1, "");
+        c->vals[v->id] = em_llvm_load(&c->e, dt, a);
+        return EM_OK;
+    }
+    if (!v->def) {
+        c->vals[v->id] = em_llvm_load(&c->e, dt, at(c, c->p->node->n_out + v->index, dt, c->j));
+        return EM_OK;
+    }
+    for (int i = 0; i < v->def->n_in; i++) {
+        em_status st = value(c, v->def->in[i]);
+        if (st != EM_OK) return st;
+    }
+    return em_llvm_emit_element(&c->e, v->def, c->vals);
+}
+
+/* Per-row values of `level` (parameters, constants and elementwise ops:
+ * reductions are set after their loop), then the per-row results ready. */
+static em_status row_values(emit_ctx *c, int level) {
+    const row_plan *p = c->p;
+    const em_ir_block *r = p->r;
+    size_t nv = (size_t)r->graph->n_values;
+    c->j = NULL;
+    c->loop = level;
+    for (int i = 0; i < r->n_params; i++) {
+        const em_ir_value *v = r->params[i];
+        if (level == 0 && p->per_row[v->id])
+            c->rowv[v->id] = em_llvm_load(&c->e, v->type.dtype, at(c, p->node->n_out + i, v->type.dtype, NULL));
+    }
+    for (const em_ir_node *n = r->first; n; n = n->next) {
+        const em_ir_value *v = n->out[0];
+        if (!p->per_row[v->id] || p->level[v->id] != level || em_op_get(n->op)->kind == EM_KIND_REDUCE)
+            continue;
+        memcpy(c->vals, c->rowv, nv * sizeof *c->vals);
+        em_status st = em_llvm_emit_element(&c->e, n, c->vals);
+        if (st != EM_OK) return st;
+        c->rowv[v->id] = c->vals[v->id];
+    }
+    for (int o = 0; o < r->n_results; o++) {
+        const em_ir_value *v = r->results[o];
+        if (p->per_row[v->id] && p->level[v->id] == level)
+            em_llvm_store(&c->e, v->type.dtype, c->rowv[v->id], at(c, o, v->type.dtype, NULL));
+    }
+    return EM_OK;
+}
+
+/* Loop `level` over the row's elements: the scratch rows and the
+ * per-element results of that level. */
+static em_status row_loop(emit_ctx *c, int level) {
+    const row_plan *p = c->p;
+    const em_ir_block *r = p->r;
+    bool work = false;
+    for (const em_ir_node *n = r->first; n; n = n->next)
+        work |= p->scratch[n->out[0]->id] && p->level[n->out[0]->id] == level;
+    for (int o = 0; o < r->n_results; o++)
+        work |= !p->per_row[r->results[o]->id] && p->level[r->results[o]->id] == level;
+    if (!work) return EM_OK;
+    LLVMBuilderRef b = c->e.b;
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(c->e.ctx, c->fn, "loop");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(c->e.ctx, c->fn, "loop.done");
+    LLVMBuildBr(b, body);
+    LLVMPositionBuilderAtEnd(b, body);
+    LLVMValueRef j = LLVMBuildPhi(b, c->e.i64, "j");
+    c->j = j;
+    c->loop = level;
+    memset(c->vals, 0, (size_t)r->graph->n_values * sizeof *c->vals);
+    em_status st = EM_OK;
+    for (const em_ir_node *n = r->first; n && st == EM_OK; n = n->next) {
+        const em_ir_value *v = n->out[0];
+        if (!p->scratch[v->id] || p->level[v->id] != level) continue;
+        if ((st = value(c, v)) != EM_OK) break;
+        LLVMValueRef a = LLVMBuildGEP2(b, em_llvm_mem_type(&c->e, v->type.dtype), c->buf[v->id], &j, 1, "");
+        em_llvm_store(&c->e, v->type.dtype, c->vals[v->id], a);
+    }
+    for (int o = 0; o < r->n_results && st == EM_OK; o++) {
+        const em_ir_value *v = r->results[o];
+        if (p->per_row[v->id] || p->level[v->id] != level) continue;
+        if ((st = value(c, v)) == EM_OK) em_llvm_store(&c->e, v->type.dtype, c->vals[v->id], at(c, o, v->type.dtype, j));
+    }
+    if (st != EM_OK) return st;
+    LLVMValueRef jn = LLVMBuildAdd(b, j, em_llvm_i64(&c->e, 1), "");
+    LLVMBasicBlockRef end = LLVMGetInsertBlock(b);
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, jn, em_llvm_i64(&c->e, p->n), ""), body, done);
+    LLVMValueRef zero = em_llvm_i64(&c->e, 0);
+    LLVMAddIncoming(j, &zero, &pre, 1);
+    LLVMAddIncoming(j, &jn, &end, 1);
+    LLVMPositionBuilderAtEnd(b, done);
+    return EM_OK;
+}
+
+/* After loop `level`: each reduction of a value of that level over the row,
+ * by the eager kernels' code. */
+static void row_reductions(emit_ctx *c, int level) {
+    const row_plan *p = c->p;
+    em_llvm_emitter *e = &c->e;
+    LLVMTypeRef i32 = e->i32;
+    LLVMTypeRef args[7] = {i32, e->ptr, i32, e->ptr, e->i64, i32, e->ptr};
+    LLVMTypeRef fty = LLVMFunctionType(LLVMVoidTypeInContext(e->ctx), args, 7, 0);
+    LLVMValueRef callee = LLVMConstIntToPtr(
+        LLVMConstInt(e->i64, (unsigned long long)(uintptr_t)em_reduce_row, 0), e->ptr);
+    for (const em_ir_node *n = p->r->first; n; n = n->next) {
+        const em_ir_value *x = n->in[0], *v = n->out[0];
+        if (em_op_get(n->op)->kind != EM_KIND_REDUCE || p->level[x->id] != level) continue;
+        LLVMValueRef row = x->def ? c->buf[x->id] : at(c, p->node->n_out + x->index, x->type.dtype, NULL);
+        LLVMValueRef av[7] = {
+            LLVMConstInt(i32, (unsigned long long)n->op, 0),
+            LLVMConstIntToPtr(LLVMConstInt(e->i64, (unsigned long long)(uintptr_t)&n->attrs, 0), e->ptr),
+            LLVMConstInt(i32, (unsigned long long)x->type.dtype, 0),
+            row,
+            em_llvm_i64(e, p->n),
+            LLVMConstInt(i32, (unsigned long long)v->type.dtype, 0),
+            c->red_out,
+        };
+        LLVMBuildCall2(e->b, fty, callee, av, 7, "");
+        c->rowv[v->id] = em_llvm_load(e, v->type.dtype, c->red_out);
+    }
+}
+
+static em_status emit_rows(emit_ctx *c) {
+    const row_plan *p = c->p;
+    em_llvm_emitter *e = &c->e;
+    LLVMBuilderRef b = e->b;
+    const em_ir_node *node = p->node;
+    LLVMValueRef begin = LLVMGetParam(c->fn, 0), end = LLVMGetParam(c->fn, 1), ptrs = LLVMGetParam(c->fn, 2);
+    LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "entry");
+    LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "row");
+    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "row.body");
+    LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "exit");
+
+    /* entry: operand pointers, scratch rows */
+    LLVMPositionBuilderAtEnd(b, entry);
+    for (int k = 0; k < p->n_ops; k++) {
+        LLVMValueRef idx = em_llvm_i64(e, k);
+        c->base[k] = LLVMBuildLoad2(b, e->ptr, LLVMBuildGEP2(b, e->ptr, ptrs, &idx, 1, ""), "");
+    }
+    for (const em_ir_node *n = p->r->first; n; n = n->next) {
+        const em_ir_value *v = n->out[0];
+        if (!p->scratch[v->id]) continue;
+        LLVMTypeRef row_type = LLVMArrayType2(em_llvm_mem_type(e, v->type.dtype), (uint64_t)p->n);
+        c->buf[v->id] = LLVMBuildAlloca(b, row_type, "scratch");
+        LLVMSetAlignment(c->buf[v->id], 64);
+    }
+    c->red_out = LLVMBuildAlloca(b, e->i64, "reduced");
+    LLVMBuildBr(b, head);
+
+    /* row: r = phi; stop at end */
+    LLVMPositionBuilderAtEnd(b, head);
+    LLVMValueRef row = LLVMBuildPhi(b, e->i64, "r");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, row, end, ""), body, exit);
+
+    /* row.body: the operands' row offsets, then the loops */
+    LLVMPositionBuilderAtEnd(b, body);
+    for (int k = 0; k < p->n_ops; k++) c->off[k] = em_llvm_i64(e, 0);
+    LLVMValueRef rem = row;
+    for (int d = p->nd_outer - 1; d >= 0; d--) {
+        LLVMValueRef size = em_llvm_i64(e, p->outer[d]);
+        LLVMValueRef idx = d ? LLVMBuildSRem(b, rem, size, "") : rem;
+        if (d) rem = LLVMBuildSDiv(b, rem, size, "");
+        for (int k = 0; k < p->n_ops; k++)
+            if (p->ostr[k][d])
+                c->off[k] = LLVMBuildAdd(b, c->off[k], LLVMBuildMul(b, idx, em_llvm_i64(e, p->ostr[k][d]), ""), "");
+    }
+    em_status st = row_values(c, 0);
+    for (int level = 0; level <= p->max_loop && st == EM_OK; level++) {
+        if ((st = row_loop(c, level)) != EM_OK) break;
+        row_reductions(c, level);
+        st = row_values(c, level + 1);
+    }
+    if (st != EM_OK) return st;
+    LLVMValueRef next = LLVMBuildAdd(b, row, em_llvm_i64(e, 1), "");
+    LLVMBasicBlockRef last = LLVMGetInsertBlock(b);
+    LLVMBuildBr(b, head);
+    LLVMAddIncoming(row, &begin, &entry, 1);
+    LLVMAddIncoming(row, &next, &last, 1);
+    (void)node;
+
+    LLVMPositionBuilderAtEnd(b, exit);
+    LLVMBuildRetVoid(b);
+    return EM_OK;
+}
+
+em_status em_llvm_emit_row_kernel(LLVMModuleRef mod, const char *name, const em_ir_node *node,
+                                  int64_t (*const in_strides)[EM_MAX_DIMS]) {
+    row_plan p;
+    em_status st = plan_rows(node, in_strides, &p);
+    if (st != EM_OK) return st;
+    emit_ctx c;
+    memset(&c, 0, sizeof c);
+    c.p = &p;
+    size_t nv = (size_t)node->region->graph->n_values;
+    c.rowv = calloc(nv, sizeof *c.rowv);
+    c.vals = calloc(nv, sizeof *c.vals);
+    c.buf = calloc(nv, sizeof *c.buf);
+    em_llvm_emitter_init(&c.e, mod);
+    if (c.rowv && c.vals && c.buf) {
+        c.fn = em_llvm_kernel_function(&c.e, name);
+        st = emit_rows(&c);
+        if (st != EM_OK) LLVMDeleteFunction(c.fn);
+    } else {
+        st = em_error(EM_ERR_NOMEM, "out of memory");
+    }
+    LLVMDisposeBuilder(c.e.b);
+    free(c.rowv);
+    free(c.vals);
+    free(c.buf);
+    plan_free(&p);
+    return st;
+}
