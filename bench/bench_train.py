@@ -69,6 +69,19 @@ def mlp_step_fn(m, wrap=None):
 def gpt_block_fn(m, batch=4, seq=256, d=768, heads=12, wrap=None):
     """A closure running the forward of a GPT-2 block in library m (the
     block passed through `wrap` first, e.g. ember.compile)."""
+    block = make_gpt_block(m, seq, d, heads).eval()
+    if wrap is not None:
+        block = wrap(block)
+    x = m.randn(batch, seq, d)
+
+    def forward():
+        with m.no_grad():
+            block(x)
+    return forward
+
+
+def make_gpt_block(m, seq=256, d=768, heads=12):
+    """A GPT-2 block (pre-norm attention and MLP) as an m.nn.Module."""
     nn = m.nn
     m.manual_seed(0)
 
@@ -95,15 +108,7 @@ def gpt_block_fn(m, batch=4, seq=256, d=768, heads=12, wrap=None):
             x = x + self.proj(y)
             return x + self.fc2(self.act(self.fc(self.ln2(x))))
 
-    block = Block().eval()
-    if wrap is not None:
-        block = wrap(block)
-    x = m.randn(batch, seq, d)
-
-    def forward():
-        with m.no_grad():
-            block(x)
-    return forward
+    return Block()
 
 
 # ---------------------------------------------------------------- NumPy, by hand

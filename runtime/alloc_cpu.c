@@ -14,6 +14,11 @@
  *     power of two; aligned to 2 MiB and advised as huge pages.
  * Small blocks come from aligned_alloc (malloc's own bins serve them well).
  * Thread-safe: tensors may be freed from any thread.
+ *
+ * Bytes in use count every block handed out (small ones at their aligned
+ * size, cached classes at their class size), and the peak is the most in
+ * use at once since em_cpu_reset_peak: how the compiled and eager runs of a
+ * step compare in memory (both kept by atomics, off the lock).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -45,6 +50,23 @@ static bool limit_set;
 /* Fault injection: countdown to the allocation that fails (-1: never). */
 static int64_t fail_countdown = -1;
 static int64_t attempts;
+
+/* in_use += delta, raising the peak to it */
+static void count_in_use(size_t size, bool add) {
+    if (!add) {
+        __atomic_sub_fetch(&stats.in_use, size, __ATOMIC_RELAXED);
+        return;
+    }
+    size_t now = __atomic_add_fetch(&stats.in_use, size, __ATOMIC_RELAXED);
+    size_t peak = __atomic_load_n(&stats.peak, __ATOMIC_RELAXED);
+    while (now > peak &&
+           !__atomic_compare_exchange_n(&stats.peak, &peak, now, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
+void em_cpu_reset_peak(void) {
+    __atomic_store_n(&stats.peak, __atomic_load_n(&stats.in_use, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+}
 
 static bool should_fail(void) {
     int64_t c = __atomic_load_n(&fail_countdown, __ATOMIC_RELAXED);
@@ -116,6 +138,7 @@ void *em_cpu_alloc(size_t nbytes) {
         size_t sz = nbytes ? (nbytes + SMALL_ALIGN - 1) & ~(size_t)(SMALL_ALIGN - 1) : SMALL_ALIGN;
         void *p = aligned_alloc(SMALL_ALIGN, sz);
         if (!p) em_error(EM_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
+        else count_in_use(sz, true);
         return p;
     }
     size_t size = size_class(nbytes);
@@ -141,8 +164,8 @@ void *em_cpu_alloc(size_t nbytes) {
         }
         stats.misses++;
     }
-    if (p) stats.in_use += size;
     pthread_mutex_unlock(&lock);
+    if (p) count_in_use(size, true);
     if (!p) em_error(EM_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
     return p;
 }
@@ -150,13 +173,14 @@ void *em_cpu_alloc(size_t nbytes) {
 void em_cpu_free(void *ptr, size_t nbytes) {
     if (!ptr) return;
     if (nbytes < MEDIUM_MIN) {
+        count_in_use(nbytes ? (nbytes + SMALL_ALIGN - 1) & ~(size_t)(SMALL_ALIGN - 1) : SMALL_ALIGN, false);
         free(ptr);
         return;
     }
     size_t size = size_class(nbytes);
+    count_in_use(size, false);
     pthread_mutex_lock(&lock);
     set_limit_locked();
-    stats.in_use -= size;
     bool cached = false;
     if (stats.cached + size <= stats.cache_limit) {
         if (cache_len == cache_cap) {
@@ -187,6 +211,8 @@ void em_cpu_alloc_get_stats(em_cpu_alloc_stats *out) {
     pthread_mutex_lock(&lock);
     set_limit_locked();
     *out = stats;
+    out->in_use = __atomic_load_n(&stats.in_use, __ATOMIC_RELAXED);
+    out->peak = __atomic_load_n(&stats.peak, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&lock);
 }
 

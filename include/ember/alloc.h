@@ -29,12 +29,15 @@ void em_cpu_empty_cache(void);
 
 typedef struct em_cpu_alloc_stats {
     size_t in_use;      /* bytes handed out and not yet freed            */
+    size_t peak;        /* most bytes in use at once since the last reset */
     size_t cached;      /* bytes held in the cache for reuse             */
     size_t cache_limit; /* most bytes the cache keeps (EMBER_CPU_CACHE_MB) */
     int64_t hits;       /* cached-size allocations served from the cache */
     int64_t misses;     /* cached-size allocations that mapped memory    */
 } em_cpu_alloc_stats;
 void em_cpu_alloc_get_stats(em_cpu_alloc_stats *out);
+/* Starts a new peak: from the bytes in use now. */
+void em_cpu_reset_peak(void);
 
 /* malloc/calloc/free for runtime structs; NULL + EM_ERR_NOMEM on failure. */
 void *em_malloc(size_t nbytes);

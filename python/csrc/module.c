@@ -223,10 +223,16 @@ static PyObject *f_memory_stats(PyObject *self, PyObject *unused) {
     (void)unused;
     em_cpu_alloc_stats s;
     em_cpu_alloc_get_stats(&s);
-    return Py_BuildValue("{s:n,s:n,s:n,s:L,s:L,s:L}", "in_use", (Py_ssize_t)s.in_use, "cached",
-                         (Py_ssize_t)s.cached, "cache_limit", (Py_ssize_t)s.cache_limit, "hits",
-                         (long long)s.hits, "misses", (long long)s.misses, "live_tensors",
-                         (long long)em_tensor_live_count());
+    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:L,s:L,s:L}", "in_use", (Py_ssize_t)s.in_use, "peak_in_use",
+                         (Py_ssize_t)s.peak, "cached", (Py_ssize_t)s.cached, "cache_limit",
+                         (Py_ssize_t)s.cache_limit, "hits", (long long)s.hits, "misses", (long long)s.misses,
+                         "live_tensors", (long long)em_tensor_live_count());
+}
+static PyObject *f_reset_peak_memory_stats(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    em_cpu_reset_peak();
+    Py_RETURN_NONE;
 }
 static PyObject *f_set_tensor_class(PyObject *self, PyObject *cls) {
     (void)self;
@@ -266,6 +272,8 @@ static PyMethodDef module_methods[] = {
     {"set_num_threads", f_set_num_threads, METH_O, "set the threads used by kernels"},
     {"empty_cache", f_empty_cache, METH_NOARGS, "free cached CPU memory blocks"},
     {"memory_stats", f_memory_stats, METH_NOARGS, "CPU allocator statistics"},
+    {"reset_peak_memory_stats", f_reset_peak_memory_stats, METH_NOARGS,
+     "start a new peak_in_use from the bytes in use now"},
     {"_set_tensor_class", f_set_tensor_class, METH_O, NULL},
     {"_has_llvm", f_has_llvm, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},

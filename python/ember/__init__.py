@@ -19,7 +19,7 @@ _C._set_package_dir(_os.path.dirname(_os.path.abspath(__file__)) + _os.sep)
 from ._C import (  # noqa: E402,F401
     Size, dtype, float32, float64, float16, bfloat16, int64, int32, int16, int8, uint8, bool,
     from_numpy, from_dlpack, matmul, reshape, permute, transpose, contiguous,
-    manual_seed, get_num_threads, set_num_threads, empty_cache, memory_stats,
+    manual_seed, get_num_threads, set_num_threads, empty_cache, memory_stats, reset_peak_memory_stats,
     result_type, promote_types, can_cast,
 )
 from ._creation import *  # noqa: E402,F401,F403

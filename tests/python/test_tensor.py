@@ -547,10 +547,29 @@ def test_from_numpy_releases_the_array():
 
 def test_memory_stats_keys():
     stats = ember.memory_stats()
-    for key in ("in_use", "cached", "cache_limit", "hits", "misses", "live_tensors"):
+    for key in ("in_use", "peak_in_use", "cached", "cache_limit", "hits", "misses", "live_tensors"):
         assert isinstance(stats[key], int) and stats[key] >= 0
     ember.empty_cache()
     assert ember.memory_stats()["cached"] == 0
+
+
+@pytest.mark.parametrize("numel", [1000, 128 * 512, 512 * 784], ids=["4KiB", "256KiB", "1.5MiB"])
+def test_peak_memory_since_the_last_reset(numel):
+    gc.collect()
+    ember.reset_peak_memory_stats()
+    start = ember.memory_stats()
+    assert start["peak_in_use"] == start["in_use"]
+    t = ember.ones(numel)
+    held = ember.memory_stats()
+    assert held["in_use"] >= start["in_use"] + numel * 4
+    assert held["in_use"] <= held["peak_in_use"] <= held["in_use"] + 256  # (+ an op's 0-d temporaries)
+    del t
+    gc.collect()
+    after = ember.memory_stats()
+    assert after["in_use"] == start["in_use"]  # small blocks count too, and come back
+    assert after["peak_in_use"] >= held["in_use"]  # the peak stays until the next reset
+    ember.reset_peak_memory_stats()
+    assert ember.memory_stats()["peak_in_use"] == after["in_use"]
 
 
 @pytest.mark.parametrize("numel", [128 * 512, 512 * 784], ids=["256KiB", "1.5MiB"])
