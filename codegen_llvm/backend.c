@@ -70,7 +70,7 @@ typedef struct {
     em_llvm_plan plan;
     em_llvm_graph_fn fn;
     em_interp *interp; /* for profiled runs */
-    bool *compiled;    /* per node id: a fused node compiled into a kernel */
+    em_llvm_split *split; /* per node id: a kernel's split; grain 0: not compiled */
     char *refused;     /* why fused nodes worth a kernel run op by op (describe) */
     LLVMOrcResourceTrackerRef rt;
     int n_kernels;
@@ -191,8 +191,8 @@ static em_status interp_kernel(void *ctx, void *run_ctx, const em_ir_node *node,
 /* Can the outputs of body node m share memory with its inputs? (Views,
  * copies and casts that may return their input, and fused nodes that run
  * op by op, which may contain those.) */
-static bool may_alias_inputs(const em_ir_node *m, const bool *compiled) {
-    return m->region ? !compiled[m->id] : em_ir_may_alias_inputs(m);
+static bool may_alias_inputs(const em_ir_node *m, const em_llvm_split *split) {
+    return m->region ? split[m->id].grain == 0 : em_ir_may_alias_inputs(m);
 }
 
 /* Output `o` of kernel node n (at position pn in the run) may be computed
@@ -202,7 +202,7 @@ static bool may_alias_inputs(const em_ir_node *m, const bool *compiled) {
  * view, and nothing after n reads it at all; and every value guard has been
  * compared before n runs. Returns n's input index of the parameter, or -1. */
 static int donatable(const em_ir_graph *g, const em_llvm_plan *plan, const em_ir_node *n, int o,
-                     const int *writes_into, int64_t (*strides)[EM_MAX_DIMS], const bool *compiled,
+                     const int *writes_into, int64_t (*strides)[EM_MAX_DIMS], const em_llvm_split *split,
                      bool *aliases, int *param) {
     const em_ir_block *b = g->body;
     const em_ir_value *v = n->out[o];
@@ -235,7 +235,7 @@ static int donatable(const em_ir_graph *g, const em_llvm_plan *plan, const em_ir
             if (at > pn || (m == n && m->in[i] != p)) return -1; /* read after, or through a view */
             if (m == n && j < 0) j = i;
         }
-        if (reads && may_alias_inputs(m, compiled))
+        if (reads && may_alias_inputs(m, split))
             for (int i = 0; i < m->n_out; i++) aliases[m->out[i]->id] = true;
     }
     for (int i = 0; i < b->n_results; i++)
@@ -307,7 +307,7 @@ static void exec_free(void *state) {
         free(x->kernels[i].donation);
     }
     free(x->kernels);
-    free(x->compiled);
+    free(x->split);
     free(x->refused);
     em_llvm_plan_free(&x->plan);
     for (int r = 0; x->expected && r < x->g->body->n_results; r++) em_tensor_release(x->expected[r]);
@@ -360,7 +360,7 @@ static em_status emit_kernels(executable *x, LLVMModuleRef mod, int64_t m, const
     int *writes_into = writes_of(g, opts->spec);
     em_status st = aliases && donated && writes_into ? EM_OK : EM_ERR_NOMEM;
     for (const em_ir_node *n = g->body->first; n && st == EM_OK; n = n->next) {
-        if (!x->compiled[n->id]) continue; /* (run op by op) */
+        if (x->split[n->id].grain == 0) continue; /* (run op by op) */
         kernel *k = &x->kernels[x->n_kernels];
         kernel_of[n->id] = k;
         k->node = n;
@@ -374,13 +374,13 @@ static em_status emit_kernels(executable *x, LLVMModuleRef mod, int64_t m, const
             break;
         }
         for (int i = 0; i < n->n_in; i++) memcpy(k->in_strides[i], strides[n->in[i]->id], sizeof strides[0]);
-        if ((st = em_llvm_kernel_split(n, k->in_strides, &k->split)) != EM_OK) break;
+        k->split = x->split[n->id];
         bool rows = em_llvm_is_row_kernel(n);
         for (int o = 0; o < n->n_out; o++) {
             int param = -1;
             k->shares[o] = k->donation[o] = -1;
             if (x->n_donations == MAX_DONATIONS || rows) continue;
-            int j = donatable(g, &x->plan, n, o, writes_into, strides, x->compiled, aliases, &param);
+            int j = donatable(g, &x->plan, n, o, writes_into, strides, x->split, aliases, &param);
             if (j < 0 || donated[param]) continue;
             donated[param] = true;
             k->shares[o] = j;
@@ -404,7 +404,7 @@ static em_status plan_memory(executable *x, void *const *kernel_of) {
         const kernel *k = kernel_of[n->id];
         bool donates = false;
         for (int o = 0; k && o < n->n_out; o++) donates |= k->shares[o] >= 0;
-        aliases_inputs[n->id] = k ? donates : may_alias_inputs(n, x->compiled);
+        aliases_inputs[n->id] = k ? donates : may_alias_inputs(n, x->split);
     }
     em_status st = em_llvm_plan_buffers(&x->plan, aliases_inputs);
     free(aliases_inputs);
@@ -459,11 +459,12 @@ static int choose_kernels(executable *x, int64_t (*strides)[EM_MAX_DIMS]) {
     for (const em_ir_node *n = x->g->body->first; n; n = n->next) {
         if (!worth_compiling(n, min_elements)) continue;
         int64_t (*ins)[EM_MAX_DIMS] = calloc((size_t)(n->n_in ? n->n_in : 1), sizeof *ins);
-        if (!ins) return -1;
+        if (!ins) {
+            free(em_strbuf_take(&why));
+            return -1;
+        }
         for (int i = 0; i < n->n_in; i++) memcpy(ins[i], strides[n->in[i]->id], sizeof ins[0]);
-        em_llvm_split split;
-        if (em_llvm_kernel_split(n, ins, &split) == EM_OK) {
-            x->compiled[n->id] = true;
+        if (em_llvm_kernel_split(n, ins, &x->split[n->id]) == EM_OK) {
             n_fused++;
         } else {
             em_strbuf_printf(&why, "  fused node %%%d runs op by op: %s\n", n->out[0]->id, em_last_error());
@@ -483,9 +484,9 @@ static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts,
     int n_fused = -1;
     if (x && strides) {
         x->g = g;
-        x->compiled = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *x->compiled);
+        x->split = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *x->split);
         propagate_layouts(g, opts->examples, opts->n_examples, strides);
-        if (x->compiled) n_fused = choose_kernels(x, strides);
+        if (x->split) n_fused = choose_kernels(x, strides);
         x->kernels = calloc((size_t)(n_fused > 0 ? n_fused : 1), sizeof *x->kernels);
         x->interp = em_interp_new(g, opts->spec);
     }

@@ -41,8 +41,7 @@
 typedef struct {
     const em_ir_node *node;
     const em_ir_block *r;
-    int snd, k;           /* S's rank; the trailing k dims are reduced */
-    int64_t S[EM_MAX_DIMS];
+    em_ir_rows S;         /* the shape S; its trailing S.k dims are reduced */
     int64_t rows, n;      /* numel of O and of I */
     int n_ops;            /* outputs, then inputs */
     int nd_outer;         /* O coalesced over all operands */
@@ -66,40 +65,10 @@ bool em_llvm_is_row_kernel(const em_ir_node *node) {
     return false;
 }
 
-/* Does a value of shape `shape` broadcast into S, constant along I? */
-static bool fits(const row_plan *p, const int64_t *shape, int nd, bool *per_row) {
-    if (nd > p->snd) return false;
-    *per_row = true;
-    for (int i = 0; i < nd; i++) {
-        int d = p->snd - nd + i;
-        if (shape[i] != 1 && shape[i] != p->S[d]) return false;
-        if (d >= p->snd - p->k && shape[i] != 1) *per_row = false;
-    }
-    return true;
-}
-
+/* Does reduction n reduce the kernel's rows? */
 static bool reduces_trailing(const row_plan *p, const em_ir_node *n) {
-    const em_type *in = &n->in[0]->type;
-    if (!em_shape_eq(in->shape, in->ndim, p->S, p->snd) || n->attrs.n_dims != p->k) return false;
-    for (int i = 0; i < p->k; i++) {
-        int64_t d = n->attrs.dims[i] < 0 ? n->attrs.dims[i] + p->snd : n->attrs.dims[i];
-        if (d < p->snd - p->k || d >= p->snd) return false;
-        for (int j = 0; j < i; j++)
-            if (n->attrs.dims[j] == n->attrs.dims[i]) return false;
-    }
-    return true;
-}
-
-/* Is output value v stored per row (shape O followed by k ones, or O)? */
-static bool per_row_output(const row_plan *p, const em_type *t) {
-    int no = p->snd - p->k;
-    if (!em_shape_eq(t->shape, t->ndim < no ? t->ndim : no, p->S, t->ndim < no ? t->ndim : no))
-        return false;
-    if (t->ndim == no) return true;
-    if (t->ndim != p->snd) return false;
-    for (int d = no; d < p->snd; d++)
-        if (t->shape[d] != 1) return false;
-    return true;
+    em_ir_rows r;
+    return em_ir_reduces_rows(n, &r) && r.k == p->S.k && em_shape_eq(r.shape, r.ndim, p->S.shape, p->S.ndim);
 }
 
 /* Levels, per-row flags and scratch rows of the region's values. */
@@ -113,7 +82,7 @@ static em_status classify(row_plan *p) {
         for (int i = 0; i < n->n_in; i++) uses_inside[n->in[i]->id]++;
     for (int i = 0; i < r->n_params && st == EM_OK; i++) {
         const em_type *t = &r->params[i]->type;
-        if (!fits(p, t->shape, t->ndim, &p->per_row[r->params[i]->id]))
+        if (!em_ir_rows_fit(&p->S, t, &p->per_row[r->params[i]->id]))
             st = refuse("an input does not broadcast into the rows");
     }
     p->max_loop = -1;
@@ -147,16 +116,16 @@ static em_status classify(row_plan *p) {
             continue;
         }
         bool row = true;
-        if (!fits(p, v->type.shape, v->type.ndim, &row)) st = refuse("a value does not broadcast into the rows");
+        if (!em_ir_rows_fit(&p->S, &v->type, &row)) st = refuse("a value does not broadcast into the rows");
         for (int i = 0; i < n->n_in; i++) row &= p->per_row[n->in[i]->id];
         p->per_row[v->id] = row;
         p->level[v->id] = level;
     }
     for (int i = 0; i < r->n_results && st == EM_OK; i++) {
         const em_ir_value *v = r->results[i];
-        if (p->per_row[v->id]) {
-            if (!per_row_output(p, &v->type)) st = refuse("a per-row result of another shape");
-        } else if (!em_shape_eq(v->type.shape, v->type.ndim, p->S, p->snd)) {
+        if (p->per_row[v->id]) { /* (never the rows' shape: a row has 2 elements or more) */
+            if (!em_ir_rows_result(&p->S, &v->type)) st = refuse("a per-row result of another shape");
+        } else if (!em_shape_eq(v->type.shape, v->type.ndim, p->S.shape, p->S.ndim)) {
             st = refuse("a result of another shape");
         } else if (p->level[v->id] > p->max_loop) {
             p->max_loop = p->level[v->id];
@@ -170,34 +139,34 @@ static em_status classify(row_plan *p) {
 /* Operand strides over O and I (coalesced across operands). */
 static em_status geometry(row_plan *p, int64_t (*const in_strides)[EM_MAX_DIMS]) {
     const em_ir_node *node = p->node;
-    int no = p->snd - p->k;
+    int nd = p->S.ndim, k = p->S.k, no = nd - k;
     int64_t bs[MAX_OPERANDS][EM_MAX_DIMS];
-    for (int k = 0; k < p->n_ops; k++) {
-        bool is_out = k < node->n_out;
-        const em_type *t = is_out ? &node->out[k]->type : &node->in[k - node->n_out]->type;
+    for (int op = 0; op < p->n_ops; op++) {
+        bool is_out = op < node->n_out;
+        const em_type *t = is_out ? &node->out[op]->type : &node->in[op - node->n_out]->type;
         int64_t shape[EM_MAX_DIMS], contig[EM_MAX_DIMS];
-        int nd = t->ndim;
+        int tnd = t->ndim;
         memcpy(shape, t->shape, sizeof shape);
-        if (is_out && nd == no && p->k > 0 && !em_shape_eq(t->shape, nd, p->S, p->snd)) {
-            for (int d = no; d < p->snd; d++) shape[d] = 1; /* a result without keepdim */
-            nd = p->snd;
+        if (is_out && tnd == no) { /* a result without keepdim: as if kept */
+            for (int d = no; d < nd; d++) shape[d] = 1;
+            tnd = nd;
         }
-        em_contiguous_strides(shape, nd, contig);
-        em_broadcast_strides(shape, is_out ? contig : in_strides[k - node->n_out], nd, p->snd, bs[k]);
+        em_contiguous_strides(shape, tnd, contig);
+        em_broadcast_strides(shape, is_out ? contig : in_strides[op - node->n_out], tnd, nd, bs[op]);
     }
     int64_t os[MAX_OPERANDS][EM_MAX_DIMS], is[MAX_OPERANDS][EM_MAX_DIMS], ishape[EM_MAX_DIMS];
-    for (int k = 0; k < p->n_ops; k++) {
-        memcpy(os[k], bs[k], (size_t)no * sizeof(int64_t));
-        memcpy(is[k], bs[k] + no, (size_t)p->k * sizeof(int64_t));
+    for (int op = 0; op < p->n_ops; op++) {
+        memcpy(os[op], bs[op], (size_t)no * sizeof(int64_t));
+        memcpy(is[op], bs[op] + no, (size_t)k * sizeof(int64_t));
     }
-    memcpy(p->outer, p->S, (size_t)no * sizeof(int64_t));
-    memcpy(ishape, p->S + no, (size_t)p->k * sizeof(int64_t));
+    memcpy(p->outer, p->S.shape, (size_t)no * sizeof(int64_t));
+    memcpy(ishape, p->S.shape + no, (size_t)k * sizeof(int64_t));
     p->nd_outer = em_coalesce_dims(p->outer, no, os, p->n_ops);
-    int ni = em_coalesce_dims(ishape, p->k, is, p->n_ops);
+    int ni = em_coalesce_dims(ishape, k, is, p->n_ops);
     if (ni > 1) return refuse("an operand whose rows do not flatten to one stride");
-    for (int k = 0; k < p->n_ops; k++) {
-        memcpy(p->ostr[k], os[k], sizeof os[k]);
-        p->istr[k] = ni ? is[k][0] : 0;
+    for (int op = 0; op < p->n_ops; op++) {
+        memcpy(p->ostr[op], os[op], sizeof os[op]);
+        p->istr[op] = ni ? is[op][0] : 0;
     }
     return EM_OK;
 }
@@ -214,17 +183,11 @@ static em_status plan_rows(const em_ir_node *node, int64_t (*const in_strides)[E
     p->r = node->region;
     p->n_ops = node->n_out + node->n_in;
     if (p->n_ops > MAX_OPERANDS) return refuse("too many operands");
-    for (const em_ir_node *n = p->r->first; n; n = n->next)
-        if (em_op_get(n->op)->kind == EM_KIND_REDUCE) {
-            const em_type *in = &n->in[0]->type;
-            p->snd = in->ndim;
-            p->k = n->attrs.n_dims;
-            memcpy(p->S, in->shape, sizeof p->S);
-            break;
-        }
-    if (p->k < 1 || p->k > p->snd) return refuse("a reduction over no dims");
-    p->rows = em_shape_numel(p->S, p->snd - p->k);
-    p->n = em_shape_numel(p->S + p->snd - p->k, p->k);
+    const em_ir_node *first = p->r->first;
+    while (first && em_op_get(first->op)->kind != EM_KIND_REDUCE) first = first->next;
+    if (!first || !em_ir_reduces_rows(first, &p->S)) return refuse("a reduction of other than trailing dims");
+    p->rows = em_shape_numel(p->S.shape, p->S.ndim - p->S.k);
+    p->n = em_shape_numel(p->S.shape + p->S.ndim - p->S.k, p->S.k);
     if (p->rows < 1 || p->n < 2) return refuse("empty rows or rows of one element");
     size_t nv = (size_t)p->r->graph->n_values;
     p->level = calloc(nv, sizeof *p->level);
@@ -304,9 +267,6 @@ static em_status value(emit_ctx *c, const em_ir_value *v) {
 static em_status row_values(emit_ctx *c, int level) {
     const row_plan *p = c->p;
     const em_ir_block *r = p->r;
-    size_t nv = (size_t)r->graph->n_values;
-    c->j = NULL;
-    c->loop = level;
     for (int i = 0; i < r->n_params; i++) {
         const em_ir_value *v = r->params[i];
         if (level == 0 && p->per_row[v->id])
@@ -316,10 +276,8 @@ static em_status row_values(emit_ctx *c, int level) {
         const em_ir_value *v = n->out[0];
         if (!p->per_row[v->id] || p->level[v->id] != level || em_op_get(n->op)->kind == EM_KIND_REDUCE)
             continue;
-        memcpy(c->vals, c->rowv, nv * sizeof *c->vals);
-        em_status st = em_llvm_emit_element(&c->e, n, c->vals);
+        em_status st = em_llvm_emit_element(&c->e, n, c->rowv); /* (its operands are per-row too) */
         if (st != EM_OK) return st;
-        c->rowv[v->id] = c->vals[v->id];
     }
     for (int o = 0; o < r->n_results; o++) {
         const em_ir_value *v = r->results[o];
@@ -406,7 +364,6 @@ static em_status emit_rows(emit_ctx *c) {
     const row_plan *p = c->p;
     em_llvm_emitter *e = &c->e;
     LLVMBuilderRef b = e->b;
-    const em_ir_node *node = p->node;
     LLVMValueRef begin = LLVMGetParam(c->fn, 0), end = LLVMGetParam(c->fn, 1), ptrs = LLVMGetParam(c->fn, 2);
     LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "entry");
     LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "row");
@@ -458,7 +415,6 @@ static em_status emit_rows(emit_ctx *c) {
     LLVMBuildBr(b, head);
     LLVMAddIncoming(row, &begin, &entry, 1);
     LLVMAddIncoming(row, &next, &last, 1);
-    (void)node;
 
     LLVMPositionBuilderAtEnd(b, exit);
     LLVMBuildRetVoid(b);

@@ -210,8 +210,10 @@ void em_ir_remove(em_ir_node *n) {
     n->block = NULL;
 }
 
-em_ir_node *em_ir_build(em_ir_block *b, em_op op, em_ir_value *const *in, int n_in,
-                        const em_attrs *attrs, em_ir_loc loc) {
+/* Infers the result type, creates the node, inserts it into b before
+ * `before` (NULL: at the end). */
+static em_ir_node *build_at(em_ir_block *b, em_ir_node *before, em_op op, em_ir_value *const *in, int n_in,
+                            const em_attrs *attrs, em_ir_loc loc) {
     em_type it[16], ot[1];
     if (n_in > 16) {
         em_error(EM_ERR_VALUE, "%s: too many inputs", em_op_name(op));
@@ -220,22 +222,18 @@ em_ir_node *em_ir_build(em_ir_block *b, em_op op, em_ir_value *const *in, int n_
     for (int i = 0; i < n_in; i++) it[i] = in[i]->type;
     if (em_op_infer(op, it, n_in, attrs, ot, 1) != EM_OK) return NULL;
     em_ir_node *n = em_ir_node_new(b->graph, op, in, n_in, attrs, ot, 1, loc);
-    if (n) em_ir_insert(b, n, NULL);
+    if (n) em_ir_insert(b, n, before);
     return n;
+}
+
+em_ir_node *em_ir_build(em_ir_block *b, em_op op, em_ir_value *const *in, int n_in,
+                        const em_attrs *attrs, em_ir_loc loc) {
+    return build_at(b, NULL, op, in, n_in, attrs, loc);
 }
 
 em_ir_node *em_ir_build_before(em_ir_node *before, em_op op, em_ir_value *const *in, int n_in,
                                const em_attrs *attrs, em_ir_loc loc) {
-    em_type it[16], ot[1];
-    if (n_in > 16) {
-        em_error(EM_ERR_VALUE, "%s: too many inputs", em_op_name(op));
-        return NULL;
-    }
-    for (int i = 0; i < n_in; i++) it[i] = in[i]->type;
-    if (em_op_infer(op, it, n_in, attrs, ot, 1) != EM_OK) return NULL;
-    em_ir_node *n = em_ir_node_new(before->block->graph, op, in, n_in, attrs, ot, 1, loc);
-    if (n) em_ir_insert(before->block, n, before);
-    return n;
+    return build_at(before->block, before, op, in, n_in, attrs, loc);
 }
 
 em_status em_ir_set_results(em_ir_block *b, em_ir_value *const *values, int n) {
@@ -289,6 +287,44 @@ void em_ir_shared_memory(const em_ir_graph *g, bool *from_input, bool *to_result
 
 bool em_ir_is_scalar_const(const em_ir_node *n) {
     return n->op == EM_OP_FULL && n->out[0]->type.ndim == 0;
+}
+
+bool em_ir_reduces_rows(const em_ir_node *n, em_ir_rows *rows) {
+    if (em_op_get(n->op)->kind != EM_KIND_REDUCE || n->n_in < 1) return false;
+    const em_type *x = &n->in[0]->type;
+    int k = n->attrs.n_dims;
+    bool seen[EM_MAX_DIMS] = {false};
+    if (k < 1 || k > x->ndim) return false;
+    for (int i = 0; i < k; i++) {
+        int64_t d = n->attrs.dims[i] < 0 ? n->attrs.dims[i] + x->ndim : n->attrs.dims[i];
+        if (d < x->ndim - k || d >= x->ndim || seen[d]) return false;
+        seen[d] = true;
+    }
+    rows->ndim = x->ndim;
+    rows->k = k;
+    memcpy(rows->shape, x->shape, sizeof rows->shape);
+    return true;
+}
+
+bool em_ir_rows_fit(const em_ir_rows *r, const em_type *t, bool *per_row) {
+    bool row = true;
+    if (t->ndim > r->ndim) return false;
+    for (int i = 0; i < t->ndim; i++) {
+        int d = r->ndim - t->ndim + i;
+        if (t->shape[i] != 1 && t->shape[i] != r->shape[d]) return false;
+        if (d >= r->ndim - r->k && t->shape[i] != 1) row = false;
+    }
+    if (per_row) *per_row = row;
+    return true;
+}
+
+bool em_ir_rows_result(const em_ir_rows *r, const em_type *t) {
+    int no = r->ndim - r->k;
+    if (em_shape_eq(t->shape, t->ndim, r->shape, r->ndim)) return true;
+    if ((t->ndim != no && t->ndim != r->ndim) || !em_shape_eq(t->shape, no, r->shape, no)) return false;
+    for (int d = no; d < t->ndim; d++)
+        if (t->shape[d] != 1) return false;
+    return true;
 }
 
 void em_ir_count_uses(const em_ir_graph *g, int *counts) {

@@ -46,60 +46,23 @@ typedef struct {
     int n_kernels, n_fused_ops; /* for the report */
     int n_row_kernels, n_reductions;
     int64_t bytes_saved;        /* intermediates no longer written to memory */
-    /* the rows of the group being grown: S (snd dims), the trailing k reduced */
-    int snd, k;
-    int64_t S[EM_MAX_DIMS];
+    /* the rows of the group being grown; has_rows false until a reduction joins */
+    bool has_rows;
+    em_ir_rows rows;
 } fuser;
 
 #define MAX_ROW 65536
 
-/* Does n reduce its input's trailing dims, each listed once? Sets *k. */
-static bool reduces_trailing(const em_ir_node *n, int *k) {
-    int nd = n->in[0]->type.ndim;
-    bool seen[EM_MAX_DIMS] = {false};
-    if (n->attrs.n_dims < 1 || n->attrs.n_dims > nd) return false;
-    for (int i = 0; i < n->attrs.n_dims; i++) {
-        int64_t d = n->attrs.dims[i] < 0 ? n->attrs.dims[i] + nd : n->attrs.dims[i];
-        if (d < nd - n->attrs.n_dims || d >= nd || seen[d]) return false;
-        seen[d] = true;
-    }
-    *k = n->attrs.n_dims;
-    return true;
-}
-
-/* A reduction a row kernel computes (see the header). */
-static bool row_reduction(const em_ir_node *n) {
-    const em_op_info *info = em_op_get(n->op);
-    int k;
-    if (info->kind != EM_KIND_REDUCE || n->region || n->n_out != 1 || !reduces_trailing(n, &k)) return false;
+/* A reduction a row kernel computes (see the header); sets *rows. */
+static bool row_reduction(const em_ir_node *n, em_ir_rows *rows) {
+    if (n->region || n->n_out != 1 || !em_ir_reduces_rows(n, rows)) return false;
     const em_type *x = &n->in[0]->type;
-    int64_t row = em_shape_numel(x->shape + x->ndim - k, k), rows = em_shape_numel(x->shape, x->ndim - k);
-    if (row < 2 || row > MAX_ROW || rows < 1) return false;
+    int64_t row = em_shape_numel(x->shape + x->ndim - rows->k, rows->k);
+    int64_t outer = em_shape_numel(x->shape, x->ndim - rows->k);
+    if (row < 2 || row > MAX_ROW || outer < 1) return false;
     if (n->op == EM_OP_LOGSUMEXP && !em_dtype_is_float(x->dtype)) return false;
     const em_ir_node *p = n->in[0]->def;
     return !(p && (em_op_get(p->op)->flags & EM_F_BROADCAST));
-}
-
-/* Does shape `t` broadcast into the group's rows S? */
-static bool fits_rows(const fuser *f, const em_type *t) {
-    if (t->ndim > f->snd) return false;
-    for (int i = 0; i < t->ndim; i++) {
-        int64_t s = f->S[f->snd - t->ndim + i];
-        if (t->shape[i] != 1 && t->shape[i] != s) return false;
-    }
-    return true;
-}
-
-/* May a value of type t leave a row kernel: S-shaped, or one per row (the
- * outer dims, then the reduced ones as 1 or dropped)? */
-static bool row_result(const fuser *f, const em_type *t) {
-    int no = f->snd - f->k;
-    if (em_shape_eq(t->shape, t->ndim, f->S, f->snd)) return true;
-    if (t->ndim != no && t->ndim != f->snd) return false;
-    if (!em_shape_eq(t->shape, no, f->S, no)) return false;
-    for (int d = no; d < t->ndim; d++)
-        if (t->shape[d] != 1) return false;
-    return true;
 }
 
 static bool fusible(const em_ir_node *n) {
@@ -107,24 +70,20 @@ static bool fusible(const em_ir_node *n) {
     /* Integer division must raise on a zero divisor, which a fused kernel
      * cannot do: it stays an eager call (see EM_F_INT_DIV). */
     if ((flags & EM_F_INT_DIV) && !em_dtype_is_float(n->out[0]->type.dtype)) return false;
-    return ((flags & (EM_F_ELEMENTWISE | EM_F_BROADCAST)) != 0 && !n->region) || row_reduction(n);
+    em_ir_rows rows;
+    return ((flags & (EM_F_ELEMENTWISE | EM_F_BROADCAST)) != 0 && !n->region) || row_reduction(n, &rows);
 }
 
-/* Makes the group's rows those reduced by reduction p, if every member
- * (members[0] the root) broadcasts into them and the root may leave. */
-static bool adopt_rows(fuser *f, const em_ir_node *p, em_ir_node *const *members, int n_mem) {
-    fuser t = *f;
-    const em_type *x = &p->in[0]->type;
-    reduces_trailing(p, &t.k);
-    t.snd = x->ndim;
-    memcpy(t.S, x->shape, sizeof t.S);
-    if (!row_result(&t, &members[0]->out[0]->type)) return false;
+/* Makes `rows` the group's, if every member (members[0] the root) but the
+ * reductions broadcasts into them and the root may leave. */
+static bool adopt_rows(fuser *f, const em_ir_rows *rows, em_ir_node *const *members, int n_mem) {
+    if (!em_ir_rows_result(rows, &members[0]->out[0]->type)) return false;
     for (int m = 0; m < n_mem; m++)
-        if (em_op_get(members[m]->op)->kind != EM_KIND_REDUCE && !fits_rows(&t, &members[m]->out[0]->type))
+        if (em_op_get(members[m]->op)->kind != EM_KIND_REDUCE &&
+            !em_ir_rows_fit(rows, &members[m]->out[0]->type, NULL))
             return false;
-    f->snd = t.snd;
-    f->k = t.k;
-    memcpy(f->S, t.S, sizeof t.S);
+    f->rows = *rows;
+    f->has_rows = true;
     return true;
 }
 
@@ -138,15 +97,17 @@ static bool can_join(fuser *f, const em_ir_node *p, const em_ir_node *r, int gid
      * were built sit at or before their replacement, so the position test
      * below errs on the safe side. */
     if (p->id >= f->n_nodes || !fusible(p) || f->group[p->id] != -1) return false;
-    bool reduction = em_op_get(p->op)->kind == EM_KIND_REDUCE;
+    em_ir_rows own; /* a reduction's rows */
+    bool reduction = row_reduction(p, &own);
     if (reduction && !p->attrs.keepdim) return false; /* a member uses it: it must broadcast back */
-    if (reduction && f->snd) {
-        int k = 0;
-        reduces_trailing(p, &k);
-        if (k != f->k || !em_shape_eq(p->in[0]->type.shape, p->in[0]->type.ndim, f->S, f->snd)) return false;
-    } else if (!reduction && f->snd && !fits_rows(f, &p->out[0]->type)) {
+    if (reduction && f->has_rows) {
+        if (own.k != f->rows.k || !em_shape_eq(own.shape, own.ndim, f->rows.shape, f->rows.ndim)) return false;
+    } else if (!reduction && f->has_rows && !em_ir_rows_fit(&f->rows, &p->out[0]->type, NULL)) {
         return false;
     }
+    /* results used outside are judged against the group's rows, or those a
+     * joining reduction would set; without rows, they have the root's type */
+    const em_ir_rows *rows = f->has_rows ? &f->rows : reduction ? &own : NULL;
     for (int o = 0; o < p->n_out; o++) {
         const em_ir_value *v = p->out[o];
         bool outside = false, outside_after_root = true;
@@ -157,22 +118,10 @@ static bool can_join(fuser *f, const em_ir_node *p, const em_ir_node *r, int gid
             if (user >= 0 && f->pos[user] <= f->pos[r->id]) outside_after_root = false;
         }
         if (!outside) continue;
-        if (!outside_after_root) return false;
-        bool may_leave;
-        if (f->snd) {
-            may_leave = row_result(f, &v->type);
-        } else if (reduction) { /* judged against the rows it would set */
-            fuser t = *f;
-            t.snd = p->in[0]->type.ndim;
-            reduces_trailing(p, &t.k);
-            memcpy(t.S, p->in[0]->type.shape, sizeof t.S);
-            may_leave = row_result(&t, &v->type);
-        } else {
-            may_leave = em_type_eq(&v->type, &r->out[0]->type);
-        }
-        if (!may_leave) return false;
+        bool may_leave = rows ? em_ir_rows_result(rows, &v->type) : em_type_eq(&v->type, &r->out[0]->type);
+        if (!outside_after_root || !may_leave) return false;
     }
-    return !reduction || f->snd || adopt_rows(f, p, members, n_mem);
+    return !reduction || f->has_rows || adopt_rows(f, &own, members, n_mem);
 }
 
 /* Replaces the members of group gid (root r) by one fused node. */
@@ -301,8 +250,9 @@ static em_status fuse_block(fuser *f) {
         int gid = next_gid++, n_mem = 1;
         f->group[r->id] = gid;
         members[0] = r;
-        f->snd = 0;
-        if (em_op_get(r->op)->kind == EM_KIND_REDUCE) adopt_rows(f, r, members, 1);
+        em_ir_rows rows;
+        f->has_rows = false;
+        if (row_reduction(r, &rows)) adopt_rows(f, &rows, members, 1);
         for (bool grew = true; grew;) { /* grow to a fixpoint */
             grew = false;
             for (int m = 0; m < n_mem; m++)

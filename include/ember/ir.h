@@ -112,6 +112,21 @@ void em_ir_replace_uses(em_ir_block *b, em_ir_value *from, em_ir_value *to);
 /* Is n a scalar constant (a 0-d `full`)? Fused regions may hold these
  * besides elementwise ops; the fuser copies them into each region. */
 bool em_ir_is_scalar_const(const em_ir_node *n);
+/* Rows, as row kernels reduce them (passes/fuse.c): a reduction's input
+ * shape whose trailing k dims are reduced; the others index the rows. */
+typedef struct em_ir_rows {
+    int ndim, k;
+    int64_t shape[EM_MAX_DIMS];
+} em_ir_rows;
+/* Is n a reduction of its input's trailing dims, each listed once? Sets
+ * *rows to them. */
+bool em_ir_reduces_rows(const em_ir_node *n, em_ir_rows *rows);
+/* Does type t broadcast into the rows' shape? *per_row (if not NULL): is it
+ * constant along the reduced dims (one value per row)? */
+bool em_ir_rows_fit(const em_ir_rows *r, const em_type *t, bool *per_row);
+/* May a value of type t leave a row kernel: the rows' shape, or one value
+ * per row (the outer dims, then the reduced ones as 1 or dropped)? */
+bool em_ir_rows_result(const em_ir_rows *r, const em_type *t);
 /* counts[value id] = number of uses (node inputs and block results), over
  * the whole graph including regions. `counts` has g->n_values entries. */
 void em_ir_count_uses(const em_ir_graph *g, int *counts);
