@@ -177,7 +177,24 @@ static int32_t launch_kernel(void *ctx, em_tensor *const *in, em_tensor **out, c
         ptrs[i] = em_tensor_data(out[i]);
     }
     launch l = {k->fn, ptrs};
-    em_parallel_for(k->split.units, k->split.grain, run_range, &l);
+    const em_ir_node *mm = em_llvm_gemm_of(node);
+    if (!mm) {
+        em_parallel_for(k->split.units, k->split.grain, run_range, &l);
+        return EM_OK;
+    }
+    /* a GEMM epilogue: the kernel runs on each block of the product, which
+     * BLAS writes into result 0 (its operands are region parameters) */
+    em_tensor *operand[2];
+    for (int i = 0; i < 2; i++)
+        for (int p = 0; p < node->n_in; p++)
+            if (node->region->params[p] == mm->in[i]) operand[i] = in[p];
+    if (em_matmul_epilogue(operand[0], operand[1], out[0], run_range, &l) != EM_OK) {
+        for (int i = 0; i < node->n_out; i++) {
+            em_tensor_release(out[i]);
+            out[i] = NULL;
+        }
+        return em_ir_node_error(node);
+    }
     return EM_OK;
 }
 
@@ -375,11 +392,11 @@ static em_status emit_kernels(executable *x, LLVMModuleRef mod, int64_t m, const
         }
         for (int i = 0; i < n->n_in; i++) memcpy(k->in_strides[i], strides[n->in[i]->id], sizeof strides[0]);
         k->split = x->split[n->id];
-        bool rows = em_llvm_is_row_kernel(n);
+        bool in_place = !em_llvm_is_row_kernel(n) && !em_llvm_gemm_of(n); /* (those two cannot) */
         for (int o = 0; o < n->n_out; o++) {
             int param = -1;
             k->shares[o] = k->donation[o] = -1;
-            if (x->n_donations == MAX_DONATIONS || rows) continue;
+            if (x->n_donations == MAX_DONATIONS || !in_place) continue;
             int j = donatable(g, &x->plan, n, o, writes_into, strides, x->split, aliases, &param);
             if (j < 0 || donated[param]) continue;
             donated[param] = true;
@@ -584,7 +601,8 @@ static char *llvm_describe(void *state) {
         for (const em_ir_node *n = k->node->region->first; n; n = n->next) ops++;
         char t[256];
         em_type_str(&k->node->out[0]->type, t, sizeof t);
-        em_strbuf_printf(&s, "  %s: %d ops over %s", k->name, ops, t);
+        em_strbuf_printf(&s, "  %s: %d ops over %s%s", k->name, ops, t,
+                         em_llvm_gemm_of(k->node) ? " (a matmul and its epilogue, per block)" : "");
         if (k->node->loc.file)
             em_strbuf_printf(&s, " from %s:%d-%d", k->node->loc.file, k->node->loc.line,
                              k->node->loc.line_end);

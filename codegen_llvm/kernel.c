@@ -17,6 +17,13 @@
  * the identity (broadcasting lives in the strides), and every elementwise op
  * is a call to em_scalar_<op>_<dtype> from the linked scalar library, which
  * inlines: the same definition the eager kernels run.
+ *
+ * A GEMM epilogue (a region whose first op is a matmul: the fuse pass
+ * explains when) compiles to the same kind of kernel over the product's
+ * elements: the launch has BLAS write the product into result 0's memory
+ * block by block (em_matmul_epilogue) and runs the kernel on each block
+ * right after, reading the product's element where it then writes result
+ * 0's. The matmul's operands are not read by the kernel.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,10 +181,30 @@ em_status em_llvm_emit_element(const emitter *e, const em_ir_node *n, LLVMValueR
     return EM_OK;
 }
 
+const em_ir_node *em_llvm_gemm_of(const em_ir_node *node) {
+    for (const em_ir_node *n = node->region ? node->region->first : NULL; n; n = n->next)
+        if (n->op == EM_OP_MATMUL) return n;
+    return NULL;
+}
+
+/* Is region parameter p read only by the node's matmul (not per element)? */
+static bool gemm_operand_only(const em_ir_node *node, const em_ir_value *p) {
+    const em_ir_node *mm = em_llvm_gemm_of(node);
+    if (!mm) return false;
+    for (const em_ir_node *n = node->region->first; n; n = n->next)
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] == p && n != mm) return false;
+    for (int i = 0; i < node->region->n_results; i++)
+        if (node->region->results[i] == p) return false;
+    return true;
+}
+
 /* Emits the region's ops for one element. vals[] maps value ids to registers;
- * params already hold their loaded values. */
+ * params already hold their loaded values (and a matmul's result its
+ * element of the product). */
 static em_status emit_body(const emitter *e, const em_ir_block *r, LLVMValueRef *vals) {
     for (const em_ir_node *n = r->first; n; n = n->next) {
+        if (n->op == EM_OP_MATMUL) continue;
         em_status st = em_llvm_emit_element(e, n, vals);
         if (st != EM_OK) return st;
     }
@@ -201,6 +228,10 @@ static em_status plan(const em_ir_node *node, int64_t (*const in_strides)[EM_MAX
     for (int k = 0; k < n_ops; k++) {
         bool is_out = k < node->n_out;
         const em_type *t = is_out ? &node->out[k]->type : &node->in[k - node->n_out]->type;
+        if (!is_out && gemm_operand_only(node, node->region->params[k - node->n_out])) {
+            memset(g->strides[k], 0, sizeof g->strides[k]); /* (never loaded) */
+            continue;
+        }
         em_broadcast_strides(t->shape, is_out ? contig : in_strides[k - node->n_out], t->ndim, nd,
                              g->strides[k]);
     }
@@ -217,6 +248,15 @@ static em_status plan(const em_ir_node *node, int64_t (*const in_strides)[EM_MAX
 
 em_status em_llvm_kernel_split(const em_ir_node *node, int64_t (*const in_strides)[EM_MAX_DIMS],
                                em_llvm_split *split) {
+    const em_ir_node *mm = em_llvm_gemm_of(node);
+    if (mm) {
+        em_dtype dt = mm->out[0]->type.dtype;
+        if (em_llvm_is_row_kernel(node))
+            return em_error(EM_ERR_NOT_IMPLEMENTED, "llvm: a matmul and a reduction in one kernel");
+        if ((dt != EM_DTYPE_F32 && dt != EM_DTYPE_F64) || !em_type_eq(&mm->out[0]->type, &node->out[0]->type))
+            return em_error(EM_ERR_NOT_IMPLEMENTED, "llvm: GEMM epilogue: the first result must have the "
+                                                    "product's type, float32 or float64");
+    }
     if (em_llvm_is_row_kernel(node)) return em_llvm_row_split(node, in_strides, split);
     if (node->n_out + node->n_in > 80)
         return em_error(EM_ERR_NOT_IMPLEMENTED, "llvm: kernel with %d operands", node->n_out + node->n_in);
@@ -307,9 +347,11 @@ em_status em_llvm_emit_kernel(LLVMModuleRef mod, const char *name, const em_ir_n
         if (g.strides[k][last])
             ix = LLVMBuildAdd(b, ix, LLVMBuildMul(b, j, em_llvm_i64(&e, g.strides[k][last]), ""), "");
         addr[k] = LLVMBuildGEP2(b, em_llvm_mem_type(&e, dt), base[k], &ix, 1, "");
-        if (is_out) continue;
+        if (is_out || gemm_operand_only(node, r->params[k - node->n_out])) continue;
         vals[r->params[k - node->n_out]->id] = em_llvm_load(&e, dt, addr[k]);
     }
+    const em_ir_node *mm = em_llvm_gemm_of(node);
+    if (mm) vals[mm->out[0]->id] = em_llvm_load(&e, mm->out[0]->type.dtype, addr[0]);
     st = emit_body(&e, r, vals);
     if (st == EM_OK) {
         for (int k = 0; k < node->n_out; k++) {

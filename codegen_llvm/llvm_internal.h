@@ -52,6 +52,12 @@ typedef struct em_llvm_split {
 em_status em_llvm_kernel_split(const em_ir_node *node, int64_t (*const in_strides)[EM_MAX_DIMS],
                                em_llvm_split *split);
 
+/* The matmul of a fused node holding a GEMM epilogue (the rest of its
+ * region, applied to each block of the product in the memory of result 0),
+ * or NULL. Its launch runs em_matmul_epilogue with the kernel as the
+ * epilogue. */
+const em_ir_node *em_llvm_gemm_of(const em_ir_node *node);
+
 /* What the kernel files share to emit per-element code. */
 typedef struct em_llvm_emitter {
     LLVMContextRef ctx;

@@ -87,9 +87,18 @@ static em_status check_fused(verifier *v, const em_ir_node *n) {
     for (int i = 0; i < n->n_out; i++)
         if (!em_type_eq(&r->results[i]->type, &n->out[i]->type))
             return fail(v, n, "region yield %d does not have the type of result %d", i, i);
-    for (const em_ir_node *m = r->first; m; m = m->next)
-        if (!region_op_allowed(m))
-            return fail(v, m, "only elementwise ops, broadcasts, scalar constants and reductions may be fused");
+    int matmuls = 0;
+    for (const em_ir_node *m = r->first; m; m = m->next) {
+        if (m->op == EM_OP_MATMUL) { /* a GEMM whose epilogue is the rest of the region */
+            if (++matmuls > 1) return fail(v, m, "a fused region holds at most one matmul");
+            for (int i = 0; i < m->n_in; i++)
+                if (m->in[i]->def)
+                    return fail(v, m, "a fused matmul's operands must be region parameters");
+        } else if (!region_op_allowed(m)) {
+            return fail(v, m, "only elementwise ops, broadcasts, scalar constants, reductions and one "
+                              "matmul may be fused");
+        }
+    }
     return check_block(v, r);
 }
 

@@ -24,9 +24,17 @@
  * never of a broadcast (eager reduces that view as it is), and a result
  * used outside the group must then be S-shaped or one value per row.
  *
+ * A group without reductions may also take in one matmul that produces one
+ * of its inputs, as a GEMM epilogue: the product has the root's type
+ * (float32 or float64), only members use it, and no member computes its
+ * operands. A code generator then applies the group to each block of the
+ * product right after the BLAS call that made it, while the block is in
+ * cache: a Linear layer's bias, its activation and a residual add cost no
+ * pass over memory of their own.
+ *
  * Scalar constants (0-d `full`) are copied into every region that uses them,
- * so code generators see them as immediates. Matmul, other reductions and
- * reshapes end a group. Every member keeps its source location; the fused
+ * so code generators see them as immediates. Other matmuls, other
+ * reductions and reshapes end a group. Every member keeps its source location; the fused
  * node's covers them all.
  */
 #include <stdio.h>
@@ -44,7 +52,7 @@ typedef struct {
     int **users;     /* value id -> user node ids (-1 marks a block result) */
     int *n_users;
     int n_kernels, n_fused_ops; /* for the report */
-    int n_row_kernels, n_reductions;
+    int n_row_kernels, n_reductions, n_epilogues;
     int64_t bytes_saved;        /* intermediates no longer written to memory */
     /* the rows of the group being grown; has_rows false until a reduction joins */
     bool has_rows;
@@ -122,6 +130,28 @@ static bool can_join(fuser *f, const em_ir_node *p, const em_ir_node *r, int gid
         if (!outside_after_root || !may_leave) return false;
     }
     return !reduction || f->has_rows || adopt_rows(f, &own, members, n_mem);
+}
+
+/* The matmul group gid (root r, without rows) takes in as its GEMM
+ * epilogue (see the header), or NULL. */
+static em_ir_node *epilogue_gemm(const fuser *f, int gid, em_ir_node *const *members, int n_mem,
+                                 const em_ir_node *r) {
+    for (int m = 0; m < n_mem; m++)
+        for (int i = 0; i < members[m]->n_in; i++) {
+            em_ir_node *p = members[m]->in[i]->def;
+            if (!p || p->op != EM_OP_MATMUL || p->id >= f->n_nodes || f->group[p->id] != -1) continue;
+            em_dtype dt = p->out[0]->type.dtype;
+            if ((dt != EM_DTYPE_F32 && dt != EM_DTYPE_F64) || !em_type_eq(&p->out[0]->type, &r->out[0]->type))
+                continue;
+            bool inside = true;
+            const em_ir_value *v = p->out[0];
+            for (int u = 0; u < f->n_users[v->id] && inside; u++)
+                inside = f->users[v->id][u] >= 0 && f->group[f->users[v->id][u]] == gid;
+            for (int k = 0; k < p->n_in && inside; k++)
+                inside = p->in[k]->type.dtype == dt && !(p->in[k]->def && f->group[p->in[k]->def->id] == gid);
+            if (inside) return p;
+        }
+    return NULL;
 }
 
 /* Replaces the members of group gid (root r) by one fused node. */
@@ -219,7 +249,7 @@ static em_status build_fused(fuser *f, em_ir_node *r, int gid, em_ir_node **memb
         bool out = false;
         for (int j = 0; j < n_outs && !out; j++) out = outs[j] == members[i]->out[0];
         const em_type *t = &members[i]->out[0]->type;
-        if (!out && (em_op_get(members[i]->op)->flags & EM_F_ELEMENTWISE))
+        if (!out && ((em_op_get(members[i]->op)->flags & EM_F_ELEMENTWISE) || members[i]->op == EM_OP_MATMUL))
             f->bytes_saved += em_shape_numel(t->shape, t->ndim) * (int64_t)em_dtype_size(t->dtype);
     }
 done:
@@ -279,6 +309,12 @@ static em_status fuse_block(fuser *f) {
         }
         f->n_row_kernels += reductions > 0;
         f->n_reductions += reductions;
+        em_ir_node *gemm = reductions ? NULL : epilogue_gemm(f, gid, members, n_mem, r);
+        if (gemm) {
+            f->group[gemm->id] = gid;
+            members[n_mem++] = gemm;
+            f->n_epilogues++;
+        }
         /* members in block order */
         int w = 0;
         for (int j = 0; j <= i; j++)
@@ -336,12 +372,15 @@ em_status em_pass_fuse(em_ir_graph *g, em_strbuf *report) {
     }
     st = fuse_block(&f);
     if (st == EM_OK && report && f.n_kernels) {
-        char rows[96] = "";
+        char rows[96] = "", gemms[64] = "";
         if (f.n_row_kernels)
             snprintf(rows, sizeof rows, " (%d row kernel%s, holding %d reduction%s)", f.n_row_kernels,
                      f.n_row_kernels == 1 ? "" : "s", f.n_reductions, f.n_reductions == 1 ? "" : "s");
-        em_strbuf_printf(report, "fuse: %d ops into %d kernel%s%s; %lld bytes of intermediates not written\n",
-                         f.n_fused_ops, f.n_kernels, f.n_kernels == 1 ? "" : "s", rows, (long long)f.bytes_saved);
+        if (f.n_epilogues)
+            snprintf(gemms, sizeof gemms, " (%d GEMM epilogue%s)", f.n_epilogues, f.n_epilogues == 1 ? "" : "s");
+        em_strbuf_printf(report, "fuse: %d ops into %d kernel%s%s%s; %lld bytes of intermediates not written\n",
+                         f.n_fused_ops, f.n_kernels, f.n_kernels == 1 ? "" : "s", rows, gemms,
+                         (long long)f.bytes_saved);
     }
 done:
     if (f.users)

@@ -15,6 +15,7 @@
 #ifndef EMBER_OPS_H
 #define EMBER_OPS_H
 
+#include "ember/parallel.h"
 #include "ember/tensor.h"
 
 #ifdef __cplusplus
@@ -326,6 +327,15 @@ em_tensor *em_reduce(em_op op, em_tensor *a, const int64_t *dims, int n_dims, bo
  * changes its rounding. The op must be a reduction, logsumexp of a float. */
 void em_reduce_row(em_op op, const em_attrs *attrs, em_dtype dt, const void *x, int64_t n,
                    em_dtype out_dt, void *out);
+/* out = a @ b, as em_op_run(EM_OP_MATMUL) computes it (the same BLAS calls
+ * on the same blocks, so the same bits), calling epilogue(ctx, begin, end)
+ * on each range [begin, end) of out's elements as soon as it is computed,
+ * on the thread that computed it, while it is still in cache: a compiled
+ * GEMM epilogue (bias, activation, residual) applied there instead of in
+ * another pass over memory. Every element is handed over exactly once. out
+ * is contiguous, of the product's shape and of a's dtype (float32 or
+ * float64); a and b are float tensors of that dtype. */
+em_status em_matmul_epilogue(em_tensor *a, em_tensor *b, em_tensor *out, em_parallel_fn epilogue, void *ctx);
 /* cumsum, cumprod, softmax, log_softmax along `dim`. */
 em_tensor *em_scan(em_op op, em_tensor *a, int64_t dim);
 em_tensor *em_matmul(em_tensor *a, em_tensor *b);

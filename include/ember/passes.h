@@ -21,7 +21,7 @@ extern "C" {
     X(cse, "cse", "merge identical pure nodes (random ops never)")                                \
     X(const_fold, "const-fold", "compute ops on constants at compile time")                       \
     X(dce, "dce", "remove nodes whose results are never used (pure ops only)")                     \
-    X(fuse, "fuse", "group chains of elementwise ops and broadcasts into fused kernel nodes")
+    X(fuse, "fuse", "elementwise chains, row kernels and GEMM epilogues into fused nodes")
 
 #define X(fn, name, help) em_status em_pass_##fn(em_ir_graph *g, em_strbuf *report);
 EM_PASS_LIST(X)

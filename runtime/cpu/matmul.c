@@ -172,6 +172,8 @@ typedef struct {
     int64_t bshape[EM_MAX_DIMS], abs_[EM_MAX_DIMS], bbs[EM_MAX_DIMS];
     int64_t chunks, chunk; /* blocks per matrix, and rows (or columns) per block */
     bool by_rows;
+    em_parallel_fn epilogue; /* called on each block's elements once computed, or NULL */
+    void *epilogue_ctx;
 } gemm_plan;
 
 static void gemm_blocks(void *arg, int64_t t0, int64_t t1) {
@@ -197,6 +199,12 @@ static void gemm_blocks(void *arg, int64_t t0, int64_t t1) {
         }
         blas_gemm(p->f32, p->va, p->vb, p->a + ao * (int64_t)p->item, p->b + bo * (int64_t)p->item,
                   p->c + co * (int64_t)p->item, m, n, p->k, p->n);
+        if (!p->epilogue) continue;
+        if (n == p->n) { /* whole rows: one run of elements */
+            p->epilogue(p->epilogue_ctx, co, co + m * n);
+        } else {
+            for (int64_t i = 0; i < m; i++) p->epilogue(p->epilogue_ctx, co + i * p->n, co + i * p->n + n);
+        }
     }
 }
 
@@ -265,13 +273,13 @@ static em_status matmul_widened(em_tensor *const *in, em_tensor *z, em_dtype wid
     return st;
 }
 
-em_status cpu_matmul(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
-    (void)op;
-    (void)attrs;
-    em_tensor *x = in[0], *y = in[1], *z = out[0];
-    if (em_dtype_is_half(x->dtype)) return matmul_widened(in, z, EM_DTYPE_F32);
+/* z = x @ y. With an epilogue, the GEMMs run on the pool hand each block
+ * of z to it once computed and set *handed; other paths leave it unset. */
+static em_status matmul_into(em_tensor *x, em_tensor *y, em_tensor *z, em_parallel_fn epilogue, void *ctx,
+                             bool *handed) {
+    if (em_dtype_is_half(x->dtype)) return matmul_widened((em_tensor *[]){x, y}, z, EM_DTYPE_F32);
     if (!em_dtype_is_float(x->dtype) && x->dtype != EM_DTYPE_I64)
-        return matmul_widened(in, z, EM_DTYPE_I64);
+        return matmul_widened((em_tensor *[]){x, y}, z, EM_DTYPE_I64);
     /* View 1-D operands as matrices: x[k] -> [1,k], y[k] -> [k,1]. */
     int64_t m = x->ndim >= 2 ? x->shape[x->ndim - 2] : 1, k = x->shape[x->ndim - 1];
     int64_t n = y->ndim >= 2 ? y->shape[y->ndim - 1] : 1;
@@ -330,7 +338,8 @@ em_status cpu_matmul(em_op op, em_tensor *const *in, int n_in, const em_attrs *a
     }
     if (em_dtype_is_float(x->dtype) && m > 1 && n > 1) {
         gemm_plan p = {.f32 = x->dtype == EM_DTYPE_F32, .a = xd, .b = yd, .c = zd, .m = m, .n = n, .k = k,
-                       .ars = xrs, .bcs = ycs, .item = item, .zb = zb};
+                       .ars = xrs, .bcs = ycs, .item = item, .zb = zb, .epilogue = epilogue,
+                       .epilogue_ctx = ctx};
         blas_layout(m, k, xrs, xcs, &p.va);
         blas_layout(k, n, yrs, ycs, &p.vb);
         for (int d = 0; d < zb; d++) {
@@ -339,6 +348,7 @@ em_status cpu_matmul(em_op op, em_tensor *const *in, int n_in, const em_attrs *a
             p.bbs[d] = ybs[d];
         }
         gemm_on_pool(&p, batches);
+        *handed = epilogue != NULL;
         em_tensor_release(xa);
         em_tensor_release(ya);
         return EM_OK;
@@ -357,4 +367,32 @@ em_status cpu_matmul(em_op op, em_tensor *const *in, int n_in, const em_attrs *a
     em_tensor_release(xa);
     em_tensor_release(ya);
     return EM_OK;
+}
+
+em_status cpu_matmul(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
+    (void)op;
+    (void)n_in;
+    (void)attrs;
+    bool handed = false;
+    return matmul_into(in[0], in[1], out[0], NULL, NULL, &handed);
+}
+
+em_status em_matmul_epilogue(em_tensor *a, em_tensor *b, em_tensor *out, em_parallel_fn epilogue, void *ctx) {
+    em_dtype dt = a->dtype;
+    if (!epilogue || (dt != EM_DTYPE_F32 && dt != EM_DTYPE_F64) || b->dtype != dt || out->dtype != dt ||
+        (!em_tensor_is_contiguous(out) && out->numel) || a->ndim < 1 || b->ndim < 1)
+        return em_error(EM_ERR_VALUE, "matmul epilogue: needs float32 or float64 operands of one dtype and a "
+                                      "contiguous result of it, got %s @ %s -> %s",
+                        em_dtype_name(a->dtype), em_dtype_name(b->dtype), em_dtype_name(out->dtype));
+    em_type t[2] = {{.dtype = dt, .ndim = a->ndim}, {.dtype = dt, .ndim = b->ndim}}, want;
+    memcpy(t[0].shape, a->shape, sizeof a->shape);
+    memcpy(t[1].shape, b->shape, sizeof b->shape);
+    em_attrs none = {0};
+    if (em_op_infer(EM_OP_MATMUL, t, 2, &none, &want, 1) != EM_OK) return em_last_status();
+    if (!em_shape_eq(want.shape, want.ndim, out->shape, out->ndim))
+        return em_error(EM_ERR_VALUE, "matmul epilogue: the result has the wrong shape");
+    bool handed = false;
+    em_status st = matmul_into(a, b, out, epilogue, ctx, &handed);
+    if (st == EM_OK && !handed) em_parallel_for(out->numel, 16384, epilogue, ctx);
+    return st;
 }

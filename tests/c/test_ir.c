@@ -100,9 +100,19 @@ static void test_verifier(void) {
                  "result 0 has type f64[2] but the operands give f32[2]");
     verify_error("graph @f(%x: f32[2,2]) -> (f32[2,2]) {\n"
                  "  %0 = fused(%x) : f32[2,2] {\n  ^(%1: f32[2,2]):\n"
-                 "    %2 = matmul(%1, %1) : f32[2,2]\n    yield %2\n  }\n"
+                 "    %2 = matmul(%1, %1) : f32[2,2]\n    %3 = matmul(%2, %1) : f32[2,2]\n    yield %3\n  }\n"
                  "  return %0\n}\n",
-                 "only elementwise ops, broadcasts, scalar constants and reductions may be fused");
+                 "a fused region holds at most one matmul");
+    verify_error("graph @f(%x: f32[2,2]) -> (f32[2,2]) {\n"
+                 "  %0 = fused(%x) : f32[2,2] {\n  ^(%1: f32[2,2]):\n"
+                 "    %2 = neg(%1) : f32[2,2]\n    %3 = matmul(%2, %1) : f32[2,2]\n    yield %3\n  }\n"
+                 "  return %0\n}\n",
+                 "a fused matmul's operands must be region parameters");
+    verify_error("graph @f(%x: f32[2,2]) -> (f32[2,2]) {\n"
+                 "  %0 = fused(%x) : f32[2,2] {\n  ^(%1: f32[2,2]):\n"
+                 "    %2 = permute(%1) {dims=[1,0]} : f32[2,2]\n    yield %2\n  }\n"
+                 "  return %0\n}\n",
+                 "only elementwise ops, broadcasts, scalar constants, reductions and one matmul may be fused");
 }
 
 static void test_builder_and_interpreter(void) {

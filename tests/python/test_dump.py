@@ -151,9 +151,10 @@ def test_after_fuse_has_fused_nodes(dumped):
         mlp_ir = f.read()
     assert gelu_ir.count("fused(") == 1
     assert mlp_ir.count("fused(") == 1
-    # The mlp's fused node spans lines 10-11 (add on 10, relu and mul on 11).
-    assert f'fused(%0, %b) : f32[8,4] loc("{script}":10-11)' in mlp_ir, mlp_ir
-    assert "= matmul(" in mlp_ir
+    # The mlp's fused node spans lines 10-11 (matmul and add on 10, relu and
+    # mul on 11): the matmul joined as a GEMM epilogue, inside the region.
+    assert f'fused(%x, %w, %b) : f32[8,4] loc("{script}":10-11)' in mlp_ir, mlp_ir
+    assert mlp_ir.index("fused(") < mlp_ir.index("= matmul(%"), mlp_ir
 
 
 def test_passes_txt_says_what_the_passes_did(dumped):
