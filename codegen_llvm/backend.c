@@ -595,6 +595,16 @@ static char *llvm_describe(void *state) {
                              "compiling; EMBER_JIT_MIN_ELEMENTS)\n",
                          small, small == 1 ? "" : "s", (long long)min_elements);
     if (x->refused) em_strbuf_puts(&s, x->refused);
+    if (x->plan.n_buffers) /* which value lives in which buffer, and when */
+        em_strbuf_printf(&s, "  memory plan (arena offset, bytes: value, made at node .. last used at node, of %d):\n",
+                         x->plan.n_nodes);
+    for (int i = 0; i < x->plan.n_buffers; i++) {
+        const struct em_llvm_buffer *bf = &x->plan.buffers[i];
+        char t[256];
+        em_type_str(bf->type, t, sizeof t);
+        em_strbuf_printf(&s, "    %10lld %10lld: %%%d %s, %d .. %d\n", (long long)bf->offset, (long long)bf->nbytes,
+                         bf->value, t, x->plan.pos[bf->value], x->plan.last[bf->value]);
+    }
     for (int i = 0; i < x->n_kernels; i++) {
         const kernel *k = &x->kernels[i];
         int ops = 0;

@@ -12,8 +12,9 @@ static const em_pass_info passes[] = {
 };
 
 /* Rewrites first (each may expose work for the next), then dead code goes
- * before fusion sees the graph. */
-const char *const em_default_pipeline[] = {"canonicalize", "cse", "const-fold", "dce", "fuse", "dce", NULL};
+ * before fusion sees the graph; the schedule is settled on the fused graph. */
+const char *const em_default_pipeline[] = {"canonicalize", "cse", "const-fold", "dce", "fuse", "dce", "memplan",
+                                           NULL};
 
 const em_pass_info *em_pass_all(int *n) {
     *n = (int)(sizeof passes / sizeof passes[0]);

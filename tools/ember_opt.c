@@ -2,7 +2,10 @@
  * ember-opt - reads IR text, runs passes, prints IR.
  *
  *   ember-opt [--pass=NAME]... [--passes=a,b] [--no-verify] [--split-input-file]
- *             [--list-passes] [-o FILE] [FILE|-]
+ *             [--report] [--list-passes] [-o FILE] [FILE|-]
+ *
+ * --report prints what the passes did (the lines explain() shows) as
+ * comments before each graph.
  *
  * Every graph is verified after parsing and after each pass (unless
  * --no-verify). With --split-input-file the input is cut at lines that start
@@ -21,7 +24,7 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: ember-opt [--pass=NAME]... [--passes=a,b] [--no-verify] "
-               "[--split-input-file] [--list-passes] [-o FILE] [FILE|-]\n");
+               "[--split-input-file] [--report] [--list-passes] [-o FILE] [FILE|-]\n");
 }
 
 static char *read_all(FILE *f) {
@@ -42,6 +45,8 @@ static char *read_all(FILE *f) {
     return buf;
 }
 
+static bool print_report;
+
 /* Parses, verifies and transforms one graph; prints it to out. */
 static int process(const char *text, const char *name, const char **passes, int n_passes,
                    bool verify, FILE *out) {
@@ -51,17 +56,24 @@ static int process(const char *text, const char *name, const char **passes, int 
         return 1;
     }
     int rc = 0;
+    em_strbuf report;
+    em_strbuf_init(&report);
     if (verify && em_ir_verify(g) != EM_OK) {
         fprintf(stderr, "%s: error: %s\n", name, em_last_error());
         rc = 1;
-    } else if (em_pass_run_pipeline(g, passes, n_passes, verify, NULL, NULL, NULL) != EM_OK) {
+    } else if (em_pass_run_pipeline(g, passes, n_passes, verify, NULL, NULL, &report) != EM_OK) {
         fprintf(stderr, "%s: error: %s\n", name, em_last_error());
         rc = 1;
     } else {
+        char *r = em_strbuf_take(&report);
+        for (char *line = r ? strtok(r, "\n") : NULL; line && print_report; line = strtok(NULL, "\n"))
+            fprintf(out, "// %s\n", line);
+        free(r);
         char *s = em_ir_print(g);
         if (s) fputs(s, out);
         free(s);
     }
+    em_strbuf_free(&report);
     em_ir_graph_free(g);
     return rc;
 }
@@ -86,6 +98,8 @@ int main(int argc, char **argv) {
             verify = false;
         } else if (strcmp(a, "--split-input-file") == 0) {
             split = true;
+        } else if (strcmp(a, "--report") == 0) {
+            print_report = true;
         } else if (strcmp(a, "--list-passes") == 0) {
             int n;
             const em_pass_info *all = em_pass_all(&n);

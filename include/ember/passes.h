@@ -21,7 +21,8 @@ extern "C" {
     X(cse, "cse", "merge identical pure nodes (random ops never)")                                \
     X(const_fold, "const-fold", "compute ops on constants at compile time")                       \
     X(dce, "dce", "remove nodes whose results are never used (pure ops only)")                     \
-    X(fuse, "fuse", "elementwise chains, row kernels and GEMM epilogues into fused nodes")
+    X(fuse, "fuse", "elementwise chains, row kernels and GEMM epilogues into fused nodes")       \
+    X(memplan, "memplan", "order nodes for a lower peak of memory (values made just before first use)")
 
 #define X(fn, name, help) em_status em_pass_##fn(em_ir_graph *g, em_strbuf *report);
 EM_PASS_LIST(X)
