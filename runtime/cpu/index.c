@@ -645,6 +645,25 @@ em_status infer_index_put(em_op op, const em_type *in, int n_in, const em_attrs 
     return EM_OK;
 }
 
+/* Is the one index tensor i (1-D, in range for a dim of `size`) start, start
+ * + step, ... with step > 0? Then y[..., i, ...] = v is a copy into a
+ * strided view of y, as a slice's backward writes its gradient (a compiled
+ * step traces it as index_put): no element is written twice. */
+static bool progression(const em_tensor *i, int64_t size, int64_t *start, int64_t *step) {
+    if (i->ndim != 1 || i->numel < 1) return false;
+    int64_t *idx = load_indices(i, size, true, EM_ERR_INDEX, "index_put", 0);
+    if (!idx) {
+        em_clear_error(); /* (out of range: the general path says so) */
+        return false;
+    }
+    *start = idx[0];
+    *step = i->numel > 1 ? idx[1] - idx[0] : 1;
+    bool ok = *step > 0;
+    for (int64_t j = 1; j < i->numel && ok; j++) ok = idx[j] == *start + j * *step;
+    em_free(idx);
+    return ok;
+}
+
 /* out[i_1..i_k] (+)= values, in index order, into out itself (x's values
  * already there). */
 em_status em_index_put_write(em_tensor *y, em_tensor *const *ix, int k, em_tensor *values,
@@ -663,6 +682,20 @@ em_status em_index_put_write(em_tensor *y, em_tensor *const *ix, int k, em_tenso
     char *yb = em_tensor_data(y);
     const char *vb = em_tensor_data(v);
     int d = (int)a->dims[0];
+    int64_t start, step;
+    if (k == 1 && !a->accumulate && progression(ix[0], y->shape[d], &start, &step)) {
+        int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS];
+        memcpy(shape, y->shape, sizeof shape);
+        memcpy(strides, y->strides, sizeof strides);
+        shape[d] = ix[0]->numel;
+        strides[d] *= step;
+        em_tensor *view = em_tensor_from_storage(y->storage, y->dtype, y->offset + start * y->strides[d], shape,
+                                                 strides, y->ndim);
+        st = view ? em_copy_into(view, v) : em_last_status();
+        em_tensor_release(view);
+        em_tensor_release(cast);
+        return st;
+    }
     if (k == 1 && !a->accumulate && d == 0 && em_tensor_is_contiguous(y) &&
         (v->numel == 1 || (em_tensor_is_contiguous(v) && em_shape_eq(v->shape, v->ndim, p.shape, p.nd)))) {
         /* y[i] = v with i along dim 0: whole rows, in order (the last write wins) */

@@ -336,6 +336,23 @@ def test_setitem_with_tensor_values():
                       arr("float32", (3,), seed=1))
 
 
+@pytest.mark.parametrize("index", [[1, 4, 7], [0, 1, 2], [-3, -2, -1], [5], [8, 6, 4], [2, 2, 5], [3, 1]])
+def test_index_put_along_a_dim_against_torch(index):
+    """An index that steps evenly (a slice's backward writes its gradient
+    that way) is copied into a strided view; the others, duplicates and
+    descending ones included, take the general path."""
+    for dim in range(3):
+        shape = [6, 7, 9]
+        vshape = list(shape)
+        vshape[dim] = len(index)
+        shape[dim] = 9
+        i = tuple([slice(None)] * dim + [idx(index)])
+        check(lambda m, x, v, i=i: (x.__setitem__(tuple(t.make(m) if hasattr(t, "make") else t for t in i), v), x)[1],
+              arr("float32", tuple(shape)), arr("float32", tuple(vshape), seed=1))
+        check(lambda m, x, v, i=i: (x.__setitem__(tuple(t.make(m) if hasattr(t, "make") else t for t in i), v), x)[1],
+              arr("float64", tuple(shape)), arr("float64", tuple(vshape[dim:]), seed=2))  # broadcast values
+
+
 def test_setitem_bumps_version():
     x = ember.zeros(3, 4)
     v0 = x._version
