@@ -77,7 +77,7 @@ def main():
         for name in sorted(os.listdir(dump)):
             print(f"   {name}")
         with open(os.path.join(dump, "final.ir")) as f:
-            print("\n   final.ir (after dce, fuse, dce):")
+            print(f"\n   final.ir (after the passes: {', '.join(em.compiler.passes())}):")
             for line in f.read().splitlines():
                 print("   " + line)
     else:
