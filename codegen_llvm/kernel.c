@@ -18,8 +18,8 @@
  * is a call to em_scalar_<op>_<dtype> from the linked scalar library, which
  * inlines: the same definition the eager kernels run.
  *
- * A GEMM epilogue (a region whose first op is a matmul: the fuse pass
- * explains when) compiles to the same kind of kernel over the product's
+ * A GEMM epilogue (a region holding a matmul: the fuse pass explains
+ * when) compiles to the same kind of kernel over the product's
  * elements: the launch has BLAS write the product into result 0's memory
  * block by block (em_matmul_epilogue) and runs the kernel on each block
  * right after, reading the product's element where it then writes result
@@ -145,39 +145,37 @@ static em_status convert(const emitter *e, LLVMValueRef v, em_dtype from, em_dty
 }
 
 em_status em_llvm_emit_element(const emitter *e, const em_ir_node *n, LLVMValueRef *vals) {
-    {
-        const em_op_info *info = em_op_get(n->op);
-        em_dtype odt = n->out[0]->type.dtype;
-        LLVMValueRef res = NULL;
-        em_status st = EM_OK;
-        if (em_ir_is_scalar_const(n)) {
-            if (!(res = konst(e, odt, &n->attrs))) return em_last_status();
-        } else if (info->flags & EM_F_BROADCAST) {
-            res = vals[n->in[0]->id]; /* broadcasting is in the strides */
-        } else if (info->kind == EM_KIND_CAST) {
-            st = convert(e, vals[n->in[0]->id], n->in[0]->type.dtype, odt, &res);
-        } else if (info->flags & EM_F_ELEMENTWISE) {
-            /* as the eager kernel: operands into their dtypes, the call in the
-             * compute dtype, its result rounded to the node's dtype */
-            em_type it[4];
-            for (int i = 0; i < n->n_in; i++) it[i] = n->in[i]->type;
-            em_dtype cd = em_ew_compute_dtype(n->op, it, n->n_in, odt);
-            LLVMValueRef args[4];
-            for (int i = 0; i < n->n_in && st == EM_OK; i++) {
-                em_dtype via = em_ew_operand_via(n->op, i, it, n->n_in, odt);
-                st = convert(e, vals[n->in[i]->id], n->in[i]->type.dtype, via, &args[i]);
-                if (st == EM_OK) st = convert(e, args[i], via, em_ew_operand_dtype(n->op, i, cd), &args[i]);
-            }
-            char name[64];
-            snprintf(name, sizeof name, "%s_%s", info->name, dtype_sfx[cd]);
-            if (st == EM_OK) st = call_lib(e, name, args, n->n_in, &res);
-            if (st == EM_OK) st = convert(e, res, em_ew_native_result(n->op, cd), odt, &res);
-        } else {
-            return em_error(EM_ERR_NOT_IMPLEMENTED, "llvm: %s cannot appear in a kernel", info->name);
+    const em_op_info *info = em_op_get(n->op);
+    em_dtype odt = n->out[0]->type.dtype;
+    LLVMValueRef res = NULL;
+    em_status st = EM_OK;
+    if (em_ir_is_scalar_const(n)) {
+        if (!(res = konst(e, odt, &n->attrs))) return em_last_status();
+    } else if (info->flags & EM_F_BROADCAST) {
+        res = vals[n->in[0]->id]; /* broadcasting is in the strides */
+    } else if (info->kind == EM_KIND_CAST) {
+        st = convert(e, vals[n->in[0]->id], n->in[0]->type.dtype, odt, &res);
+    } else if (info->flags & EM_F_ELEMENTWISE) {
+        /* as the eager kernel: operands into their dtypes, the call in the
+         * compute dtype, its result rounded to the node's dtype */
+        em_type it[4];
+        for (int i = 0; i < n->n_in; i++) it[i] = n->in[i]->type;
+        em_dtype cd = em_ew_compute_dtype(n->op, it, n->n_in, odt);
+        LLVMValueRef args[4];
+        for (int i = 0; i < n->n_in && st == EM_OK; i++) {
+            em_dtype via = em_ew_operand_via(n->op, i, it, n->n_in, odt);
+            st = convert(e, vals[n->in[i]->id], n->in[i]->type.dtype, via, &args[i]);
+            if (st == EM_OK) st = convert(e, args[i], via, em_ew_operand_dtype(n->op, i, cd), &args[i]);
         }
-        if (st != EM_OK) return st;
-        vals[n->out[0]->id] = res;
+        char name[64];
+        snprintf(name, sizeof name, "%s_%s", info->name, dtype_sfx[cd]);
+        if (st == EM_OK) st = call_lib(e, name, args, n->n_in, &res);
+        if (st == EM_OK) st = convert(e, res, em_ew_native_result(n->op, cd), odt, &res);
+    } else {
+        return em_error(EM_ERR_NOT_IMPLEMENTED, "llvm: %s cannot appear in a kernel", info->name);
     }
+    if (st != EM_OK) return st;
+    vals[n->out[0]->id] = res;
     return EM_OK;
 }
 

@@ -123,13 +123,6 @@ nomem:
     return em_error(EM_ERR_NOMEM, "out of memory planning @%s", g->name);
 }
 
-static int find(int *parent, int v) {
-    while (parent[v] != v) v = parent[v] = parent[parent[v]];
-    return v;
-}
-
-static void join(int *parent, int a, int b) { parent[find(parent, a)] = find(parent, b); }
-
 static int64_t nbytes_of(const em_type *t) {
     int64_t n = em_shape_numel(t->shape, t->ndim) * (int64_t)em_dtype_size(t->dtype);
     return (n + 63) & ~(int64_t)63; /* 64-byte aligned, as the allocator's blocks */
@@ -174,20 +167,14 @@ em_status em_llvm_plan_buffers(em_llvm_plan *p, const bool *aliases_inputs) {
         st = em_error(EM_ERR_NOMEM, "out of memory planning @%s", g->name);
         goto done;
     }
-    for (int v = 0; v < nv; v++) parent[v] = v;
-    for (int k = 0; k < p->n_nodes; k++) { /* results that may share their inputs' memory */
-        const em_ir_node *n = p->order[k];
-        if (!aliases_inputs[n->id]) continue;
-        for (int o = 0; o < n->n_out; o++)
-            for (int i = 0; i < n->n_in; i++) join(parent, n->out[o]->id, n->in[i]->id);
-    }
+    em_ir_alias_classes(g, aliases_inputs, parent); /* results that may share their inputs' memory */
     /* a class escapes when a graph input or a result is in it; it is busy
      * until the last use of any of its values */
     for (int v = 0; v < nv; v++) busy[v] = -1;
-    for (int i = 0; i < b->n_params; i++) escapes[find(parent, b->params[i]->id)] = true;
-    for (int r = 0; r < b->n_results; r++) escapes[find(parent, b->results[r]->id)] = true;
+    for (int i = 0; i < b->n_params; i++) escapes[em_ir_class(parent, b->params[i]->id)] = true;
+    for (int r = 0; r < b->n_results; r++) escapes[em_ir_class(parent, b->results[r]->id)] = true;
     for (int v = 0; v < g->n_values; v++) {
-        int c = find(parent, v);
+        int c = em_ir_class(parent, v);
         if (p->last[v] > busy[c]) busy[c] = p->last[v];
     }
     p->n_buffers = 0;
@@ -196,7 +183,7 @@ em_status em_llvm_plan_buffers(em_llvm_plan *p, const bool *aliases_inputs) {
         const em_ir_node *n = p->order[k];
         if (aliases_inputs[n->id]) continue; /* (its results are others' memory) */
         for (int o = 0; o < n->n_out; o++) {
-            int v = n->out[o]->id, c = find(parent, v), i = p->n_buffers;
+            int v = n->out[o]->id, c = em_ir_class(parent, v), i = p->n_buffers;
             if (escapes[c]) continue;
             p->buffers[i].value = v;
             p->buffers[i].type = &n->out[o]->type;

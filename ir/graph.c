@@ -285,6 +285,21 @@ void em_ir_shared_memory(const em_ir_graph *g, bool *from_input, bool *to_result
     }
 }
 
+int em_ir_class(int *parent, int v) {
+    while (parent[v] != v) v = parent[v] = parent[parent[v]];
+    return v;
+}
+
+void em_ir_alias_classes(const em_ir_graph *g, const bool *aliases, int *parent) {
+    for (int v = 0; v < g->n_values; v++) parent[v] = v;
+    for (const em_ir_node *n = g->body->first; n; n = n->next) {
+        if (!aliases[n->id]) continue;
+        for (int o = 0; o < n->n_out; o++)
+            for (int i = 0; i < n->n_in; i++)
+                parent[em_ir_class(parent, n->out[o]->id)] = em_ir_class(parent, n->in[i]->id);
+    }
+}
+
 bool em_ir_is_scalar_const(const em_ir_node *n) {
     return n->op == EM_OP_FULL && n->out[0]->type.ndim == 0;
 }

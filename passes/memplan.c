@@ -31,15 +31,11 @@ typedef struct {
     const em_ir_block *b;
     int n_nodes;
     int *pos;       /* node id -> position */
+    bool *aliases;  /* node id -> may its results share its inputs' memory? */
     int *parent;    /* value id -> union-find parent (memory-sharing classes) */
     int *last;      /* class root -> last position anything in it is used */
     bool *escapes;  /* class root -> holds a graph input (the caller's memory) */
 } liveness;
-
-static int find(int *parent, int v) {
-    while (parent[v] != v) v = parent[v] = parent[parent[v]];
-    return v;
-}
 
 /* May n's results share its inputs' memory? (Fused nodes are counted as
  * compiled kernels, which allocate.) */
@@ -53,30 +49,24 @@ static void analyse(liveness *l, const em_ir_graph *g) {
     const em_ir_block *b = l->b;
     int k = 0;
     for (int v = 0; v < g->n_values; v++) {
-        l->parent[v] = v;
         l->last[v] = -1;
         l->escapes[v] = false;
     }
-    for (const em_ir_node *n = b->first; n; n = n->next, k++) {
-        l->pos[n->id] = k;
-        if (aliases(n))
-            for (int o = 0; o < n->n_out; o++)
-                for (int i = 0; i < n->n_in; i++)
-                    l->parent[find(l->parent, n->out[o]->id)] = find(l->parent, n->in[i]->id);
-    }
+    for (const em_ir_node *n = b->first; n; n = n->next) l->pos[n->id] = k++;
+    em_ir_alias_classes(g, l->aliases, l->parent);
     l->n_nodes = k;
-    for (int i = 0; i < b->n_params; i++) l->escapes[find(l->parent, b->params[i]->id)] = true;
+    for (int i = 0; i < b->n_params; i++) l->escapes[em_ir_class(l->parent, b->params[i]->id)] = true;
     for (const em_ir_node *n = b->first; n; n = n->next) {
         for (int i = 0; i < n->n_in; i++) {
-            int c = find(l->parent, n->in[i]->id);
+            int c = em_ir_class(l->parent, n->in[i]->id);
             if (l->pos[n->id] > l->last[c]) l->last[c] = l->pos[n->id];
         }
         for (int o = 0; o < n->n_out; o++) { /* (a dead result lives at its node) */
-            int c = find(l->parent, n->out[o]->id);
+            int c = em_ir_class(l->parent, n->out[o]->id);
             if (l->pos[n->id] > l->last[c]) l->last[c] = l->pos[n->id];
         }
     }
-    for (int r = 0; r < b->n_results; r++) l->last[find(l->parent, b->results[r]->id)] = k;
+    for (int r = 0; r < b->n_results; r++) l->last[em_ir_class(l->parent, b->results[r]->id)] = k;
 }
 
 /* The estimated peak of intermediate bytes, in block order. */
@@ -85,7 +75,7 @@ static int64_t peak_bytes(const liveness *l, int64_t *delta) {
     for (const em_ir_node *n = l->b->first; n; n = n->next) {
         if (aliases(n)) continue;
         for (int o = 0; o < n->n_out; o++) {
-            int c = find(l->parent, n->out[o]->id);
+            int c = em_ir_class(l->parent, n->out[o]->id);
             if (l->escapes[c]) continue;
             delta[l->pos[n->id]] += bytes_of(n->out[o]);
             delta[l->last[c] + 1] -= bytes_of(n->out[o]);
@@ -133,9 +123,9 @@ static bool worth_sinking(const liveness *l, const em_ir_node *n, em_ir_node **t
     if (!first || first == n->next) return false;
     int64_t kept = 0; /* inputs whose last use is n: alive until `first` now */
     for (int i = 0; i < n->n_in; i++) {
-        int c = find(l->parent, n->in[i]->id);
+        int c = em_ir_class(l->parent, n->in[i]->id);
         bool seen = false;
-        for (int j = 0; j < i; j++) seen |= find(l->parent, n->in[j]->id) == c;
+        for (int j = 0; j < i; j++) seen |= em_ir_class(l->parent, n->in[j]->id) == c;
         const em_ir_node *p = n->in[i]->def;
         if (seen || l->escapes[c] || l->last[c] != l->pos[n->id]) continue;
         if (!(p && movable(p) && feeds_only(l->b, p, n))) kept += bytes_of(n->in[i]);
@@ -149,15 +139,17 @@ em_status em_pass_memplan(em_ir_graph *g, em_strbuf *report) {
     size_t nv = (size_t)(g->n_values ? g->n_values : 1), nn = (size_t)(g->n_nodes ? g->n_nodes : 1);
     l.pos = malloc(nn * sizeof *l.pos);
     l.parent = malloc(nv * sizeof *l.parent);
+    l.aliases = calloc(nn, sizeof *l.aliases);
     l.last = malloc(nv * sizeof *l.last);
     l.escapes = malloc(nv * sizeof *l.escapes);
     int64_t *delta = malloc((nn + 2) * sizeof *delta);
     em_ir_node **order = malloc(nn * sizeof *order);
     em_status st = EM_OK;
-    if (!l.pos || !l.parent || !l.last || !l.escapes || !delta || !order) {
+    if (!l.pos || !l.parent || !l.aliases || !l.last || !l.escapes || !delta || !order) {
         st = em_error(EM_ERR_NOMEM, "out of memory planning memory");
         goto done;
     }
+    for (em_ir_node *n = g->body->first; n; n = n->next) l.aliases[n->id] = aliases(n);
     analyse(&l, g);
     int64_t before = peak_bytes(&l, delta);
     int count = 0, moved = 0;
@@ -187,6 +179,7 @@ em_status em_pass_memplan(em_ir_graph *g, em_strbuf *report) {
 done:
     free(l.pos);
     free(l.parent);
+    free(l.aliases);
     free(l.last);
     free(l.escapes);
     free(delta);

@@ -79,3 +79,25 @@ def subprocess_env(**overrides):
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([pkg_parent, ext_parent]))
     env.update({k: str(v) for k, v in overrides.items()})
     return env
+
+
+def bits_equal(got, want):
+    """got has want's dtype, shape and bits (NaNs where want has them)."""
+    assert got.dtype == want.dtype and tuple(got.shape) == tuple(want.shape)
+    g, w = got.numpy(), want.numpy()
+    assert np.array_equal(g, w, equal_nan=True), np.abs(g.astype(np.float64) - w).max()
+
+
+def compiled_equals_eager(fn, make, calls=2):
+    """Compiles fn, traces it on make()'s arguments, then checks `calls`
+    compiled calls on fresh arguments against fn eagerly, bit for bit
+    (no_grad). Returns the compiled function, its one specialisation."""
+    cf = ember.compile(fn)
+    with ember.no_grad():
+        cf(*make())  # traced
+        for _ in range(calls):
+            args = make()
+            bits_equal(cf(*args), fn(*args))
+    assert len(cf._specializations()) == 1
+    assert cf._stats()["compiled_calls"] == calls
+    return cf

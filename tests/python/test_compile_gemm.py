@@ -17,16 +17,11 @@ import torch
 
 import ember
 import ember.nn.functional as F
+from conftest import bits_equal, compiled_equals_eager
 
 pytestmark = pytest.mark.filterwarnings("ignore:ember.compile")
 HAS_LLVM = ember.compiler.has_llvm()
 LLVM_RUNS = HAS_LLVM and os.environ.get("EMBER_BACKEND", "llvm") == "llvm"
-
-
-def bits_equal(got, want):
-    assert got.dtype == want.dtype and tuple(got.shape) == tuple(want.shape)
-    g, w = got.numpy(), want.numpy()
-    assert np.array_equal(g, w, equal_nan=True), np.abs(g.astype(np.float64) - w).max()
 
 
 def linear_gelu_residual(x, w, b, r):
@@ -62,12 +57,7 @@ CASES = [
 @pytest.mark.parametrize("name,fn,make", CASES, ids=[c[0] for c in CASES])
 def test_epilogue_kernel_with_eager_bits(name, fn, make, monkeypatch):
     monkeypatch.setenv("EMBER_JIT_MIN_ELEMENTS", "0")
-    cf = ember.compile(fn)
-    with ember.no_grad():
-        cf(*make())  # traced
-        for _ in range(2):
-            args = make()
-            bits_equal(cf(*args), fn(*args))
+    cf = compiled_equals_eager(fn, make)
     (spec,) = cf._specializations()
     assert "(1 GEMM epilogue)" in spec["pass_report"], spec["pass_report"]
     graph = cf._graph(0)

@@ -17,6 +17,7 @@ import torch
 
 import ember
 import ember.nn.functional as F
+from conftest import bits_equal, compiled_equals_eager
 
 pytestmark = pytest.mark.filterwarnings("ignore:ember.compile")
 HAS_LLVM = ember.compiler.has_llvm()
@@ -71,20 +72,9 @@ CASES = [
 ]
 
 
-def bits_equal(got, want):
-    assert got.dtype == want.dtype and tuple(got.shape) == tuple(want.shape)
-    g, w = got.numpy(), want.numpy()
-    assert np.array_equal(g, w, equal_nan=True), np.abs(g.astype(np.float64) - w).max()
-
-
 @pytest.mark.parametrize("name,fn,make,n_reductions,n_kernels", CASES, ids=[c[0] for c in CASES])
 def test_one_row_kernel_with_eager_bits(name, fn, make, n_reductions, n_kernels):
-    cf = ember.compile(fn)
-    with ember.no_grad():
-        cf(*make())  # traced
-        for _ in range(2):
-            args = make()
-            bits_equal(cf(*args), fn(*args))
+    cf = compiled_equals_eager(fn, make)
     (spec,) = cf._specializations()
     plural, kernels = "" if n_reductions == 1 else "s", "1 kernel" if n_kernels == 1 else f"{n_kernels} kernels"
     assert f"into {kernels} (1 row kernel, holding {n_reductions} reduction{plural})" in spec["pass_report"], \
