@@ -219,6 +219,13 @@ static void parse_value(parser *p, double *d, int64_t *i) {
     }
 }
 
+static bool parse_bool(parser *p) {
+    bool v = is_ident(p, "true");
+    if (!v && !is_ident(p, "false")) FAIL("expected true or false");
+    next(p);
+    return v;
+}
+
 static int parse_int_list(parser *p, int64_t *out, int max) {
     expect_punct(p, '[');
     int n = 0;
@@ -308,17 +315,16 @@ static void parse_attrs(parser *p, em_op op, em_attrs *a) {
             expect_punct(p, '=');
             switch (1u << bit) {
             case EM_A_DIMS: a->n_dims = parse_int_list(p, a->dims, EM_MAX_DIMS); break;
-            case EM_A_KEEPDIM:
-                if (is_ident(p, "true"))
-                    a->keepdim = true;
-                else if (!is_ident(p, "false"))
-                    FAIL("expected true or false");
-                next(p);
-                break;
+            case EM_A_KEEPDIM: a->keepdim = parse_bool(p); break;
             case EM_A_VALUE: parse_value(p, &a->value, &a->value_i); break;
             case EM_A_START: a->start = parse_double(p); break;
             case EM_A_END: a->end = parse_double(p); break;
             case EM_A_STEP: a->step = parse_double(p); break;
+            case EM_A_CORRECTION: a->correction = parse_double(p); break;
+            case EM_A_ORD: a->ord = parse_double(p); break;
+            case EM_A_SHIFTS: a->n_shifts = parse_int_list(p, a->shifts, EM_MAX_DIMS); break;
+            case EM_A_DIAGONAL: a->diagonal = parse_int(p); break;
+            case EM_A_ACCUMULATE: a->accumulate = parse_bool(p); break;
             default: break;
             }
         } while (accept_punct(p, ','));

@@ -65,7 +65,12 @@ static void put_attrs(printer *p, const em_ir_node *n) {
         case EM_A_START: em_strbuf_puts(p->b, em_format_double(a->start, num)); break;
         case EM_A_END: em_strbuf_puts(p->b, em_format_double(a->end, num)); break;
         case EM_A_STEP: em_strbuf_puts(p->b, em_format_double(a->step, num)); break;
-        default: break;
+        case EM_A_CORRECTION: em_strbuf_puts(p->b, em_format_double(a->correction, num)); break;
+        case EM_A_ORD: em_strbuf_puts(p->b, em_format_double(a->ord, num)); break;
+        case EM_A_SHIFTS: put_ints(p, a->shifts, a->n_shifts); break;
+        case EM_A_DIAGONAL: em_strbuf_printf(p->b, "%lld", (long long)a->diagonal); break;
+        case EM_A_ACCUMULATE: em_strbuf_puts(p->b, a->accumulate ? "true" : "false"); break;
+        default: break; /* (shape and dtype: the result type says them) */
         }
     }
     em_strbuf_puts(p->b, "}");
