@@ -9,8 +9,8 @@
  *
  * Kernels are specialised on the strides their inputs will have, found by
  * propagating the example inputs' strides through the graph: compute ops
- * produce contiguous results, views follow em_view_geometry (the rule the
- * eager views use). Before each launch the actual strides are checked
+ * produce contiguous results (or lay them out as their layout attribute
+ * says), views follow em_view_geometry (the rule the eager views use). Before each launch the actual strides are checked
  * against the compiled ones; a mismatch runs the region on the eager
  * kernels instead, so a wrong layout guess costs speed, never correctness.
  *
@@ -110,10 +110,7 @@ static void propagate_layouts(const em_ir_graph *g, em_tensor *const *examples, 
         memcpy(strides[b->params[i]->id], examples[i]->strides, sizeof strides[0]);
     for (const em_ir_node *n = b->first; n; n = n->next) {
         const em_op_info *info = em_op_get(n->op);
-        for (int k = 0; k < n->n_out; k++) {
-            const em_type *t = &n->out[k]->type;
-            em_contiguous_strides(t->shape, t->ndim, strides[n->out[k]->id]);
-        }
+        for (int k = 0; k < n->n_out; k++) em_ir_value_strides(n->out[k], strides[n->out[k]->id]);
         if (n->n_in == 0) continue;
         const em_type *in = &n->in[0]->type;
         const int64_t *is = strides[n->in[0]->id];
@@ -294,7 +291,7 @@ static frame *frame_new(const em_llvm_plan *p) {
     for (int i = 0; i < p->n_buffers; i++, f->n++) {
         const em_type *t = p->buffers[i].type;
         int64_t strides[EM_MAX_DIMS];
-        em_contiguous_strides(t->shape, t->ndim, strides);
+        em_ir_value_strides(p->buffers[i].def, strides);
         int64_t offset = p->buffers[i].offset / (int64_t)em_dtype_size(t->dtype);
         if (!(f->tensors[i] = em_tensor_from_storage(f->arena, t->dtype, offset, t->shape, strides, t->ndim))) {
             frame_free(f);

@@ -122,6 +122,7 @@ typedef struct em_llvm_plan {
     struct em_llvm_buffer {
         int value;            /* whose */
         const em_type *type;  /* the value's */
+        const em_ir_value *def; /* the value */
         int64_t offset, nbytes;
     } *buffers;
     int n_buffers;

@@ -187,6 +187,7 @@ em_status em_llvm_plan_buffers(em_llvm_plan *p, const bool *aliases_inputs) {
             if (escapes[c]) continue;
             p->buffers[i].value = v;
             p->buffers[i].type = &n->out[o]->type;
+            p->buffers[i].def = n->out[o];
             p->buffers[i].nbytes = nbytes_of(&n->out[o]->type);
             busy_from[i] = k;
             busy_to[i] = busy[c] > k ? busy[c] : k;

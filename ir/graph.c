@@ -266,6 +266,15 @@ bool em_ir_may_alias_inputs(const em_ir_node *n) {
     return (info->flags & EM_F_VIEW) || info->kind == EM_KIND_COPY || info->kind == EM_KIND_CAST || n->region;
 }
 
+void em_ir_value_strides(const em_ir_value *v, int64_t *strides) {
+    const em_type *t = &v->type;
+    const em_ir_node *n = v->def;
+    if (n && (em_op_get(n->op)->attrs & EM_A_LAYOUT) && n->attrs.n_layout == t->ndim && t->ndim > 0)
+        em_layout_strides(t->shape, t->ndim, n->attrs.layout, strides);
+    else
+        em_contiguous_strides(t->shape, t->ndim, strides);
+}
+
 void em_ir_shared_memory(const em_ir_graph *g, bool *from_input, bool *to_result) {
     const em_ir_block *b = g->body;
     memset(from_input, 0, (size_t)g->n_values * sizeof *from_input);

@@ -325,14 +325,15 @@ static void parse_attrs(parser *p, em_op op, em_attrs *a) {
             case EM_A_SHIFTS: a->n_shifts = parse_int_list(p, a->shifts, EM_MAX_DIMS); break;
             case EM_A_DIAGONAL: a->diagonal = parse_int(p); break;
             case EM_A_ACCUMULATE: a->accumulate = parse_bool(p); break;
+            case EM_A_LAYOUT: a->n_layout = parse_int_list(p, a->layout, EM_MAX_DIMS); break;
             default: break;
             }
         } while (accept_punct(p, ','));
         expect_punct(p, '}');
     }
-    if (seen != allowed) {
+    if (seen != allowed && (allowed & ~seen & ~EM_A_OPTIONAL)) {
         for (int i = 0; i < EM_A_COUNT; i++)
-            if ((allowed & ~seen) & (1u << i))
+            if ((allowed & ~seen & ~EM_A_OPTIONAL) & (1u << i))
                 FAIL("%s is missing attribute '%s'", em_op_name(op), em_attr_name(i));
     }
 }

@@ -37,6 +37,9 @@ static bool same_attrs(em_op op, const em_attrs *a, const em_attrs *b) {
         return false;
     if ((m & EM_A_DIAGONAL) && a->diagonal != b->diagonal) return false;
     if ((m & EM_A_ACCUMULATE) && a->accumulate != b->accumulate) return false;
+    if ((m & EM_A_LAYOUT) && (a->n_layout != b->n_layout ||
+                              memcmp(a->layout, b->layout, (size_t)a->n_layout * sizeof *a->layout)))
+        return false;
     return true;
 }
 

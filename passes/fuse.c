@@ -139,7 +139,8 @@ static em_ir_node *epilogue_gemm(const fuser *f, int gid, em_ir_node *const *mem
     for (int m = 0; m < n_mem; m++)
         for (int i = 0; i < members[m]->n_in; i++) {
             em_ir_node *p = members[m]->in[i]->def;
-            if (!p || p->op != EM_OP_MATMUL || p->id >= f->n_nodes || f->group[p->id] != -1) continue;
+            if (!p || p->op != EM_OP_MATMUL || p->id >= f->n_nodes || f->group[p->id] != -1 || p->attrs.n_layout)
+                continue; /* (an epilogue writes the product contiguously) */
             em_dtype dt = p->out[0]->type.dtype;
             if ((dt != EM_DTYPE_F32 && dt != EM_DTYPE_F64) || !em_type_eq(&p->out[0]->type, &r->out[0]->type))
                 continue;

@@ -11,10 +11,11 @@ static const em_pass_info passes[] = {
 #undef X
 };
 
-/* Rewrites first (each may expose work for the next), then dead code goes
- * before fusion sees the graph; the schedule is settled on the fused graph. */
-const char *const em_default_pipeline[] = {"canonicalize", "cse", "const-fold", "dce", "fuse", "dce", "memplan",
-                                           NULL};
+/* Rewrites first (each may expose work for the next), layouts once the
+ * graph is simplified, then dead code goes before fusion sees the graph;
+ * the schedule is settled on the fused graph. */
+const char *const em_default_pipeline[] = {"canonicalize", "cse", "const-fold", "layout", "dce",
+                                           "fuse",         "dce", "memplan",    NULL};
 
 const em_pass_info *em_pass_all(int *n) {
     *n = (int)(sizeof passes / sizeof passes[0]);

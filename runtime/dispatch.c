@@ -119,8 +119,11 @@ static em_status run_kernel(em_op op, em_tensor *const *in, int n_in, const em_a
         if (out[i]) {
             res[i] = out[i];
             em_tensor_retain(res[i]);
-        } else if (!(res[i] = em_tensor_empty(types[i].shape, types[i].ndim, types[i].dtype, types[i].device)))
+        } else if (!(res[i] = em_tensor_empty(types[i].shape, types[i].ndim, types[i].dtype, types[i].device))) {
             st = em_last_status();
+        } else if (attrs && attrs->n_layout == types[i].ndim && (info->attrs & EM_A_LAYOUT)) {
+            em_layout_strides(types[i].shape, types[i].ndim, attrs->layout, res[i]->strides); /* (new, unshared) */
+        }
     }
     if (st == EM_OK) {
         op_depth++;

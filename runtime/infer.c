@@ -272,6 +272,22 @@ em_status infer_reduce(em_op op, const em_type *in, int n_in, const em_attrs *at
 
 /* ---- matmul: PyTorch's rules for 1-D, 2-D and batched operands ---- */
 
+/* A result layout: an order of all of r's dims with the last dim last, so
+ * that rows stay rows (BLAS writes them with a leading dimension). */
+static em_status check_layout(em_op op, const em_attrs *a, const em_type *r) {
+    bool seen[EM_MAX_DIMS] = {false};
+    bool ok = a->n_layout == r->ndim && r->ndim >= 2 && a->layout[r->ndim - 1] == r->ndim - 1;
+    for (int i = 0; ok && i < a->n_layout; i++) {
+        ok = a->layout[i] >= 0 && a->layout[i] < r->ndim && !seen[a->layout[i]];
+        if (ok) seen[a->layout[i]] = true;
+    }
+    if (ok) return EM_OK;
+    char s[256];
+    return em_error(EM_ERR_VALUE,
+                    "%s: layout must order all %d dims of its %s result, the last dim last (got %d entries)",
+                    em_op_name(op), r->ndim, TYPE_STR(r, s), a->n_layout);
+}
+
 em_status infer_matmul(em_op op, const em_type *in, int n_in, const em_attrs *attrs, em_type *out,
                        int n_out) {
     (void)attrs;
@@ -303,6 +319,7 @@ em_status infer_matmul(em_op op, const em_type *in, int n_in, const em_attrs *at
     if (x->ndim >= 2) r.shape[r.ndim++] = x->shape[x->ndim - 2];
     if (y->ndim >= 2) r.shape[r.ndim++] = y->shape[y->ndim - 1];
     for (int i = r.ndim; i < EM_MAX_DIMS; i++) r.shape[i] = 0;
+    if (attrs && attrs->n_layout && (st = check_layout(op, attrs, &r)) != EM_OK) return st;
     out[0] = r;
     return EM_OK;
 }

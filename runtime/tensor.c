@@ -78,6 +78,14 @@ void em_contiguous_strides(const int64_t *shape, int ndim, int64_t *strides) {
     }
 }
 
+void em_layout_strides(const int64_t *shape, int ndim, const int64_t *order, int64_t *strides) {
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        strides[order[i]] = s;
+        s *= shape[order[i]] > 1 ? shape[order[i]] : 1;
+    }
+}
+
 bool em_strides_are_contiguous(const int64_t *shape, const int64_t *strides, int ndim) {
     int64_t s = 1;
     for (int i = ndim - 1; i >= 0; i--) {

@@ -139,6 +139,9 @@ em_ir_loc em_ir_loc_merge(em_ir_loc a, em_ir_loc b);
  * that may hand their input back, and fused regions (which may contain
  * those). */
 bool em_ir_may_alias_inputs(const em_ir_node *n);
+/* The strides a node's result is made with: contiguous, or as the node's
+ * layout attribute orders its dims. */
+void em_ir_value_strides(const em_ir_value *v, int64_t *strides);
 /* Per body value (arrays of g->n_values): from_input[v], v may share a
  * graph input's memory; to_result[v], a graph result may share v's memory.
  * A pass that replaces one value by another uses these so that a result

@@ -144,7 +144,8 @@ enum {
     X(ORD, ord)                                                                                    \
     X(SHIFTS, shifts)                                                                              \
     X(DIAGONAL, diagonal)                                                                          \
-    X(ACCUMULATE, accumulate)
+    X(ACCUMULATE, accumulate)                                                                      \
+    X(LAYOUT, layout)
 
 enum {
 #define X(E, n) EM_A_BIT_##E,
@@ -157,6 +158,9 @@ enum {
     EM_ATTR_LIST(X)
 #undef X
 };
+/* Attributes an op may go without (IR text leaves them out at their
+ * default): a result's memory layout, which only passes choose. */
+#define EM_A_OPTIONAL ((uint32_t)EM_A_LAYOUT)
 
 /* Attribute values of one op call. Which fields mean something is given by
  * the op's attrs mask. shape and dtype always equal the result's, so IR text
@@ -177,6 +181,11 @@ typedef struct em_attrs {
     int64_t shifts[EM_MAX_DIMS]; /* roll: one shift per dim of dims */
     int64_t diagonal;            /* tril/triu: which diagonal bounds the triangle */
     bool accumulate;             /* scatter/index_put: add instead of overwrite */
+    /* matmul: the order in which its result's dims lie in memory, outermost
+     * first, the last dim last (the layout pass chooses it so that a permute
+     * of the result is contiguous); n_layout 0: contiguous. */
+    int n_layout;
+    int64_t layout[EM_MAX_DIMS];
 } em_attrs;
 
 typedef struct em_op_info {

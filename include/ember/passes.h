@@ -21,6 +21,7 @@ extern "C" {
     X(cse, "cse", "merge identical pure nodes (random ops never)")                                \
     X(const_fold, "const-fold", "compute ops on constants at compile time")                       \
     X(dce, "dce", "remove nodes whose results are never used (pure ops only)")                     \
+    X(layout, "layout", "drop contiguous() no consumer needs; matmuls write results in the order their permute reads") \
     X(fuse, "fuse", "elementwise chains, row kernels and GEMM epilogues into fused nodes")       \
     X(memplan, "memplan", "order nodes for a lower peak of memory (values made just before first use)")
 

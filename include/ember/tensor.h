@@ -132,6 +132,9 @@ bool em_tensor_is_contiguous(const em_tensor *t);
 bool em_strides_are_contiguous(const int64_t *shape, const int64_t *strides, int ndim);
 /* Row-major strides for `shape`. */
 void em_contiguous_strides(const int64_t *shape, int ndim, int64_t *strides);
+/* Strides of a dense tensor whose dims lie in memory in `order` (outermost
+ * first, a permutation of 0..ndim-1): contiguous for the identity. */
+void em_layout_strides(const int64_t *shape, int ndim, const int64_t *order, int64_t *strides);
 /* Reads element `linear` (row-major order over the shape) as a double. */
 double em_tensor_get_f64(const em_tensor *t, int64_t linear);
 /* One element of `dtype` at p, read or written through the conversions of

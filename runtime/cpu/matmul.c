@@ -166,10 +166,11 @@ typedef struct {
     const char *a, *b;
     char *c;
     int64_t m, n, k, ars, bcs; /* (a's row and b's column strides: where blocks start) */
+    int64_t ldc;               /* c's row stride (n, or more where a layout puts rows apart) */
     blas_view va, vb;
     size_t item;
-    int zb; /* batch dims of the output, and each operand's strides in them */
-    int64_t bshape[EM_MAX_DIMS], abs_[EM_MAX_DIMS], bbs[EM_MAX_DIMS];
+    int zb; /* batch dims of the output, and its and each operand's strides in them */
+    int64_t bshape[EM_MAX_DIMS], abs_[EM_MAX_DIMS], bbs[EM_MAX_DIMS], cbs[EM_MAX_DIMS];
     int64_t chunks, chunk; /* blocks per matrix, and rows (or columns) per block */
     bool by_rows;
     em_parallel_fn epilogue; /* called on each block's elements once computed, or NULL */
@@ -180,30 +181,31 @@ static void gemm_blocks(void *arg, int64_t t0, int64_t t1) {
     const gemm_plan *p = arg;
     for (int64_t t = t0; t < t1; t++) {
         int64_t bi = t / p->chunks, lo = (t % p->chunks) * p->chunk, rem = bi;
-        int64_t ao = 0, bo = 0, co = bi * p->m * p->n;
+        int64_t ao = 0, bo = 0, co = 0;
         for (int d = p->zb - 1; d >= 0; d--) {
             int64_t idx = rem % p->bshape[d];
             rem /= p->bshape[d];
             ao += idx * p->abs_[d];
             bo += idx * p->bbs[d];
+            co += idx * p->cbs[d];
         }
         int64_t m = p->m, n = p->n;
         if (p->by_rows) {
             m = p->m - lo < p->chunk ? p->m - lo : p->chunk;
             ao += lo * p->ars;
-            co += lo * p->n;
+            co += lo * p->ldc;
         } else {
             n = p->n - lo < p->chunk ? p->n - lo : p->chunk;
             bo += lo * p->bcs;
             co += lo;
         }
         blas_gemm(p->f32, p->va, p->vb, p->a + ao * (int64_t)p->item, p->b + bo * (int64_t)p->item,
-                  p->c + co * (int64_t)p->item, m, n, p->k, p->n);
+                  p->c + co * (int64_t)p->item, m, n, p->k, p->ldc);
         if (!p->epilogue) continue;
-        if (n == p->n) { /* whole rows: one run of elements */
+        if (n == p->ldc) { /* whole rows: one run of elements */
             p->epilogue(p->epilogue_ctx, co, co + m * n);
         } else {
-            for (int64_t i = 0; i < m; i++) p->epilogue(p->epilogue_ctx, co + i * p->n, co + i * p->n + n);
+            for (int64_t i = 0; i < m; i++) p->epilogue(p->epilogue_ctx, co + i * p->ldc, co + i * p->ldc + n);
         }
     }
 }
@@ -273,10 +275,36 @@ static em_status matmul_widened(em_tensor *const *in, em_tensor *z, em_dtype wid
     return st;
 }
 
+/* Can the pooled GEMMs write z where it lies: float matrices (m, n > 1)
+ * whose elements in a row are adjacent and rows at least a row apart? (A
+ * result in a layout the layout pass chose; any other strided z is
+ * computed contiguously and copied.) */
+static bool blas_writable(const em_tensor *x, const em_tensor *y, const em_tensor *z) {
+    if (z->numel == 0 || em_tensor_is_contiguous(z)) return true;
+    if (!em_dtype_is_float(x->dtype) || em_dtype_is_half(x->dtype) || x->ndim < 2 || y->ndim < 2) return false;
+    int64_t m = z->shape[z->ndim - 2], n = z->shape[z->ndim - 1], k = x->shape[x->ndim - 1];
+    return m > 1 && n > 1 && k > 0 && z->strides[z->ndim - 1] == 1 && z->strides[z->ndim - 2] >= n;
+}
+
+static em_status matmul_into(em_tensor *x, em_tensor *y, em_tensor *z, em_parallel_fn epilogue, void *ctx,
+                             bool *handed);
+
+/* z = x @ y through a contiguous temporary. */
+static em_status matmul_copied(em_tensor *x, em_tensor *y, em_tensor *z) {
+    em_tensor *c = em_tensor_empty(z->shape, z->ndim, z->dtype, z->device);
+    if (!c) return em_last_status();
+    bool handed = false;
+    em_status st = matmul_into(x, y, c, NULL, NULL, &handed);
+    if (st == EM_OK) st = em_copy_into(z, c);
+    em_tensor_release(c);
+    return st;
+}
+
 /* z = x @ y. With an epilogue, the GEMMs run on the pool hand each block
  * of z to it once computed and set *handed; other paths leave it unset. */
 static em_status matmul_into(em_tensor *x, em_tensor *y, em_tensor *z, em_parallel_fn epilogue, void *ctx,
                              bool *handed) {
+    if (!blas_writable(x, y, z)) return matmul_copied(x, y, z);
     if (em_dtype_is_half(x->dtype)) return matmul_widened((em_tensor *[]){x, y}, z, EM_DTYPE_F32);
     if (!em_dtype_is_float(x->dtype) && x->dtype != EM_DTYPE_I64)
         return matmul_widened((em_tensor *[]){x, y}, z, EM_DTYPE_I64);
@@ -318,6 +346,9 @@ static em_status matmul_into(em_tensor *x, em_tensor *y, em_tensor *z, em_parall
         bshape[i] = z->shape[i];
         batches *= bshape[i];
     }
+    /* z's row stride: n when contiguous (blas_writable vouched for the rest) */
+    int64_t ldc = x->ndim >= 2 && y->ndim >= 2 ? z->strides[z->ndim - 2] : n;
+    if (m == 1 || ldc < n) ldc = n;
     size_t item = em_dtype_size(x->dtype);
     const char *xd = em_tensor_data(xa), *yd = em_tensor_data(ya);
     char *zd = em_tensor_data(z);
@@ -325,10 +356,11 @@ static em_status matmul_into(em_tensor *x, em_tensor *y, em_tensor *z, em_parall
      * Linear layer on a sequence): one GEMM of batches * m rows, which BLAS
      * blocks and threads far better than `batches` small ones. */
     bool fold = yb == 0 && batches > 1 && m > 1 && xb == zb;
-    int64_t want = xrs * m; /* each batch dim's stride must continue the rows' */
+    int64_t want = xrs * m, zwant = ldc * m; /* each batch dim's strides must continue the rows' */
     for (int d = xb - 1; d >= 0 && fold; d--) {
-        if (xa->shape[d] != 1 && xa->strides[d] != want) fold = false;
+        if (xa->shape[d] != 1 && (xa->strides[d] != want || z->strides[d] != zwant)) fold = false;
         want *= xa->shape[d];
+        zwant *= xa->shape[d];
     }
     blas_view folded;
     if (fold && blas_layout(m * batches, k, xrs, xcs, &folded)) { /* (a legal BLAS matrix still) */
@@ -338,7 +370,7 @@ static em_status matmul_into(em_tensor *x, em_tensor *y, em_tensor *z, em_parall
     }
     if (em_dtype_is_float(x->dtype) && m > 1 && n > 1) {
         gemm_plan p = {.f32 = x->dtype == EM_DTYPE_F32, .a = xd, .b = yd, .c = zd, .m = m, .n = n, .k = k,
-                       .ars = xrs, .bcs = ycs, .item = item, .zb = zb, .epilogue = epilogue,
+                       .ars = xrs, .bcs = ycs, .ldc = ldc, .item = item, .zb = zb, .epilogue = epilogue,
                        .epilogue_ctx = ctx};
         blas_layout(m, k, xrs, xcs, &p.va);
         blas_layout(k, n, yrs, ycs, &p.vb);
@@ -346,6 +378,7 @@ static em_status matmul_into(em_tensor *x, em_tensor *y, em_tensor *z, em_parall
             p.bshape[d] = bshape[d];
             p.abs_[d] = xbs[d];
             p.bbs[d] = ybs[d];
+            p.cbs[d] = z->strides[d];
         }
         gemm_on_pool(&p, batches);
         *handed = epilogue != NULL;
