@@ -185,7 +185,7 @@ static int32_t launch_kernel(void *ctx, em_tensor *const *in, em_tensor **out, c
     for (int i = 0; i < 2; i++)
         for (int p = 0; p < node->n_in; p++)
             if (node->region->params[p] == mm->in[i]) operand[i] = in[p];
-    if (em_matmul_epilogue(operand[0], operand[1], out[0], run_range, &l) != EM_OK) {
+    if (em_matmul_epilogue(operand[0], operand[1], mm->attrs.alpha, out[0], run_range, &l) != EM_OK) {
         for (int i = 0; i < node->n_out; i++) {
             em_tensor_release(out[i]);
             out[i] = NULL;

@@ -326,6 +326,7 @@ static void parse_attrs(parser *p, em_op op, em_attrs *a) {
             case EM_A_DIAGONAL: a->diagonal = parse_int(p); break;
             case EM_A_ACCUMULATE: a->accumulate = parse_bool(p); break;
             case EM_A_LAYOUT: a->n_layout = parse_int_list(p, a->layout, EM_MAX_DIMS); break;
+            case EM_A_ALPHA: a->alpha = parse_double(p); break;
             default: break;
             }
         } while (accept_punct(p, ','));

@@ -43,7 +43,8 @@ static void put_ints(printer *p, const int64_t *v, int n) {
 static void put_attrs(printer *p, const em_ir_node *n) {
     uint32_t mask = em_op_get(n->op)->attrs & ~(uint32_t)(EM_A_SHAPE | EM_A_DTYPE);
     const em_attrs *a = &n->attrs;
-    if (!a->n_layout) mask &= ~(uint32_t)EM_A_LAYOUT; /* (optional: left out at its default) */
+    if (!a->n_layout) mask &= ~(uint32_t)EM_A_LAYOUT; /* (optional: left out at their defaults) */
+    if (a->alpha == 0) mask &= ~(uint32_t)EM_A_ALPHA;
     if (!mask) return;
     char num[32];
     bool first = true;
@@ -72,6 +73,7 @@ static void put_attrs(printer *p, const em_ir_node *n) {
         case EM_A_DIAGONAL: em_strbuf_printf(p->b, "%lld", (long long)a->diagonal); break;
         case EM_A_ACCUMULATE: em_strbuf_puts(p->b, a->accumulate ? "true" : "false"); break;
         case EM_A_LAYOUT: put_ints(p, a->layout, a->n_layout); break;
+        case EM_A_ALPHA: em_strbuf_puts(p->b, em_format_double(a->alpha, num)); break;
         default: break; /* (shape and dtype: the result type says them) */
         }
     }

@@ -12,15 +12,20 @@
  *
  * Exactness: every rule gives the eager result bit for bit (pow's kernel
  * itself computes x^2 as x*x and x^0.5 as sqrt(x); a cast chain collapses
- * only when its first cast loses nothing), except x + 0 -> x on floating
- * point, where -0.0 + 0.0 is +0.0 eagerly and stays -0.0 compiled. The
- * README lists it.
+ * only when its first cast loses nothing), except two on floating point,
+ * which the README lists: x + 0 -> x, where -0.0 + 0.0 is +0.0 eagerly and
+ * stays -0.0 compiled; and a power-of-two scale of a matmul operand moved
+ * into BLAS's alpha, which scales every product and partial sum exactly,
+ * so the result is eager's unless x * c itself overflows or goes
+ * subnormal (values beyond 2^64 times the dtype's normal range's edges,
+ * since c is kept within 2^-64..2^64).
  *
  * A rule that replaces a node by an existing value (x * 1 -> x) does not
  * apply where that would make a graph result share memory with a graph
  * input that the eager result did not share: the caller would get its own
  * tensor back, or a view of it, where eager gives a new one.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +34,8 @@
 typedef struct {
     em_ir_value *x, *y; /* captures */
     em_attrs attrs;     /* of a node the replacement builds */
+    const em_ir_node *view; /* a view the replacement rebuilds on operand `which`, or NULL */
+    int which;
 } match;
 
 typedef struct canon canon;
@@ -187,6 +194,49 @@ static bool reshape_chain(const canon *c, const em_ir_node *n, double k, match *
     return true;
 }
 
+/* A scalar constant scale BLAS's alpha can take exactly: a power of two
+ * whose products stay normal numbers of the dtype, or 0 when it is not. */
+static double exact_scale(const em_ir_value *c, bool reciprocal) {
+    if (!c->def || !em_ir_is_scalar_const(c->def) || !em_dtype_is_float(c->type.dtype)) return 0;
+    double k = reciprocal ? 1.0 / c->def->attrs.value : c->def->attrs.value;
+    int e;
+    if (!isfinite(k) || frexp(fabs(k), &e) != 0.5) return 0;
+    return e - 1 >= -64 && e - 1 <= 64 ? k : 0; /* (a scale far from 1 would overflow or go subnormal) */
+}
+
+/* matmul(x * c, y), matmul(x, y * c), matmul(x / c, y), also through one
+ * view (k.transpose(-2, -1) of a scaled k): the operands unscaled (x
+ * is the scaled operand's x, its view rebuilt on it), and the matmul's
+ * alpha times c, a power of two. */
+static bool scaled_operand(const canon *c, const em_ir_node *n, double k, match *m) {
+    (void)c;
+    (void)k;
+    em_dtype dt = n->out[0]->type.dtype;
+    if (dt != EM_DTYPE_F32 && dt != EM_DTYPE_F64) return false;
+    for (int i = 0; i < 2; i++) {
+        const em_ir_node *p = n->in[i]->def, *view = NULL;
+        if (p && (em_op_get(p->op)->flags & EM_F_VIEW) && p->n_in == 1) {
+            view = p; /* (a scale commutes with any view: it moves elements only) */
+            p = p->in[0]->def;
+        }
+        if (!p || (p->op != EM_OP_MUL && p->op != EM_OP_DIV)) continue;
+        for (int j = 0; j < (p->op == EM_OP_MUL ? 2 : 1); j++) {
+            const em_ir_value *x = p->in[j], *s = p->in[1 - j];
+            double scale = exact_scale(s, p->op == EM_OP_DIV);
+            if (!scale || !same_type(x, p->out[0])) continue;
+            m->attrs = n->attrs;
+            m->attrs.alpha = em_matmul_alpha(&n->attrs) * scale;
+            if (fabs(log2(m->attrs.alpha)) > 64) continue;
+            m->x = i == 0 ? (em_ir_value *)x : n->in[0];
+            m->y = i == 1 ? (em_ir_value *)x : n->in[1];
+            m->view = view;
+            m->which = i;
+            return true;
+        }
+    }
+    return false;
+}
+
 /* ---- replacements ---- */
 
 /* The captured value itself, unless that would make a graph result share
@@ -228,6 +278,27 @@ static em_ir_value *square_root(canon *c, em_ir_node *n, const match *m) {
     return build(n, EM_OP_SQRT, &m->x, 1, NULL);
 }
 
+static em_ir_value *scaled_matmul(canon *c, em_ir_node *n, const match *m) {
+    (void)c;
+    em_ir_value *in[2] = {m->x, m->y};
+    int which = m->which;
+    if (m->view) {
+        em_ir_node *v = em_ir_build_before(n, m->view->op, &in[which], 1, &m->view->attrs, m->view->loc);
+        if (!v) {
+            em_clear_error();
+            return NULL;
+        }
+        if (!same_type(v->out[0], m->view->out[0])) {
+            em_ir_remove(v);
+            return NULL;
+        }
+        in[which] = v->out[0];
+    }
+    em_ir_value *r = build(n, EM_OP_MATMUL, in, 2, &m->attrs);
+    if (!r && m->view) em_ir_remove(in[which]->def);
+    return r;
+}
+
 static em_ir_value *same_op_on_x(canon *c, em_ir_node *n, const match *m) {
     (void)c;
     em_ir_value *x = m->x;
@@ -254,6 +325,8 @@ static const rule rules[] = {
     {"reshape(reshape(x)) -> reshape(x)", EM_OP_RESHAPE, reshape_chain, NONE, same_op_on_x},
     {"reshape to its own shape -> x", EM_OP_RESHAPE, to_same_type, NONE, keep_x},
     {"expand to its own shape -> x", EM_OP_EXPAND, to_same_type, NONE, keep_x},
+    {"matmul(x * c, y) -> matmul(x, y) {alpha=c}, c a power of two", EM_OP_MATMUL, scaled_operand, NONE,
+     scaled_matmul},
 };
 #define N_RULES ((int)(sizeof rules / sizeof rules[0]))
 

@@ -40,6 +40,7 @@ static bool same_attrs(em_op op, const em_attrs *a, const em_attrs *b) {
     if ((m & EM_A_LAYOUT) && (a->n_layout != b->n_layout ||
                               memcmp(a->layout, b->layout, (size_t)a->n_layout * sizeof *a->layout)))
         return false;
+    if ((m & EM_A_ALPHA) && em_matmul_alpha(a) != em_matmul_alpha(b)) return false;
     return true;
 }
 

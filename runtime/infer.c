@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ember/strbuf.h"
 #include "kernels.h"
 
 #define TYPE_STR(t, buf) (em_type_str((t), (buf), sizeof(buf)), (buf))
@@ -272,6 +273,17 @@ em_status infer_reduce(em_op op, const em_type *in, int n_in, const em_attrs *at
 
 /* ---- matmul: PyTorch's rules for 1-D, 2-D and batched operands ---- */
 
+/* A scale BLAS applies exactly: a power of two, on float32 or float64. */
+static em_status check_alpha(em_op op, double alpha, em_dtype dt) {
+    int e;
+    if (isfinite(alpha) && frexp(fabs(alpha), &e) == 0.5 && (dt == EM_DTYPE_F32 || dt == EM_DTYPE_F64) &&
+        (dt == EM_DTYPE_F64 || (float)alpha == alpha))
+        return EM_OK;
+    char num[32];
+    return em_error(EM_ERR_VALUE, "%s: alpha must be a power of two on float32 or float64 operands, got %s on %s",
+                    em_op_name(op), em_format_double(alpha, num), em_dtype_long_name(dt));
+}
+
 /* A result layout: an order of all of r's dims with the last dim last, so
  * that rows stay rows (BLAS writes them with a leading dimension). */
 static em_status check_layout(em_op op, const em_attrs *a, const em_type *r) {
@@ -320,6 +332,7 @@ em_status infer_matmul(em_op op, const em_type *in, int n_in, const em_attrs *at
     if (y->ndim >= 2) r.shape[r.ndim++] = y->shape[y->ndim - 1];
     for (int i = r.ndim; i < EM_MAX_DIMS; i++) r.shape[i] = 0;
     if (attrs && attrs->n_layout && (st = check_layout(op, attrs, &r)) != EM_OK) return st;
+    if (attrs && attrs->alpha != 0 && (st = check_alpha(op, attrs->alpha, x->dtype)) != EM_OK) return st;
     out[0] = r;
     return EM_OK;
 }

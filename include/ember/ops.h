@@ -145,7 +145,8 @@ enum {
     X(SHIFTS, shifts)                                                                              \
     X(DIAGONAL, diagonal)                                                                          \
     X(ACCUMULATE, accumulate)                                                                      \
-    X(LAYOUT, layout)
+    X(LAYOUT, layout)                                                                              \
+    X(ALPHA, alpha)
 
 enum {
 #define X(E, n) EM_A_BIT_##E,
@@ -159,8 +160,8 @@ enum {
 #undef X
 };
 /* Attributes an op may go without (IR text leaves them out at their
- * default): a result's memory layout, which only passes choose. */
-#define EM_A_OPTIONAL ((uint32_t)EM_A_LAYOUT)
+ * default): a matmul's result layout and scale, which only passes choose. */
+#define EM_A_OPTIONAL ((uint32_t)(EM_A_LAYOUT | EM_A_ALPHA))
 
 /* Attribute values of one op call. Which fields mean something is given by
  * the op's attrs mask. shape and dtype always equal the result's, so IR text
@@ -186,7 +187,13 @@ typedef struct em_attrs {
      * of the result is contiguous); n_layout 0: contiguous. */
     int n_layout;
     int64_t layout[EM_MAX_DIMS];
+    /* matmul: the product times alpha, a power of two (exact: BLAS's alpha,
+     * where canonicalize folds an operand's scale); 0: unset, which is 1. */
+    double alpha;
 } em_attrs;
+
+/* A matmul's scale: its alpha attribute, 1 when unset. */
+static inline double em_matmul_alpha(const em_attrs *a) { return a && a->alpha != 0 ? a->alpha : 1.0; }
 
 typedef struct em_op_info {
     const char *name;
@@ -344,7 +351,8 @@ void em_reduce_row(em_op op, const em_attrs *attrs, em_dtype dt, const void *x, 
  * another pass over memory. Every element is handed over exactly once. out
  * is contiguous, of the product's shape and of a's dtype (float32 or
  * float64); a and b are float tensors of that dtype. */
-em_status em_matmul_epilogue(em_tensor *a, em_tensor *b, em_tensor *out, em_parallel_fn epilogue, void *ctx);
+em_status em_matmul_epilogue(em_tensor *a, em_tensor *b, double alpha, em_tensor *out, em_parallel_fn epilogue,
+                             void *ctx);
 /* cumsum, cumprod, softmax, log_softmax along `dim`. */
 em_tensor *em_scan(em_op op, em_tensor *a, int64_t dim);
 em_tensor *em_matmul(em_tensor *a, em_tensor *b);

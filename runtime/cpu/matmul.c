@@ -65,23 +65,24 @@ static void imm_rows(void *arg, int64_t r0, int64_t r1) {
         }
 }
 
-/* c[m,n] (rows ldc apart) = a[m,k] @ b[k,n] as BLAS sees them. */
-static void blas_gemm(bool f32, blas_view va, blas_view vb, const char *a, const char *b, char *c,
+/* c[m,n] (rows ldc apart) = alpha * a[m,k] @ b[k,n] as BLAS sees them. */
+static void blas_gemm(bool f32, double alpha, blas_view va, blas_view vb, const char *a, const char *b, char *c,
                       int64_t m, int64_t n, int64_t k, int64_t ldc) {
     CBLAS_TRANSPOSE ta = va.trans ? CblasTrans : CblasNoTrans;
     CBLAS_TRANSPOSE tb = vb.trans ? CblasTrans : CblasNoTrans;
     if (f32)
-        cblas_sgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)k, 1.0f,
+        cblas_sgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)k, (float)alpha,
                     (const float *)a, (blasint)va.ld, (const float *)b, (blasint)vb.ld, 0.0f,
                     (float *)c, (blasint)ldc);
     else
-        cblas_dgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)k, 1.0,
+        cblas_dgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)k, alpha,
                     (const double *)a, (blasint)va.ld, (const double *)b, (blasint)vb.ld, 0.0,
                     (double *)c, (blasint)ldc);
 }
 
-/* One 2-D product c[m,n] = a[m,k] @ b[k,n]; a/b given by element strides. */
-static void gemm2d(em_dtype dt, const char *a, int64_t ars, int64_t acs, const char *b,
+/* One 2-D product c[m,n] = alpha * a[m,k] @ b[k,n]; a/b given by element
+ * strides; alpha is 1 for integers. */
+static void gemm2d(em_dtype dt, double alpha, const char *a, int64_t ars, int64_t acs, const char *b,
                    int64_t brs, int64_t bcs, char *c, int64_t m, int64_t n, int64_t k) {
     if (dt == EM_DTYPE_I64) {
         imm_ctx x = {(const int64_t *)a, (const int64_t *)b, (int64_t *)c, m, n, k,
@@ -97,9 +98,11 @@ static void gemm2d(em_dtype dt, const char *a, int64_t ars, int64_t acs, const c
     /* Vector shapes go to level-1/2 BLAS, which gemm handles poorly. */
     if (m == 1 && n == 1 && k > 0 && acs != 0 && brs != 0) {
         if (f32)
-            *(float *)c = cblas_sdot((blasint)k, (const float *)a, (blasint)acs, (const float *)b, (blasint)brs);
+            *(float *)c = (float)alpha * cblas_sdot((blasint)k, (const float *)a, (blasint)acs, (const float *)b,
+                                                    (blasint)brs);
         else
-            *(double *)c = cblas_ddot((blasint)k, (const double *)a, (blasint)acs, (const double *)b, (blasint)brs);
+            *(double *)c = alpha * cblas_ddot((blasint)k, (const double *)a, (blasint)acs, (const double *)b,
+                                              (blasint)brs);
         return;
     }
     if ((n == 1 && k > 0 && brs != 0) || (m == 1 && k > 0 && acs != 0)) {
@@ -111,14 +114,14 @@ static void gemm2d(em_dtype dt, const char *a, int64_t ars, int64_t acs, const c
         const char *mat = col ? a : b, *x = col ? b : a;
         int64_t incx = col ? brs : acs;
         if (f32)
-            cblas_sgemv(CblasRowMajor, t, (blasint)rows, (blasint)cols, 1.0f, (const float *)mat, (blasint)v.ld,
+            cblas_sgemv(CblasRowMajor, t, (blasint)rows, (blasint)cols, (float)alpha, (const float *)mat, (blasint)v.ld,
                         (const float *)x, (blasint)incx, 0.0f, (float *)c, 1);
         else
-            cblas_dgemv(CblasRowMajor, t, (blasint)rows, (blasint)cols, 1.0, (const double *)mat, (blasint)v.ld,
+            cblas_dgemv(CblasRowMajor, t, (blasint)rows, (blasint)cols, alpha, (const double *)mat, (blasint)v.ld,
                         (const double *)x, (blasint)incx, 0.0, (double *)c, 1);
         return;
     }
-    blas_gemm(f32, va, vb, a, b, c, m, n, k, n);
+    blas_gemm(f32, alpha, va, vb, a, b, c, m, n, k, n);
 }
 
 /* ---- GEMMs on the pool ---- */
@@ -163,6 +166,7 @@ static void blas_single_end(void) {
 
 typedef struct {
     bool f32;
+    double alpha;
     const char *a, *b;
     char *c;
     int64_t m, n, k, ars, bcs; /* (a's row and b's column strides: where blocks start) */
@@ -199,7 +203,7 @@ static void gemm_blocks(void *arg, int64_t t0, int64_t t1) {
             bo += lo * p->bcs;
             co += lo;
         }
-        blas_gemm(p->f32, p->va, p->vb, p->a + ao * (int64_t)p->item, p->b + bo * (int64_t)p->item,
+        blas_gemm(p->f32, p->alpha, p->va, p->vb, p->a + ao * (int64_t)p->item, p->b + bo * (int64_t)p->item,
                   p->c + co * (int64_t)p->item, m, n, p->k, p->ldc);
         if (!p->epilogue) continue;
         if (n == p->ldc) { /* whole rows: one run of elements */
@@ -286,25 +290,27 @@ static bool blas_writable(const em_tensor *x, const em_tensor *y, const em_tenso
     return m > 1 && n > 1 && k > 0 && z->strides[z->ndim - 1] == 1 && z->strides[z->ndim - 2] >= n;
 }
 
-static em_status matmul_into(em_tensor *x, em_tensor *y, em_tensor *z, em_parallel_fn epilogue, void *ctx,
-                             bool *handed);
+static em_status matmul_into(em_tensor *x, em_tensor *y, em_tensor *z, double alpha, em_parallel_fn epilogue,
+                             void *ctx, bool *handed);
 
-/* z = x @ y through a contiguous temporary. */
-static em_status matmul_copied(em_tensor *x, em_tensor *y, em_tensor *z) {
+/* z = alpha * x @ y through a contiguous temporary. */
+static em_status matmul_copied(em_tensor *x, em_tensor *y, em_tensor *z, double alpha) {
     em_tensor *c = em_tensor_empty(z->shape, z->ndim, z->dtype, z->device);
     if (!c) return em_last_status();
     bool handed = false;
-    em_status st = matmul_into(x, y, c, NULL, NULL, &handed);
+    em_status st = matmul_into(x, y, c, alpha, NULL, NULL, &handed);
     if (st == EM_OK) st = em_copy_into(z, c);
     em_tensor_release(c);
     return st;
 }
 
-/* z = x @ y. With an epilogue, the GEMMs run on the pool hand each block
- * of z to it once computed and set *handed; other paths leave it unset. */
-static em_status matmul_into(em_tensor *x, em_tensor *y, em_tensor *z, em_parallel_fn epilogue, void *ctx,
-                             bool *handed) {
-    if (!blas_writable(x, y, z)) return matmul_copied(x, y, z);
+/* z = alpha * x @ y (alpha a power of two, 1 for any but float32 and
+ * float64: infer_matmul checks). With an epilogue, the GEMMs run on the
+ * pool hand each block of z to it once computed and set *handed; other
+ * paths leave it unset. */
+static em_status matmul_into(em_tensor *x, em_tensor *y, em_tensor *z, double alpha, em_parallel_fn epilogue,
+                             void *ctx, bool *handed) {
+    if (!blas_writable(x, y, z)) return matmul_copied(x, y, z, alpha);
     if (em_dtype_is_half(x->dtype)) return matmul_widened((em_tensor *[]){x, y}, z, EM_DTYPE_F32);
     if (!em_dtype_is_float(x->dtype) && x->dtype != EM_DTYPE_I64)
         return matmul_widened((em_tensor *[]){x, y}, z, EM_DTYPE_I64);
@@ -369,7 +375,7 @@ static em_status matmul_into(em_tensor *x, em_tensor *y, em_tensor *z, em_parall
         zb = 0;
     }
     if (em_dtype_is_float(x->dtype) && m > 1 && n > 1) {
-        gemm_plan p = {.f32 = x->dtype == EM_DTYPE_F32, .a = xd, .b = yd, .c = zd, .m = m, .n = n, .k = k,
+        gemm_plan p = {.f32 = x->dtype == EM_DTYPE_F32, .alpha = alpha, .a = xd, .b = yd, .c = zd, .m = m, .n = n, .k = k,
                        .ars = xrs, .bcs = ycs, .ldc = ldc, .item = item, .zb = zb, .epilogue = epilogue,
                        .epilogue_ctx = ctx};
         blas_layout(m, k, xrs, xcs, &p.va);
@@ -394,7 +400,7 @@ static em_status matmul_into(em_tensor *x, em_tensor *y, em_tensor *z, em_parall
             xo += idx * xbs[d];
             yo += idx * ybs[d];
         }
-        gemm2d(x->dtype, xd + xo * (int64_t)item, xrs, xcs, yd + yo * (int64_t)item, yrs, ycs,
+        gemm2d(x->dtype, alpha, xd + xo * (int64_t)item, xrs, xcs, yd + yo * (int64_t)item, yrs, ycs,
                zd + bi * m * n * (int64_t)item, m, n, k);
     }
     em_tensor_release(xa);
@@ -405,12 +411,12 @@ static em_status matmul_into(em_tensor *x, em_tensor *y, em_tensor *z, em_parall
 em_status cpu_matmul(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
     (void)op;
     (void)n_in;
-    (void)attrs;
     bool handed = false;
-    return matmul_into(in[0], in[1], out[0], NULL, NULL, &handed);
+    return matmul_into(in[0], in[1], out[0], em_matmul_alpha(attrs), NULL, NULL, &handed);
 }
 
-em_status em_matmul_epilogue(em_tensor *a, em_tensor *b, em_tensor *out, em_parallel_fn epilogue, void *ctx) {
+em_status em_matmul_epilogue(em_tensor *a, em_tensor *b, double alpha, em_tensor *out, em_parallel_fn epilogue,
+                             void *ctx) {
     em_dtype dt = a->dtype;
     if (!epilogue || (dt != EM_DTYPE_F32 && dt != EM_DTYPE_F64) || b->dtype != dt || out->dtype != dt ||
         (!em_tensor_is_contiguous(out) && out->numel) || a->ndim < 1 || b->ndim < 1)
@@ -420,12 +426,12 @@ em_status em_matmul_epilogue(em_tensor *a, em_tensor *b, em_tensor *out, em_para
     em_type t[2] = {{.dtype = dt, .ndim = a->ndim}, {.dtype = dt, .ndim = b->ndim}}, want;
     memcpy(t[0].shape, a->shape, sizeof a->shape);
     memcpy(t[1].shape, b->shape, sizeof b->shape);
-    em_attrs none = {0};
-    if (em_op_infer(EM_OP_MATMUL, t, 2, &none, &want, 1) != EM_OK) return em_last_status();
+    em_attrs scaled = {.alpha = alpha};
+    if (em_op_infer(EM_OP_MATMUL, t, 2, &scaled, &want, 1) != EM_OK) return em_last_status();
     if (!em_shape_eq(want.shape, want.ndim, out->shape, out->ndim))
         return em_error(EM_ERR_VALUE, "matmul epilogue: the result has the wrong shape");
     bool handed = false;
-    em_status st = matmul_into(a, b, out, epilogue, ctx, &handed);
+    em_status st = matmul_into(a, b, out, em_matmul_alpha(&scaled), epilogue, ctx, &handed);
     if (st == EM_OK && !handed) em_parallel_for(out->numel, 16384, epilogue, ctx);
     return st;
 }

@@ -153,3 +153,72 @@ def test_training_step_with_epilogues_matches_eager_and_pytorch():
     (torch.nn.functional.linear(h, tl[3], tl[4]) + tl[0][:, :10]).square().mean().backward()
     for c, t in zip(comp[1:], tl[1:]):
         np.testing.assert_allclose(c.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+# A power-of-two scale of an operand folded into BLAS's alpha (canonicalize):
+# every product and partial sum scales exactly, so the bits are eager's.
+ALPHA_CASES = [
+    ("scaled query", lambda q, k: (q * 0.125) @ k.transpose(-2, -1),
+     lambda: (ember.randn(2, 3, 40, 16), ember.randn(2, 3, 40, 16))),
+    ("divided key, epilogue", lambda q, k: (q @ (k / 8).transpose(-2, -1)).relu() + 1,
+     lambda: (ember.randn(2, 3, 40, 16), ember.randn(2, 3, 40, 16))),
+    ("negative, float64", lambda a, b: (-2 * a) @ b, lambda: (ember.randn(30, 20).double(), ember.randn(20, 50).double())),
+    ("both operands", lambda a, b: (a * 4) @ (b * 0.5), lambda: (ember.randn(64, 32), ember.randn(32, 48))),
+    ("matrix-vector", lambda a, v: (a * 0.25) @ v, lambda: (ember.randn(300, 30), ember.randn(30))),
+    ("vector-vector", lambda a, v: (a * 0.25) @ v, lambda: (ember.randn(30), ember.randn(30))),
+    ("layout too", lambda p, v: ((p * 0.5) @ v).transpose(1, 2).reshape(2, 16, 24).exp(),
+     lambda: (ember.randn(2, 3, 16, 16), ember.randn(2, 3, 16, 8))),
+]
+
+
+@pytest.mark.parametrize("backend", ["llvm", "interp"])
+@pytest.mark.parametrize("name,fn,make", ALPHA_CASES, ids=[c[0] for c in ALPHA_CASES])
+def test_scale_folded_into_alpha_keeps_eager_bits(name, fn, make, backend, monkeypatch):
+    if backend == "llvm" and not HAS_LLVM:
+        pytest.skip("a build without LLVM has only the interpreter")
+    monkeypatch.setenv("EMBER_BACKEND", backend)
+    monkeypatch.setenv("EMBER_JIT_MIN_ELEMENTS", "0")
+    cf = compiled_equals_eager(fn, make)
+    (spec,) = cf._specializations()
+    assert "{alpha=c}, c a power of two" in spec["pass_report"], spec["pass_report"]
+    assert "alpha=" in cf._graph(0) and " mul(" not in cf._graph(0) and " div(" not in cf._graph(0)
+
+
+def test_alpha_with_nan_inf_and_no_fold_for_other_scales():
+    a, b = ember.randn(50, 20), ember.randn(20, 30)
+    a[1, 2], a[7, 0], b[3, 3] = float("nan"), float("inf"), float("-inf")
+
+    def scaled(a, b):
+        return (a * 0.5) @ b, (a * 3) @ b, (a / 3) @ b
+
+    cf = ember.compile(scaled)
+    with ember.no_grad():
+        cf(a, b)
+        for got, want in zip(cf(a, b), scaled(a, b)):
+            bits_equal(got, want)
+    assert cf._graph(0).count("alpha=") == 1, cf._graph(0)
+
+
+def test_scaled_attention_training_step_matches_eager_and_pytorch():
+    rng = np.random.default_rng(2)
+    arrays = [rng.standard_normal((2, 3, 24, 8)).astype(np.float32) for _ in range(2)]
+
+    def step(q, k):
+        loss = ((q * 0.125) @ k.transpose(-2, -1)).softmax(-1).square().sum()
+        loss.backward()
+        return loss
+
+    eager = [ember.tensor(a, requires_grad=True) for a in arrays]
+    want = step(*eager)
+    compiled = [ember.tensor(a, requires_grad=True) for a in arrays]
+    cstep = ember.compile(step)
+    cstep(*[ember.tensor(a, requires_grad=True) for a in arrays])  # traced
+    got = cstep(*compiled)
+    assert cstep._stats()["compiled_calls"] == 1 and "alpha=" in cstep._graph(0)
+    bits_equal(got, want)
+    for g, e in zip(compiled, eager):
+        bits_equal(g.grad, e.grad)
+    tl = [torch.tensor(a, requires_grad=True) for a in arrays]
+    step(*tl)
+    for g, t in zip(compiled, tl):
+        np.testing.assert_allclose(g.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-5)
