@@ -81,6 +81,17 @@ def subprocess_env(**overrides):
     return env
 
 
+@pytest.fixture(params=["llvm", "interp"])
+def each_backend(request, monkeypatch):
+    """Runs a test once per backend, every fused node compiled (no
+    EMBER_JIT_MIN_ELEMENTS cut); skips LLVM in a build without it."""
+    if request.param == "llvm" and not ember.compiler.has_llvm():
+        pytest.skip("a build without LLVM has only the interpreter")
+    monkeypatch.setenv("EMBER_BACKEND", request.param)
+    monkeypatch.setenv("EMBER_JIT_MIN_ELEMENTS", "0")
+    return request.param
+
+
 def bits_equal(got, want):
     """got has want's dtype, shape and bits (NaNs where want has them)."""
     assert got.dtype == want.dtype and tuple(got.shape) == tuple(want.shape)

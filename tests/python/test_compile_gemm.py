@@ -171,13 +171,8 @@ ALPHA_CASES = [
 ]
 
 
-@pytest.mark.parametrize("backend", ["llvm", "interp"])
 @pytest.mark.parametrize("name,fn,make", ALPHA_CASES, ids=[c[0] for c in ALPHA_CASES])
-def test_scale_folded_into_alpha_keeps_eager_bits(name, fn, make, backend, monkeypatch):
-    if backend == "llvm" and not HAS_LLVM:
-        pytest.skip("a build without LLVM has only the interpreter")
-    monkeypatch.setenv("EMBER_BACKEND", backend)
-    monkeypatch.setenv("EMBER_JIT_MIN_ELEMENTS", "0")
+def test_scale_folded_into_alpha_keeps_eager_bits(name, fn, make, each_backend):
     cf = compiled_equals_eager(fn, make)
     (spec,) = cf._specializations()
     assert "{alpha=c}, c a power of two" in spec["pass_report"], spec["pass_report"]

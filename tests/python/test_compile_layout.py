@@ -52,13 +52,8 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("backend", ["llvm", "interp"])
 @pytest.mark.parametrize("name,fn,make", CASES, ids=[c[0] for c in CASES])
-def test_layout_keeps_eager_bits(name, fn, make, backend, monkeypatch):
-    if backend == "llvm" and not HAS_LLVM:
-        pytest.skip("a build without LLVM has only the interpreter")
-    monkeypatch.setenv("EMBER_BACKEND", backend)
-    monkeypatch.setenv("EMBER_JIT_MIN_ELEMENTS", "0")
+def test_layout_keeps_eager_bits(name, fn, make, each_backend):
     cf = compiled_equals_eager(fn, make)
     (spec,) = cf._specializations()
     assert "matmul results written in the order their permute reads (1)" in spec["pass_report"], spec["pass_report"]
