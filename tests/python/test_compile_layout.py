@@ -7,7 +7,6 @@ leading dimension, so results keep eager's bits on both backends; graph
 results stay contiguous, as eager's are.
 """
 
-import os
 
 import numpy as np
 import pytest
