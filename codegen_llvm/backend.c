@@ -14,6 +14,13 @@
  * against the compiled ones; a mismatch runs the region on the eager
  * kernels instead, so a wrong layout guess costs speed, never correctness.
  *
+ * In place: an elementwise kernel's single result is computed in the memory
+ * of an input of its type, laid out like it, that nothing reads after the
+ * kernel (used once, by the kernel, and made by a node that allocates its
+ * result: the run owns that memory alone); the memory plan gives the
+ * result the input's buffer. One buffer of the pair less at the peak, and
+ * the kernel writes into lines it has just read.
+ *
  * Donation: a kernel computing a write-back (an optimizer's new parameter,
  * a new momentum) writes it into the input's own memory instead of a new
  * buffer the caller then swaps in: three memory streams instead of four
@@ -40,6 +47,7 @@
 
 #include <llvm-c/Analysis.h>
 
+#include "ember/alloc.h"
 #include "ember/backend.h"
 #include "ember/parallel.h"
 #include "ember/strbuf.h"
@@ -156,8 +164,8 @@ static int32_t launch_kernel(void *ctx, em_tensor *const *in, em_tensor **out, c
     for (int i = 0; i < node->n_in; i++) ptrs[node->n_out + i] = em_tensor_data(in[i]);
     for (int i = 0; i < node->n_out; i++) {
         int j = k->shares[i];
-        if (j >= 0 && (run->allowed >> k->donation[i] & 1)) { /* the input is the result */
-            out[i] = in[j];
+        if (j >= 0 && (k->donation[i] < 0 || (run->allowed >> k->donation[i] & 1))) {
+            out[i] = in[j]; /* the input is the result: a dying intermediate, or a donated graph input */
         } else if (!out[i]) {
             const em_type *t = &node->out[i]->type;
             /* (a donation not allowed this call: the kernel still works in place, on a copy) */
@@ -256,6 +264,28 @@ static int donatable(const em_ir_graph *g, const em_llvm_plan *plan, const em_ir
         if (aliases[b->results[i]->id]) return -1;
     *param = writes_into[r];
     return j;
+}
+
+/* The input of kernel node n (one result, elementwise) whose memory may
+ * hold its result, as the header says, or -1. uses: per value; to_result:
+ * per value, may a graph result share its memory (then it must have its
+ * own, not the run's arena). */
+static int dying_input(const em_ir_node *n, const int *uses, const bool *to_result, int64_t (*strides)[EM_MAX_DIMS],
+                       const em_llvm_split *split) {
+    if (n->n_out != 1 || to_result[n->out[0]->id]) return -1; /* (the interpreter's fallback writes results one by one) */
+    const em_type *t = &n->out[0]->type;
+    int64_t contig[EM_MAX_DIMS];
+    em_contiguous_strides(t->shape, t->ndim, contig);
+    for (int j = 0; j < n->n_in; j++) {
+        const em_ir_value *u = n->in[j];
+        if (!u->def || uses[u->id] != 1 || !em_type_eq(&u->type, t) || may_alias_inputs(u->def, split) ||
+            em_ir_is_scalar_const(u->def))
+            continue;
+        bool dense = true;
+        for (int d = 0; d < t->ndim; d++) dense &= t->shape[d] <= 1 || strides[u->id][d] == contig[d];
+        if (dense) return j;
+    }
+    return -1;
 }
 
 /* Per body result, the graph input a write-back copies it into, or -1. */
@@ -371,8 +401,17 @@ static em_status emit_kernels(executable *x, LLVMModuleRef mod, int64_t m, const
     const em_ir_graph *g = x->g;
     bool *aliases = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *aliases);
     bool *donated = calloc((size_t)(g->body->n_params ? g->body->n_params : 1), sizeof *donated);
-    int *writes_into = writes_of(g, opts->spec);
-    em_status st = aliases && donated && writes_into ? EM_OK : EM_ERR_NOMEM;
+    int *writes_into = writes_of(g, opts->spec), *uses = malloc((size_t)(g->n_values + 1) * sizeof *uses);
+    bool *from_input = malloc((size_t)(g->n_values + 1)), *to_result = malloc((size_t)(g->n_values + 1));
+    x->plan.in_place = em_malloc((size_t)(g->n_values + 1) * sizeof *x->plan.in_place);
+    em_status st = aliases && donated && writes_into && uses && from_input && to_result && x->plan.in_place
+                       ? EM_OK
+                       : EM_ERR_NOMEM;
+    if (st == EM_OK) {
+        em_ir_count_uses(g, uses);
+        em_ir_shared_memory(g, from_input, to_result);
+        for (int v = 0; v < g->n_values; v++) x->plan.in_place[v] = -1;
+    }
     for (const em_ir_node *n = g->body->first; n && st == EM_OK; n = n->next) {
         if (x->split[n->id].grain == 0) continue; /* (run op by op) */
         kernel *k = &x->kernels[x->n_kernels];
@@ -401,11 +440,19 @@ static em_status emit_kernels(executable *x, LLVMModuleRef mod, int64_t m, const
             k->donation[o] = x->n_donations;
             x->donated_input[x->n_donations++] = param;
         }
+        int j = in_place && k->shares[0] < 0 ? dying_input(n, uses, to_result, strides, x->split) : -1;
+        if (j >= 0) { /* (donation -1: an intermediate's memory, not a graph input's) */
+            k->shares[0] = j;
+            x->plan.in_place[n->out[0]->id] = n->in[j]->id;
+        }
         st = em_llvm_emit_kernel(mod, k->name, n, k->in_strides, k->shares);
     }
     free(aliases);
     free(donated);
     free(writes_into);
+    free(uses);
+    free(from_input);
+    free(to_result);
     return st == EM_ERR_NOMEM ? em_error(st, "out of memory compiling @%s", g->name) : st;
 }
 
@@ -417,8 +464,8 @@ static em_status plan_memory(executable *x, void *const *kernel_of) {
     for (const em_ir_node *n = g->body->first; n; n = n->next) {
         const kernel *k = kernel_of[n->id];
         bool donates = false;
-        for (int o = 0; k && o < n->n_out; o++) donates |= k->shares[o] >= 0;
-        aliases_inputs[n->id] = k ? donates : may_alias_inputs(n, x->split);
+        for (int o = 0; k && o < n->n_out; o++) donates |= k->shares[o] >= 0 && k->donation[o] >= 0;
+        aliases_inputs[n->id] = k ? donates : may_alias_inputs(n, x->split); /* (in place: plan.in_place) */
     }
     em_status st = em_llvm_plan_buffers(&x->plan, aliases_inputs);
     free(aliases_inputs);
@@ -601,6 +648,10 @@ static char *llvm_describe(void *state) {
         em_type_str(bf->type, t, sizeof t);
         em_strbuf_printf(&s, "    %10lld %10lld: %%%d %s, %d .. %d\n", (long long)bf->offset, (long long)bf->nbytes,
                          bf->value, t, x->plan.pos[bf->value], x->plan.last[bf->value]);
+        for (int v = bf->value; v < x->g->n_values; v++) /* (results computed in place in it come later) */
+            if (x->plan.in_place[v] >= 0 && x->plan.buffer[v] == i)
+                em_strbuf_printf(&s, "    %21s  then %%%d, in place, %d .. %d\n", "", v, x->plan.pos[v],
+                                 x->plan.last[v]);
     }
     for (int i = 0; i < x->n_kernels; i++) {
         const kernel *k = &x->kernels[i];
@@ -614,9 +665,12 @@ static char *llvm_describe(void *state) {
             em_strbuf_printf(&s, " from %s:%d-%d", k->node->loc.file, k->node->loc.line,
                              k->node->loc.line_end);
         for (int o = 0; o < k->node->n_out; o++)
-            if (k->shares[o] >= 0)
+            if (k->shares[o] >= 0 && k->donation[o] >= 0)
                 em_strbuf_printf(&s, "; result %d written in place into graph input %d", o,
                                  x->donated_input[k->donation[o]]);
+            else if (k->shares[o] >= 0)
+                em_strbuf_printf(&s, "; result %d written in place into %%%d, which dies here", o,
+                                 k->node->in[k->shares[o]]->id);
         if (k->eager_runs) em_strbuf_printf(&s, " (%lld eager fallbacks)", (long long)k->eager_runs);
         em_strbuf_puts(&s, "\n");
     }

@@ -119,6 +119,7 @@ typedef struct em_llvm_plan {
                                          position + 1 (0: on entry), likewise */
     int checked_by; /* position after which every value guard is compared */
     int *buffer;    /* per value: its buffer in the arena, or -1 */
+    int *in_place;  /* per value, or NULL: the dying input whose memory a kernel computes it in, or -1 */
     struct em_llvm_buffer {
         int value;            /* whose */
         const em_type *type;  /* the value's */

@@ -13,7 +13,10 @@
  * from its node until the last use of anything sharing its memory; buffers
  * whose busy times do not overlap share bytes (first fit, in node order).
  * Values that share memory are found with a union-find over the nodes whose
- * results may alias their inputs.
+ * results may alias their inputs. A kernel's result computed in the memory
+ * of an input dying at that kernel (in_place) takes over the input's
+ * buffer, which stays busy until the result's last use: that span was the
+ * input's alone, so nothing else can lie there.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +34,7 @@ void em_llvm_plan_free(em_llvm_plan *p) {
     em_free(p->check_start);
     em_free(p->check_ids);
     em_free(p->buffer);
+    em_free(p->in_place);
     em_free(p->buffers);
     memset(p, 0, sizeof *p);
 }
@@ -185,6 +189,13 @@ em_status em_llvm_plan_buffers(em_llvm_plan *p, const bool *aliases_inputs) {
         for (int o = 0; o < n->n_out; o++) {
             int v = n->out[o]->id, c = em_ir_class(parent, v), i = p->n_buffers;
             if (escapes[c]) continue;
+            int u = p->in_place ? p->in_place[v] : -1;
+            if (u >= 0) { /* computed in u's memory: u's buffer, busy on */
+                int bu = p->buffer[u];
+                if (bu >= 0 && busy[c] > busy_to[bu]) busy_to[bu] = busy[c];
+                p->buffer[v] = bu;
+                continue;
+            }
             p->buffers[i].value = v;
             p->buffers[i].type = &n->out[o]->type;
             p->buffers[i].def = n->out[o];

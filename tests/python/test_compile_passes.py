@@ -140,3 +140,28 @@ def test_memplan_orders_nodes_for_a_lower_peak():
     if ember.compiler.has_llvm() and spec["backend"] == "llvm":
         assert re.search(r"memory plan \(arena offset, bytes: value.*\n +0 +200000: %\d+ f32\[50000\]",
                          spec["kernels"]), spec["kernels"]
+
+
+@pytest.mark.skipif(not ember.compiler.has_llvm(), reason="the arena and its plan are the LLVM backend's")
+def test_kernel_writes_into_a_dying_intermediate(monkeypatch):
+    """A kernel whose input is used by it alone (softmax's result here)
+    computes its result in that input's arena buffer: the plan lists it
+    there, the kernel line says so, and the values are eager's, call after
+    call. A kernel whose result is returned keeps memory of its own."""
+    monkeypatch.setenv("EMBER_BACKEND", "llvm")
+
+    def fn(a, b, c):
+        s = (a @ b).softmax(-1)
+        t = (s * 2 + 1).exp() @ c
+        return t, (t.softmax(-1) + 1).sqrt()
+
+    cf = ember.compile(fn)
+    args = (ember.randn(64, 32), ember.randn(32, 64), ember.randn(64, 64))
+    with ember.no_grad():
+        cf(*args)
+        for _ in range(3):
+            for got, want in zip(cf(*args), fn(*args)):
+                np.testing.assert_array_equal(got.numpy(), want.numpy())
+    kernels = cf._specializations()[0]["kernels"]
+    assert len(re.findall(r"result 0 written in place into %\d+, which dies here", kernels)) == 1, kernels
+    assert re.search(r"\n +then %\d+, in place, \d+ \.\. \d+\n", kernels), kernels
