@@ -217,6 +217,15 @@ static bool may_alias_inputs(const em_ir_node *m, const em_llvm_split *split) {
     return m->region ? split[m->id].grain == 0 : em_ir_may_alias_inputs(m);
 }
 
+/* Do strides lay a value of type t out contiguously (size-1 dims aside)? */
+static bool dense(const em_type *t, const int64_t *strides) {
+    int64_t contig[EM_MAX_DIMS];
+    em_contiguous_strides(t->shape, t->ndim, contig);
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] > 1 && strides[d] != contig[d]) return false;
+    return true;
+}
+
 /* Output `o` of kernel node n (at position pn in the run) may be computed
  * in the memory of graph input `param` when: it is that input's write-back
  * and no other result; n reads the input itself, laid out like the output
@@ -240,10 +249,7 @@ static int donatable(const em_ir_graph *g, const em_llvm_plan *plan, const em_ir
     if (plan->checked_by >= pn || !em_type_eq(&p->type, &v->type) ||
         !em_shape_eq(v->type.shape, v->type.ndim, n->out[0]->type.shape, n->out[0]->type.ndim))
         return -1;
-    int64_t contig[EM_MAX_DIMS];
-    em_contiguous_strides(p->type.shape, p->type.ndim, contig);
-    for (int d = 0; d < p->type.ndim; d++)
-        if (p->type.shape[d] > 1 && strides[p->id][d] != contig[d]) return -1;
+    if (!dense(&p->type, strides[p->id])) return -1;
     /* the values sharing p's memory: p and what views, copies or casts it */
     memset(aliases, 0, (size_t)g->n_values * sizeof *aliases);
     aliases[p->id] = true;
@@ -274,16 +280,11 @@ static int dying_input(const em_ir_node *n, const int *uses, const bool *to_resu
                        const em_llvm_split *split) {
     if (n->n_out != 1 || to_result[n->out[0]->id]) return -1; /* (the interpreter's fallback writes results one by one) */
     const em_type *t = &n->out[0]->type;
-    int64_t contig[EM_MAX_DIMS];
-    em_contiguous_strides(t->shape, t->ndim, contig);
     for (int j = 0; j < n->n_in; j++) {
         const em_ir_value *u = n->in[j];
-        if (!u->def || uses[u->id] != 1 || !em_type_eq(&u->type, t) || may_alias_inputs(u->def, split) ||
-            em_ir_is_scalar_const(u->def))
-            continue;
-        bool dense = true;
-        for (int d = 0; d < t->ndim; d++) dense &= t->shape[d] <= 1 || strides[u->id][d] == contig[d];
-        if (dense) return j;
+        if (u->def && uses[u->id] == 1 && em_type_eq(&u->type, t) && !may_alias_inputs(u->def, split) &&
+            !em_ir_is_scalar_const(u->def) && dense(t, strides[u->id]))
+            return j;
     }
     return -1;
 }

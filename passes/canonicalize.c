@@ -226,7 +226,7 @@ static bool scaled_operand(const canon *c, const em_ir_node *n, double k, match 
             if (!scale || !same_type(x, p->out[0])) continue;
             m->attrs = n->attrs;
             m->attrs.alpha = em_matmul_alpha(&n->attrs) * scale;
-            if (fabs(log2(m->attrs.alpha)) > 64) continue;
+            if (fabs(log2(fabs(m->attrs.alpha))) > 64) continue; /* (both scales within 2^64: the product too) */
             m->x = i == 0 ? (em_ir_value *)x : n->in[0];
             m->y = i == 1 ? (em_ir_value *)x : n->in[1];
             m->view = view;

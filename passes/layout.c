@@ -38,6 +38,8 @@ typedef struct {
     em_ir_graph *g;
     int *uses;        /* per value: node inputs and block results reading it */
     int *copying;     /* per value: users that might copy it (see may_copy) */
+    int *permutes;    /* per value: users that are permutes in its first permute user's order, or -1 */
+    const em_ir_node **first_permute; /* per value: its first permute user */
     bool *from_input; /* per value: may share a graph input's memory */
     bool *to_result;  /* per value: a graph result may share its memory */
 } layout;
@@ -59,14 +61,25 @@ static void count(layout *l) {
     size_t n = (size_t)l->g->n_values;
     em_ir_count_uses(l->g, l->uses);
     memset(l->copying, 0, n * sizeof *l->copying);
-    for (const em_ir_node *u = b->first; u; u = u->next)
+    memset(l->permutes, 0, n * sizeof *l->permutes);
+    memset(l->first_permute, 0, n * sizeof *l->first_permute);
+    for (const em_ir_node *u = b->first; u; u = u->next) {
         if (may_copy(u))
             for (int i = 0; i < u->n_in; i++) l->copying[u->in[i]->id]++;
+        if (u->op != EM_OP_PERMUTE) continue;
+        int v = u->in[0]->id;
+        const em_ir_node *first = l->first_permute[v] ? l->first_permute[v] : u;
+        l->first_permute[v] = first;
+        bool same = first->attrs.n_dims == u->attrs.n_dims &&
+                    !memcmp(first->attrs.dims, u->attrs.dims, (size_t)u->attrs.n_dims * sizeof *u->attrs.dims);
+        if (l->permutes[v] >= 0) l->permutes[v] = same ? l->permutes[v] + 1 : -1;
+    }
     em_ir_shared_memory(l->g, l->from_input, l->to_result);
 }
 
-/* Rule 1; the count of contiguous() nodes dropped. */
-static int drop_copies(layout *l) {
+/* Rule 1; the count of contiguous() nodes dropped, and *bytes the bytes
+ * they would have copied. */
+static int drop_copies(layout *l, int64_t *bytes) {
     int dropped = 0;
     em_ir_block *b = l->g->body;
     for (em_ir_node *n = b->first, *next; n; n = next) {
@@ -76,7 +89,8 @@ static int drop_copies(layout *l) {
         if (l->to_result[v->id] || l->copying[v->id] > 1) continue;
         /* x's readers now include v's: one copy at most among them too */
         l->copying[n->in[0]->id] += l->copying[v->id];
-        l->copying[n->in[0]->id] -= may_copy(n);
+        l->copying[n->in[0]->id] -= 1; /* (the contiguous() itself) */
+        *bytes += em_shape_numel(v->type.shape, v->type.ndim) * (int64_t)em_dtype_size(v->type.dtype);
         em_ir_replace_uses(b, n->out[0], n->in[0]);
         em_ir_remove(n);
         dropped++;
@@ -87,17 +101,11 @@ static int drop_copies(layout *l) {
 /* The permute every user of v applies, when all users are permutes in one
  * order that keeps the last dim last and moves some other; else NULL. */
 static const em_ir_node *common_permute(const layout *l, const em_ir_value *v) {
-    const em_ir_node *first = NULL;
-    int seen = 0, nd = v->type.ndim;
-    for (const em_ir_node *u = l->g->body->first; u; u = u->next)
-        for (int i = 0; i < u->n_in; i++) {
-            if (u->in[i] != v) continue;
-            if (u->op != EM_OP_PERMUTE || u->attrs.n_dims != nd) return NULL;
-            if (first && memcmp(first->attrs.dims, u->attrs.dims, (size_t)nd * sizeof *u->attrs.dims)) return NULL;
-            first = first ? first : u;
-            seen++;
-        }
-    if (!first || seen != l->uses[v->id] || first->attrs.dims[nd - 1] != nd - 1) return NULL;
+    const em_ir_node *first = l->first_permute[v->id];
+    int nd = v->type.ndim;
+    if (!first || l->permutes[v->id] != l->uses[v->id] || first->attrs.n_dims != nd ||
+        first->attrs.dims[nd - 1] != nd - 1)
+        return NULL;
     for (int d = 0; d < nd; d++)
         if (first->attrs.dims[d] != d) return first;
     return NULL; /* (the identity: canonicalize's to remove) */
@@ -129,21 +137,32 @@ static int lay_out_products(layout *l) {
 
 em_status em_pass_layout(em_ir_graph *g, em_strbuf *report) {
     size_t n = (size_t)g->n_values + 1;
-    layout l = {g, malloc(n * sizeof(int)), malloc(n * sizeof(int)), malloc(n), malloc(n)};
+    layout l = {g,
+                malloc(n * sizeof(int)),
+                malloc(n * sizeof(int)),
+                malloc(n * sizeof(int)),
+                malloc(n * sizeof(em_ir_node *)),
+                malloc(n),
+                malloc(n)};
     em_status st = EM_OK;
-    if (!l.uses || !l.copying || !l.from_input || !l.to_result) {
+    if (!l.uses || !l.copying || !l.permutes || !l.first_permute || !l.from_input || !l.to_result) {
         st = em_error(EM_ERR_NOMEM, "out of memory choosing layouts");
     } else {
         count(&l);
-        int dropped = drop_copies(&l);
+        int64_t bytes = 0;
+        int dropped = drop_copies(&l, &bytes);
         if (dropped) count(&l);
         int laid = lay_out_products(&l);
-        if (report && dropped) em_strbuf_printf(report, "layout: contiguous() no consumer needs dropped (%d)\n", dropped);
+        if (report && dropped)
+            em_strbuf_printf(report, "layout: contiguous() no consumer needs dropped (%d); %lld bytes not copied\n",
+                             dropped, (long long)bytes);
         if (report && laid)
             em_strbuf_printf(report, "layout: matmul results written in the order their permute reads (%d)\n", laid);
     }
     free(l.uses);
     free(l.copying);
+    free(l.permutes);
+    free(l.first_permute);
     free(l.from_input);
     free(l.to_result);
     return st;
