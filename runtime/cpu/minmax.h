@@ -27,8 +27,7 @@
         T init = is_min ? (T)INFINITY : absval ? (T)0 : -(T)INFINITY;                              \
         NAME##_vt l[4];                                                                            \
         NAME##_vi nan = {0};                                                                       \
-        for (int a = 0; a < 4; a++)                                                                \
-            for (int k = 0; k < V; k++) l[a][k] = init;                                            \
+        for (int a = 0; a < 4; a++) l[a] = (NAME##_vt){0} + init;                                  \
         int64_t i = 0;                                                                             \
         /* four accumulators (no chain of dependent blends), NaNs on the side */                   \
         for (; i + 4 * V <= n; i += 4 * V)                                                         \

@@ -25,6 +25,7 @@
 #include "ember/ops_math.h"
 #include "ember/parallel.h"
 #include "minmax.h"
+#include "rowexp.h"
 
 #define BLOCK 65536
 #define TILE 256
@@ -628,7 +629,60 @@ static void finish(em_op op, const em_attrs *a, acc_t acc, int64_t n, const doub
         ((T *)d)[o] = fl ? sc_cast_f64_##sfx(f) : sc_cast_i64_##sfx(i);                            \
         break;
 
+/* logsumexp of a contiguous float32 row: its max and sum of exp(x - max)
+ * while the row stays in cache (rowexp.h, the softmax kernel's own halves),
+ * where the general path reads memory twice and widens every term to
+ * double. Eager logsumexp over trailing dims and the compiled row kernels
+ * (em_reduce_row) both take it, so they agree to the bit. */
+static float lse_row_f32(const float *x, int64_t n) {
+    float m = row_max_f32(x, n);
+    return isinf(m) ? m : (float)((double)m + log((double)row_sumexp_f32(x, NULL, n, m)));
+}
+
+typedef struct {
+    const float *x;
+    float *y;
+    int64_t n;
+} lse_rows_ctx;
+
+static void lse_rows_task(void *arg, int64_t r0, int64_t r1) {
+    const lse_rows_ctx *c = arg;
+    for (int64_t r = r0; r < r1; r++) c->y[r] = lse_row_f32(c->x + r * c->n, c->n);
+}
+
+/* logsumexp of float32 x over its trailing dims (a non-contiguous x copied
+ * first) into a contiguous y, rows split across the pool; false (nothing
+ * done) where the reduced dims are not the trailing ones. */
+static bool lse_rows(em_tensor *x, const em_attrs *attrs, em_tensor *y, em_status *st) {
+    int k = attrs->n_dims;
+    bool trailing = x->dtype == EM_DTYPE_F32 && y->dtype == EM_DTYPE_F32 && k >= 1 && k <= x->ndim &&
+                    em_tensor_is_contiguous(y);
+    bool seen[EM_MAX_DIMS] = {false};
+    for (int i = 0; trailing && i < k; i++) {
+        int d = attrs->dims[i];
+        trailing = d >= x->ndim - k && d < x->ndim && !seen[d];
+        if (trailing) seen[d] = true;
+    }
+    if (!trailing) return false;
+    em_tensor *dense = x;
+    if (em_tensor_is_contiguous(x))
+        em_tensor_retain(x);
+    else if (!(dense = em_converted(x, x->dtype))) {
+        *st = em_last_status();
+        return true;
+    }
+    int64_t n = 1;
+    for (int d = x->ndim - k; d < x->ndim; d++) n *= x->shape[d];
+    lse_rows_ctx c = {em_tensor_data(dense), em_tensor_data(y), n};
+    if (y->numel) em_parallel_for(y->numel, EM_GRAIN_ELEMENTWISE / (n * 8 + 1) + 1, lse_rows_task, &c);
+    em_tensor_release(dense);
+    *st = EM_OK;
+    return true;
+}
+
 em_status cpu_reduce(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
+    em_status lse_st;
+    if (op == EM_OP_LOGSUMEXP && lse_rows(in[0], attrs, out[0], &lse_st)) return lse_st;
     em_tensor *x = in[0], *cast = NULL;
     em_reduction red = em_op_get(op)->reduction;
     if (red == EM_RED_SUMEXP && !em_dtype_is_float(x->dtype)) { /* computed in float */
@@ -718,6 +772,10 @@ static acc_t fold_row(red_kind kind, em_dtype dt, const char *x, int64_t n, doub
 
 void em_reduce_row(em_op op, const em_attrs *attrs, em_dtype dt, const void *x, int64_t n,
                    em_dtype out_dt, void *out) {
+    if (op == EM_OP_LOGSUMEXP && dt == EM_DTYPE_F32 && out_dt == EM_DTYPE_F32) {
+        *(float *)out = lse_row_f32(x, n);
+        return;
+    }
     em_reduction red = em_op_get(op)->reduction;
     red_kind kind = kind_of(op, attrs->ord);
     double param = 0.0, p2;

@@ -19,6 +19,7 @@
 #include "ember/ops_math.h"
 #include "ember/parallel.h"
 #include "minmax.h"
+#include "rowexp.h"
 
 typedef struct {
     em_op op;
@@ -128,27 +129,10 @@ static void line(const scan_ctx *c, const char *p, int64_t st, char *q, int64_t 
  * threads), then y times 1 / sum (log_softmax: x - max - log(sum)). Three
  * passes over a row that stays in cache; the general path (line())
  * widens every value to double and divides. */
-#define SL 16 /* sum lanes: two AVX2 vectors, or one AVX-512 vector */
 static void softmax_row_f32(bool soft, const float *restrict x, float *restrict y, int64_t n) {
-    double lanes[16], md = -INFINITY;
-    int64_t done = vminmax_f32(x, n, false, false, lanes);
-    for (int k = 0; k < VMM_F32 && done; k++) md = lanes[k] != lanes[k] || lanes[k] > md ? lanes[k] : md;
-    for (int64_t i = done; i < n; i++) md = x[i] != x[i] || x[i] > md ? x[i] : md;
-    if (isinf(md)) md = md > 0 ? md : 0.0; /* all -inf: exp(-inf - 0) = 0 */
-    float m = (float)md, l[SL] = {0}, sum = 0.0f;
-    int64_t i = 0;
-    if (soft) { /* (two loops without a branch inside: both vectorise) */
-        for (; i + SL <= n; i += SL)
-            for (int k = 0; k < SL; k++) l[k] += y[i + k] = sc_exp_f32(x[i + k] - m);
-        for (; i < n; i++) sum += y[i] = sc_exp_f32(x[i] - m);
-    } else {
-        for (; i + SL <= n; i += SL)
-            for (int k = 0; k < SL; k++) l[k] += sc_exp_f32(x[i + k] - m);
-        for (; i < n; i++) sum += sc_exp_f32(x[i] - m);
-    }
-    for (int w = SL / 2; w > 0; w /= 2) /* (pairwise, in a fixed order) */
-        for (int k = 0; k < w; k++) l[k] += l[k + w];
-    sum += l[0];
+    float m = row_max_f32(x, n);
+    if (isinf(m)) m = m > 0 ? m : 0.0f; /* all -inf: exp(-inf - 0) = 0 */
+    float sum = row_sumexp_f32(x, soft ? y : NULL, n, m);
     if (soft) {
         float inv = 1.0f / sum;
         for (int64_t j = 0; j < n; j++) y[j] *= inv;

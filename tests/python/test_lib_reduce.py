@@ -171,6 +171,32 @@ def test_logsumexp_is_stable():
     check(lambda m, x: m.logsumexp(x, 1), x)
 
 
+def test_logsumexp_over_trailing_dims_in_rows():
+    # float32 over trailing dims runs row by row in cache (the softmax
+    # kernel's halves): long rows, two trailing dims, a transposed view
+    # (copied first), rows of NaN, +inf and -inf, and empty rows
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((6, 5, 300)).astype(np.float32) * 8
+    x[0, 0, 7], x[1, 2, :], x[2, 3, 11] = np.nan, -np.inf, np.inf
+    check(lambda m, x: m.logsumexp(x, -1), Arg(x, "float32"))
+    check(lambda m, x: m.logsumexp(x, (1, 2), keepdim=True), Arg(x, "float32"))
+    check(lambda m, x: m.logsumexp(x, (2, 1)), Arg(x, "float32"))
+    check(lambda m, x: m.logsumexp(x.transpose(1, 2), -1), Arg(x, "float32"))
+    check(lambda m, x: m.logsumexp(x, -1), Arg(np.zeros((3, 0), np.float32), "float32"))
+
+
+def test_cross_entropy_of_large_logits_matches_log_softmax_form():
+    # class-index cross_entropy is logsumexp(x) - x[t]; at logits of 1e3 it
+    # stays within float rounding of PyTorch's log_softmax-then-nll
+    import torch
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((64, 50)).astype(np.float32) * 1e3
+    t = rng.integers(0, 50, 64)
+    got = ember.nn.functional.cross_entropy(ember.tensor(x), ember.tensor(t), reduction="none")
+    want = torch.nn.functional.cross_entropy(torch.tensor(x), torch.tensor(t), reduction="none")
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1.2e-4)  # 2 ulps of 1e3
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32", "uint8", "bool",
                                    "bfloat16"])
 @pytest.mark.parametrize("op", ["cumsum", "cumprod"])

@@ -530,8 +530,16 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     """-input[i, target[i]] (times weight[target[i]]), ignoring ignore_index."""
     if size_average is not None or reduce is not None:
         raise NotImplementedError("nll_loss: size_average/reduce are deprecated; use reduction")
-    _check_target(input, target, "nll_loss")
-    c = input.shape[1] if input.ndim >= 2 else input.shape[0]
+    return _picked_loss(input, target, weight, ignore_index, reduction, "nll_loss",
+                        lambda picked: -picked)
+
+
+def _picked_loss(input, target, weight, ignore_index, reduction, what, loss_of):
+    """nll_loss's reduction of loss_of(input[i, target[i]]) over the samples,
+    weighted by weight[target[i]], ignore_index skipped."""
+    _check_target(input, target, what)
+    cls_dim = 1 if input.ndim >= 2 else 0
+    c = input.shape[cls_dim]
     keep = target != ignore_index
     safe = _ops.where(keep, target, 0)
     with no_grad():
@@ -540,8 +548,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         if safe.numel() and bool(((safe < 0) | (safe >= c)).any()):
             bad = int(safe.max()) if int(safe.max()) >= c else int(safe.min())
             raise IndexError(f"nll_loss: Target {bad} is out of bounds (input has {c} classes)")
-    cls_dim = 1 if input.ndim >= 2 else 0
-    picked = -input.gather(cls_dim, safe.unsqueeze(cls_dim)).squeeze(cls_dim)
+    picked = loss_of(input.gather(cls_dim, safe.unsqueeze(cls_dim)).squeeze(cls_dim))
     w = keep.to(input.dtype)
     if weight is not None:
         w = w * weight.index_select(0, safe.reshape(-1)).reshape(safe.shape)
@@ -550,19 +557,28 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     loss = _ops.where(keep, picked * w, 0.0)
     if reduction == "mean":
         return loss.sum() / w.sum()
-    return _reduce(loss, reduction, "nll_loss")
+    return _reduce(loss, reduction, what)
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                   reduction="mean", label_smoothing=0.0):
     """nll_loss of log_softmax over dim 1 (class indices), or the cross
     entropy with class probabilities when target is a float tensor of
-    input's shape; label_smoothing mixes in the uniform distribution."""
+    input's shape; label_smoothing mixes in the uniform distribution.
+
+    With class indices and no smoothing, -log_softmax(x)[t] is taken as
+    logsumexp(x) - x[t]: one read of the logits and no tensor of their
+    size written (the log_softmax of every class would be), and a backward
+    of softmax(x) less the one-hot target."""
     if size_average is not None or reduce is not None:
         raise NotImplementedError("cross_entropy: size_average/reduce are deprecated; use reduction")
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     cls_dim = 1 if input.ndim >= 2 else 0
+    if input.dtype.is_floating_point and not target.dtype.is_floating_point and label_smoothing == 0.0:
+        lse = input.logsumexp(cls_dim)
+        return _picked_loss(input, target, weight, ignore_index, reduction, "nll_loss",
+                            lambda picked: lse - picked)
     logp = input.log_softmax(cls_dim)
     c = input.shape[cls_dim]
     wshape = [1] * input.ndim
