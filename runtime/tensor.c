@@ -86,7 +86,12 @@ void em_layout_strides(const int64_t *shape, int ndim, const int64_t *order, int
     }
 }
 
+/* As PyTorch: a tensor with no elements is contiguous whatever its strides
+ * (em_contiguous_strides' own strides for a zero-size shape included), and
+ * size-1 dims' strides do not matter. */
 bool em_strides_are_contiguous(const int64_t *shape, const int64_t *strides, int ndim) {
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] == 0) return true;
     int64_t s = 1;
     for (int i = ndim - 1; i >= 0; i--) {
         if (shape[i] == 1) continue;

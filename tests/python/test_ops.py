@@ -974,6 +974,18 @@ def test_contiguous():
     assert c.stride() == (3, 1)
 
 
+def test_zero_size_tensors_are_contiguous_as_in_pytorch():
+    import torch
+    for shape in [(2, 0, 3), (0,), (3, 0), (0, 4, 1)]:
+        x, t = ember.zeros(*shape), torch.zeros(*shape)
+        pairs = [(x, t), (x.transpose(0, -1), t.transpose(0, -1))]
+        if len(shape) > 1:
+            pairs.append((x[:, ::2], t[:, ::2]))
+        for a, b in pairs:
+            assert a.is_contiguous() == b.is_contiguous() and a.stride() == b.stride(), (shape, a.stride())
+            assert a.contiguous() is a
+
+
 def test_transpose_of_1d_and_0d():
     x = ember.tensor([1.0, 2.0])
     assert_close(x.transpose(0, -1), np.array([1.0, 2.0], np.float32))
