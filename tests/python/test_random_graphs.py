@@ -3,8 +3,8 @@
 Each example is a short program over random shapes (size-1 and size-0
 dims included) and dtypes: elementwise ops with broadcasting and constants
 (the canonicalize rules' 0, 1, 2 and 0.5 among them), powers, reductions
-with and without keepdim, permutes, reshapes, expands, casts, matmuls and
-wheres. The program runs eagerly and compiled (on whichever backend this
+with and without keepdim, permutes, reshapes, expands, casts, matmuls,
+batched matmuls read through permutes, contiguous() and wheres. The program runs eagerly and compiled (on whichever backend this
 build has: CI runs both), and every result must match bit for bit (NaN
 matches NaN; -0.0 matches 0.0, the one rewrite that changes it). A failure
 shrinks to the smallest program and prints it with its compiled IR.
@@ -30,7 +30,7 @@ BINARY = ["add", "sub", "mul", "div", "maximum", "minimum"]
 FLOAT_ONLY = {"exp", "tanh", "sigmoid", "sqrt", "div"}
 
 KINDS = ["binary", "binary", "binary", "unary", "unary", "pow", "reduce", "permute", "reshape", "expand",
-         "cast", "matmul", "where"]
+         "cast", "matmul", "where", "contiguous", "bmm"]
 
 
 def _decode(kind, gene):
@@ -58,7 +58,9 @@ def _decode(kind, gene):
         return (kind, digit(100), ["float32", "float64"][digit(2)])
     if kind == "matmul":
         return (kind, digit(100), digit(100))
-    return (kind, digit(100))  # expand
+    if kind == "bmm":
+        return (kind, digit(100), digit(6))
+    return (kind, digit(100))  # expand, contiguous
 
 
 step = st.builds(_decode, st.sampled_from(KINDS), st.integers(0, 2 ** 40))
@@ -152,6 +154,17 @@ def _step(s, vals):
             x = m @ m.t()
         else:
             x = a + 1
+    elif kind == "contiguous":  # (the layout pass drops the ones no consumer needs)
+        _, i = s
+        x = vals[i % len(vals)].contiguous()
+    elif kind == "bmm":  # a batched product read through a permute (a laid-out result)
+        _, i, seed = s
+        a = vals[i % len(vals)]
+        if a.ndim >= 1 and a.shape[-1] > 0:
+            b3 = a if a.ndim == 3 else a.reshape(1, -1, a.shape[-1])
+            x = (b3 @ b3.transpose(-2, -1)).permute(*_permutation(3, seed))
+        else:
+            x = a - 1
     elif kind == "where":
         _, i, j, same = s
         a, b = vals[i % len(vals)], vals[j % len(vals)]
