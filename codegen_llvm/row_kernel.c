@@ -16,9 +16,7 @@
  * per-element values of level L that a reduction or an output needs; a
  * reduction's input is written to a row-sized scratch buffer (on the stack:
  * the row stays in L1/L2), unless it is a kernel input whose row is already
- * contiguous in memory (a kernel input with strided rows, such as a
- * transposed view, is gathered into its scratch row by loop 0, and later
- * loops read it there). After loop L the reductions of that loop run over
+ * contiguous in memory. After loop L the reductions of that loop run over
  * their rows, and the per-row values of level L + 1 are computed once, in
  * registers. A later loop reads a value it needs from its scratch row
  * instead of computing it again: softmax written as
@@ -107,16 +105,10 @@ static em_status classify(row_plan *p) {
             if (st != EM_OK) break;
             p->level[v->id] = level + 1;
             p->per_row[v->id] = true;
-            bool in_place = !x->def && p->istr[node->n_out + x->index] == 1;
-            em_reduction red = em_op_get(n->op)->reduction;
-            if (!x->def && !in_place && red != EM_RED_MAX && red != EM_RED_MIN) {
-                /* eager folds a strided row in another order than em_reduce_row
-                 * a contiguous one: only a max or min (exact in any order) of it
-                 * keeps eager's bits once gathered */
-                st = refuse("a sum-like reduction of an input whose rows are not contiguous");
-                break;
-            }
-            if (!in_place && !p->scratch[x->id]) { /* (an input whose rows are strided: gathered by loop 0) */
+            if (!x->def) { /* an input: read in place when its rows are contiguous */
+                int k = node->n_out + x->index;
+                if (p->istr[k] != 1) st = refuse("a reduction of an input whose rows are not contiguous");
+            } else if (!p->scratch[x->id]) {
                 p->scratch[x->id] = true;
                 p->scratch_bytes += p->n * (int64_t)em_dtype_size(x->type.dtype);
             }
@@ -303,7 +295,6 @@ static em_status row_loop(emit_ctx *c, int level) {
     bool work = false;
     for (const em_ir_node *n = r->first; n; n = n->next)
         work |= p->scratch[n->out[0]->id] && p->level[n->out[0]->id] == level;
-    for (int i = 0; i < r->n_params; i++) work |= level == 0 && p->scratch[r->params[i]->id];
     for (int o = 0; o < r->n_results; o++)
         work |= !p->per_row[r->results[o]->id] && p->level[r->results[o]->id] == level;
     if (!work) return EM_OK;
@@ -318,12 +309,6 @@ static em_status row_loop(emit_ctx *c, int level) {
     c->loop = level;
     memset(c->vals, 0, (size_t)r->graph->n_values * sizeof *c->vals);
     em_status st = EM_OK;
-    for (int i = 0; i < r->n_params && level == 0; i++) { /* strided input rows, gathered once */
-        const em_ir_value *v = r->params[i];
-        if (!p->scratch[v->id] || (st = value(c, v)) != EM_OK) continue;
-        LLVMValueRef a = LLVMBuildGEP2(b, em_llvm_mem_type(&c->e, v->type.dtype), c->buf[v->id], &j, 1, "");
-        em_llvm_store(&c->e, v->type.dtype, c->vals[v->id], a);
-    }
     for (const em_ir_node *n = r->first; n && st == EM_OK; n = n->next) {
         const em_ir_value *v = n->out[0];
         if (!p->scratch[v->id] || p->level[v->id] != level) continue;
@@ -360,7 +345,7 @@ static void row_reductions(emit_ctx *c, int level) {
     for (const em_ir_node *n = p->r->first; n; n = n->next) {
         const em_ir_value *x = n->in[0], *v = n->out[0];
         if (em_op_get(n->op)->kind != EM_KIND_REDUCE || p->level[x->id] != level) continue;
-        LLVMValueRef row = p->scratch[x->id] ? c->buf[x->id] : at(c, p->node->n_out + x->index, x->type.dtype, NULL);
+        LLVMValueRef row = x->def ? c->buf[x->id] : at(c, p->node->n_out + x->index, x->type.dtype, NULL);
         LLVMValueRef av[7] = {
             LLVMConstInt(i32, (unsigned long long)n->op, 0),
             LLVMConstIntToPtr(LLVMConstInt(e->i64, (unsigned long long)(uintptr_t)&n->attrs, 0), e->ptr),
@@ -373,14 +358,6 @@ static void row_reductions(emit_ctx *c, int level) {
         LLVMBuildCall2(e->b, fty, callee, av, 7, "");
         c->rowv[v->id] = em_llvm_load(e, v->type.dtype, c->red_out);
     }
-}
-
-/* v's row-sized scratch buffer on the stack, where the plan gives it one. */
-static void scratch_row(emit_ctx *c, const em_ir_value *v) {
-    if (!c->p->scratch[v->id]) return;
-    LLVMTypeRef row_type = LLVMArrayType2(em_llvm_mem_type(&c->e, v->type.dtype), (uint64_t)c->p->n);
-    c->buf[v->id] = LLVMBuildAlloca(c->e.b, row_type, "scratch");
-    LLVMSetAlignment(c->buf[v->id], 64);
 }
 
 static em_status emit_rows(emit_ctx *c) {
@@ -399,8 +376,13 @@ static em_status emit_rows(emit_ctx *c) {
         LLVMValueRef idx = em_llvm_i64(e, k);
         c->base[k] = LLVMBuildLoad2(b, e->ptr, LLVMBuildGEP2(b, e->ptr, ptrs, &idx, 1, ""), "");
     }
-    for (int i = 0; i < p->r->n_params; i++) scratch_row(c, p->r->params[i]);
-    for (const em_ir_node *n = p->r->first; n; n = n->next) scratch_row(c, n->out[0]);
+    for (const em_ir_node *n = p->r->first; n; n = n->next) {
+        const em_ir_value *v = n->out[0];
+        if (!p->scratch[v->id]) continue;
+        LLVMTypeRef row_type = LLVMArrayType2(em_llvm_mem_type(e, v->type.dtype), (uint64_t)p->n);
+        c->buf[v->id] = LLVMBuildAlloca(b, row_type, "scratch");
+        LLVMSetAlignment(c->buf[v->id], 64);
+    }
     c->red_out = LLVMBuildAlloca(b, e->i64, "reduced");
     LLVMBuildBr(b, head);
 
