@@ -5,7 +5,9 @@
 
 softmax over a 4096x4096 float32 matrix (rows of 4096) and layer_norm over
 8192x1024 (rows of 1024, with weight and bias): ember's op (`em.softmax`,
-`F.layer_norm`) and the expression a user writes, each eager and compiled,
+`F.layer_norm`) and the expression a user writes, each eager and compiled
+(the softmax expression also on a transposed view of a copy, its rows
+strided),
 and F.cross_entropy of 8192x1024 logits with class indices,
 next to NumPy, PyTorch (2 threads, in a child process) and the hand-written
 single-pass C loop (norms_ref.c). Medians over 20 calls, three interleaved
@@ -81,6 +83,9 @@ def contenders(lib):
     out_x, out_y = np.empty_like(xs), np.empty_like(ys)
     sm_op, ln_op = em.compile(lambda t: em.softmax(t, -1)), em.compile(lambda t: F.layer_norm(t, (1024,), w, b))
     sm_user, ln_user = em.compile(user_softmax), em.compile(lambda t: user_layer_norm(t, w, b))
+    # a transposed view's rows are strided: the row kernel gathers each into
+    # a scratch row (before, the node ran op by op)
+    xt, sm_user_t = x.t().contiguous().t(), em.compile(user_softmax)
 
     def np_softmax():
         e = np.exp(xs - xs.max(-1, keepdims=True))
@@ -97,6 +102,8 @@ def contenders(lib):
             "ember em.softmax compiled": lambda: sm_op(x),
             "ember user expression eager": lambda: user_softmax(x),
             "ember user expression compiled": lambda: sm_user(x),
+            "ember user expression eager, on x.t()": lambda: user_softmax(xt),
+            "ember user expression compiled, on x.t()": lambda: sm_user_t(xt),
             "NumPy": np_softmax,
         },
         "layer_norm": {
