@@ -175,7 +175,8 @@ static void lines_task(void *arg, int64_t b, int64_t e) {
 }
 
 /* ---- columns: the scan dim is not the innermost, which is contiguous in
- * x and y (softmax over dim 0). Lines W apart in memory would each read one
+ * x (softmax over dim 0, or over the last dim of a transposed view; y's
+ * lines may lie anywhere). Lines W apart in memory would each read one
  * element per cache line; instead W adjacent lines go through one buffer of
  * len rows x W columns, and every step runs across the W columns. ---- */
 #define W 16
@@ -300,7 +301,8 @@ static void cols_task(void *arg, int64_t b, int64_t e) {
             yo += i * c->ystride[d];
         }
         block(c, (const char *)em_tensor_data(c->x) + xo * (int64_t)xi, c->x->strides[c->dim], 1,
-              (char *)em_tensor_data(c->y) + yo * (int64_t)yi, c->y->strides[c->dim], 1, nw, buf, ibuf);
+              (char *)em_tensor_data(c->y) + yo * (int64_t)yi, c->y->strides[c->dim], c->ystride[last], nw,
+              buf, ibuf);
     }
     em_free(buf);
     em_free(ibuf);
@@ -374,8 +376,10 @@ em_status cpu_scan(em_op op, em_tensor *const *in, int n_in, const em_attrs *att
         em_parallel_for(tiles, EM_GRAIN_ELEMENTWISE / (c.len * W) + 1, short_rows_task, &c);
         return c.status ? em_error(c.status, "%s: out of memory", em_op_name(op)) : EM_OK;
     }
-    if (last >= 0 && c.xstride[last] == 1 && c.ystride[last] == 1 && c.oshape[last] >= W &&
-        c.x->strides[c.dim] != 1) {
+    /* columns wherever x's lines lie side by side, whatever y's layout: a
+     * contiguous result of a transposed input (softmax(x.t(), -1)) took
+     * the lines path before, reading one element per cache line */
+    if (last >= 0 && c.xstride[last] == 1 && c.oshape[last] >= W && c.x->strides[c.dim] != 1) {
         cols_ctx k = {&c, c.oshape[last], (c.oshape[last] + W - 1) / W};
         int64_t blocks = (lines / k.inner) * k.blocks_per_outer;
         em_parallel_for(blocks, EM_GRAIN_ELEMENTWISE / ((c.len ? c.len : 1) * W) + 1, cols_task, &k);
