@@ -102,6 +102,7 @@ def contenders(lib):
             "ember em.softmax compiled": lambda: sm_op(x),
             "ember user expression eager": lambda: user_softmax(x),
             "ember user expression compiled": lambda: sm_user(x),
+            "ember em.softmax eager, on x.t()": lambda: em.softmax(xt, -1),
             "ember user expression eager, on x.t()": lambda: user_softmax(xt),
             "ember user expression compiled, on x.t()": lambda: sm_user_t(xt),
             "NumPy": np_softmax,
