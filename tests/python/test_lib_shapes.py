@@ -203,6 +203,22 @@ def test_gather():
     raises_like_torch(lambda m, x, i: m.gather(x, 1, i.unsqueeze(0)), x, i)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32", "float16"])
+def test_gather_one_element_per_row(dtype):
+    # x[r, t[r]], the pick of a loss (its own prefetching loop for 4- and
+    # 8-byte items): over many rows, a transposed x, a strided index,
+    # fewer index rows than x has, and an index out of range
+    rng = np.random.default_rng(0)
+    x = arr(dtype, (300, 7))
+    t = Arg(rng.integers(0, 7, (300, 1)), "int64")
+    check(lambda m, x, t: x.gather(1, t), x, t)
+    check(lambda m, x, t: x.t().contiguous().t().gather(1, t), x, t)
+    check(lambda m, x, t: x.gather(1, t[::3]), x, t)
+    check(lambda m, x, t: x.gather(1, t[:10]), x, t)
+    raises_like_torch(lambda m, x, t: x.gather(1, t + 7), x, t)
+    raises_like_torch(lambda m, x, t: x.gather(1, t - 8), x, t)
+
+
 def test_scatter_and_scatter_add():
     x = arr("float32", (3, 5))
     i = idx([[0, 1, 2, 0], [4, 3, 2, 1]])
