@@ -1241,6 +1241,8 @@ def test_cross_entropy_bad_targets():
     raises_like(lambda m, F, x, t: F.nll_loss(x, t), rnd((2, 3, 4)), K([[0, 1, 2], [0, 1, 1]]))
     raises_like(lambda m, F, x, t: F.cross_entropy(x, t, reduction="avg"), x, K([0, 1, 2]))
     raises_like(lambda m, F, x, t: F.cross_entropy(x, t, label_smoothing=1.5), x, K([0, 1, 2]))
+    with pytest.raises(RuntimeError, match=r"cross_entropy: expected an input with a dim of classes"):
+        ember.nn.functional.cross_entropy(ember.tensor(1.0), ember.tensor(0))
     raises_like(lambda m, F, x, t: F.binary_cross_entropy_with_logits(x, t), x, rnd((3, 1)))
 
 

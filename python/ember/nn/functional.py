@@ -574,6 +574,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         raise NotImplementedError("cross_entropy: size_average/reduce are deprecated; use reduction")
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    if input.ndim == 0:
+        raise RuntimeError("cross_entropy: expected an input with a dim of classes ([C] or [N, C, ...]), "
+                           "got a 0-d tensor")
     cls_dim = 1 if input.ndim >= 2 else 0
     if input.dtype.is_floating_point and not target.dtype.is_floating_point and label_smoothing == 0.0:
         lse = input.logsumexp(cls_dim)
