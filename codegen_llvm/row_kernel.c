@@ -24,8 +24,10 @@
  * reads x twice (the max, then exp into scratch) and writes the output from
  * the scratch row.
  *
- * The reductions themselves are em_reduce_row, the eager kernels' own code
- * for a contiguous row, so a fused reduction has the eager result's bits;
+ * The reductions themselves are the eager kernels' own code for a
+ * contiguous row: float32 sum, mean, amax and amin the folds of ops_fold.h,
+ * inlined from the scalar library's bitcode, the rest em_reduce_row; so a
+ * fused reduction has the eager result's bits;
  * everything else is the elementwise code of kernel.c. Rows split across
  * threads; a row is never split.
  */
@@ -51,6 +53,7 @@ typedef struct {
     int *level;           /* per value id */
     bool *per_row;        /* per value id */
     bool *scratch;        /* per value id: written to a scratch row */
+    int *home;            /* per value id: the output whose row is its scratch row, or -1 */
     int max_loop;         /* the last loop with work */
     int64_t scratch_bytes;
 } row_plan;
@@ -131,9 +134,36 @@ static em_status classify(row_plan *p) {
             p->max_loop = p->level[v->id];
         }
     }
-    if (st == EM_OK && p->scratch_bytes > MAX_SCRATCH_BYTES) st = refuse("rows too long for scratch rows");
     free(uses_inside);
     return st;
+}
+
+/* A scratch row may live in the row of an output that the last loop
+ * writes: softmax's exp goes into the output row, the sum reads it there,
+ * and the last loop divides it in place, as eager's softmax does. The row
+ * kernel then touches two rows of memory per row instead of three, and the
+ * output's row is already in cache when the last loop writes it. Nothing
+ * reads a scratch row after the last loop, and that loop reads element j
+ * of the scratch row before it writes element j of the output; a row
+ * kernel's outputs never share an input's memory (backend.c). */
+static void place_scratch(row_plan *p) {
+    const em_ir_block *r = p->r;
+    for (int i = 0; i < r->graph->n_values; i++) p->home[i] = -1;
+    bool taken[MAX_OPERANDS] = {false};
+    for (const em_ir_node *n = r->first; n; n = n->next) {
+        const em_ir_value *v = n->out[0];
+        if (!p->scratch[v->id]) continue;
+        for (int o = 0; o < r->n_results; o++) {
+            const em_ir_value *res = r->results[o];
+            if (taken[o] || p->per_row[res->id] || p->level[res->id] != p->max_loop ||
+                p->level[v->id] >= p->max_loop || p->istr[o] != 1 || res->type.dtype != v->type.dtype)
+                continue;
+            taken[o] = true;
+            p->home[v->id] = o;
+            p->scratch_bytes -= p->n * (int64_t)em_dtype_size(v->type.dtype);
+            break;
+        }
+    }
 }
 
 /* Operand strides over O and I (coalesced across operands). */
@@ -175,6 +205,7 @@ static void plan_free(row_plan *p) {
     free(p->level);
     free(p->per_row);
     free(p->scratch);
+    free(p->home);
 }
 
 static em_status plan_rows(const em_ir_node *node, int64_t (*const in_strides)[EM_MAX_DIMS], row_plan *p) {
@@ -193,12 +224,15 @@ static em_status plan_rows(const em_ir_node *node, int64_t (*const in_strides)[E
     p->level = calloc(nv, sizeof *p->level);
     p->per_row = calloc(nv, sizeof *p->per_row);
     p->scratch = calloc(nv, sizeof *p->scratch);
-    if (!p->level || !p->per_row || !p->scratch) {
+    p->home = malloc(nv * sizeof *p->home);
+    if (!p->level || !p->per_row || !p->scratch || !p->home) {
         plan_free(p);
         return em_error(EM_ERR_NOMEM, "out of memory");
     }
     em_status st = geometry(p, in_strides);
     if (st == EM_OK) st = classify(p);
+    if (st == EM_OK) place_scratch(p);
+    if (st == EM_OK && p->scratch_bytes > MAX_SCRATCH_BYTES) st = refuse("rows too long for scratch rows");
     if (st != EM_OK) plan_free(p);
     return st;
 }
@@ -332,8 +366,23 @@ static em_status row_loop(emit_ctx *c, int level) {
     return EM_OK;
 }
 
+/* The library fold (ops_fold.h, inlined from the scalar library) that
+ * computes reduction n of a contiguous row in double, or NULL where the row
+ * kernel calls em_reduce_row; *mean: divide the fold by the row's length. */
+static LLVMValueRef library_fold(const emit_ctx *c, const em_ir_node *n, bool *mean) {
+    const em_ir_value *x = n->in[0], *v = n->out[0];
+    *mean = n->op == EM_OP_MEAN;
+    if (x->type.dtype != EM_DTYPE_F32 || v->type.dtype != EM_DTYPE_F32 || n->n_out != 1) return NULL;
+    const char *name = n->op == EM_OP_SUM || n->op == EM_OP_MEAN ? "em_scalar_row_sum_f32"
+                       : n->op == EM_OP_AMAX                     ? "em_scalar_row_max_f32"
+                       : n->op == EM_OP_AMIN                     ? "em_scalar_row_min_f32"
+                                                                 : NULL;
+    return name ? LLVMGetNamedFunction(c->e.mod, name) : NULL;
+}
+
 /* After loop `level`: each reduction of a value of that level over the row,
- * by the eager kernels' code. */
+ * by the eager kernels' code: the shared folds of ops_fold.h inline, the
+ * rest through em_reduce_row. */
 static void row_reductions(emit_ctx *c, int level) {
     const row_plan *p = c->p;
     em_llvm_emitter *e = &c->e;
@@ -346,6 +395,15 @@ static void row_reductions(emit_ctx *c, int level) {
         const em_ir_value *x = n->in[0], *v = n->out[0];
         if (em_op_get(n->op)->kind != EM_KIND_REDUCE || p->level[x->id] != level) continue;
         LLVMValueRef row = x->def ? c->buf[x->id] : at(c, p->node->n_out + x->index, x->type.dtype, NULL);
+        bool mean;
+        LLVMValueRef fold = library_fold(c, n, &mean);
+        if (fold) { /* as em_reduce_row's finish: a mean divides in double, then rounds */
+            LLVMValueRef fa[2] = {row, em_llvm_i64(e, p->n)};
+            LLVMValueRef d = LLVMBuildCall2(e->b, LLVMGlobalGetValueType(fold), fold, fa, 2, "");
+            if (mean) d = LLVMBuildFDiv(e->b, d, LLVMConstReal(e->f64, (double)p->n), "");
+            c->rowv[v->id] = LLVMBuildFPTrunc(e->b, d, e->f32, "");
+            continue;
+        }
         LLVMValueRef av[7] = {
             LLVMConstInt(i32, (unsigned long long)n->op, 0),
             LLVMConstIntToPtr(LLVMConstInt(e->i64, (unsigned long long)(uintptr_t)&n->attrs, 0), e->ptr),
@@ -378,7 +436,7 @@ static em_status emit_rows(emit_ctx *c) {
     }
     for (const em_ir_node *n = p->r->first; n; n = n->next) {
         const em_ir_value *v = n->out[0];
-        if (!p->scratch[v->id]) continue;
+        if (!p->scratch[v->id] || p->home[v->id] >= 0) continue;
         LLVMTypeRef row_type = LLVMArrayType2(em_llvm_mem_type(e, v->type.dtype), (uint64_t)p->n);
         c->buf[v->id] = LLVMBuildAlloca(b, row_type, "scratch");
         LLVMSetAlignment(c->buf[v->id], 64);
@@ -402,6 +460,10 @@ static em_status emit_rows(emit_ctx *c) {
         for (int k = 0; k < p->n_ops; k++)
             if (p->ostr[k][d])
                 c->off[k] = LLVMBuildAdd(b, c->off[k], LLVMBuildMul(b, idx, em_llvm_i64(e, p->ostr[k][d]), ""), "");
+    }
+    for (const em_ir_node *n = p->r->first; n; n = n->next) {
+        const em_ir_value *v = n->out[0];
+        if (p->home[v->id] >= 0) c->buf[v->id] = at(c, p->home[v->id], v->type.dtype, NULL);
     }
     em_status st = row_values(c, 0);
     for (int level = 0; level <= p->max_loop && st == EM_OK; level++) {

@@ -45,3 +45,13 @@
 #define CAST_INNER(from, S, T, sfx) APPLY(LIB_CAST, UNPACK from, S, T, sfx)
 #define CAST_OUTER(unused, S, T, sfx) EM_FOR_DTYPES_STORED_INNER(CAST_INNER, (S, T, sfx))
 EM_FOR_DTYPES_STORED(CAST_OUTER, _)
+
+/* A contiguous float32 row's sum, max and min (ops_fold.h), in double: the
+ * row kernels call them for fused sum, mean, amax and amin. */
+#include "ember/ops_fold.h"
+double em_scalar_row_sum_f32(const float *x, int64_t n);
+double em_scalar_row_sum_f32(const float *x, int64_t n) { return em_fold_sum_row_f32(x, n); }
+double em_scalar_row_max_f32(const float *x, int64_t n);
+double em_scalar_row_max_f32(const float *x, int64_t n) { return em_fold_max_row_f32(x, n, false); }
+double em_scalar_row_min_f32(const float *x, int64_t n);
+double em_scalar_row_min_f32(const float *x, int64_t n) { return em_fold_max_row_f32(x, n, true); }

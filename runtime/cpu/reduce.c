@@ -63,8 +63,8 @@ static acc_t combine(red_kind k, bool fl, acc_t a, acc_t b);
 #define F_K_SUM(A, x, j, P) (A).f += (x)
 #define F_K_PROD(A, x, j, P) (A).f *= (x)
 /* NaN wins and stays, as in PyTorch */
-#define F_K_MAX(A, x, j, P) (A).f = ((A).f != (A).f || !((x) != (x) || (x) > (A).f)) ? (A).f : (x)
-#define F_K_MIN(A, x, j, P) (A).f = ((A).f != (A).f || !((x) != (x) || (x) < (A).f)) ? (A).f : (x)
+#define F_K_MAX(A, x, j, P) (A).f = em_fold_max_step((A).f, (x), false)
+#define F_K_MIN(A, x, j, P) (A).f = em_fold_max_step((A).f, (x), true)
 #define F_K_ARGMAX(A, x, j, P)                                                                     \
     if ((A).idx < 0 || ((A).f == (A).f && ((x) > (A).f || (x) != (x)))) {                          \
         (A).f = (x);                                                                               \
@@ -146,7 +146,7 @@ static acc_t combine(red_kind k, bool fl, acc_t a, acc_t b);
  * the result in a fixed order at the end of the run, so the loop vectorises
  * and results still do not depend on the thread count. UPD(l, v, P) updates
  * a lane with element v; FOLD(A, l) folds a finished lane into the acc_t. */
-#define LANES 8
+#define LANES EM_FOLD_LANES
 #define LANE_RUN(FAM, KIND, T, sfx, LD, LT, LDX, INIT, UPD, FOLD)                                  \
     static void run_##KIND##_##sfx(acc_t *acc, const char *ptr, int64_t stride, int64_t n,         \
                                    int64_t j0, double param) {                                     \
@@ -154,19 +154,19 @@ static acc_t combine(red_kind k, bool fl, acc_t a, acc_t b);
         int64_t i = 0;                                                                             \
         acc_t a = *acc;                                                                            \
         (void)j0;                                                                                  \
-        if (stride == 1 && IS_MINMAX(KIND) && (T)0.5 != 0 && sizeof(T) >= 4) {                    \
+        if (stride == 1 && (KIND == K_MAX || KIND == K_MIN) && (T)0.5 != 0 && sizeof(T) == 4) {   \
+            a.f = em_fold_max_run_f32((const float *)x, n, KIND == K_MIN, a.f); /* ops_fold.h */   \
+            i = n;                                                                                 \
+        } else if (stride == 1 && IS_MINMAX(KIND) && (T)0.5 != 0 && sizeof(T) >= 4) {             \
             double vl[16];                                                                         \
             bool mn = KIND == K_MIN || KIND == K_MINABS, ab = KIND == K_MAXABS || KIND == K_MINABS; \
-            i = sizeof(T) == 4 ? vminmax_f32((const float *)x, n, mn, ab, vl)                      \
-                               : vminmax_f64((const double *)x, n, mn, ab, vl);                    \
-            for (int k = 0; k < (sizeof(T) == 4 ? VMM_F32 : VMM_F64) && i > 0; k++) FOLD(a, vl[k]); \
+            i = sizeof(T) == 4 ? em_fold_vminmax_f32((const float *)x, n, mn, ab, vl)                      \
+                               : em_fold_vminmax_f64((const double *)x, n, mn, ab, vl);                    \
+            for (int k = 0; k < (sizeof(T) == 4 ? EM_FOLD_VF32 : EM_FOLD_VF64) && i > 0; k++) FOLD(a, vl[k]); \
         }                                                                                          \
-        if (stride == 1 && KIND == K_SUM && sizeof(T) == 4 && (T)0.5 != 0) {                      \
-            double sl[16];                                                                         \
-            i = vsum_f32((const float *)x, n, sl);                                                 \
-            double t = 0;                                                                          \
-            for (int k = 0; k < 16; k++) t += sl[k];                                               \
-            a.f += t;                                                                              \
+        if (stride == 1 && KIND == K_SUM && sizeof(T) == 4 && (T)0.5 != 0) { /* ops_fold.h */      \
+            a.f = em_fold_sum_run_f32((const float *)x, n, a.f);                                   \
+            i = n;                                                                                 \
         }                                                                                          \
         if (stride == 1 && n - i >= LANES) {                                                       \
             LT l[LANES];                                                                           \
@@ -218,16 +218,8 @@ static acc_t combine(red_kind k, bool fl, acc_t a, acc_t b);
 /* lane rules: floats as double lanes, integers as int64 lanes */
 #define L_SUM(l, v, P) l += v
 #define L_PROD(l, v, P) l *= v
-#define L_MAX(l, v, P)                                                                             \
-    do {                                                                                           \
-        double t_ = v > l ? v : l;                                                                 \
-        l = v != v ? v : t_; /* NaN wins and stays; two selects vectorise */                      \
-    } while (0)
-#define L_MIN(l, v, P)                                                                             \
-    do {                                                                                           \
-        double t_ = v < l ? v : l;                                                                 \
-        l = v != v ? v : t_;                                                                       \
-    } while (0)
+#define L_MAX(l, v, P) l = em_fold_max_lane(l, v, false) /* NaN wins and stays */
+#define L_MIN(l, v, P) l = em_fold_max_lane(l, v, true)
 #define L_MAXABS(l, v, P) L_MAX(l, fabs(v), P)
 #define L_MINABS(l, v, P) L_MIN(l, fabs(v), P)
 #define L_SUMSQDEV(l, v, P) l += (v - P) * (v - P)

@@ -13,9 +13,9 @@
 
 /* The max of x[0..n), NaN if any element is NaN, -inf for an empty row. */
 static inline float row_max_f32(const float *x, int64_t n) {
-    double lanes[VMM_F32], m = -INFINITY;
-    int64_t done = vminmax_f32(x, n, false, false, lanes);
-    for (int k = 0; k < VMM_F32 && done; k++) m = lanes[k] != lanes[k] || lanes[k] > m ? lanes[k] : m;
+    double lanes[EM_FOLD_VF32], m = -INFINITY;
+    int64_t done = em_fold_vminmax_f32(x, n, false, false, lanes);
+    for (int k = 0; k < EM_FOLD_VF32 && done; k++) m = lanes[k] != lanes[k] || lanes[k] > m ? lanes[k] : m;
     for (int64_t i = done; i < n; i++) m = x[i] != x[i] || x[i] > m ? x[i] : m;
     return (float)m;
 }

@@ -80,8 +80,8 @@ static void line(const scan_ctx *c, const char *p, int64_t st, char *q, int64_t 
         break;
     default: { /* softmax, log_softmax */
         double lanes[8], m = -INFINITY;
-        int64_t done = vminmax_f64(buf, n, false, false, lanes);
-        for (int k = 0; k < VMM_F64 && done; k++) m = lanes[k] != lanes[k] || lanes[k] > m ? lanes[k] : m;
+        int64_t done = em_fold_vminmax_f64(buf, n, false, false, lanes);
+        for (int k = 0; k < EM_FOLD_VF64 && done; k++) m = lanes[k] != lanes[k] || lanes[k] > m ? lanes[k] : m;
         for (int64_t i = done; i < n; i++) m = buf[i] != buf[i] || buf[i] > m ? buf[i] : m;
         if (isinf(m)) m = m > 0 ? m : 0.0; /* all -inf: exp(-inf - 0) = 0 */
         /* exp in float for float32 and the 16-bit floats (ops_math.h's
