@@ -83,8 +83,8 @@ def contenders(lib):
     out_x, out_y = np.empty_like(xs), np.empty_like(ys)
     sm_op, ln_op = em.compile(lambda t: em.softmax(t, -1)), em.compile(lambda t: F.layer_norm(t, (1024,), w, b))
     sm_user, ln_user = em.compile(user_softmax), em.compile(lambda t: user_layer_norm(t, w, b))
-    # a transposed view's rows are strided: the row kernel gathers each into
-    # a scratch row (before, the node ran op by op)
+    # a transposed view's rows are strided: a row kernel cannot read them,
+    # so the fused node runs op by op (explain() says so)
     xt, sm_user_t = x.t().contiguous().t(), em.compile(user_softmax)
 
     def np_softmax():
