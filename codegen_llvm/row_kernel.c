@@ -143,8 +143,9 @@ static em_status classify(row_plan *p) {
  * and the last loop divides it in place, as eager's softmax does. The row
  * kernel then touches two rows of memory per row instead of three, and the
  * output's row is already in cache when the last loop writes it. Nothing
- * reads a scratch row after the last loop, and that loop reads element j
- * of the scratch row before it writes element j of the output; a row
+ * reads a scratch row after the last loop, and that loop computes all its
+ * results (reading element j of the scratch row) before it stores any
+ * (row_loop); a row
  * kernel's outputs never share an input's memory (backend.c). */
 static void place_scratch(row_plan *p) {
     const em_ir_block *r = p->r;
@@ -152,11 +153,11 @@ static void place_scratch(row_plan *p) {
     bool taken[MAX_OPERANDS] = {false};
     for (const em_ir_node *n = r->first; n; n = n->next) {
         const em_ir_value *v = n->out[0];
-        if (!p->scratch[v->id]) continue;
+        if (!p->scratch[v->id] || p->level[v->id] >= p->max_loop) continue;
         for (int o = 0; o < r->n_results; o++) {
             const em_ir_value *res = r->results[o];
-            if (taken[o] || p->per_row[res->id] || p->level[res->id] != p->max_loop ||
-                p->level[v->id] >= p->max_loop || p->istr[o] != 1 || res->type.dtype != v->type.dtype)
+            if (taken[o] || p->per_row[res->id] || p->level[res->id] != p->max_loop || p->istr[o] != 1 ||
+                res->type.dtype != v->type.dtype)
                 continue;
             taken[o] = true;
             p->home[v->id] = o;
@@ -350,12 +351,19 @@ static em_status row_loop(emit_ctx *c, int level) {
         LLVMValueRef a = LLVMBuildGEP2(b, em_llvm_mem_type(&c->e, v->type.dtype), c->buf[v->id], &j, 1, "");
         em_llvm_store(&c->e, v->type.dtype, c->vals[v->id], a);
     }
+    /* every result's value before any store: a scratch row kept in an
+     * output's row (place_scratch) is read at j before that output's j is
+     * written, whichever result reads it */
     for (int o = 0; o < r->n_results && st == EM_OK; o++) {
         const em_ir_value *v = r->results[o];
-        if (p->per_row[v->id] || p->level[v->id] != level) continue;
-        if ((st = value(c, v)) == EM_OK) em_llvm_store(&c->e, v->type.dtype, c->vals[v->id], at(c, o, v->type.dtype, j));
+        if (!p->per_row[v->id] && p->level[v->id] == level) st = value(c, v);
     }
     if (st != EM_OK) return st;
+    for (int o = 0; o < r->n_results; o++) {
+        const em_ir_value *v = r->results[o];
+        if (!p->per_row[v->id] && p->level[v->id] == level)
+            em_llvm_store(&c->e, v->type.dtype, c->vals[v->id], at(c, o, v->type.dtype, j));
+    }
     LLVMValueRef jn = LLVMBuildAdd(b, j, em_llvm_i64(&c->e, 1), "");
     LLVMBasicBlockRef end = LLVMGetInsertBlock(b);
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, jn, em_llvm_i64(&c->e, p->n), ""), body, done);

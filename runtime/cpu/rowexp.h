@@ -9,15 +9,11 @@
 #define EMBER_CPU_ROWEXP_H
 
 #include "ember/ops_math.h"
-#include "minmax.h"
+#include "ember/ops_fold.h"
 
 /* The max of x[0..n), NaN if any element is NaN, -inf for an empty row. */
 static inline float row_max_f32(const float *x, int64_t n) {
-    double lanes[EM_FOLD_VF32], m = -INFINITY;
-    int64_t done = em_fold_vminmax_f32(x, n, false, false, lanes);
-    for (int k = 0; k < EM_FOLD_VF32 && done; k++) m = lanes[k] != lanes[k] || lanes[k] > m ? lanes[k] : m;
-    for (int64_t i = done; i < n; i++) m = x[i] != x[i] || x[i] > m ? x[i] : m;
-    return (float)m;
+    return (float)em_fold_max_run_f32(x, n, false, -INFINITY); /* (ops_fold.h: amax's own fold) */
 }
 
 #define ROWEXP_LANES 16 /* sum lanes: two AVX2 vectors, or one AVX-512 vector */
