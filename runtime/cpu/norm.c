@@ -8,7 +8,10 @@
  * cache: its sum, its squared deviations from the mean (two passes, not
  * sum of squares minus square of sum, which cancels), then the output, all
  * in float lanes that add in a fixed order (the result does not depend on
- * the number of threads). Other dtypes go through a double buffer. This is
+ * the number of threads). An output too big for the cache is written with
+ * streaming stores (stream.h): no read of the output's lines before they
+ * are written, and no stall when an output row lies a page from its input
+ * row. Other dtypes go through a double buffer. This is
  * what lets the eager op run near memory speed, where the composition of
  * mean, var and four elementwise ops read and wrote the data eight times.
  */
@@ -18,6 +21,7 @@
 #include "../kernels.h"
 #include "ember/alloc.h"
 #include "ember/parallel.h"
+#include "stream.h"
 
 #define TYPE_STR(t, buf) (em_type_str((t), (buf), sizeof(buf)), (buf))
 
@@ -72,22 +76,37 @@ static float lane_sum(const float *v, int64_t n, float shift, bool squares) {
     return l[0] + tail;
 }
 
+/* y[0..len) = (x - mean) * rstd * w + b, w and b optional. */
+static inline void normalize(const float *x, const float *w, const float *b, float mean, float rstd,
+                             float *restrict y, int64_t len) {
+    if (w && b)
+        for (int64_t i = 0; i < len; i++) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
+    else if (w)
+        for (int64_t i = 0; i < len; i++) y[i] = (x[i] - mean) * rstd * w[i];
+    else
+        for (int64_t i = 0; i < len; i++) y[i] = (x[i] - mean) * rstd;
+}
+
 static void rows_f32(const norm_ctx *c, int64_t r0, int64_t r1) {
     const float *w = c->w ? em_tensor_data(c->w) : NULL, *b = c->b ? em_tensor_data(c->b) : NULL;
     int64_t n = c->n;
+    bool stream = em_stream_pays((size_t)c->y->numel * sizeof(float)); /* stream.h */
     for (int64_t r = r0; r < r1; r++) {
         const float *x = (const float *)em_tensor_data(c->x) + r * n;
         float *y = (float *)em_tensor_data(c->y) + r * n;
         float mean = lane_sum(x, n, 0.0f, false) / (float)n;
         float var = lane_sum(x, n, mean, true) / (float)n;
         float rstd = 1.0f / sqrtf(var + (float)c->eps);
-        if (w && b)
-            for (int64_t i = 0; i < n; i++) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
-        else if (w)
-            for (int64_t i = 0; i < n; i++) y[i] = (x[i] - mean) * rstd * w[i];
-        else
-            for (int64_t i = 0; i < n; i++) y[i] = (x[i] - mean) * rstd;
+        int64_t i = stream ? em_stream_head(y, n) : n;
+        normalize(x, w, b, mean, rstd, y, i);
+        for (; i + EM_STREAM_F32 <= n; i += EM_STREAM_F32) {
+            float v[EM_STREAM_F32];
+            normalize(x + i, w ? w + i : NULL, b ? b + i : NULL, mean, rstd, v, EM_STREAM_F32);
+            em_stream_block_f32(y + i, v);
+        }
+        normalize(x + i, w ? w + i : NULL, b ? b + i : NULL, mean, rstd, y + i, n - i);
     }
+    if (stream) em_stream_fence();
 }
 
 /* Any float dtype through a row buffer of doubles (and double math). */

@@ -318,6 +318,25 @@ def test_layer_norm_long_float32_rows(affine):
     check(lambda m, F, x, w, b: F.layer_norm(x.t(), (1027,), w, b), xt, w, b, **tol)
 
 
+@pytest.mark.parametrize("affine", ["both", "weight", "none"])
+def test_layer_norm_streamed_output(affine):
+    """An output of 16 MiB and more is written with streaming stores
+    (runtime/cpu/stream.h) in 64-byte blocks after a plain head: rows of
+    1027 floats start at every alignment. Against PyTorch, and bit for bit
+    against the same rows normalised alone (a small output: plain stores)."""
+    x = rnd((4100, 1027), 3, dtype=np.float32)  # 16.8 MB of output
+    w = rnd((1027,), 1, dtype=np.float32) if affine != "none" else None
+    b = rnd((1027,), 2, dtype=np.float32) if affine == "both" else None
+    ew, eb = (ember.from_numpy(a) if a is not None else None for a in (w, b))
+    big = EF.layer_norm(ember.from_numpy(x), (1027,), ew, eb).numpy()
+    tw, tb = (torch.from_numpy(a) if a is not None else None for a in (w, b))
+    np.testing.assert_allclose(big, TF.layer_norm(torch.from_numpy(x), (1027,), tw, tb).numpy(),
+                               rtol=2e-4, atol=2e-4)
+    for r0 in (0, 17, 4093):
+        alone = EF.layer_norm(ember.from_numpy(x[r0:r0 + 7].copy()), (1027,), ew, eb).numpy()
+        np.testing.assert_array_equal(big[r0:r0 + 7], alone)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_layer_norm_half_dtypes(dtype):
     x, w, b = rnd((5, 40), 0), rnd((40,), 1), rnd((40,), 2)
