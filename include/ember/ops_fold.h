@@ -148,7 +148,7 @@ static inline double em_fold_max_run_f32(const float *x, int64_t n, bool is_min,
             for (int k = 0; k < EM_FOLD_LANES; k++) l[k] = em_fold_max_lane(l[k], (double)x[i + k], is_min);
         for (int k = 0; k < EM_FOLD_LANES; k++) a = em_fold_max_step(a, l[k], is_min);
     }
-    for (; i < n; i++) a = em_fold_max_step(a, em_fold_max_lane(is_min ? INFINITY : -INFINITY, (double)x[i], is_min), is_min);
+    for (; i < n; i++) a = em_fold_max_step(a, (double)x[i], is_min); /* (a lane from the identity is x[i]) */
     return a;
 }
 

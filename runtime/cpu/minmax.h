@@ -11,8 +11,8 @@
 
 #include "ember/ops_fold.h" /* the max/min and sum folds: shared with the LLVM backend */
 
-/* argmax/argmin over contiguous float data the same way: per lane the best
- * value and its (first) index; NaN beats everything, the first NaN staying.
+/* argmax/argmin over contiguous float data as ops_fold.h folds max/min: per
+ * lane the best value and its (first) index; NaN beats everything, the first NaN staying.
  * Folds the lanes into *val, *idx (ties and NaNs: the smallest index) and
  * returns how many elements it covered (0: nothing; val and idx untouched). */
 #define VARG(NAME, T, IT, V)                                                                       \

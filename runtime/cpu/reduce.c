@@ -160,9 +160,10 @@ static acc_t combine(red_kind k, bool fl, acc_t a, acc_t b);
         } else if (stride == 1 && IS_MINMAX(KIND) && (T)0.5 != 0 && sizeof(T) >= 4) {             \
             double vl[16];                                                                         \
             bool mn = KIND == K_MIN || KIND == K_MINABS, ab = KIND == K_MAXABS || KIND == K_MINABS; \
-            i = sizeof(T) == 4 ? em_fold_vminmax_f32((const float *)x, n, mn, ab, vl)                      \
-                               : em_fold_vminmax_f64((const double *)x, n, mn, ab, vl);                    \
-            for (int k = 0; k < (sizeof(T) == 4 ? EM_FOLD_VF32 : EM_FOLD_VF64) && i > 0; k++) FOLD(a, vl[k]); \
+            i = sizeof(T) == 4 ? em_fold_vminmax_f32((const float *)x, n, mn, ab, vl)              \
+                               : em_fold_vminmax_f64((const double *)x, n, mn, ab, vl);            \
+            int lanes = sizeof(T) == 4 ? EM_FOLD_VF32 : EM_FOLD_VF64;                              \
+            for (int k = 0; k < lanes && i > 0; k++) FOLD(a, vl[k]);                               \
         }                                                                                          \
         if (stride == 1 && KIND == K_SUM && sizeof(T) == 4 && (T)0.5 != 0) { /* ops_fold.h */      \
             a.f = em_fold_sum_run_f32((const float *)x, n, a.f);                                   \

@@ -39,7 +39,8 @@ static inline bool em_stream_pays(size_t out_bytes) { return out_bytes >= EM_STR
 /* How many of the floats from p on come before its first 64-byte boundary. */
 static inline int64_t em_stream_head(const float *p, int64_t n) {
     int64_t head = (int64_t)(((64 - ((uintptr_t)p & 63)) & 63) / sizeof(float));
-    return (uintptr_t)p % sizeof(float) != 0 ? n : head < n ? head : n; /* (misaligned floats: no streaming) */
+    if ((uintptr_t)p % sizeof(float) != 0) return n; /* (misaligned floats: no streaming) */
+    return head < n ? head : n;
 }
 
 /* p[0..16) = v[0..16), p 64-byte aligned. */
