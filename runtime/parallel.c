@@ -2,9 +2,21 @@
  * parallel.c - a small thread pool: spin briefly, then sleep.
  *
  * One job at a time: the submitting thread publishes (fn, ctx, n, pieces),
- * bumps a generation counter and wakes sleeping workers; everybody, submitter
- * included, claims pieces with an atomic counter, so a worker that arrives
- * late simply finds fewer pieces left. Workers register as active (under the
+ * bumps a generation counter and wakes sleeping workers. The pieces are
+ * dealt out in contiguous shares, one per thread (the submitter's first,
+ * then worker 1's, ...), each with its own atomic counter: a thread runs
+ * its own share's pieces first, then claims what is left of the others',
+ * so a worker that arrives late simply finds fewer pieces left.
+ *
+ * Why shares rather than one counter for all: a thread then handles the
+ * same rows of a tensor in every job of the same size, and keeps finding
+ * them in its own caches. On a 2-core EPYC VM, a layer norm over 8192x1024
+ * rows (32 MiB in, 32 MiB out) took 0.93-0.97 ms with every piece up for
+ * grabs and 0.78-0.80 ms in shares, like OpenMP's static schedule (0.80);
+ * the same loop under OpenMP with the two halves swapped every call took
+ * 10-15% longer: part of the half a core read last time is still near it.
+ *
+ * Workers register as active (under the
  * lock) before touching the job and deregister after; a submitter returns
  * only when every piece is done and no worker is active, and publishes a job
  * only when no worker is active, so no straggler can read a job while it is
@@ -34,7 +46,7 @@
 
 #define MAX_THREADS 256
 #define SPIN_NS 50000         /* how long an idle thread watches for work */
-#define PIECES_PER_THREAD 4   /* finer pieces balance a late or slow thread */
+#define PIECES_PER_THREAD 4   /* finer pieces let a thread help a late or slow one */
 #define WAKE_GRAINS 32        /* a job this many grains or smaller does not wake sleepers */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -48,14 +60,22 @@ static uint64_t generation; /* atomic; bumped per job (under lock) */
 static int active;          /* atomic; workers inside run_pieces (changed under lock) */
 static int parked;          /* atomic; set: spinning threads go to sleep now */
 static int sleeping;        /* atomic; workers waiting on `wake` (changed under lock) */
+/* Thread t's share of a job: pieces [next, end), claimed from the front by
+ * whoever runs them; a cache line each, so claims do not contend. */
+typedef struct {
+    _Alignas(64) int64_t next; /* atomic */
+    int64_t end;
+} share;
+
 static struct {
     em_parallel_fn fn;
     void *ctx;
     int64_t n, piece;
     int64_t n_pieces;
-    int64_t next;     /* atomic: next piece to claim */
+    int threads;      /* shares */
     int64_t finished; /* atomic: pieces done */
 } job;
+static share shares[MAX_THREADS];
 
 static _Thread_local bool inside_job;
 
@@ -89,14 +109,21 @@ static bool spin_until(bool (*cond)(void *), void *arg) {
     }
 }
 
-static void run_pieces(void) {
+/* Runs the pieces of share s that nobody has claimed yet. */
+static void run_share(share *s) {
     for (;;) {
-        int64_t p = __atomic_fetch_add(&job.next, 1, __ATOMIC_ACQ_REL);
-        if (p >= job.n_pieces) return;
+        int64_t p = __atomic_fetch_add(&s->next, 1, __ATOMIC_ACQ_REL);
+        if (p >= s->end) return;
         int64_t b = p * job.piece, e = b + job.piece < job.n ? b + job.piece : job.n;
         job.fn(job.ctx, b, e);
         __atomic_add_fetch(&job.finished, 1, __ATOMIC_ACQ_REL);
     }
+}
+
+/* Thread `self` (0: the submitter) runs its own share, then helps with the
+ * others', starting with the next thread's. */
+static void run_pieces(int self) {
+    for (int k = 0; k < job.threads; k++) run_share(&shares[(self + k) % job.threads]);
 }
 
 static bool new_job(void *seen) {
@@ -104,7 +131,7 @@ static bool new_job(void *seen) {
 }
 
 static void *worker(void *arg) {
-    (void)arg;
+    int self = (int)(intptr_t)arg; /* 1, 2, ...: which share is this thread's own */
     inside_job = true;
     uint64_t seen = 0;
     for (;;) {
@@ -118,7 +145,7 @@ static void *worker(void *arg) {
         seen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
         __atomic_add_fetch(&active, 1, __ATOMIC_ACQ_REL);
         pthread_mutex_unlock(&lock);
-        run_pieces();
+        run_pieces(self);
         pthread_mutex_lock(&lock);
         if (__atomic_sub_fetch(&active, 1, __ATOMIC_ACQ_REL) == 0) pthread_cond_broadcast(&done);
         pthread_mutex_unlock(&lock);
@@ -160,7 +187,7 @@ static int ensure_workers(void) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        int rc = pthread_create(&th, &attr, worker, NULL);
+        int rc = pthread_create(&th, &attr, worker, (void *)(intptr_t)(n_workers + 1));
         pthread_attr_destroy(&attr);
         if (rc != 0) break; /* fewer workers: still correct, just slower */
         n_workers++;
@@ -236,14 +263,18 @@ static void parallel_for(int64_t n, int64_t grain, em_parallel_fn fn, void *ctx,
     job.n = n;
     job.piece = (n + pieces - 1) / pieces;
     job.n_pieces = (n + job.piece - 1) / job.piece;
-    job.next = 0;
+    job.threads = threads;
+    for (int t = 0; t < threads; t++) {
+        shares[t].next = job.n_pieces * t / threads;
+        shares[t].end = job.n_pieces * (t + 1) / threads;
+    }
     job.finished = 0;
     __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&wake);
     pthread_mutex_unlock(&lock);
 
     inside_job = true;
-    run_pieces();
+    run_pieces(0);
     inside_job = false;
 
     if (!spin_until(job_done, NULL)) {

@@ -279,6 +279,61 @@ static void test_small_jobs_stay_on_the_caller(void) {
               heavy.others);
 }
 
+/* Who ran which piece of an 8-piece job on 2 threads (shares [0, 4) and
+ * [4, 8) of the pieces). The caller's pieces of its own share wait (up to
+ * 2 s) for another thread to start, and that thread's pieces wait for the
+ * caller to take one of the second share: the caller must then help the
+ * slow thread by claiming what is left of its share. */
+#define SHARE_PIECES 8
+typedef struct {
+    pthread_t caller;
+    int64_t piece;
+    int runs[SHARE_PIECES];            /* atomic: times each piece ran */
+    int by_caller[SHARE_PIECES];       /* atomic */
+    int64_t first_other;               /* atomic: the first piece another thread ran, or -1 */
+    int caller_helped;                 /* atomic: the caller ran a piece of the second share */
+} shares_seen;
+
+static void wait_for(const int *flag) {
+    for (int i = 0; i < 2000 && !__atomic_load_n(flag, __ATOMIC_ACQUIRE); i++)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+}
+
+static void note_share_piece(void *arg, int64_t begin, int64_t end) {
+    shares_seen *s = arg;
+    int64_t k = begin / s->piece;
+    if (k < 0 || k >= SHARE_PIECES || end - begin != s->piece) return; /* (the coverage check fails) */
+    __atomic_add_fetch(&s->runs[k], 1, __ATOMIC_RELAXED);
+    static int other_started;
+    if (pthread_equal(pthread_self(), s->caller)) {
+        __atomic_store_n(&s->by_caller[k], 1, __ATOMIC_RELAXED);
+        if (k < SHARE_PIECES / 2) wait_for(&other_started);
+        else __atomic_store_n(&s->caller_helped, 1, __ATOMIC_RELEASE);
+    } else {
+        int64_t none = -1;
+        __atomic_compare_exchange_n(&s->first_other, &none, k, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+        __atomic_store_n(&other_started, 1, __ATOMIC_RELEASE);
+        wait_for(&s->caller_helped);
+    }
+}
+
+/* A job's pieces are dealt in contiguous shares, one per thread, so a
+ * thread gets the same rows in every job of a size (they stay in its
+ * caches); a thread done with its share claims what is left of the
+ * others', so a slow thread is helped. Every piece runs exactly once. */
+static void test_pool_shares(void) {
+    em_set_num_threads(2);
+    const int64_t piece = 1000;
+    shares_seen s = {.caller = pthread_self(), .piece = piece, .first_other = -1};
+    /* 64 grains: enough to wake a sleeping or parked worker; 4 pieces a thread */
+    em_parallel_for(SHARE_PIECES * piece, piece / 8, note_share_piece, &s);
+    for (int k = 0; k < SHARE_PIECES; k++) CHECK_MSG(s.runs[k] == 1, "piece %d ran %d times", k, s.runs[k]);
+    CHECK_MSG(s.by_caller[0], "the caller did not run the first piece of its own share");
+    CHECK_MSG(s.first_other == SHARE_PIECES / 2, "the worker began with piece %lld, not its share's first",
+              (long long)s.first_other);
+    CHECK_MSG(s.caller_helped, "the caller did not help the slow worker with its share");
+}
+
 static void test_cast_table(void) {
     CHECK(em_cast_table_complete());
     em_tensor *f = em_tensor_scalar(-2.7, EM_DTYPE_F64);
@@ -350,6 +405,7 @@ int main(void) {
     RUN(test_matmul);
     RUN(test_random_is_reproducible);
     RUN(test_small_jobs_stay_on_the_caller);
+    RUN(test_pool_shares);
     RUN(test_cast_table);
     RUN(test_op_table);
     RUN(test_out_of_memory);
