@@ -11,10 +11,11 @@
  * Why shares rather than one counter for all: a thread then handles the
  * same rows of a tensor in every job of the same size, and keeps finding
  * them in its own caches. On a 2-core EPYC VM, a layer norm over 8192x1024
- * rows (32 MiB in, 32 MiB out) took 0.93-0.97 ms with every piece up for
- * grabs and 0.78-0.80 ms in shares, like OpenMP's static schedule (0.80);
- * the same loop under OpenMP with the two halves swapped every call took
- * 10-15% longer: part of the half a core read last time is still near it.
+ * rows (32 MiB in, 32 MiB out) took 0.94-0.97 ms with every piece up for
+ * grabs, 0.77-0.78 ms with each thread's rows fixed, like OpenMP's static
+ * schedule (0.79-0.83); the same loop under OpenMP with the two halves
+ * swapped every call took 10-15% longer: part of the half a core read
+ * last time is still near it (bench/RESULTS.md).
  *
  * Workers register as active (under the
  * lock) before touching the job and deregister after; a submitter returns
