@@ -79,10 +79,10 @@ static void line(const scan_ctx *c, const char *p, int64_t st, char *q, int64_t 
             for (int64_t i = 1; i < n; i++) ibuf[i] = (int64_t)((uint64_t)ibuf[i] * (uint64_t)ibuf[i - 1]);
         break;
     default: { /* softmax, log_softmax */
-        double lanes[8], m = -INFINITY;
+        double lanes[EM_FOLD_VF64], m = -INFINITY;
         int64_t done = em_fold_vminmax_f64(buf, n, false, false, lanes);
-        for (int k = 0; k < EM_FOLD_VF64 && done; k++) m = lanes[k] != lanes[k] || lanes[k] > m ? lanes[k] : m;
-        for (int64_t i = done; i < n; i++) m = buf[i] != buf[i] || buf[i] > m ? buf[i] : m;
+        for (int k = 0; k < EM_FOLD_VF64 && done; k++) m = em_fold_max_step(m, lanes[k], false);
+        for (int64_t i = done; i < n; i++) m = em_fold_max_step(m, buf[i], false);
         if (isinf(m)) m = m > 0 ? m : 0.0; /* all -inf: exp(-inf - 0) = 0 */
         /* exp in float for float32 and the 16-bit floats (ops_math.h's
          * vectorised exp, as PyTorch computes these in float), libm's for

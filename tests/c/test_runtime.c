@@ -291,6 +291,7 @@ typedef struct {
     int runs[SHARE_PIECES];            /* atomic: times each piece ran */
     int by_caller[SHARE_PIECES];       /* atomic */
     int64_t first_other;               /* atomic: the first piece another thread ran, or -1 */
+    int other_started;                 /* atomic: another thread has begun a piece */
     int caller_helped;                 /* atomic: the caller ran a piece of the second share */
 } shares_seen;
 
@@ -304,15 +305,14 @@ static void note_share_piece(void *arg, int64_t begin, int64_t end) {
     int64_t k = begin / s->piece;
     if (k < 0 || k >= SHARE_PIECES || end - begin != s->piece) return; /* (the coverage check fails) */
     __atomic_add_fetch(&s->runs[k], 1, __ATOMIC_RELAXED);
-    static int other_started;
     if (pthread_equal(pthread_self(), s->caller)) {
         __atomic_store_n(&s->by_caller[k], 1, __ATOMIC_RELAXED);
-        if (k < SHARE_PIECES / 2) wait_for(&other_started);
+        if (k < SHARE_PIECES / 2) wait_for(&s->other_started);
         else __atomic_store_n(&s->caller_helped, 1, __ATOMIC_RELEASE);
     } else {
         int64_t none = -1;
         __atomic_compare_exchange_n(&s->first_other, &none, k, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-        __atomic_store_n(&other_started, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&s->other_started, 1, __ATOMIC_RELEASE);
         wait_for(&s->caller_helped);
     }
 }
