@@ -55,3 +55,16 @@ double em_scalar_row_max_f32(const float *x, int64_t n);
 double em_scalar_row_max_f32(const float *x, int64_t n) { return em_fold_max_row_f32(x, n, false); }
 double em_scalar_row_min_f32(const float *x, int64_t n);
 double em_scalar_row_min_f32(const float *x, int64_t n) { return em_fold_max_row_f32(x, n, true); }
+
+/* Streaming stores (ops_stream.h) for row kernels whose output is too big
+ * for the cache: a row's elements before its first 64-byte boundary, one
+ * 64-byte block from 16 computed floats, and the fence after a kernel's
+ * last streamed store. */
+#include "ember/ops_stream.h"
+int64_t em_scalar_stream_head_f32(const float *p, int64_t n);
+int64_t em_scalar_stream_head_f32(const float *p, int64_t n) { return em_stream_head(p, n); }
+void em_scalar_stream_block_f32(float *p, const float *v);
+void em_scalar_stream_block_f32(float *p, const float *v) { em_stream_block_f32(p, v); }
+void em_scalar_stream_fence(void);
+void em_scalar_stream_fence(void) { em_stream_fence(); }
+

@@ -9,7 +9,7 @@
  * sum of squares minus square of sum, which cancels), then the output, all
  * in float lanes that add in a fixed order (the result does not depend on
  * the number of threads). An output too big for the cache is written with
- * streaming stores (stream.h): no read of the output's lines before they
+ * streaming stores (ops_stream.h): no read of the output's lines before they
  * are written, and no stall when an output row lies a page from its input
  * row. Other dtypes go through a double buffer. This is
  * what lets the eager op run near memory speed, where the composition of
@@ -21,7 +21,7 @@
 #include "../kernels.h"
 #include "ember/alloc.h"
 #include "ember/parallel.h"
-#include "stream.h"
+#include "ember/ops_stream.h"
 
 #define TYPE_STR(t, buf) (em_type_str((t), (buf), sizeof(buf)), (buf))
 
@@ -90,7 +90,7 @@ static inline void normalize(const float *x, const float *w, const float *b, flo
 static void rows_f32(const norm_ctx *c, int64_t r0, int64_t r1) {
     const float *w = c->w ? em_tensor_data(c->w) : NULL, *b = c->b ? em_tensor_data(c->b) : NULL;
     int64_t n = c->n;
-    bool stream = em_stream_pays((size_t)c->y->numel * sizeof(float)); /* stream.h */
+    bool stream = em_stream_pays((size_t)c->y->numel * sizeof(float)); /* ops_stream.h */
     for (int64_t r = r0; r < r1; r++) {
         const float *x = (const float *)em_tensor_data(c->x) + r * n;
         float *y = (float *)em_tensor_data(c->y) + r * n;

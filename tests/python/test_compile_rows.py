@@ -235,3 +235,26 @@ def test_inlined_row_folds_have_eager_bits(op, n):
         assert "runs op by op" not in cf._specializations()[0]["kernels"]
     for g, w in zip(got, want):
         bits_equal(g, w)
+
+
+def test_big_outputs_stream_with_eager_bits(tmp_path, monkeypatch):
+    """A row kernel's output of 16 MiB or more whose last loop reads an
+    input goes to memory with streaming stores, 16 elements at a time after
+    a plain head up to the row's first 64-byte boundary, then a plain tail:
+    rows of 1027 floats start at every alignment. The layer norm streams
+    and the softmax (whose last loop reads only its scratch row) does not;
+    both keep eager's bits."""
+    monkeypatch.setenv("EMBER_DUMP", "all")
+    monkeypatch.setenv("EMBER_DUMP_DIR", str(tmp_path))
+    rng = np.random.default_rng(5)
+    x = ember.tensor(rng.standard_normal((4100, 1027)).astype(np.float32))  # 16.8 MB
+    w, b = (ember.tensor(rng.standard_normal(1027).astype(np.float32)) for _ in range(2))
+    for name, fn in (("ln", lambda t: layer_norm(t, w, b)), ("sm", softmax)):
+        cf = ember.compile(fn)
+        with ember.no_grad():
+            cf(x)
+            bits_equal(cf(x), fn(x))
+    if LLVM_RUNS:
+        kernels = {d.name: (d / "kernels.ll").read_text() for d in tmp_path.iterdir() if d.is_dir()}
+        streams = sorted("em_scalar_stream_block_f32(" in k for k in kernels.values())
+        assert streams == [False, True], list(kernels)

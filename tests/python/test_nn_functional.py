@@ -321,7 +321,7 @@ def test_layer_norm_long_float32_rows(affine):
 @pytest.mark.parametrize("affine", ["both", "weight", "none"])
 def test_layer_norm_streamed_output(affine):
     """An output of 16 MiB and more is written with streaming stores
-    (runtime/cpu/stream.h) in 64-byte blocks after a plain head: rows of
+    (ops_stream.h) in 64-byte blocks after a plain head: rows of
     1027 floats start at every alignment. Against PyTorch, and bit for bit
     against the same rows normalised alone (a small output: plain stores)."""
     x = rnd((4100, 1027), 3, dtype=np.float32)  # 16.8 MB of output

@@ -1,5 +1,5 @@
 /*
- * stream.h - stores that bypass the cache, for kernels whose output is too
+ * ops_stream.h - stores that bypass the cache, for kernels whose output is too
  * big to stay in it.
  *
  * A plain store to a line not in cache first reads the line from memory
@@ -20,8 +20,8 @@
  * em_stream_fence once their stores are done, before another thread or the
  * caller may read them.
  */
-#ifndef EMBER_CPU_STREAM_H
-#define EMBER_CPU_STREAM_H
+#ifndef EMBER_OPS_STREAM_H
+#define EMBER_OPS_STREAM_H
 
 #include <stdbool.h>
 #include <stddef.h>
