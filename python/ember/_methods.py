@@ -159,6 +159,15 @@ def _clone(self, *, memory_format=None):
 
 Tensor.clone = _clone
 Tensor.cpu = lambda self: self
+
+
+def _cuda(self, device=None, non_blocking=False):
+    """A copy on a CUDA device: this build has none (ember.cuda)."""
+    return self.to("cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device)
+
+
+Tensor.cuda = _cuda
+Tensor.is_cuda = property(lambda self: False, doc="False: this build runs on the CPU only")
 Tensor.type_as = lambda self, other: self.to(other.dtype)
 Tensor.expand_as = lambda self, other: self.expand(*other.shape)
 Tensor.view_as = lambda self, other: self.view(*other.shape)

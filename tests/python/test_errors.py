@@ -5,6 +5,7 @@ and leaves its operands untouched.
 
 import numpy as np
 import pytest
+import torch
 
 import ember
 from conftest import assert_close
@@ -274,12 +275,32 @@ CUDA_CALLS = [
     ("tensor", lambda: ember.tensor([1.0], device="cuda")),
     ("to", lambda: ember.ones(2).to("cuda")),
     ("to(device=)", lambda: ember.ones(2).to(device="cuda")),
+    ("Tensor.cuda", lambda: ember.ones(2).cuda()),
+    ("Tensor.cuda(1)", lambda: ember.ones(2).cuda(1)),
+    ("Module.cuda", lambda: ember.nn.Linear(2, 2).cuda()),
+    ("cuda.current_device", lambda: ember.cuda.current_device()),
+    ("cuda.synchronize", lambda: ember.cuda.synchronize()),
 ]
 
 
 @pytest.mark.parametrize("name,fn", CUDA_CALLS, ids=[n for n, _ in CUDA_CALLS])
 def test_cuda_not_implemented(name, fn):
     raises(NotImplementedError, fn, "cuda", "CPU")
+
+
+def test_cuda_module_on_a_cpu_build():
+    """ember.cuda answers as torch.cuda does without a GPU, so code written
+    `device = "cuda" if ember.cuda.is_available() else "cpu"` runs here."""
+    assert ember.cuda.is_available() is False and torch.cuda.is_available() is False
+    assert ember.cuda.device_count() == 0 == torch.cuda.device_count()
+    assert ember.cuda.is_initialized() is False
+    ember.cuda.manual_seed(0)
+    ember.cuda.manual_seed_all(0)
+    ember.cuda.empty_cache()
+    assert ember.ones(2).is_cuda is False
+    device = "cuda" if ember.cuda.is_available() else "cpu"
+    model = ember.nn.Linear(3, 2).to(device)
+    assert model(ember.ones(1, 3, device=device)).shape == (1, 2)
 
 
 def test_unknown_device():

@@ -334,7 +334,7 @@ class Module:
         return self
 
     def cuda(self, device=None):
-        raise NotImplementedError("Module.cuda(): this build of ember runs on the CPU only")
+        return self.to("cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device)
 
     # ---- state ----
 
