@@ -56,7 +56,7 @@ typedef struct {
     bool *per_row;        /* per value id */
     bool *scratch;        /* per value id: written to a scratch row */
     int *home;            /* per value id: the output whose row is its scratch row, or -1 */
-    bool stream[MAX_OPERANDS]; /* per output: written with streaming stores (choose_streams) */
+    int streamed;         /* the output written with streaming stores (choose_streams), or -1 */
     int max_loop;         /* the last loop with work */
     int64_t scratch_bytes;
 } row_plan;
@@ -180,6 +180,7 @@ static em_status reads_an_input_row(const row_plan *p, const em_ir_value *v, int
 static em_status choose_streams(row_plan *p) {
     const em_ir_block *r = p->r;
     int per_element = 0, o_stream = -1;
+    p->streamed = -1;
     for (int o = 0; o < r->n_results; o++) {
         const em_ir_value *v = r->results[o];
         if (p->per_row[v->id]) continue;
@@ -189,7 +190,10 @@ static em_status choose_streams(row_plan *p) {
             o_stream = o;
     }
     if (per_element != 1 || o_stream < 0) return EM_OK;
-    return reads_an_input_row(p, r->results[o_stream], p->level[r->results[o_stream]->id], &p->stream[o_stream]);
+    bool reads = false;
+    em_status st = reads_an_input_row(p, r->results[o_stream], p->level[r->results[o_stream]->id], &reads);
+    if (st == EM_OK && reads) p->streamed = o_stream;
+    return st;
 }
 
 /* A scratch row may live in the row of an output that the last loop
@@ -210,7 +214,7 @@ static void place_scratch(row_plan *p) {
         if (!p->scratch[v->id] || p->level[v->id] >= p->max_loop) continue;
         for (int o = 0; o < r->n_results; o++) {
             const em_ir_value *res = r->results[o];
-            if (taken[o] || p->stream[o] || p->per_row[res->id] || p->level[res->id] != p->max_loop || p->istr[o] != 1 ||
+            if (taken[o] || o == p->streamed || p->per_row[res->id] || p->level[res->id] != p->max_loop || p->istr[o] != 1 ||
                 res->type.dtype != v->type.dtype)
                 continue;
             taken[o] = true;
@@ -381,7 +385,7 @@ static em_status row_values(emit_ctx *c, int level) {
 
 /* Where result o's element j goes: its row in memory, or the block. */
 static LLVMValueRef result_at(emit_ctx *c, int o, em_dtype dt, LLVMValueRef j) {
-    if (!c->block_at || !c->p->stream[o]) return at(c, o, dt, j);
+    if (!c->block_at || o != c->p->streamed) return at(c, o, dt, j);
     LLVMValueRef k = LLVMBuildSub(c->e.b, j, c->block_at, "");
     return LLVMBuildGEP2(c->e.b, em_llvm_mem_type(&c->e, dt), c->block, &k, 1, "");
 }
@@ -463,16 +467,12 @@ static em_status row_loop(emit_ctx *c, int level) {
     const row_plan *p = c->p;
     const em_ir_block *r = p->r;
     bool work = false;
-    int streamed = -1;
     for (const em_ir_node *n = r->first; n; n = n->next)
         work |= p->scratch[n->out[0]->id] && p->level[n->out[0]->id] == level;
-    for (int o = 0; o < r->n_results; o++) {
-        const em_ir_value *v = r->results[o];
-        if (p->per_row[v->id] || p->level[v->id] != level) continue;
-        work = true;
-        if (p->stream[o]) streamed = o;
-    }
+    for (int o = 0; o < r->n_results; o++)
+        work |= !p->per_row[r->results[o]->id] && p->level[r->results[o]->id] == level;
     if (!work) return EM_OK;
+    int streamed = p->streamed >= 0 && p->level[r->results[p->streamed]->id] == level ? p->streamed : -1;
     em_llvm_emitter *e = &c->e;
     LLVMValueRef zero = em_llvm_i64(e, 0), n = em_llvm_i64(e, p->n);
     if (streamed < 0) return element_loop(c, level, zero, n);
@@ -511,7 +511,7 @@ static LLVMValueRef library_fold(const emit_ctx *c, const em_ir_node *n, bool *m
 /* After loop `level`: each reduction of a value of that level over the row,
  * by the eager kernels' code: the shared folds of ops_fold.h inline, the
  * rest through em_reduce_row. */
-static em_status row_reductions(emit_ctx *c, int level) {
+static void row_reductions(emit_ctx *c, int level) {
     const row_plan *p = c->p;
     em_llvm_emitter *e = &c->e;
     LLVMTypeRef i32 = e->i32;
@@ -544,7 +544,6 @@ static em_status row_reductions(emit_ctx *c, int level) {
         LLVMBuildCall2(e->b, fty, callee, av, 7, "");
         c->rowv[v->id] = em_llvm_load(e, v->type.dtype, c->red_out);
     }
-    return EM_OK;
 }
 
 static em_status emit_rows(emit_ctx *c) {
@@ -570,9 +569,7 @@ static em_status emit_rows(emit_ctx *c) {
         c->buf[v->id] = LLVMBuildAlloca(b, row_type, "scratch");
         LLVMSetAlignment(c->buf[v->id], 64);
     }
-    bool streams = false;
-    for (int o = 0; o < p->r->n_results; o++) streams |= p->stream[o];
-    if (streams) {
+    if (p->streamed >= 0) {
         c->block = LLVMBuildAlloca(b, LLVMArrayType2(e->f32, EM_STREAM_F32), "block");
         LLVMSetAlignment(c->block, 64);
     }
@@ -598,13 +595,12 @@ static em_status emit_rows(emit_ctx *c) {
     }
     for (const em_ir_node *n = p->r->first; n; n = n->next) {
         const em_ir_value *v = n->out[0];
-        int o = p->home[v->id];
-        if (o >= 0) c->buf[v->id] = at(c, o, v->type.dtype, NULL);
+        if (p->home[v->id] >= 0) c->buf[v->id] = at(c, p->home[v->id], v->type.dtype, NULL);
     }
     em_status st = row_values(c, 0);
     for (int level = 0; level <= p->max_loop && st == EM_OK; level++) {
         if ((st = row_loop(c, level)) != EM_OK) break;
-        if ((st = row_reductions(c, level)) != EM_OK) break;
+        row_reductions(c, level);
         st = row_values(c, level + 1);
     }
     if (st != EM_OK) return st;
@@ -615,7 +611,7 @@ static em_status emit_rows(emit_ctx *c) {
     LLVMAddIncoming(row, &next, &last, 1);
 
     LLVMPositionBuilderAtEnd(b, exit);
-    if (streams) call_library(c, "em_scalar_stream_fence", NULL, 0); /* before the pool's signal */
+    if (p->streamed >= 0) call_library(c, "em_scalar_stream_fence", NULL, 0); /* before the pool's signal */
     LLVMBuildRetVoid(b);
     return EM_OK;
 }

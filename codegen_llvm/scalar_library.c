@@ -67,4 +67,3 @@ void em_scalar_stream_block_f32(float *p, const float *v);
 void em_scalar_stream_block_f32(float *p, const float *v) { em_stream_block_f32(p, v); }
 void em_scalar_stream_fence(void);
 void em_scalar_stream_fence(void) { em_stream_fence(); }
-

@@ -4,7 +4,7 @@ Methods implemented in C (ember._C._TensorBase) are left alone unless the
 Python version accepts more of PyTorch's arguments (add's alpha, say).
 """
 
-from . import _C, _indexing, _ops
+from . import _C, _indexing, _ops, cuda
 from ._tensor import Tensor
 
 _ID = _ops._ID
@@ -163,7 +163,7 @@ Tensor.cpu = lambda self: self
 
 def _cuda(self, device=None, non_blocking=False):
     """A copy on a CUDA device: this build has none (ember.cuda)."""
-    return self.to("cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device)
+    return self.to(cuda._device(device))
 
 
 Tensor.cuda = _cuda

@@ -11,6 +11,12 @@ that `.to("cuda")` raises.
 """
 
 
+def _device(device):
+    """The device `.cuda(device)` names: "cuda", "cuda:N" for an index N,
+    or the device given."""
+    return "cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device
+
+
 def _unavailable(what):
     return NotImplementedError(
         f"{what}: device 'cuda' is not available; this build of ember runs on the CPU only")

@@ -7,7 +7,7 @@ else (parameters(), state_dict(), train(), to(), repr) walks them."""
 
 from collections import OrderedDict, namedtuple
 
-from ... import _C
+from ... import _C, cuda
 from ...autograd import _zero_grads, no_grad
 from ..parameter import Parameter
 
@@ -334,7 +334,7 @@ class Module:
         return self
 
     def cuda(self, device=None):
-        return self.to("cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device)
+        return self.to(cuda._device(device))
 
     # ---- state ----
 
