@@ -313,21 +313,21 @@ static void parse_attrs(parser *p, em_op op, em_attrs *a) {
             seen |= 1u << bit;
             next(p);
             expect_punct(p, '=');
-            switch (1u << bit) {
-            case EM_A_DIMS: a->n_dims = parse_int_list(p, a->dims, EM_MAX_DIMS); break;
-            case EM_A_KEEPDIM: a->keepdim = parse_bool(p); break;
-            case EM_A_VALUE: parse_value(p, &a->value, &a->value_i); break;
-            case EM_A_START: a->start = parse_double(p); break;
-            case EM_A_END: a->end = parse_double(p); break;
-            case EM_A_STEP: a->step = parse_double(p); break;
-            case EM_A_CORRECTION: a->correction = parse_double(p); break;
-            case EM_A_ORD: a->ord = parse_double(p); break;
-            case EM_A_SHIFTS: a->n_shifts = parse_int_list(p, a->shifts, EM_MAX_DIMS); break;
-            case EM_A_DIAGONAL: a->diagonal = parse_int(p); break;
-            case EM_A_ACCUMULATE: a->accumulate = parse_bool(p); break;
-            case EM_A_LAYOUT: a->n_layout = parse_int_list(p, a->layout, EM_MAX_DIMS); break;
-            case EM_A_ALPHA: a->alpha = parse_double(p); break;
-            default: break;
+            const em_attr_field *f = em_attr_field_of(bit);
+            char *field = (char *)a + f->offset;
+            switch (f->kind) {
+            case EM_ATTR_INTS:
+                *(int *)(void *)((char *)a + f->count) = parse_int_list(p, (int64_t *)(void *)field, EM_MAX_DIMS);
+                break;
+            case EM_ATTR_INT: *(int64_t *)(void *)field = parse_int(p); break;
+            case EM_ATTR_BOOL: *(bool *)field = parse_bool(p); break;
+            case EM_ATTR_DOUBLE: *(double *)(void *)field = parse_double(p); break;
+            case EM_ATTR_SPECIAL:
+                if (bit == EM_A_BIT_VALUE)
+                    parse_value(p, &a->value, &a->value_i);
+                else if (bit == EM_A_BIT_ALPHA)
+                    a->alpha = parse_double(p);
+                break;
             }
         } while (accept_punct(p, ','));
         expect_punct(p, '}');

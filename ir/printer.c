@@ -53,28 +53,30 @@ static void put_attrs(printer *p, const em_ir_node *n) {
         if (!(mask & (1u << bit))) continue;
         em_strbuf_printf(p->b, "%s%s=", first ? "" : ", ", em_attr_name(bit));
         first = false;
-        switch (1u << bit) {
-        case EM_A_DIMS: put_ints(p, a->dims, a->n_dims); break;
-        case EM_A_KEEPDIM: em_strbuf_puts(p->b, a->keepdim ? "true" : "false"); break;
-        case EM_A_VALUE: /* at the precision of the value's dtype */
-            if (n->out[0]->type.dtype == EM_DTYPE_I64)
-                em_strbuf_printf(p->b, "%lld", (long long)a->value_i);
-            else if (n->out[0]->type.dtype == EM_DTYPE_F32)
-                em_strbuf_puts(p->b, em_format_float((float)a->value, num));
-            else
-                em_strbuf_puts(p->b, em_format_double(a->value, num));
+        const em_attr_field *f = em_attr_field_of(bit);
+        const char *field = (const char *)a + f->offset;
+        int count = 0;
+        switch (f->kind) {
+        case EM_ATTR_INTS: {
+            const int64_t *v = em_attr_ints(a, f, &count);
+            put_ints(p, v, count);
             break;
-        case EM_A_START: em_strbuf_puts(p->b, em_format_double(a->start, num)); break;
-        case EM_A_END: em_strbuf_puts(p->b, em_format_double(a->end, num)); break;
-        case EM_A_STEP: em_strbuf_puts(p->b, em_format_double(a->step, num)); break;
-        case EM_A_CORRECTION: em_strbuf_puts(p->b, em_format_double(a->correction, num)); break;
-        case EM_A_ORD: em_strbuf_puts(p->b, em_format_double(a->ord, num)); break;
-        case EM_A_SHIFTS: put_ints(p, a->shifts, a->n_shifts); break;
-        case EM_A_DIAGONAL: em_strbuf_printf(p->b, "%lld", (long long)a->diagonal); break;
-        case EM_A_ACCUMULATE: em_strbuf_puts(p->b, a->accumulate ? "true" : "false"); break;
-        case EM_A_LAYOUT: put_ints(p, a->layout, a->n_layout); break;
-        case EM_A_ALPHA: em_strbuf_puts(p->b, em_format_double(a->alpha, num)); break;
-        default: break; /* (shape and dtype: the result type says them) */
+        }
+        case EM_ATTR_INT: em_strbuf_printf(p->b, "%lld", (long long)*(const int64_t *)(const void *)field); break;
+        case EM_ATTR_BOOL: em_strbuf_puts(p->b, *(const bool *)field ? "true" : "false"); break;
+        case EM_ATTR_DOUBLE: em_strbuf_puts(p->b, em_format_double(*(const double *)(const void *)field, num)); break;
+        case EM_ATTR_SPECIAL:
+            if (bit == EM_A_BIT_ALPHA) {
+                em_strbuf_puts(p->b, em_format_double(a->alpha, num));
+            } else if (bit == EM_A_BIT_VALUE) { /* at the precision of the value's dtype */
+                if (n->out[0]->type.dtype == EM_DTYPE_I64)
+                    em_strbuf_printf(p->b, "%lld", (long long)a->value_i);
+                else if (n->out[0]->type.dtype == EM_DTYPE_F32)
+                    em_strbuf_puts(p->b, em_format_float((float)a->value, num));
+                else
+                    em_strbuf_puts(p->b, em_format_double(a->value, num));
+            }
+            break; /* (shape and dtype: the result type says them) */
         }
     }
     em_strbuf_puts(p->b, "}");

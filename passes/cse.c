@@ -14,33 +14,41 @@
 
 #include "ember/passes.h"
 
-/* Are the attributes op reads equal? */
+_Static_assert(sizeof(double) == sizeof(int64_t), "cse compares INT and DOUBLE attributes as 8 bytes");
+
+/* Are the attributes op reads equal? Doubles by their bits: -0.0 is not
+ * 0.0, and NaN equals itself. */
 static bool same_attrs(em_op op, const em_attrs *a, const em_attrs *b) {
     uint32_t m = em_op_get(op)->attrs;
-    if ((m & EM_A_DIMS) && (a->n_dims != b->n_dims || memcmp(a->dims, b->dims, (size_t)a->n_dims * sizeof *a->dims)))
-        return false;
-    if ((m & EM_A_KEEPDIM) && a->keepdim != b->keepdim) return false;
-    if ((m & EM_A_SHAPE) &&
-        (a->n_shape != b->n_shape || memcmp(a->shape, b->shape, (size_t)a->n_shape * sizeof *a->shape)))
-        return false;
-    if ((m & EM_A_DTYPE) && a->dtype != b->dtype) return false;
-    /* doubles by their bits: -0.0 is not 0.0, and NaN equals itself */
-    if ((m & EM_A_VALUE) && (memcmp(&a->value, &b->value, sizeof a->value) || a->value_i != b->value_i))
-        return false;
-    if ((m & EM_A_START) && memcmp(&a->start, &b->start, sizeof a->start)) return false;
-    if ((m & EM_A_END) && memcmp(&a->end, &b->end, sizeof a->end)) return false;
-    if ((m & EM_A_STEP) && memcmp(&a->step, &b->step, sizeof a->step)) return false;
-    if ((m & EM_A_CORRECTION) && memcmp(&a->correction, &b->correction, sizeof a->correction)) return false;
-    if ((m & EM_A_ORD) && memcmp(&a->ord, &b->ord, sizeof a->ord)) return false;
-    if ((m & EM_A_SHIFTS) && (a->n_shifts != b->n_shifts ||
-                              memcmp(a->shifts, b->shifts, (size_t)a->n_shifts * sizeof *a->shifts)))
-        return false;
-    if ((m & EM_A_DIAGONAL) && a->diagonal != b->diagonal) return false;
-    if ((m & EM_A_ACCUMULATE) && a->accumulate != b->accumulate) return false;
-    if ((m & EM_A_LAYOUT) && (a->n_layout != b->n_layout ||
-                              memcmp(a->layout, b->layout, (size_t)a->n_layout * sizeof *a->layout)))
-        return false;
-    if ((m & EM_A_ALPHA) && em_matmul_alpha(a) != em_matmul_alpha(b)) return false;
+    for (int bit = 0; bit < EM_A_COUNT; bit++) {
+        if (!(m & (1u << bit))) continue;
+        const em_attr_field *f = em_attr_field_of(bit);
+        const char *fa = (const char *)a + f->offset, *fb = (const char *)b + f->offset;
+        int na, nb;
+        switch (f->kind) {
+        case EM_ATTR_INTS: {
+            const int64_t *va = em_attr_ints(a, f, &na), *vb = em_attr_ints(b, f, &nb);
+            if (na != nb || memcmp(va, vb, (size_t)na * sizeof *va)) return false;
+            break;
+        }
+        case EM_ATTR_INT:
+        case EM_ATTR_DOUBLE:
+            if (memcmp(fa, fb, sizeof(int64_t))) return false; /* (both 8 bytes) */
+            break;
+        case EM_ATTR_BOOL:
+            if (*(const bool *)fa != *(const bool *)fb) return false;
+            break;
+        case EM_ATTR_SPECIAL:
+            if (bit == EM_A_BIT_SHAPE &&
+                (a->n_shape != b->n_shape || memcmp(a->shape, b->shape, (size_t)a->n_shape * sizeof *a->shape)))
+                return false;
+            if (bit == EM_A_BIT_DTYPE && a->dtype != b->dtype) return false;
+            if (bit == EM_A_BIT_VALUE && (memcmp(&a->value, &b->value, sizeof a->value) || a->value_i != b->value_i))
+                return false;
+            if (bit == EM_A_BIT_ALPHA && em_matmul_alpha(a) != em_matmul_alpha(b)) return false;
+            break;
+        }
+    }
     return true;
 }
 

@@ -4,6 +4,7 @@
  * Data only: what runs an op is the dispatcher's (dispatch.c), so every
  * layer can read the table without depending on the kernels.
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "ember/ops.h"
@@ -68,10 +69,25 @@ bool em_op_from_name(const char *name, size_t len, em_op *out) {
 
 const char *em_attr_name(int bit) {
     static const char *const names[EM_A_COUNT] = {
-#define X(E, n) #n,
+#define X(E, n, k) #n,
         EM_ATTR_LIST(X)
 #undef X
     };
     return bit >= 0 && bit < EM_A_COUNT ? names[bit] : "?";
 }
 
+#define FIELD_INTS(n) {EM_ATTR_INTS, offsetof(em_attrs, n), offsetof(em_attrs, n_##n)}
+#define FIELD_INT(n) {EM_ATTR_INT, offsetof(em_attrs, n), 0}
+#define FIELD_BOOL(n) {EM_ATTR_BOOL, offsetof(em_attrs, n), 0}
+#define FIELD_DOUBLE(n) {EM_ATTR_DOUBLE, offsetof(em_attrs, n), 0}
+#define FIELD_SPECIAL(n) {EM_ATTR_SPECIAL, 0, 0}
+
+const em_attr_field *em_attr_field_of(int bit) {
+    static const em_attr_field fields[EM_A_COUNT] = {
+#define X(E, n, k) FIELD_##k(n),
+        EM_ATTR_LIST(X)
+#undef X
+    };
+    static const em_attr_field none = {EM_ATTR_SPECIAL, 0, 0};
+    return bit >= 0 && bit < EM_A_COUNT ? &fields[bit] : &none;
+}

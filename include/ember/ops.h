@@ -15,6 +15,8 @@
 #ifndef EMBER_OPS_H
 #define EMBER_OPS_H
 
+#include <stddef.h>
+
 #include "ember/parallel.h"
 #include "ember/tensor.h"
 
@@ -130,38 +132,67 @@ enum {
                                  another function (gelu(approximate="tanh")) */
 };
 
-/* Attribute keys, in the order IR text prints them. ORDER ATTR */
+/* How an attribute's value is kept in em_attrs, so that the code treating
+ * attributes alike (the IR printer and parser, cse) needs no case per
+ * attribute: a list of integers (the field and its count n_<field>), an
+ * integer, a bool, a double; SPECIAL ones by their own rule (value, printed
+ * at its dtype's precision; alpha, unset meaning 1; shape and dtype, which
+ * the result type implies). */
+typedef enum em_attr_kind {
+    EM_ATTR_INTS,
+    EM_ATTR_INT,
+    EM_ATTR_BOOL,
+    EM_ATTR_DOUBLE,
+    EM_ATTR_SPECIAL,
+} em_attr_kind;
+
+/* Attribute keys, in the order IR text prints them: X(ENUM, name, kind).
+ * ORDER ATTR */
 #define EM_ATTR_LIST(X)                                                                            \
-    X(DIMS, dims)                                                                                  \
-    X(KEEPDIM, keepdim)                                                                            \
-    X(SHAPE, shape)                                                                                \
-    X(DTYPE, dtype)                                                                                \
-    X(VALUE, value)                                                                                \
-    X(START, start)                                                                                \
-    X(END, end)                                                                                    \
-    X(STEP, step)                                                                                  \
-    X(CORRECTION, correction)                                                                      \
-    X(ORD, ord)                                                                                    \
-    X(SHIFTS, shifts)                                                                              \
-    X(DIAGONAL, diagonal)                                                                          \
-    X(ACCUMULATE, accumulate)                                                                      \
-    X(LAYOUT, layout)                                                                              \
-    X(ALPHA, alpha)
+    X(DIMS, dims, INTS)                                                                            \
+    X(KEEPDIM, keepdim, BOOL)                                                                      \
+    X(SHAPE, shape, SPECIAL)                                                                       \
+    X(DTYPE, dtype, SPECIAL)                                                                       \
+    X(VALUE, value, SPECIAL)                                                                       \
+    X(START, start, DOUBLE)                                                                        \
+    X(END, end, DOUBLE)                                                                            \
+    X(STEP, step, DOUBLE)                                                                          \
+    X(CORRECTION, correction, DOUBLE)                                                              \
+    X(ORD, ord, DOUBLE)                                                                            \
+    X(SHIFTS, shifts, INTS)                                                                        \
+    X(DIAGONAL, diagonal, INT)                                                                     \
+    X(ACCUMULATE, accumulate, BOOL)                                                                \
+    X(LAYOUT, layout, INTS)                                                                        \
+    X(ALPHA, alpha, SPECIAL)                                                                       \
+    X(KERNEL, kernel, INTS)                                                                        \
+    X(STRIDE, stride, INTS)                                                                        \
+    X(PADDING, padding, INTS)                                                                      \
+    X(DILATION, dilation, INTS)                                                                    \
+    X(GROUPS, groups, INT)                                                                         \
+    X(CEIL_MODE, ceil_mode, BOOL)                                                                  \
+    X(COUNT_INCLUDE_PAD, count_include_pad, BOOL)                                                  \
+    X(DIVISOR, divisor, INT)
 
 enum {
-#define X(E, n) EM_A_BIT_##E,
+#define X(E, n, k) EM_A_BIT_##E,
     EM_ATTR_LIST(X)
 #undef X
         EM_A_COUNT
 };
 enum {
-#define X(E, n) EM_A_##E = 1u << EM_A_BIT_##E,
+#define X(E, n, k) EM_A_##E = 1u << EM_A_BIT_##E,
     EM_ATTR_LIST(X)
 #undef X
 };
 /* Attributes an op may go without (IR text leaves them out at their
  * default): a matmul's result layout and scale, which only passes choose. */
 #define EM_A_OPTIONAL ((uint32_t)(EM_A_LAYOUT | EM_A_ALPHA))
+
+/* The sliding-window ops (convolution, pooling, unfold and fold) see their
+ * input as (N, C, spatial...) with 1 to EM_MAX_SPATIAL spatial dims; their
+ * kernel, stride and dilation attributes hold one entry per spatial dim,
+ * padding two: the padding before each dim, then the padding after each. */
+#define EM_MAX_SPATIAL 3
 
 /* Attribute values of one op call. Which fields mean something is given by
  * the op's attrs mask. shape and dtype always equal the result's, so IR text
@@ -190,7 +221,29 @@ typedef struct em_attrs {
     /* matmul: the product times alpha, a power of two (exact: BLAS's alpha,
      * where canonicalize folds an operand's scale); 0: unset, which is 1. */
     double alpha;
+    /* sliding windows (EM_MAX_SPATIAL): the window's size (pooling, unfold;
+     * a convolution's is its weight's), its step, the zeros (or, pooling,
+     * nothing) around the input, the spacing of its taps */
+    int n_kernel, n_stride, n_padding, n_dilation;
+    int64_t kernel[EM_MAX_DIMS], stride[EM_MAX_DIMS], padding[EM_MAX_DIMS], dilation[EM_MAX_DIMS];
+    int64_t groups;         /* convolution: channel groups */
+    bool ceil_mode;         /* pooling: a last partial window counts */
+    bool count_include_pad; /* avg_pool: padding counts in the divisor */
+    int64_t divisor;        /* avg_pool: divide by this instead (0: unset) */
 } em_attrs;
+
+/* Where attribute `bit` lives in em_attrs (EM_ATTR_LIST's kind): offset is
+ * the field's, count the offset of an INTS list's count (an int). */
+typedef struct em_attr_field {
+    em_attr_kind kind;
+    size_t offset, count;
+} em_attr_field;
+const em_attr_field *em_attr_field_of(int bit);
+/* An INTS attribute's entries in a, and their count in *n. */
+static inline const int64_t *em_attr_ints(const em_attrs *a, const em_attr_field *f, int *n) {
+    *n = *(const int *)(const void *)((const char *)a + f->count);
+    return (const int64_t *)(const void *)((const char *)a + f->offset);
+}
 
 /* A matmul's scale: its alpha attribute, 1 when unset. */
 static inline double em_matmul_alpha(const em_attrs *a) { return a && a->alpha != 0 ? a->alpha : 1.0; }
