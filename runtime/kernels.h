@@ -141,6 +141,20 @@ em_status em_copy_into(em_tensor *dst, em_tensor *src);
 /* index_put's writes into y itself: y[ix...] (+)= values (attrs: dims, accumulate). */
 em_status em_index_put_write(em_tensor *y, em_tensor *const *ix, int k, em_tensor *values,
                              const em_attrs *a);
+/* t itself when contiguous, else a contiguous copy (new references; NULL
+ * stays NULL). */
+em_tensor *em_dense(em_tensor *t);
+
+/* c[m,n] = alpha * op(a)[m,k] @ op(b)[k,n] + beta * c, row-major with rows
+ * lda, ldb, ldc apart, op transposing where ta, tb; dt float32 or float64.
+ * One BLAS call on the calling thread: from a job of em_parallel_for_blas,
+ * which keeps OpenBLAS from starting threads of its own. */
+void em_blas_gemm(em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
+                  int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
+/* em_parallel_for_heavy(n, fn, ctx) with OpenBLAS single-threaded while fn
+ * runs: items that each call BLAS (a convolution's GEMMs). */
+void em_parallel_for_blas(int64_t n, em_parallel_fn fn, void *ctx);
+
 /* True when every (from, to) dtype pair has a cast loop (checked by a test). */
 bool em_cast_table_complete(void);
 

@@ -383,6 +383,53 @@ static PyObject *f_layer_norm(PyObject *self, PyObject *args) {
     return em_py_wrap(em_layer_norm(t, k, wt, bt, eps));
 }
 
+/* _window(op, tensors, kernel, stride, padding, dilation, groups, ceil_mode,
+ * count_include_pad, divisor, shape): a sliding-window op (convolution,
+ * pooling, unfold, fold and their gradients) with its attributes, the ones
+ * it does not take ignored; a tensor, or (values, indices) for the max
+ * pools. The Python layer works out the sizes; the op's inference checks
+ * every one of them. */
+static PyObject *f_window(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *op_o, *seq, *kernel, *stride, *padding, *dilation, *shape;
+    long long groups, divisor;
+    int ceil_mode, include_pad;
+    if (!PyArg_ParseTuple(args, "OOOOOOLppLO", &op_o, &seq, &kernel, &stride, &padding, &dilation, &groups,
+                          &ceil_mode, &include_pad, &divisor, &shape))
+        return NULL;
+    em_op op;
+    if (op_arg(op_o, &op) < 0) return NULL;
+    const em_op_info *info = em_op_get(op);
+    if (info->kind != EM_KIND_OTHER || !(info->attrs & (EM_A_KERNEL | EM_A_STRIDE | EM_A_SHAPE)) || info->n_out > 2)
+        return em_py_error(PyExc_ValueError, "_window: %s is not a sliding-window op", info->name);
+    em_tensor *ts[3];
+    int n = tensor_list(seq, info->name, ts, 3);
+    if (n < 0) return NULL;
+    em_attrs a;
+    memset(&a, 0, sizeof a);
+    if (em_py_dims_arg(kernel, info->name, a.kernel, &a.n_kernel) < 0 ||
+        em_py_dims_arg(stride, info->name, a.stride, &a.n_stride) < 0 ||
+        em_py_dims_arg(padding, info->name, a.padding, &a.n_padding) < 0 ||
+        em_py_dims_arg(dilation, info->name, a.dilation, &a.n_dilation) < 0 ||
+        em_py_dims_arg(shape, info->name, a.shape, &a.n_shape) < 0)
+        return NULL;
+    a.groups = groups;
+    a.ceil_mode = ceil_mode;
+    a.count_include_pad = include_pad;
+    a.divisor = divisor;
+    em_tensor *out[2] = {NULL, NULL};
+    int n_out = info->n_out;
+    if (em_op_run(op, ts, n, &a, out, n_out) != EM_OK) return em_py_raise();
+    if (n_out == 1) return em_py_wrap(out[0]);
+    PyObject *v = em_py_wrap(out[0]), *i = em_py_wrap(out[1]);
+    if (!v || !i) {
+        Py_XDECREF(v);
+        Py_XDECREF(i);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", v, i);
+}
+
 static PyObject *f_nonzero(PyObject *self, PyObject *x) {
     (void)self;
     em_tensor *t = tensor_arg(x, "nonzero");
@@ -581,6 +628,8 @@ PyMethodDef em_py_op_methods[] = {
     {"_one_hot", f_one_hot, METH_VARARGS, "_one_hot(x, num_classes)"},
     {"_nonzero", f_nonzero, METH_O, "_nonzero(x)"},
     {"_layer_norm", f_layer_norm, METH_VARARGS, "_layer_norm(x, k, weight, bias, eps)"},
+    {"_window", f_window, METH_VARARGS,
+     "_window(op, tensors, kernel, stride, padding, dilation, groups, ceil_mode, count_include_pad, divisor, shape)"},
     {"_masked_select", f_masked_select, METH_VARARGS, "_masked_select(x, mask)"},
     {"_empty", f_empty, METH_VARARGS, "_empty(shape, dtype)"},
     {"_linspace", f_linspace, METH_VARARGS, "_linspace(start, end, steps, dtype)"},

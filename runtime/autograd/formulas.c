@@ -748,6 +748,165 @@ FORMULA(layer_norm) {
     END;
 }
 
+/* ---- sliding windows: each op's gradient is another window op ---- */
+
+/* op(in) with attributes a; NULL in, NULL out. */
+static T window_op(scope *s, em_op op, em_tensor *const *in, int n, const em_attrs *a) {
+    for (int i = 0; i < n; i++)
+        if (!in[i]) return keep(s, NULL);
+    em_tensor *out = NULL;
+    return keep(s, em_op_run(op, in, n, a, &out, 1) == EM_OK ? out : NULL);
+}
+
+/* a with its shape attribute set to t's shape: the size a gradient op
+ * restores. */
+static em_attrs shaped(const em_attrs *a, const em_type *t) {
+    em_attrs r = *a;
+    r.n_shape = t->ndim;
+    memcpy(r.shape, t->shape, sizeof r.shape);
+    return r;
+}
+
+/* t cut down to want's spatial sizes: a convolution of a transposed
+ * convolution's big side gives a few positions more when its
+ * output_padding reached past the stride (a dilation larger than it). */
+static T narrow_to(scope *s, T t, const em_type *want) {
+    for (int d = 2; t && d < want->ndim; d++)
+        if (t->shape[d] != want->shape[d]) t = keep(s, em_slice(t, d, 0, want->shape[d], 1));
+    return t;
+}
+
+/* A bias's gradient: g summed over all but the channel dim. */
+static T bias_grad(scope *s, T g) {
+    int64_t dims[EM_MAX_DIMS];
+    int k = 0;
+    for (int d = 0; g && d < g->ndim; d++)
+        if (d != 1) dims[k++] = d;
+    return g ? keep(s, em_sum(g, dims, k, false)) : keep(s, NULL);
+}
+
+/* conv(x, w, b): x's gradient is conv_transpose(g, w), w's conv_weight(x, g). */
+FORMULA(conv) {
+    BEGIN;
+    const em_node *n = c->node;
+    if (NEEDS(0)) {
+        em_attrs a = shaped(&n->attrs, &n->in_types[0]);
+        T in[2] = {g, c->in[1]};
+        gin[0] = give(window_op(s, EM_OP_CONV_TRANSPOSE, in, 2, &a));
+    }
+    if (NEEDS(1)) {
+        em_attrs a = shaped(&n->attrs, &n->in_types[1]);
+        T in[2] = {X, g};
+        gin[1] = give(window_op(s, EM_OP_CONV_WEIGHT, in, 2, &a));
+    }
+    if (n->n_in > 2 && NEEDS(2)) gin[2] = give(bias_grad(s, g));
+    END;
+}
+
+/* conv_transpose(x, w, b): x's gradient is conv(g, w), w's
+ * conv_weight(g, x) (g is the big side). */
+FORMULA(conv_transpose) {
+    BEGIN;
+    const em_node *n = c->node;
+    if (NEEDS(0)) {
+        T in[2] = {g, c->in[1]};
+        gin[0] = give(narrow_to(s, window_op(s, EM_OP_CONV, in, 2, &n->attrs), &n->in_types[0]));
+    }
+    if (NEEDS(1)) {
+        em_attrs a = shaped(&n->attrs, &n->in_types[1]);
+        T in[2] = {g, X};
+        gin[1] = give(window_op(s, EM_OP_CONV_WEIGHT, in, 2, &a));
+    }
+    if (n->n_in > 2 && NEEDS(2)) gin[2] = give(bias_grad(s, g));
+    END;
+}
+
+/* conv_weight(x, gy) is bilinear: x's gradient is conv_transpose(gy, g)
+ * with g as the weight, gy's conv(x, g). */
+FORMULA(conv_weight) {
+    BEGIN;
+    const em_node *n = c->node;
+    if (NEEDS(0)) {
+        em_attrs a = shaped(&n->attrs, &n->in_types[0]);
+        T in[2] = {c->in[1], g};
+        gin[0] = give(window_op(s, EM_OP_CONV_TRANSPOSE, in, 2, &a));
+    }
+    if (NEEDS(1)) {
+        T in[2] = {X, g};
+        gin[1] = give(narrow_to(s, window_op(s, EM_OP_CONV, in, 2, &n->attrs), &n->in_types[1]));
+    }
+    END;
+}
+
+FORMULA(unfold) {
+    BEGIN;
+    em_attrs a = shaped(&c->node->attrs, &c->node->in_types[0]);
+    gin[0] = give(window_op(s, EM_OP_FOLD, &g, 1, &a));
+    END;
+}
+
+FORMULA(fold) {
+    BEGIN;
+    gin[0] = give(window_op(s, EM_OP_UNFOLD, &g, 1, &c->node->attrs));
+    END;
+}
+
+/* Both max pools: g goes to where each max was (the saved indices). */
+FORMULA(max_pool) {
+    BEGIN;
+    em_attrs a = shaped(&c->node->attrs, &c->node->in_types[0]);
+    T in[2] = {g, c->out[1]};
+    gin[0] = give(window_op(s, EM_OP_MAX_POOL_GRAD, in, 2, &a));
+    END;
+}
+#define bw_adaptive_max_pool bw_max_pool
+
+/* max_pool_grad(gy, idx) adds gy at idx: gy's gradient reads g there. */
+FORMULA(max_pool_grad) {
+    BEGIN;
+    const em_type *gy = &c->node->in_types[0];
+    int64_t flat[3] = {gy->shape[0], gy->shape[1], -1};
+    T gf = keep(s, em_reshape(g, flat, 3)), idx = keep(s, em_reshape(c->in[1], flat, 3));
+    T r = gf && idx ? keep(s, em_gather(gf, 2, idx)) : keep(s, NULL);
+    gin[0] = give(r ? keep(s, em_reshape(r, gy->shape, gy->ndim)) : NULL);
+    END;
+}
+
+FORMULA(avg_pool) {
+    BEGIN;
+    em_attrs a = shaped(&c->node->attrs, &c->node->in_types[0]);
+    gin[0] = give(window_op(s, EM_OP_AVG_POOL_GRAD, &g, 1, &a));
+    END;
+}
+
+/* avg_pool_grad's adjoint is avg_pool, in whichever ceil_mode gives its
+ * gradient input's size. */
+FORMULA(avg_pool_grad) {
+    BEGIN;
+    const em_type *gy = &c->node->in_types[0];
+    em_attrs a = c->node->attrs;
+    em_type big = c->node->out_types[0], small;
+    a.ceil_mode = false;
+    a.ceil_mode = em_op_infer(EM_OP_AVG_POOL, &big, 1, &a, &small, 1) != EM_OK ||
+                  !em_shape_eq(small.shape, small.ndim, gy->shape, gy->ndim);
+    gin[0] = give(window_op(s, EM_OP_AVG_POOL, &g, 1, &a));
+    END;
+}
+
+FORMULA(adaptive_avg_pool) {
+    BEGIN;
+    em_attrs a = shaped(&c->node->attrs, &c->node->in_types[0]);
+    gin[0] = give(window_op(s, EM_OP_ADAPTIVE_AVG_POOL_GRAD, &g, 1, &a));
+    END;
+}
+
+FORMULA(adaptive_avg_pool_grad) {
+    BEGIN;
+    em_attrs a = shaped(&c->node->attrs, &c->node->in_types[0]);
+    gin[0] = give(window_op(s, EM_OP_ADAPTIVE_AVG_POOL, &g, 1, &a));
+    END;
+}
+
 #define RULE_NONE(n) {EM_GRAD_NONE, NULL}
 #define RULE_ZERO(n) {EM_GRAD_ZERO, NULL}
 #define RULE_NOSAVE(n) {EM_GRAD_NOSAVE, bw_##n}

@@ -348,6 +348,14 @@ em_tensor *em_converted(em_tensor *src, em_dtype dt) {
     return t;
 }
 
+em_tensor *em_dense(em_tensor *t) {
+    if (!t || em_tensor_is_contiguous(t)) {
+        if (t) em_tensor_retain(t);
+        return t;
+    }
+    return em_converted(t, t->dtype);
+}
+
 /* Integer division by zero has no value to give, so the eager kernels of
  * the EM_F_INT_DIV ops raise as PyTorch does; `divisor` is already in the
  * computation's integer dtype (a zero made by wrapping counts). */

@@ -214,6 +214,23 @@ static void gemm_blocks(void *arg, int64_t t0, int64_t t1) {
     }
 }
 
+void em_blas_gemm(em_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
+                  int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc) {
+    CBLAS_TRANSPOSE tra = ta ? CblasTrans : CblasNoTrans, trb = tb ? CblasTrans : CblasNoTrans;
+    if (dt == EM_DTYPE_F32)
+        cblas_sgemm(CblasRowMajor, tra, trb, (blasint)m, (blasint)n, (blasint)k, (float)alpha, (const float *)a,
+                    (blasint)lda, (const float *)b, (blasint)ldb, (float)beta, (float *)c, (blasint)ldc);
+    else
+        cblas_dgemm(CblasRowMajor, tra, trb, (blasint)m, (blasint)n, (blasint)k, alpha, (const double *)a,
+                    (blasint)lda, (const double *)b, (blasint)ldb, beta, (double *)c, (blasint)ldc);
+}
+
+void em_parallel_for_blas(int64_t n, em_parallel_fn fn, void *ctx) {
+    blas_single_begin();
+    em_parallel_for_heavy(n, fn, ctx);
+    blas_single_end();
+}
+
 static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
 
 /* Runs the `batches` GEMMs of p (m, n > 1) as blocks over the pool: enough

@@ -146,18 +146,9 @@ static void rows_task(void *arg, int64_t r0, int64_t r1) {
         rows_any(c, r0, r1);
 }
 
-/* t itself when contiguous, else a contiguous copy (new references). */
-static em_tensor *dense(em_tensor *t) {
-    if (!t || em_tensor_is_contiguous(t)) {
-        if (t) em_tensor_retain(t);
-        return t;
-    }
-    return em_converted(t, t->dtype);
-}
-
 em_status cpu_layer_norm(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
     (void)op;
-    em_tensor *x = dense(in[0]), *w = n_in > 1 ? dense(in[1]) : NULL, *b = n_in > 2 ? dense(in[2]) : NULL;
+    em_tensor *x = em_dense(in[0]), *w = n_in > 1 ? em_dense(in[1]) : NULL, *b = n_in > 2 ? em_dense(in[2]) : NULL;
     norm_ctx c = {x, w, b, out[0], 1, a->value, EM_OK};
     if (!x || (n_in > 1 && !w) || (n_in > 2 && !b)) c.status = em_last_status();
     for (int i = 0; i < a->n_dims; i++) c.n *= in[0]->shape[a->dims[i]];

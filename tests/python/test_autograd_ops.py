@@ -48,6 +48,21 @@ class C:
         return m.tensor(self.values, dtype=getattr(m, self.dtype))
 
 
+def _grad_of(m, make, shape, gy):
+    """The gradient of make(x0) in x0 (a constant input) for upstream gy,
+    with its graph: reaches the ops gradients are (conv_weight,
+    max_pool_grad, ...) as functions of gy."""
+    x0 = m.tensor(np.random.default_rng(5).uniform(-2, 2, shape), dtype=m.float64, requires_grad=True)
+    return m.autograd.grad(make(x0), x0, gy, create_graph=True)[0]
+
+
+def _conv_weight_grad(m, x, gy):
+    """conv's weight gradient as a function of its input and upstream."""
+    w = m.zeros(3, 2, 2, 3, dtype=m.float64, requires_grad=True)
+    y = m.nn.functional.conv2d(x, w, stride=(2, 1), padding=1)
+    return m.autograd.grad(y, w, gy, create_graph=True)[0]
+
+
 def F(m):
     """torch.nn.functional or ember for the activations spelled there."""
     return m.nn.functional if m is torch else m
@@ -186,6 +201,25 @@ CASES = [
     ("masked_select", lambda m, x: x.masked_select(C([True, False, True, True], "bool").make(m)),
      [P((3, 4))]),
     ("contiguous", lambda m, x: x.t().contiguous(), [P((3, 4))]),
+    ("conv", lambda m, x, w, b: m.nn.functional.conv2d(x, w, b, stride=2, padding=1, groups=2),
+     [P((2, 4, 5, 5)), P((4, 2, 2, 3), seed=1), P((4,), seed=2)]),
+    ("conv_transpose", lambda m, x, w: m.nn.functional.conv_transpose1d(x, w, stride=2, output_padding=1),
+     [P((2, 3, 4)), P((3, 2, 3), seed=1)]),
+    ("conv_weight", _conv_weight_grad, [P((2, 2, 4, 5)), P((2, 3, 3, 5), seed=1)]),
+    ("unfold", lambda m, x: m.nn.functional.unfold(x, 2, padding=1, stride=2), [P((2, 2, 3, 4))]),
+    ("fold", lambda m, x: m.nn.functional.fold(x, (4, 5), 2), [P((2, 8, 12))]),
+    ("max_pool", lambda m, x: m.nn.functional.max_pool2d(x, 2, padding=1), [P((2, 2, 4, 5))]),
+    ("adaptive_max_pool", lambda m, x: m.nn.functional.adaptive_max_pool1d(x, 3), [P((2, 2, 7))]),
+    ("max_pool_grad", lambda m, g: _grad_of(m, lambda x: m.nn.functional.max_pool2d(x, 2), (2, 2, 4, 4), g),
+     [P((2, 2, 2, 2))]),
+    ("avg_pool", lambda m, x: m.nn.functional.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+     [P((2, 2, 6, 5))]),
+    ("avg_pool_grad", lambda m, g: _grad_of(m, lambda x: m.nn.functional.avg_pool2d(x, 3, 2, 1, True),
+                                            (2, 2, 6, 5), g), [P((2, 2, 4, 3))]),
+    ("adaptive_avg_pool", lambda m, x: m.nn.functional.adaptive_avg_pool2d(x, (3, 2)), [P((2, 2, 7, 5))]),
+    ("adaptive_avg_pool_grad",
+     lambda m, g: _grad_of(m, lambda x: m.nn.functional.adaptive_avg_pool2d(x, 3), (2, 2, 7, 5), g),
+     [P((2, 2, 3, 3))]),
 ]
 
 
@@ -247,7 +281,9 @@ DOUBLE = ["exp", "log", "sqrt", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", 
           "pow", "maximum", "where", "clamp", "lerp", "sum", "mean", "prod", "amax", "var", "std",
           "norm", "logsumexp", "cumsum", "cumprod", "softmax", "log_softmax", "layer_norm", "matmul", "slice",
           "select",
-          "cat", "index", "gather", "index_put", "erf", "rsqrt", "reciprocal", "softplus"]
+          "cat", "index", "gather", "index_put", "erf", "rsqrt", "reciprocal", "softplus", "conv",
+          "conv_transpose", "conv_weight", "unfold", "fold", "avg_pool", "avg_pool_grad", "adaptive_avg_pool",
+          "max_pool_grad"]
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if _double(c)],

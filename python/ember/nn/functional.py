@@ -1,9 +1,8 @@
 """nn.functional: the stateless side of nn, PyTorch's signatures.
 
-Everything here is composed of ember ops, so autograd differentiates it
-with no formulas of its own. Convolution and pooling gather their windows
-with strided slices (unfold below) and reduce or multiply them with the
-library's ops."""
+Most of it is composed of ember ops, so autograd differentiates it with
+no formulas of its own; convolution, pooling, unfold and fold are ops of
+their own (_windows.py), one node each in a compiled graph."""
 
 import math
 import numbers
@@ -224,17 +223,6 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 
 # ---------------------------------------------------------------- padding, windows
 
-def _pair(v, n=2, what="argument"):
-    if isinstance(v, numbers.Integral):
-        return (int(v),) * n
-    v = tuple(int(x) for x in v)
-    if len(v) == 1:
-        return v * n
-    if len(v) != n:
-        raise ValueError(f"{what} must be an int or a tuple of {n} ints, got {v}")
-    return v
-
-
 def pad(input, pad, mode="constant", value=None):
     """Pads (or, with negative amounts, crops) the last len(pad) // 2 dims:
     pad = (left, right) for the last, then (top, bottom) for the one before..."""
@@ -269,204 +257,11 @@ def pad(input, pad, mode="constant", value=None):
     return out
 
 
-def _out_size(size, k, s, p, d, ceil_mode=False):
-    span = size + 2 * p - d * (k - 1) - 1
-    if span < 0:
-        return 0
-    n = (-(-span // s) if ceil_mode else span // s) + 1
-    if ceil_mode and (n - 1) * s >= size + p:  # the last window must start inside
-        n -= 1
-    return n
-
-
-def _windows(input, kernel, stride, padding, dilation, fill=0.0, ceil_mode=False, what="conv"):
-    """(N, C, KH*KW, OH, OW): every kernel tap's view of the (padded) input,
-    one strided slice per tap, for a (N, C, H, W) input."""
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
-    n, c, h, w = input.shape
-    oh = _out_size(h, kh, sh, ph, dh, ceil_mode)
-    ow = _out_size(w, kw, sw, pw, dw, ceil_mode)
-    if oh <= 0 or ow <= 0:
-        raise RuntimeError(f"{what}: input of size {list(input.shape)} is too small for kernel "
-                           f"{list(kernel)} (dilation {list(dilation)}, padding {list(padding)}): "
-                           f"output size would be {oh}x{ow}")
-    # room on the bottom/right for ceil_mode's partial windows
-    extra_h = max(0, (oh - 1) * sh + dh * (kh - 1) + 1 - (h + 2 * ph))
-    extra_w = max(0, (ow - 1) * sw + dw * (kw - 1) + 1 - (w + 2 * pw))
-    x = input
-    if ph or pw or extra_h or extra_w:
-        x = globals()["pad"](input, (pw, pw + extra_w, ph, ph + extra_h), value=fill)
-    taps = []
-    for i in range(kh):
-        for j in range(kw):
-            taps.append(x[:, :, i * dh: i * dh + (oh - 1) * sh + 1: sh,
-                          j * dw: j * dw + (ow - 1) * sw + 1: sw])
-    return _ops.stack(taps, 2), oh, ow
-
-
-def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
-    """Sliding blocks as columns: (N, C*KH*KW, L) for a (N, C, H, W) input,
-    (C*KH*KW, L) for an unbatched (C, H, W) one."""
-    if input.ndim == 3:
-        return unfold(input.unsqueeze(0), kernel_size, dilation, padding, stride).squeeze(0)
-    if input.ndim != 4:
-        raise RuntimeError(f"unfold: expected 3D or 4D (batched) input, got {input.ndim}-d")
-    k = _pair(kernel_size, what="kernel_size")
-    cols, oh, ow = _windows(input, k, _pair(stride), _pair(padding), _pair(dilation), what="unfold")
-    n, c = input.shape[0], input.shape[1]
-    return cols.reshape(n, c * k[0] * k[1], oh * ow)
-
-
-def _check_conv(input, weight, groups, nd, what):
-    if input.ndim not in (nd + 1, nd + 2):
-        raise RuntimeError(f"{what}: expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input, "
-                           f"but got input of size {list(input.shape)}")
-    if weight.ndim != nd + 2:
-        raise RuntimeError(f"{what}: expected a {nd + 2}-d weight, got size {list(weight.shape)}")
-    c = input.shape[-nd - 1]
-    if c % groups or weight.shape[0] % groups or weight.shape[1] * groups != c:
-        raise RuntimeError(
-            f"{what}: given groups={groups}, weight of size {list(weight.shape)}, expected input "
-            f"{list(input.shape)} to have {weight.shape[1] * groups} channels, but got {c} "
-            f"channels instead")
-
-
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """2-d convolution (cross-correlation, as in PyTorch) as one batched
-    matmul of the weights with the input's windows, per group."""
-    _check_conv(input, weight, groups, 2, "conv2d")
-    if input.ndim == 3:
-        return conv2d(input.unsqueeze(0), weight, bias, stride, padding, dilation, groups).squeeze(0)
-    k = tuple(weight.shape[2:])
-    stride, dilation = _pair(stride, what="stride"), _pair(dilation, what="dilation")
-    if isinstance(padding, str):
-        if padding == "valid":
-            padding = (0, 0)
-        elif padding == "same":
-            if any(s != 1 for s in stride):
-                raise RuntimeError("padding='same' is not supported for strided convolutions")
-            total = [d * (kk - 1) for d, kk in zip(dilation, k)]
-            padding = tuple(t // 2 for t in total)
-            if any(t % 2 for t in total):
-                # an odd total: PyTorch puts the extra row/column at the end
-                input = pad(input, (0, total[1] % 2, 0, total[0] % 2))
-        else:
-            raise RuntimeError(f"Invalid padding string: {padding!r}")
-    padding = _pair(padding, what="padding")
-    n, c = input.shape[0], input.shape[1]
-    cols, oh, ow = _windows(input, k, stride, padding, dilation, what="conv2d")
-    o = weight.shape[0]
-    kk = (c // groups) * k[0] * k[1]
-    # cols: (N, C, K, OH, OW) -> (N, G, C/G * K, OH*OW); weight -> (G, O/G, C/G * K)
-    cols = cols.reshape(n, groups, kk, oh * ow)
-    w = weight.reshape(groups, o // groups, kk)
-    out = _C.matmul(w, cols).reshape(n, o, oh, ow)
-    if bias is not None:
-        out = out + bias.reshape(1, o, 1, 1)
-    return out
-
-
-def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """1-d convolution: conv2d over a height of one."""
-    _check_conv(input, weight, groups, 1, "conv1d")
-    if input.ndim == 2:
-        return conv1d(input.unsqueeze(0), weight, bias, stride, padding, dilation, groups).squeeze(0)
-    if isinstance(padding, str):
-        pad2 = padding
-    else:
-        pad2 = (0, _pair(padding, 1, "padding")[0])
-    out = conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, (1, _pair(stride, 1)[0]), pad2,
-                 (1, _pair(dilation, 1)[0]), groups)
-    return out.squeeze(2)
-
-
-def _pool_input(input, what):
-    if input.ndim not in (3, 4):
-        raise RuntimeError(f"{what}: expected 3D or 4D input, got size {list(input.shape)}")
-    return input.unsqueeze(0) if input.ndim == 3 else input
-
-
-def _pool_geometry(what, kernel_size, stride, padding):
-    """(kernel, stride, padding) as pairs; stride defaults to the kernel, and
-    padding may be at most half of it (PyTorch's rule)."""
-    k = _pair(kernel_size, what="kernel_size")
-    s = k if stride is None or stride == [] else _pair(stride, what="stride")
-    p = _pair(padding, what="padding")
-    if any(pp * 2 > kk for pp, kk in zip(p, k)):
-        raise RuntimeError(f"{what}: pad should be at most half of the kernel size, but got "
-                           f"pad={list(p)} and kernel_size={list(k)}")
-    return k, s, p
-
-
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
-               return_indices=False):
-    if return_indices:
-        raise NotImplementedError("max_pool2d: return_indices=True is not implemented in ember yet")
-    x = _pool_input(input, "max_pool2d")
-    k, s, p = _pool_geometry("max_pool2d", kernel_size, stride, padding)
-    win, _, _ = _windows(x, k, s, p, _pair(dilation), fill=-math.inf, ceil_mode=ceil_mode,
-                         what="max_pool2d")
-    out = win.max(2).values  # one winner per window gets the gradient, as in PyTorch
-    return out.squeeze(0) if input.ndim == 3 else out
-
-
-def _avg_counts(size, k, s, p, n, include_pad, dtype):
-    """Per output index along one dim, how many places its window averages
-    over, as PyTorch counts them: the window clipped to the padded input
-    (include_pad), or to the input itself. Built from traced ops (full,
-    cumsum, clamp; arange is not one), so a compiled graph computes it."""
-    start = _creation.full((n,), float(s), dtype=dtype).cumsum(0) - (s + p)  # i * s - p
-    end = _ops.clamp(start + k, max=size + p)  # a ceil_mode window past the padding is cut there
-    if not include_pad:
-        start, end = _ops.clamp(start, min=0), _ops.clamp(end, max=size)
-    return end - start
-
-
-def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
-               count_include_pad=True, divisor_override=None):
-    x = _pool_input(input, "avg_pool2d")
-    k, s, p = _pool_geometry("avg_pool2d", kernel_size, stride, padding)
-    win, oh, ow = _windows(x, k, s, p, (1, 1), ceil_mode=ceil_mode, what="avg_pool2d")
-    total = win.sum(2)
-    h, w = x.shape[2], x.shape[3]
-    if divisor_override:
-        out = total / divisor_override
-    elif (count_include_pad or p == (0, 0)) and not ceil_mode:
-        out = total / (k[0] * k[1])
-    else:
-        # partial windows (padding left out, or ceil_mode's last ones): a
-        # count per output place, a constant of the shapes
-        ch = _avg_counts(h, k[0], s[0], p[0], oh, count_include_pad, x.dtype)
-        cw = _avg_counts(w, k[1], s[1], p[1], ow, count_include_pad, x.dtype)
-        out = total / (ch.unsqueeze(1) * cw)
-    return out.squeeze(0) if input.ndim == 3 else out
-
-
-def _adaptive_bounds(size, out):
-    return [((i * size) // out, -((-(i + 1) * size) // out)) for i in range(out)]
-
-
-def adaptive_avg_pool2d(input, output_size):
-    """Averages over PyTorch's adaptive windows: cell i of n covers
-    [floor(i*H/n), ceil((i+1)*H/n))."""
-    x = _pool_input(input, "adaptive_avg_pool2d")
-    n, c, h, w = x.shape
-    # None (for both or for one) keeps that size of the input
-    if output_size is None or isinstance(output_size, numbers.Integral):
-        output_size = (output_size, output_size)
-    if len(output_size) != 2:
-        raise ValueError(f"adaptive_avg_pool2d: output_size must be an int or a pair, got "
-                         f"{output_size}")
-    oh, ow = (size if o is None else int(o) for o, size in zip(output_size, (h, w)))
-    if h % oh == 0 and w % ow == 0:  # equal windows: one reshape and a mean
-        out = x.reshape(n, c, oh, h // oh, ow, w // ow).mean((3, 5))
-    else:
-        rows = []
-        for (h0, h1) in _adaptive_bounds(h, oh):
-            cells = [x[:, :, h0:h1, w0:w1].mean((2, 3)) for (w0, w1) in _adaptive_bounds(w, ow)]
-            rows.append(_ops.stack(cells, -1))
-        out = _ops.stack(rows, -2)
-    return out.squeeze(0) if input.ndim == 3 else out
+from ._windows import (_pair, adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d,  # noqa: E402
+                       adaptive_max_pool1d, adaptive_max_pool2d, adaptive_max_pool3d, avg_pool1d,
+                       avg_pool2d, avg_pool3d, conv1d, conv2d, conv3d, conv_transpose1d,
+                       conv_transpose2d, conv_transpose3d, fold, max_pool1d, max_pool2d,
+                       max_pool3d, unfold)
 
 
 # ---------------------------------------------------------------- attention

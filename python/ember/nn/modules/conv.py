@@ -1,9 +1,9 @@
-"""Conv1d and Conv2d."""
+"""Conv1d/2d/3d and ConvTranspose1d/2d/3d."""
 
 import math
 
 from ... import _creation
-from .. import functional as F, init
+from .. import _windows, functional as F, init
 from ..parameter import Parameter
 from .module import Module
 
@@ -11,8 +11,11 @@ from .module import Module
 class _ConvNd(Module):
     _nd = 0
 
+    _transposed = False
+
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None,
+                 output_padding=0):
         super().__init__()
         if groups <= 0:
             raise ValueError("groups must be a positive integer")
@@ -39,8 +42,12 @@ class _ConvNd(Module):
         self.padding = padding if isinstance(padding, str) else F._pair(padding, n, "padding")
         self.dilation = F._pair(dilation, n, "dilation")
         self.groups, self.padding_mode = groups, padding_mode
-        self.weight = Parameter(_creation.empty(out_channels, in_channels // groups,
-                                                *self.kernel_size, dtype=dtype, device=device))
+        self.output_padding = F._pair(output_padding, n, "output_padding")
+        # PyTorch's layouts: (out, in / groups, k...), transposed (in, out / groups, k...)
+        shape = ((in_channels, out_channels // groups) if self._transposed
+                 else (out_channels, in_channels // groups))
+        self.weight = Parameter(_creation.empty(*shape, *self.kernel_size, dtype=dtype,
+                                                device=device))
         if bias:
             self.bias = Parameter(_creation.empty(out_channels, dtype=dtype, device=device))
         else:
@@ -60,6 +67,8 @@ class _ConvNd(Module):
              f"stride={self.stride}")
         if self.padding != (0,) * self._nd:
             s += f", padding={self.padding}"  # a string unquoted, as PyTorch prints it
+        if self._transposed and self.output_padding != (0,) * self._nd:
+            s += f", output_padding={self.output_padding}"
         if self.dilation != (1,) * self._nd:
             s += f", dilation={self.dilation}"
         if self.groups != 1:
@@ -85,3 +94,47 @@ class Conv2d(_ConvNd):
     def forward(self, input):
         return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
                         self.groups)
+
+
+class Conv3d(_ConvNd):
+    """3-d convolution over (N, C, D, H, W) input."""
+    _nd = 3
+
+    def forward(self, input):
+        return F.conv3d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                        self.groups)
+
+
+class _ConvTransposeNd(_ConvNd):
+    _transposed = True
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
+                 device=None, dtype=None):
+        if isinstance(padding, str):
+            raise ValueError(f"{type(self).__name__}: padding must be an int or a tuple, not "
+                             f"{padding!r}")
+        if padding_mode != "zeros":
+            raise ValueError(f"Only \"zeros\" padding mode is supported for "
+                             f"{type(self).__name__}")
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device, dtype, output_padding)
+
+    def forward(self, input, output_size=None):
+        return _windows._conv_transpose(self._nd, input, self.weight, self.bias, self.stride,
+                                        self.padding, self.output_padding, self.groups,
+                                        self.dilation, output_size)
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """The adjoint of Conv1d: (N, C_in, L) to (N, C_out, L_out)."""
+    _nd = 1
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """The adjoint of Conv2d, the usual upsampling layer of decoders."""
+    _nd = 2
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    _nd = 3

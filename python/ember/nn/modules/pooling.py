@@ -1,10 +1,13 @@
-"""MaxPool2d, AvgPool2d, AdaptiveAvgPool2d."""
+"""Max, average and adaptive pooling over 1, 2 and 3 spatial dims, and
+Fold/Unfold."""
 
-from .. import functional as F
+from .. import _windows, functional as F
 from .module import Module
 
 
-class MaxPool2d(Module):
+class _MaxPoolNd(Module):
+    _nd = 0
+
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
                  ceil_mode=False):
         super().__init__()
@@ -13,15 +16,30 @@ class MaxPool2d(Module):
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, input):
-        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                            self.ceil_mode, self.return_indices)
+        fn = (F.max_pool1d, F.max_pool2d, F.max_pool3d)[self._nd - 1]
+        return fn(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                  self.ceil_mode, self.return_indices)
 
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
                 f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
-class AvgPool2d(Module):
+class MaxPool1d(_MaxPoolNd):
+    _nd = 1
+
+
+class MaxPool2d(_MaxPoolNd):
+    _nd = 2
+
+
+class MaxPool3d(_MaxPoolNd):
+    _nd = 3
+
+
+class _AvgPoolNd(Module):
+    _nd = 0
+
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
                  count_include_pad=True, divisor_override=None):
         super().__init__()
@@ -30,20 +48,102 @@ class AvgPool2d(Module):
         self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
 
     def forward(self, input):
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
+        return _windows._avg_pool(self._nd, input, self.kernel_size, self.stride, self.padding,
+                                  self.ceil_mode, self.count_include_pad, self.divisor_override)
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class AdaptiveAvgPool2d(Module):
-    def __init__(self, output_size):
+class AvgPool1d(_AvgPoolNd):
+    _nd = 1
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
+                 count_include_pad=True):
+        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
+
+
+class AvgPool2d(_AvgPoolNd):
+    _nd = 2
+
+
+class AvgPool3d(_AvgPoolNd):
+    _nd = 3
+
+
+class _AdaptivePoolNd(Module):
+    _nd = 0
+    _max = False
+
+    def __init__(self, output_size, return_indices=False):
         super().__init__()
         self.output_size = output_size
+        if self._max:
+            self.return_indices = return_indices
 
     def forward(self, input):
-        return F.adaptive_avg_pool2d(input, self.output_size)
+        if self._max:
+            fn = (F.adaptive_max_pool1d, F.adaptive_max_pool2d, F.adaptive_max_pool3d)[self._nd - 1]
+            return fn(input, self.output_size, self.return_indices)
+        fn = (F.adaptive_avg_pool1d, F.adaptive_avg_pool2d, F.adaptive_avg_pool3d)[self._nd - 1]
+        return fn(input, self.output_size)
 
     def extra_repr(self):
         return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(_AdaptivePoolNd):
+    _nd = 1
+
+    def __init__(self, output_size):
+        super().__init__(output_size)
+
+
+class AdaptiveAvgPool2d(AdaptiveAvgPool1d):
+    _nd = 2
+
+
+class AdaptiveAvgPool3d(AdaptiveAvgPool1d):
+    _nd = 3
+
+
+class AdaptiveMaxPool1d(_AdaptivePoolNd):
+    _nd = 1
+    _max = True
+
+
+class AdaptiveMaxPool2d(AdaptiveMaxPool1d):
+    _nd = 2
+
+
+class AdaptiveMaxPool3d(AdaptiveMaxPool1d):
+    _nd = 3
+
+
+class Unfold(Module):
+    def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.kernel_size, self.dilation, self.padding, self.stride = (kernel_size, dilation,
+                                                                      padding, stride)
+
+    def forward(self, input):
+        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, "
+                f"padding={self.padding}, stride={self.stride}")
+
+
+class Fold(Module):
+    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.output_size, self.kernel_size = output_size, kernel_size
+        self.dilation, self.padding, self.stride = dilation, padding, stride
+
+    def forward(self, input):
+        return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding,
+                      self.stride)
+
+    def extra_repr(self):
+        return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, "
+                f"dilation={self.dilation}, padding={self.padding}, stride={self.stride}")

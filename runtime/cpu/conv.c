@@ -1,0 +1,382 @@
+/*
+ * conv.c - convolution and its two adjoints, each one op:
+ *
+ *   conv(x, w[, b])            y[n, o] = sum over c, taps of w[o, c, tap] x[n, c, at tap] (+ b[o])
+ *   conv_transpose(x, w[, b])  the adjoint in x: what conv's input gradient is
+ *   conv_weight(x, gy)         the adjoint in w: conv's weight gradient
+ *
+ * with PyTorch's weight layouts ((O, C/groups, k...) for conv, (C_in,
+ * C_out/groups, k...) for conv_transpose) and any of 1 to 3 spatial dims.
+ * Each is a GEMM per (sample, group) on im2col's columns (window.h): conv
+ * multiplies the weights by the columns; conv_transpose multiplies the
+ * transposed weights by its input and adds the columns back (col2im);
+ * conv_weight multiplies the gradient by the transposed columns, summing
+ * over samples. A 1x1 kernel at stride 1 without padding needs no columns:
+ * the input is its own.
+ *
+ * The GEMMs run single-threaded on ember's pool, one item of work each: a
+ * (sample, group), and where those are few also a block of output
+ * positions (conv) or of channels (conv_transpose, conv_weight).
+ * conv_weight's sum over samples splits where the input channels are few
+ * (a network's first layer), in chunks added in order at the end. Every
+ * cut follows from the shapes alone, so the bits do not depend on the
+ * thread count.
+ */
+#include <string.h>
+
+#include "ember/alloc.h"
+#include "ember/parallel.h"
+#include "window.h"
+
+#define TYPE_STR(t, buf) (em_type_str((t), (buf), sizeof(buf)), (buf))
+
+/* ---- inference ---- */
+
+static em_status check_groups(em_op op, int64_t groups) {
+    if (groups < 1 || groups > ((int64_t)1 << 30))
+        return em_error(EM_ERR_VALUE, "%s: groups must be a positive integer, got %lld", em_op_name(op),
+                        (long long)groups);
+    return EM_OK;
+}
+
+static em_status check_operand(em_op op, const em_type *x, const em_type *t, int ndim, const char *what) {
+    char a[256], b[256];
+    if (t->ndim != ndim || t->dtype != x->dtype)
+        return em_error(EM_ERR_SHAPE, "%s: expected a %d-d %s of dtype %s, the input's, for input %s, got %s",
+                        em_op_name(op), ndim, what, em_dtype_name(x->dtype), TYPE_STR(x, a), TYPE_STR(t, b));
+    return EM_OK;
+}
+
+static em_status check_bias(em_op op, const em_type *x, const em_type *b, int64_t channels) {
+    char a[256];
+    em_status st = check_operand(op, x, b, 1, "bias");
+    if (st == EM_OK && b->shape[0] != channels)
+        return em_error(EM_ERR_SHAPE, "%s: expected a bias of %lld elements, one per output channel, got %s",
+                        em_op_name(op), (long long)channels, TYPE_STR(b, a));
+    return st;
+}
+
+em_status infer_conv(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) {
+    (void)n_out;
+    char xs[256], ws[256];
+    const em_type *x = &in[0], *w = &in[1];
+    em_status st = n_in == 2 || n_in == 3 ? EM_OK : em_error(EM_ERR_VALUE, "conv: expected (input, weight[, bias])");
+    if (st == EM_OK) st = em_window_input(op, x, "input");
+    if (st == EM_OK) st = check_operand(op, x, w, x->ndim, "weight");
+    if (st == EM_OK) st = check_groups(op, a->groups);
+    if (st != EM_OK) return st;
+    int64_t g = a->groups, c = x->shape[1], o = w->shape[0];
+    if (o % g || w->shape[1] * g != c || o == 0 || c == 0)
+        return em_error(EM_ERR_SHAPE,
+                        "conv: given groups=%lld, weight of size %s, expected input %s to have %lld channels, but got "
+                        "%lld channels instead (and %lld output channels divisible by groups)",
+                        (long long)g, TYPE_STR(w, ws), TYPE_STR(x, xs), (long long)(w->shape[1] * g), (long long)c,
+                        (long long)o);
+    if (n_in == 3 && (st = check_bias(op, x, &in[2], o)) != EM_OK) return st;
+    em_window_geom geo;
+    if ((st = em_window_geometry(op, x, w->shape + 2, a, EM_WIN_FLOOR, NULL, &geo)) != EM_OK) return st;
+    out[0] = *x;
+    out[0].shape[1] = o;
+    for (int i = 0; i < geo.n; i++) out[0].shape[2 + i] = geo.out[W3 - geo.n + i];
+    return EM_OK;
+}
+
+/* conv_transpose's result (the shape attribute) is the big side: a
+ * convolution of it by w gives x's size. */
+em_status infer_conv_transpose(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) {
+    (void)n_out;
+    char xs[256], ws[256];
+    const em_type *x = &in[0], *w = &in[1];
+    em_status st = n_in == 2 || n_in == 3 ? EM_OK : em_error(EM_ERR_VALUE, "conv_transpose: expected (input, weight[, bias])");
+    if (st == EM_OK) st = em_window_input(op, x, "input");
+    if (st == EM_OK) st = check_operand(op, x, w, x->ndim, "weight");
+    if (st == EM_OK) st = check_groups(op, a->groups);
+    if (st != EM_OK) return st;
+    int64_t g = a->groups, c = x->shape[1], co = w->shape[1] * g;
+    if (w->shape[0] != c || c % g || co == 0 || c == 0)
+        return em_error(EM_ERR_SHAPE,
+                        "conv_transpose: given groups=%lld, weight of size %s, expected input %s to have %lld "
+                        "channels, divisible by groups, but got %lld channels instead",
+                        (long long)g, TYPE_STR(w, ws), TYPE_STR(x, xs), (long long)w->shape[0], (long long)c);
+    if (n_in == 3 && (st = check_bias(op, x, &in[2], co)) != EM_OK) return st;
+    em_type y = *x;
+    if (a->n_shape != x->ndim || a->shape[0] != x->shape[0] || a->shape[1] != co)
+        return em_error(EM_ERR_SHAPE, "conv_transpose: the output must be (%lld, %lld, %d spatial dims) for input %s",
+                        (long long)x->shape[0], (long long)co, x->ndim - 2, TYPE_STR(x, xs));
+    memcpy(y.shape, a->shape, sizeof y.shape);
+    em_window_geom geo;
+    if ((st = em_window_geometry(op, &y, w->shape + 2, a, EM_WIN_TRANSPOSED, x->shape + 2, &geo)) != EM_OK)
+        return st;
+    out[0] = y;
+    return EM_OK;
+}
+
+/* conv_weight(x, gy): the gradient of conv(x, w) in w, of w's shape (the
+ * shape attribute). */
+em_status infer_conv_weight(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) {
+    (void)n_in;
+    (void)n_out;
+    char xs[256], gs[256];
+    const em_type *x = &in[0], *gy = &in[1];
+    em_status st = em_window_input(op, x, "input");
+    if (st == EM_OK) st = check_operand(op, x, gy, x->ndim, "gradient");
+    if (st == EM_OK) st = check_groups(op, a->groups);
+    if (st != EM_OK) return st;
+    int64_t g = a->groups;
+    if (a->n_shape != x->ndim || gy->shape[0] != x->shape[0] || a->shape[0] != gy->shape[1] || a->shape[0] % g ||
+        a->shape[1] * g != x->shape[1] || a->shape[0] == 0 || x->shape[1] == 0)
+        return em_error(EM_ERR_SHAPE,
+                        "conv_weight: a weight of (%lld, %lld, ...) for groups=%lld does not fit input %s and "
+                        "gradient %s",
+                        a->n_shape > 0 ? (long long)a->shape[0] : -1LL, a->n_shape > 1 ? (long long)a->shape[1] : -1LL,
+                        (long long)g, TYPE_STR(x, xs), TYPE_STR(gy, gs));
+    em_window_geom geo;
+    if ((st = em_window_geometry(op, x, a->shape + 2, a, EM_WIN_TRANSPOSED, gy->shape + 2, &geo)) != EM_OK) return st;
+    out[0] = *x;
+    memcpy(out[0].shape, a->shape, sizeof out[0].shape);
+    return EM_OK;
+}
+
+/* ---- kernels ---- */
+
+typedef struct {
+    em_dtype dt;
+    size_t item;
+    em_window_geom g;
+    bool identity;
+    int64_t groups, blocks;   /* items per (sample, group), or per group for conv_weight */
+    int64_t big_c, small_c;   /* channels of the big side (conv's input) and the small */
+    const char *x, *w, *b;    /* conv: input, weight, bias; transpose: input (small side); weight: input */
+    const char *gy;           /* conv_weight: the gradient (small side) */
+    char *y;
+    int64_t n_samples, chunks; /* conv_weight: samples, and chunks of them summed apart */
+    char *partial;             /* conv_weight: chunks 1.. of the sum, each w's size */
+    int failed;
+} conv_ctx;
+
+static void note_failure(conv_ctx *c) { __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED); }
+
+/* rows x cols of y (rows ld apart) += b[row]. */
+static void add_bias(em_dtype dt, char *y, int64_t ld, int64_t rows, int64_t cols, const char *b) {
+    for (int64_t r = 0; r < rows; r++) {
+        if (dt == EM_DTYPE_F32) {
+            float *p = (float *)(void *)y + r * ld, v = ((const float *)(const void *)b)[r];
+            for (int64_t i = 0; i < cols; i++) p[i] += v;
+        } else {
+            double *p = (double *)(void *)y + r * ld, v = ((const double *)(const void *)b)[r];
+            for (int64_t i = 0; i < cols; i++) p[i] += v;
+        }
+    }
+}
+
+/* rows x cols of y (rows ld apart) = b[row], or 0 without b. */
+static void fill_rows(em_dtype dt, char *y, int64_t ld, int64_t rows, int64_t cols, const char *b) {
+    size_t item = em_dtype_size(dt);
+    for (int64_t r = 0; r < rows; r++) memset(y + r * ld * (int64_t)item, 0, (size_t)cols * item);
+    if (b) add_bias(dt, y, ld, rows, cols, b);
+}
+
+/* Item: (sample, group, block of output positions). */
+static void conv_items(void *arg, int64_t i0, int64_t i1) {
+    conv_ctx *c = arg;
+    const em_window_geom *g = &c->g;
+    int64_t cg = c->big_c / c->groups, og = c->small_c / c->groups, K = g->k_numel, L = g->out_numel;
+    int64_t sz = (int64_t)c->item;
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t n = i / (c->groups * c->blocks), gi = i / c->blocks % c->groups, j = i % c->blocks;
+        int64_t l0 = L * j / c->blocks, l1 = L * (j + 1) / c->blocks;
+        const char *xg = c->x + (n * c->big_c + gi * cg) * g->in_numel * sz;
+        const char *col = xg + l0 * sz;
+        int64_t ld = L;
+        void *buf = NULL;
+        size_t bytes = (size_t)(cg * K * (l1 - l0)) * c->item;
+        if (!c->identity) {
+            if (!(buf = em_cpu_alloc(bytes))) {
+                note_failure(c);
+                return;
+            }
+            em_im2col(c->dt, xg, cg, g, l0, l1, buf, l1 - l0);
+            col = buf;
+            ld = l1 - l0;
+        }
+        char *yb = c->y + ((n * c->small_c + gi * og) * L + l0) * sz;
+        em_blas_gemm(c->dt, false, false, og, l1 - l0, cg * K, 1.0, c->w + gi * og * cg * K * sz, cg * K, col, ld, 0.0,
+                     yb, L);
+        if (c->b) add_bias(c->dt, yb, L, og, l1 - l0, c->b + gi * og * sz);
+        if (buf) em_cpu_free(buf, bytes);
+    }
+}
+
+/* Item: (sample, group, block of the result's channels). The result is the
+ * big side; x, the small side, has small_c channels. */
+static void transpose_items(void *arg, int64_t i0, int64_t i1) {
+    conv_ctx *c = arg;
+    const em_window_geom *g = &c->g;
+    int64_t cg = c->small_c / c->groups, og = c->big_c / c->groups, K = g->k_numel, L = g->out_numel;
+    int64_t sz = (int64_t)c->item;
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t n = i / (c->groups * c->blocks), gi = i / c->blocks % c->groups, j = i % c->blocks;
+        int64_t c0 = og * j / c->blocks, c1 = og * (j + 1) / c->blocks;
+        if (c1 == c0) continue;
+        const char *xg = c->x + (n * c->small_c + gi * cg) * L * sz;
+        const char *wg = c->w + gi * cg * og * K * sz; /* (cg, og * K) */
+        char *yg = c->y + (n * c->big_c + gi * og + c0) * g->in_numel * sz;
+        fill_rows(c->dt, yg, g->in_numel, c1 - c0, g->in_numel, c->b ? c->b + (gi * og + c0) * sz : NULL);
+        if (c->identity) {
+            em_blas_gemm(c->dt, true, false, c1 - c0, L, cg, 1.0, wg + c0 * sz, og, xg, L, 1.0, yg, L);
+            continue;
+        }
+        size_t bytes = (size_t)((c1 - c0) * K * L) * c->item;
+        void *gcol = em_cpu_alloc(bytes);
+        if (!gcol) {
+            note_failure(c);
+            return;
+        }
+        em_blas_gemm(c->dt, true, false, (c1 - c0) * K, L, cg, 1.0, wg + c0 * K * sz, og * K, xg, L, 0.0, gcol, L);
+        em_col2im(c->dt, gcol, c1 - c0, g, yg);
+        em_cpu_free(gcol, bytes);
+    }
+}
+
+/* Item: (group, block of input channels, chunk of samples). */
+static void weight_items(void *arg, int64_t i0, int64_t i1) {
+    conv_ctx *c = arg;
+    const em_window_geom *g = &c->g;
+    int64_t cg = c->big_c / c->groups, og = c->small_c / c->groups, K = g->k_numel, L = g->out_numel;
+    int64_t sz = (int64_t)c->item, wsize = c->small_c * cg * K;
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t q = i % c->chunks, j = i / c->chunks % c->blocks, gi = i / (c->chunks * c->blocks);
+        int64_t c0 = cg * j / c->blocks, c1 = cg * (j + 1) / c->blocks;
+        int64_t n0 = c->n_samples * q / c->chunks, n1 = c->n_samples * (q + 1) / c->chunks;
+        if (c1 == c0) continue;
+        char *dst = (q == 0 ? c->y : c->partial + (q - 1) * wsize * sz) + (gi * og * cg * K + c0 * K) * sz;
+        size_t bytes = c->identity ? 0 : (size_t)((c1 - c0) * K * L) * c->item;
+        void *buf = bytes ? em_cpu_alloc(bytes) : NULL;
+        if (bytes && !buf) {
+            note_failure(c);
+            return;
+        }
+        if (n0 == n1) fill_rows(c->dt, dst, cg * K, og, (c1 - c0) * K, NULL);
+        for (int64_t n = n0; n < n1; n++) {
+            const char *xg = c->x + (n * c->big_c + gi * cg + c0) * g->in_numel * sz;
+            const char *col = xg;
+            if (buf) {
+                em_im2col(c->dt, xg, c1 - c0, g, 0, L, buf, L);
+                col = buf;
+            }
+            const char *gy = c->gy + (n * c->small_c + gi * og) * L * sz;
+            em_blas_gemm(c->dt, false, true, og, (c1 - c0) * K, L, 1.0, gy, L, col, L, n == n0 ? 0.0 : 1.0, dst,
+                         cg * K);
+        }
+        if (buf) em_cpu_free(buf, bytes);
+    }
+}
+
+/* Items a convolution is cut into at least, where its (sample, group)
+ * pairs are fewer: enough for the threads of a small machine, and fixed,
+ * because OpenBLAS rounds a product's edge blocks differently from its
+ * inner ones, so cutting by the thread count would change the bits. */
+#define MIN_ITEMS 8
+
+/* Blocks per (sample, group): MIN_ITEMS items in all, each block at least
+ * `least` long out of `len`. */
+static int64_t blocks_for(int64_t items, int64_t len, int64_t least) {
+    if (items >= MIN_ITEMS || items == 0) return 1;
+    int64_t want = (MIN_ITEMS + items - 1) / items, most = len / least;
+    return want < most ? want : most > 1 ? most : 1;
+}
+
+/* Runs the items over the pool, with operand i (NULL: absent) made dense
+ * and its data in *data[i]. */
+static em_status run(conv_ctx *c, em_op op, em_tensor *const *ts, const char **const *data, int n, int64_t items,
+                     em_parallel_fn fn) {
+    em_tensor *d[3] = {NULL, NULL, NULL};
+    em_status st = EM_OK;
+    for (int i = 0; i < n && st == EM_OK; i++) {
+        if (!ts[i]) continue;
+        if (!(d[i] = em_dense(ts[i])))
+            st = em_last_status();
+        else
+            *data[i] = em_tensor_data(d[i]);
+    }
+    if (st == EM_OK && items > 0) em_parallel_for_blas(items, fn, c);
+    for (int i = 0; i < n; i++) em_tensor_release(d[i]);
+    if (st == EM_OK && c->failed) st = em_error(EM_ERR_NOMEM, "%s: out of memory for the columns", em_op_name(op));
+    return st;
+}
+
+static void ctx_init(conv_ctx *c, em_dtype dt, const em_attrs *a, em_tensor *y) {
+    memset(c, 0, sizeof *c);
+    c->dt = dt;
+    c->item = em_dtype_size(dt);
+    c->groups = a->groups;
+    c->y = em_tensor_data(y);
+}
+
+em_status cpu_conv(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
+    conv_ctx c;
+    ctx_init(&c, in[0]->dtype, a, out[0]);
+    em_type x = em_tensor_type(in[0]);
+    em_status st = em_window_geometry(op, &x, in[1]->shape + 2, a, EM_WIN_FLOOR, NULL, &c.g);
+    if (st != EM_OK) return st;
+    c.identity = em_window_is_identity(&c.g);
+    c.big_c = x.shape[1];
+    c.small_c = in[1]->shape[0];
+    int64_t items = x.shape[0] * c.groups;
+    c.blocks = blocks_for(items, c.g.out_numel, 64);
+    em_tensor *ts[3] = {in[0], in[1], n_in > 2 ? in[2] : NULL};
+    const char **data[3] = {&c.x, &c.w, &c.b};
+    return run(&c, op, ts, data, 3, items * c.blocks, conv_items);
+}
+
+em_status cpu_conv_transpose(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
+    conv_ctx c;
+    ctx_init(&c, in[0]->dtype, a, out[0]);
+    em_type y = em_tensor_type(out[0]);
+    em_status st = em_window_geometry(op, &y, in[1]->shape + 2, a, EM_WIN_TRANSPOSED, in[0]->shape + 2, &c.g);
+    if (st != EM_OK) return st;
+    c.identity = em_window_is_identity(&c.g);
+    c.big_c = y.shape[1];
+    c.small_c = in[0]->shape[1];
+    int64_t items = y.shape[0] * c.groups;
+    c.blocks = blocks_for(items, c.big_c / c.groups, 1);
+    em_tensor *ts[3] = {in[0], in[1], n_in > 2 ? in[2] : NULL};
+    const char **data[3] = {&c.x, &c.w, &c.b};
+    return run(&c, op, ts, data, 3, items * c.blocks, transpose_items);
+}
+
+em_status cpu_conv_weight(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
+    (void)n_in;
+    conv_ctx c;
+    ctx_init(&c, in[0]->dtype, a, out[0]);
+    em_type x = em_tensor_type(in[0]);
+    em_status st = em_window_geometry(op, &x, a->shape + 2, a, EM_WIN_TRANSPOSED, in[1]->shape + 2, &c.g);
+    if (st != EM_OK) return st;
+    c.identity = em_window_is_identity(&c.g);
+    c.big_c = x.shape[1];
+    c.small_c = a->shape[0];
+    c.n_samples = x.shape[0];
+    int64_t cg = c.big_c / c.groups;
+    c.chunks = cg * c.groups >= MIN_ITEMS || c.n_samples <= 1 ? 1 : (MIN_ITEMS + cg * c.groups - 1) / (cg * c.groups);
+    if (c.chunks > c.n_samples) c.chunks = c.n_samples > 0 ? c.n_samples : 1;
+    c.blocks = blocks_for(c.groups * c.chunks, cg, 1);
+    int64_t wnumel = out[0]->numel;
+    size_t pbytes = (size_t)((c.chunks - 1) * wnumel) * c.item;
+    if (pbytes && !(c.partial = em_cpu_alloc(pbytes))) return em_last_status();
+    em_tensor *ts[2] = {in[0], in[1]};
+    const char **data[2] = {&c.x, &c.gy};
+    st = run(&c, op, ts, data, 2, c.groups * c.blocks * c.chunks, weight_items);
+    for (int64_t q = 1; st == EM_OK && q < c.chunks; q++) { /* the chunks' sums, in order */
+        if (c.dt == EM_DTYPE_F32) {
+            float *y = (float *)(void *)c.y;
+            const float *p = (const float *)(const void *)c.partial + (q - 1) * wnumel;
+            for (int64_t i = 0; i < wnumel; i++) y[i] += p[i];
+        } else {
+            double *y = (double *)(void *)c.y;
+            const double *p = (const double *)(const void *)c.partial + (q - 1) * wnumel;
+            for (int64_t i = 0; i < wnumel; i++) y[i] += p[i];
+        }
+    }
+    if (c.partial) em_cpu_free(c.partial, pbytes);
+    return st;
+}

@@ -1,0 +1,445 @@
+/*
+ * pool.c - pooling over 1 to 3 spatial dims, each one op, with the ops
+ * their gradients are:
+ *
+ *   max_pool(x) -> (y, indices)    the max of each window and where it is
+ *   adaptive_max_pool(x) -> (y, indices)
+ *   max_pool_grad(gy, indices)     gy added at the indices (both max pools)
+ *   avg_pool(x), avg_pool_grad(gy) the mean of each window, and its adjoint
+ *   adaptive_avg_pool(x), adaptive_avg_pool_grad(gy)
+ *
+ * as PyTorch computes them: an index is the position in the input's
+ * spatial plane (h * W + w for 2-d); a NaN wins a max window; the average
+ * of a window cut by ceil_mode or left without its padding
+ * (count_include_pad=False) divides by what it covers; adaptive windows of
+ * n cells over a size of s are [floor(i s / n), ceil((i + 1) s / n)). The
+ * gradient ops take their result's size as the shape attribute, so each
+ * pair is closed under differentiation. Each (sample, channel) plane is
+ * independent: the pool splits planes.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "ember/parallel.h"
+#include "window.h"
+
+#define TYPE_STR(t, buf) (em_type_str((t), (buf), sizeof(buf)), (buf))
+
+typedef enum { WIN_STRIDED, WIN_ADAPTIVE } win_kind;
+
+typedef struct {
+    em_op op;
+    em_dtype dt;
+    win_kind kind;
+    em_window_geom g;
+    int64_t p_hi[W3];   /* padding after, for the average's divisor */
+    bool include_pad;
+    int64_t divisor;
+    const char *x, *idx; /* the input, or the gradient and the indices */
+    char *y, *iy;        /* the result, and max's indices */
+    int failed;          /* max_pool_grad: an index outside the plane */
+} pool_ctx;
+
+/* ---- geometry ---- */
+
+static void copy_hi(pool_ctx *c, const em_attrs *a) {
+    for (int i = 0; i < W3; i++) {
+        int j = i - (W3 - c->g.n);
+        c->p_hi[i] = j < 0 ? 0 : a->padding[c->g.n + j];
+    }
+}
+
+/* PyTorch's rule for strided pools: padding at most half the kernel. */
+static em_status check_half(em_op op, const em_window_geom *g, const int64_t *p_hi) {
+    for (int i = 0; i < W3; i++)
+        if (2 * g->p[i] > g->k[i] || 2 * p_hi[i] > g->k[i])
+            return em_error(EM_ERR_VALUE,
+                            "%s: pad should be at most half of kernel size, but got pad=%lld and kernel_size=%lld",
+                            em_op_name(op), (long long)(g->p[i] > p_hi[i] ? g->p[i] : p_hi[i]), (long long)g->k[i]);
+    return EM_OK;
+}
+
+/* The adaptive geometry: big side x, the small side's spatial sizes. */
+static em_status adaptive_geometry(em_op op, const em_type *x, const int64_t *small, em_window_geom *g) {
+    char buf[256];
+    memset(g, 0, sizeof *g);
+    g->n = x->ndim - 2;
+    g->in_numel = g->out_numel = g->k_numel = 1;
+    for (int i = 0; i < W3; i++) {
+        int j = i - (W3 - g->n);
+        g->in[i] = j < 0 ? 1 : x->shape[2 + j];
+        g->out[i] = j < 0 ? 1 : small[j];
+        g->k[i] = g->s[i] = g->d[i] = 1;
+        if (g->in[i] < 1 || g->out[i] < 1 || g->out[i] > ((int64_t)1 << 40))
+            return em_error(EM_ERR_SHAPE, "%s: expected an input of non-zero spatial size and an output size of at "
+                                          "least 1, got input %s and output size %lld",
+                            em_op_name(op), TYPE_STR(x, buf), (long long)g->out[i]);
+        g->in_numel *= g->in[i];
+        g->out_numel *= g->out[i];
+    }
+    return EM_OK;
+}
+
+/* A strided pool's geometry with its small side either given (gradients:
+ * as ceil_mode gave it or not) or computed (rule). */
+static em_status strided_geometry(pool_ctx *c, const em_type *big, const em_attrs *a, const int64_t *small,
+                                  em_window_rule rule) {
+    em_status st = em_window_geometry(c->op, big, NULL, a, small ? EM_WIN_FLOOR : rule, NULL, &c->g);
+    bool fits = st == EM_OK;
+    for (int i = 0; fits && small && i < c->g.n; i++) fits = c->g.out[W3 - c->g.n + i] == small[i];
+    if (st == EM_OK && small && !fits) {
+        st = em_window_geometry(c->op, big, NULL, a, EM_WIN_CEIL, NULL, &c->g);
+        fits = st == EM_OK;
+        for (int i = 0; fits && i < c->g.n; i++) fits = c->g.out[W3 - c->g.n + i] == small[i];
+        if (st == EM_OK && !fits) {
+            char buf[256];
+            return em_error(EM_ERR_SHAPE, "%s: the gradient's spatial sizes do not fit the windows over %s",
+                            em_op_name(c->op), TYPE_STR(big, buf));
+        }
+    }
+    if (st != EM_OK) return st;
+    copy_hi(c, a);
+    return check_half(c->op, &c->g, c->p_hi);
+}
+
+/* The result type of an op taking x to its small side. */
+static void small_type(const em_type *x, const em_window_geom *g, em_type *out) {
+    *out = *x;
+    for (int i = 0; i < g->n; i++) out->shape[2 + i] = g->out[W3 - g->n + i];
+}
+
+/* x's type with a's shape attribute: a gradient's result, the big side. */
+static em_status big_type(em_op op, const em_type *x, const em_attrs *a, em_type *out) {
+    char buf[256];
+    if (a->n_shape != x->ndim || a->shape[0] != x->shape[0] || a->shape[1] != x->shape[1])
+        return em_error(EM_ERR_SHAPE, "%s: the result's shape must have %s's rank, samples and channels",
+                        em_op_name(op), TYPE_STR(x, buf));
+    *out = *x;
+    memcpy(out->shape, a->shape, sizeof out->shape);
+    return EM_OK;
+}
+
+/* ---- inference ---- */
+
+em_status infer_avg_pool(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) {
+    (void)n_in;
+    (void)n_out;
+    pool_ctx c = {.op = op};
+    em_status st = em_window_input(op, &in[0], "input");
+    if (st == EM_OK) st = strided_geometry(&c, &in[0], a, NULL, a->ceil_mode ? EM_WIN_CEIL : EM_WIN_FLOOR);
+    if (st != EM_OK) return st;
+    small_type(&in[0], &c.g, &out[0]);
+    return EM_OK;
+}
+
+/* avg_pool's result, and int64 indices of its shape. */
+em_status infer_max_pool(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) {
+    em_status st = infer_avg_pool(op, in, n_in, a, out, n_out);
+    if (st != EM_OK) return st;
+    out[1] = out[0];
+    out[1].dtype = EM_DTYPE_I64;
+    return EM_OK;
+}
+
+em_status infer_avg_pool_grad(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) {
+    (void)n_in;
+    (void)n_out;
+    pool_ctx c = {.op = op};
+    em_type big;
+    em_status st = em_window_input(op, &in[0], "gradient");
+    if (st == EM_OK) st = big_type(op, &in[0], a, &big);
+    if (st == EM_OK) st = strided_geometry(&c, &big, a, in[0].shape + 2, EM_WIN_FLOOR);
+    if (st != EM_OK) return st;
+    out[0] = big;
+    return EM_OK;
+}
+
+em_status infer_adaptive_avg_pool(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) {
+    (void)n_in;
+    (void)n_out;
+    em_window_geom g;
+    em_type y;
+    em_status st = em_window_input(op, &in[0], "input");
+    if (st == EM_OK) st = big_type(op, &in[0], a, &y); /* (the shape attribute is the result's) */
+    if (st == EM_OK) st = adaptive_geometry(op, &in[0], a->shape + 2, &g);
+    if (st != EM_OK) return st;
+    out[0] = y;
+    if (n_out == 2) {
+        out[1] = y;
+        out[1].dtype = EM_DTYPE_I64;
+    }
+    return EM_OK;
+}
+
+em_status infer_adaptive_max_pool(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) {
+    return infer_adaptive_avg_pool(op, in, n_in, a, out, n_out);
+}
+
+em_status infer_adaptive_avg_pool_grad(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out,
+                                       int n_out) {
+    (void)n_in;
+    (void)n_out;
+    em_window_geom g;
+    em_type big;
+    em_status st = em_window_input(op, &in[0], "gradient");
+    if (st == EM_OK) st = big_type(op, &in[0], a, &big);
+    if (st == EM_OK) st = adaptive_geometry(op, &big, in[0].shape + 2, &g);
+    if (st != EM_OK) return st;
+    out[0] = big;
+    return EM_OK;
+}
+
+em_status infer_max_pool_grad(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) {
+    (void)n_in;
+    (void)n_out;
+    char gs[256], is[256];
+    em_type big;
+    em_status st = em_window_input(op, &in[0], "gradient");
+    if (st == EM_OK) st = big_type(op, &in[0], a, &big);
+    if (st != EM_OK) return st;
+    if (in[1].dtype != EM_DTYPE_I64 || !em_shape_eq(in[0].shape, in[0].ndim, in[1].shape, in[1].ndim))
+        return em_error(EM_ERR_SHAPE, "max_pool_grad: expected int64 indices of the gradient's shape, got %s for %s",
+                        TYPE_STR(&in[1], is), TYPE_STR(&in[0], gs));
+    out[0] = big;
+    return EM_OK;
+}
+
+/* ---- the windows ---- */
+
+/* Window of small-side position o along dim i: taps [lo, hi) of the big
+ * side, step apart; *span, what it covers with the padding (averages). */
+static void window(const pool_ctx *c, int i, int64_t o, int64_t *lo, int64_t *hi, int64_t *step, int64_t *span) {
+    const em_window_geom *g = &c->g;
+    if (c->kind == WIN_ADAPTIVE) {
+        *lo = o * g->in[i] / g->out[i];
+        *hi = ((o + 1) * g->in[i] + g->out[i] - 1) / g->out[i];
+        *step = 1;
+        *span = *hi - *lo;
+        return;
+    }
+    int64_t start = o * g->s[i] - g->p[i], d = g->d[i];
+    int64_t end = start + (g->k[i] - 1) * d + 1, cap = g->in[i] + c->p_hi[i];
+    *span = (end < cap ? end : cap) - start;
+    /* the first tap inside the input, and the end */
+    int64_t first = start < 0 ? start + (-start + d - 1) / d * d : start;
+    *lo = first;
+    *hi = end < g->in[i] ? end : g->in[i];
+    if (*hi < *lo) *hi = *lo;
+    *step = d;
+}
+
+#define DEFINE_POOLS(T, sfx)                                                                                   \
+    static void max_planes_##sfx(void *arg, int64_t b, int64_t e) {                                            \
+        const pool_ctx *c = arg;                                                                               \
+        const em_window_geom *g = &c->g;                                                                       \
+        for (int64_t pl = b; pl < e; pl++) {                                                                   \
+            const T *x = (const T *)(const void *)c->x + pl * g->in_numel;                                     \
+            T *y = (T *)(void *)c->y + pl * g->out_numel;                                                      \
+            int64_t *iy = (int64_t *)(void *)c->iy + pl * g->out_numel;                                        \
+            int64_t lo[W3], hi[W3], st[W3], span, o = 0;                                                       \
+            for (int64_t o0 = 0; o0 < g->out[0]; o0++) {                                                       \
+                window(c, 0, o0, &lo[0], &hi[0], &st[0], &span);                                               \
+                for (int64_t o1 = 0; o1 < g->out[1]; o1++) {                                                   \
+                    window(c, 1, o1, &lo[1], &hi[1], &st[1], &span);                                           \
+                    for (int64_t o2 = 0; o2 < g->out[2]; o2++, o++) {                                          \
+                        window(c, 2, o2, &lo[2], &hi[2], &st[2], &span);                                       \
+                        T best = -INFINITY;                                                                    \
+                        int64_t at = -1;                                                                       \
+                        for (int64_t i0 = lo[0]; i0 < hi[0]; i0 += st[0])                                      \
+                            for (int64_t i1 = lo[1]; i1 < hi[1]; i1 += st[1]) {                                \
+                                int64_t row = (i0 * g->in[1] + i1) * g->in[2];                                 \
+                                for (int64_t i2 = lo[2]; i2 < hi[2]; i2 += st[2]) {                            \
+                                    T v = x[row + i2];                                                         \
+                                    if (v > best || isnan(v) || at < 0) {                                      \
+                                        best = v;                                                              \
+                                        at = row + i2;                                                         \
+                                    }                                                                          \
+                                }                                                                              \
+                            }                                                                                  \
+                        y[o] = best;                                                                           \
+                        iy[o] = at;                                                                            \
+                    }                                                                                          \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+    }                                                                                                          \
+    /* avg (GRAD false): y[o] = sum of its window / divisor; GRAD: x[window] += gy[o] / divisor */             \
+    static void avg_walk_##sfx(const pool_ctx *c, int64_t b, int64_t e, bool grad) {                           \
+        const em_window_geom *g = &c->g;                                                                       \
+        for (int64_t pl = b; pl < e; pl++) {                                                                   \
+            const T *x = (const T *)(const void *)c->x + pl * (grad ? g->out_numel : g->in_numel);             \
+            T *y = (T *)(void *)c->y + pl * (grad ? g->in_numel : g->out_numel);                               \
+            if (grad) memset(y, 0, (size_t)g->in_numel * sizeof(T));                                           \
+            int64_t lo[W3], hi[W3], st[W3], span[W3], o = 0;                                                   \
+            for (int64_t o0 = 0; o0 < g->out[0]; o0++) {                                                       \
+                window(c, 0, o0, &lo[0], &hi[0], &st[0], &span[0]);                                            \
+                for (int64_t o1 = 0; o1 < g->out[1]; o1++) {                                                   \
+                    window(c, 1, o1, &lo[1], &hi[1], &st[1], &span[1]);                                        \
+                    for (int64_t o2 = 0; o2 < g->out[2]; o2++, o++) {                                          \
+                        window(c, 2, o2, &lo[2], &hi[2], &st[2], &span[2]);                                    \
+                        int64_t count = (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]);                   \
+                        int64_t div = c->divisor ? c->divisor                                                  \
+                                      : c->include_pad && c->kind == WIN_STRIDED ? span[0] * span[1] * span[2] \
+                                                                                 : count;                      \
+                        if (count <= 0) {                                                                      \
+                            if (!grad) y[o] = 0;                                                               \
+                            continue;                                                                          \
+                        }                                                                                      \
+                        T share = grad ? x[o] / (T)div : 0, sum = 0;                                           \
+                        for (int64_t i0 = lo[0]; i0 < hi[0]; i0++)                                             \
+                            for (int64_t i1 = lo[1]; i1 < hi[1]; i1++) {                                       \
+                                int64_t row = (i0 * g->in[1] + i1) * g->in[2];                                 \
+                                if (grad)                                                                      \
+                                    for (int64_t i2 = lo[2]; i2 < hi[2]; i2++) y[row + i2] += share;           \
+                                else                                                                           \
+                                    for (int64_t i2 = lo[2]; i2 < hi[2]; i2++) sum += x[row + i2];             \
+                            }                                                                                  \
+                        if (!grad) y[o] = sum / (T)div;                                                        \
+                    }                                                                                          \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+    }                                                                                                          \
+    static void scatter_planes_##sfx(void *arg, int64_t b, int64_t e) {                                        \
+        pool_ctx *c = arg;                                                                                     \
+        const em_window_geom *g = &c->g;                                                                       \
+        for (int64_t pl = b; pl < e; pl++) {                                                                   \
+            const T *gy = (const T *)(const void *)c->x + pl * g->out_numel;                                   \
+            const int64_t *ix = (const int64_t *)(const void *)c->idx + pl * g->out_numel;                     \
+            T *gx = (T *)(void *)c->y + pl * g->in_numel;                                                      \
+            memset(gx, 0, (size_t)g->in_numel * sizeof(T));                                                    \
+            for (int64_t o = 0; o < g->out_numel; o++) {                                                       \
+                if (ix[o] < 0) continue; /* an empty window's mark */                                          \
+                if (ix[o] >= g->in_numel) {                                                                    \
+                    __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);                                         \
+                    return;                                                                                    \
+                }                                                                                              \
+                gx[ix[o]] += gy[o];                                                                            \
+            }                                                                                                  \
+        }                                                                                                      \
+    }
+DEFINE_POOLS(float, f32)
+DEFINE_POOLS(double, f64)
+
+static void max_planes(void *arg, int64_t b, int64_t e) {
+    const pool_ctx *c = arg;
+    if (c->dt == EM_DTYPE_F32)
+        max_planes_f32(arg, b, e);
+    else
+        max_planes_f64(arg, b, e);
+}
+
+static void avg_planes(void *arg, int64_t b, int64_t e) {
+    const pool_ctx *c = arg;
+    if (c->dt == EM_DTYPE_F32)
+        avg_walk_f32(c, b, e, false);
+    else
+        avg_walk_f64(c, b, e, false);
+}
+
+static void avg_grad_planes(void *arg, int64_t b, int64_t e) {
+    const pool_ctx *c = arg;
+    if (c->dt == EM_DTYPE_F32)
+        avg_walk_f32(c, b, e, true);
+    else
+        avg_walk_f64(c, b, e, true);
+}
+
+static void scatter_planes(void *arg, int64_t b, int64_t e) {
+    const pool_ctx *c = arg;
+    if (c->dt == EM_DTYPE_F32)
+        scatter_planes_f32(arg, b, e);
+    else
+        scatter_planes_f64(arg, b, e);
+}
+
+/* Runs fn over the planes of `from` (dense) and `idx` into y. */
+static em_status run_planes(pool_ctx *c, em_tensor *from, em_tensor *idx, em_tensor *y, em_tensor *iy,
+                            em_parallel_fn fn) {
+    em_tensor *x = em_dense(from), *ix = idx ? em_dense(idx) : NULL;
+    if (!x || (idx && !ix)) {
+        em_tensor_release(x);
+        return em_last_status();
+    }
+    c->dt = from->dtype;
+    c->x = em_tensor_data(x);
+    c->idx = ix ? em_tensor_data(ix) : NULL;
+    c->y = em_tensor_data(y);
+    c->iy = iy ? em_tensor_data(iy) : NULL;
+    int64_t planes = from->shape[0] * from->shape[1];
+    int64_t work = c->g.in_numel + c->g.out_numel;
+    if (planes > 0) em_parallel_for(planes, EM_GRAIN_ELEMENTWISE / (work + 1) + 1, fn, c);
+    em_tensor_release(x);
+    em_tensor_release(ix);
+    if (c->failed)
+        return em_error(EM_ERR_INDEX, "max_pool_grad: an index is outside the input's spatial plane of %lld places",
+                        (long long)c->g.in_numel);
+    return EM_OK;
+}
+
+em_status cpu_max_pool(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
+    (void)n_in;
+    pool_ctx c = {.op = op, .kind = WIN_STRIDED};
+    em_type x = em_tensor_type(in[0]);
+    em_status st = strided_geometry(&c, &x, a, NULL, a->ceil_mode ? EM_WIN_CEIL : EM_WIN_FLOOR);
+    return st != EM_OK ? st : run_planes(&c, in[0], NULL, out[0], out[1], max_planes);
+}
+
+em_status cpu_adaptive_max_pool(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
+    (void)n_in;
+    pool_ctx c = {.op = op, .kind = WIN_ADAPTIVE};
+    em_type x = em_tensor_type(in[0]);
+    em_status st = adaptive_geometry(op, &x, a->shape + 2, &c.g);
+    return st != EM_OK ? st : run_planes(&c, in[0], NULL, out[0], out[1], max_planes);
+}
+
+/* The gradient of both max pools: only the plane sizes matter. */
+em_status cpu_max_pool_grad(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
+    (void)n_in;
+    (void)a;
+    pool_ctx c = {.op = op};
+    int64_t planes = out[0]->shape[0] * out[0]->shape[1];
+    c.g.in_numel = planes ? out[0]->numel / planes : 0;
+    c.g.out_numel = planes ? in[0]->numel / planes : 0;
+    return run_planes(&c, in[0], in[1], out[0], NULL, scatter_planes);
+}
+
+static void avg_attrs(pool_ctx *c, const em_attrs *a) {
+    c->include_pad = a->count_include_pad;
+    c->divisor = a->divisor;
+}
+
+em_status cpu_avg_pool(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
+    (void)n_in;
+    pool_ctx c = {.op = op, .kind = WIN_STRIDED};
+    avg_attrs(&c, a);
+    em_type x = em_tensor_type(in[0]);
+    em_status st = strided_geometry(&c, &x, a, NULL, a->ceil_mode ? EM_WIN_CEIL : EM_WIN_FLOOR);
+    return st != EM_OK ? st : run_planes(&c, in[0], NULL, out[0], NULL, avg_planes);
+}
+
+em_status cpu_avg_pool_grad(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
+    (void)n_in;
+    pool_ctx c = {.op = op, .kind = WIN_STRIDED};
+    avg_attrs(&c, a);
+    em_type big = em_tensor_type(out[0]);
+    em_status st = strided_geometry(&c, &big, a, in[0]->shape + 2, EM_WIN_FLOOR);
+    return st != EM_OK ? st : run_planes(&c, in[0], NULL, out[0], NULL, avg_grad_planes);
+}
+
+em_status cpu_adaptive_avg_pool(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
+    (void)n_in;
+    pool_ctx c = {.op = op, .kind = WIN_ADAPTIVE};
+    em_type x = em_tensor_type(in[0]);
+    em_status st = adaptive_geometry(op, &x, a->shape + 2, &c.g);
+    return st != EM_OK ? st : run_planes(&c, in[0], NULL, out[0], NULL, avg_planes);
+}
+
+em_status cpu_adaptive_avg_pool_grad(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
+    (void)n_in;
+    (void)a;
+    pool_ctx c = {.op = op, .kind = WIN_ADAPTIVE};
+    em_type big = em_tensor_type(out[0]);
+    em_status st = adaptive_geometry(op, &big, in[0]->shape + 2, &c.g);
+    return st != EM_OK ? st : run_planes(&c, in[0], NULL, out[0], NULL, avg_grad_planes);
+}
