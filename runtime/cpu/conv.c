@@ -16,9 +16,9 @@
  *
  * The GEMMs run single-threaded on ember's pool, one item of work each: a
  * (sample, group), and where those are few also a block of output
- * positions (conv) or of channels (conv_transpose, conv_weight).
- * conv_weight's sum over samples splits where the input channels are few
- * (a network's first layer), in chunks added in order at the end. Every
+ * positions (conv) or of channels (conv_transpose). conv_weight sums over
+ * the samples: it cuts them into chunks summed apart and added in order at
+ * the end, and where that is not enough, the channels into blocks. Every
  * cut follows from the shapes alone, so the bits do not depend on the
  * thread count.
  */
@@ -150,6 +150,7 @@ typedef struct {
     const char *gy;           /* conv_weight: the gradient (small side) */
     char *y;
     int64_t n_samples, chunks; /* conv_weight: samples, and chunks of them summed apart */
+    int64_t per;               /* conv: samples per item (small images go several to a GEMM) */
     char *partial;             /* conv_weight: chunks 1.. of the sum, each w's size */
     int failed;
 } conv_ctx;
@@ -176,12 +177,41 @@ static void fill_rows(em_dtype dt, char *y, int64_t ld, int64_t rows, int64_t co
     if (b) add_bias(dt, y, ld, rows, cols, b);
 }
 
-/* Item: (sample, group, block of output positions). */
+/* Item of `per` samples of a small image: their columns side by side, one
+ * GEMM for all (a GEMM per 4x4 image is mostly call and packing), and the
+ * product's columns copied out to each sample. */
+static void conv_batched(conv_ctx *c, int64_t q, int64_t gi, char *col, char *tmp) {
+    const em_window_geom *g = &c->g;
+    int64_t cg = c->big_c / c->groups, og = c->small_c / c->groups, K = g->k_numel, L = g->out_numel;
+    int64_t sz = (int64_t)c->item, n0 = q * c->per, n1 = n0 + c->per < c->n_samples ? n0 + c->per : c->n_samples;
+    int64_t w = (n1 - n0) * L;
+    for (int64_t n = n0; n < n1; n++)
+        em_im2col(c->dt, c->x + (n * c->big_c + gi * cg) * g->in_numel * sz, cg, g, 0, L, col + (n - n0) * L * sz, w);
+    em_blas_gemm(c->dt, false, false, og, w, cg * K, 1.0, c->w + gi * og * cg * K * sz, cg * K, col, w, 0.0, tmp, w);
+    for (int64_t n = n0; n < n1; n++) {
+        char *yg = c->y + (n * c->small_c + gi * og) * L * sz;
+        for (int64_t o = 0; o < og; o++)
+            memcpy(yg + o * L * sz, tmp + (o * w + (n - n0) * L) * sz, (size_t)(L * sz));
+        if (c->b) add_bias(c->dt, yg, L, og, L, c->b + gi * og * sz);
+    }
+}
+
+/* Item: (sample, group, block of output positions), or (`per` samples,
+ * group). */
 static void conv_items(void *arg, int64_t i0, int64_t i1) {
     conv_ctx *c = arg;
     const em_window_geom *g = &c->g;
     int64_t cg = c->big_c / c->groups, og = c->small_c / c->groups, K = g->k_numel, L = g->out_numel;
     int64_t sz = (int64_t)c->item;
+    if (c->per > 1) {
+        size_t cbytes = (size_t)(cg * K * c->per * L) * c->item, tbytes = (size_t)(og * c->per * L) * c->item;
+        char *col = em_cpu_alloc(cbytes), *tmp = col ? em_cpu_alloc(tbytes) : NULL;
+        for (int64_t i = i0; tmp && i < i1; i++) conv_batched(c, i / c->groups, i % c->groups, col, tmp);
+        if (!tmp) note_failure(c);
+        if (col) em_cpu_free(col, cbytes);
+        if (tmp) em_cpu_free(tmp, tbytes);
+        return;
+    }
     for (int64_t i = i0; i < i1; i++) {
         int64_t n = i / (c->groups * c->blocks), gi = i / c->blocks % c->groups, j = i % c->blocks;
         int64_t l0 = L * j / c->blocks, l1 = L * (j + 1) / c->blocks;
@@ -233,7 +263,7 @@ static void transpose_items(void *arg, int64_t i0, int64_t i1) {
             return;
         }
         em_blas_gemm(c->dt, true, false, (c1 - c0) * K, L, cg, 1.0, wg + c0 * K * sz, og * K, xg, L, 0.0, gcol, L);
-        em_col2im(c->dt, gcol, c1 - c0, g, yg);
+        em_col2im(c->dt, gcol, c1 - c0, g, 0, L, L, yg);
         em_cpu_free(gcol, bytes);
     }
 }
@@ -313,6 +343,10 @@ static void ctx_init(conv_ctx *c, em_dtype dt, const em_attrs *a, em_tensor *y) 
     c->y = em_tensor_data(y);
 }
 
+/* Output positions below which a convolution puts several samples into
+ * one GEMM. */
+#define SMALL_IMAGE 256
+
 em_status cpu_conv(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
     conv_ctx c;
     ctx_init(&c, in[0]->dtype, a, out[0]);
@@ -322,8 +356,14 @@ em_status cpu_conv(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, 
     c.identity = em_window_is_identity(&c.g);
     c.big_c = x.shape[1];
     c.small_c = in[1]->shape[0];
-    int64_t items = x.shape[0] * c.groups;
-    c.blocks = blocks_for(items, c.g.out_numel, 64);
+    c.n_samples = x.shape[0];
+    c.per = 1;
+    if (c.g.out_numel < SMALL_IMAGE && c.n_samples > 1) { /* several samples to a GEMM */
+        c.per = (SMALL_IMAGE + c.g.out_numel - 1) / c.g.out_numel;
+        if (c.per > c.n_samples) c.per = c.n_samples;
+    }
+    int64_t items = (c.n_samples + c.per - 1) / c.per * c.groups;
+    c.blocks = c.per > 1 ? 1 : blocks_for(items, c.g.out_numel, 64);
     em_tensor *ts[3] = {in[0], in[1], n_in > 2 ? in[2] : NULL};
     const char **data[3] = {&c.x, &c.w, &c.b};
     return run(&c, op, ts, data, 3, items * c.blocks, conv_items);
@@ -345,6 +385,10 @@ em_status cpu_conv_transpose(em_op op, em_tensor *const *in, int n_in, const em_
     return run(&c, op, ts, data, 3, items * c.blocks, transpose_items);
 }
 
+/* The most memory conv_weight's partial sums (chunks of samples added
+ * apart) take. */
+#define PARTIAL_BYTES ((int64_t)16 << 20)
+
 em_status cpu_conv_weight(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
     (void)n_in;
     conv_ctx c;
@@ -357,7 +401,12 @@ em_status cpu_conv_weight(em_op op, em_tensor *const *in, int n_in, const em_att
     c.small_c = a->shape[0];
     c.n_samples = x.shape[0];
     int64_t cg = c.big_c / c.groups;
-    c.chunks = cg * c.groups >= MIN_ITEMS || c.n_samples <= 1 ? 1 : (MIN_ITEMS + cg * c.groups - 1) / (cg * c.groups);
+    /* Samples in chunks first (each packs the gradient once per sample),
+     * as far as partial sums of w of at most PARTIAL_BYTES allow; then
+     * blocks of channels (each packs it again). */
+    int64_t wbytes = out[0]->numel * (int64_t)c.item, most = PARTIAL_BYTES / (wbytes ? wbytes : 1) + 1;
+    int64_t want = (MIN_ITEMS + c.groups - 1) / c.groups;
+    c.chunks = want < most ? want : most;
     if (c.chunks > c.n_samples) c.chunks = c.n_samples > 0 ? c.n_samples : 1;
     c.blocks = blocks_for(c.groups * c.chunks, cg, 1);
     int64_t wnumel = out[0]->numel;

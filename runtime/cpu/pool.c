@@ -20,6 +20,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "ember/alloc.h"
 #include "ember/parallel.h"
 #include "window.h"
 
@@ -35,6 +36,7 @@ typedef struct {
     int64_t p_hi[W3];   /* padding after, for the average's divisor */
     bool include_pad;
     int64_t divisor;
+    int64_t *win[W3];    /* per dim: lo, hi, step, span of each window (window_tables) */
     const char *x, *idx; /* the input, or the gradient and the indices */
     char *y, *iy;        /* the result, and max's indices */
     int failed;          /* max_pool_grad: an index outside the plane */
@@ -208,7 +210,7 @@ em_status infer_max_pool_grad(em_op op, const em_type *in, int n_in, const em_at
 
 /* Window of small-side position o along dim i: taps [lo, hi) of the big
  * side, step apart; *span, what it covers with the padding (averages). */
-static void window(const pool_ctx *c, int i, int64_t o, int64_t *lo, int64_t *hi, int64_t *step, int64_t *span) {
+static void window_of(const pool_ctx *c, int i, int64_t o, int64_t *lo, int64_t *hi, int64_t *step, int64_t *span) {
     const em_window_geom *g = &c->g;
     if (c->kind == WIN_ADAPTIVE) {
         *lo = o * g->in[i] / g->out[i];
@@ -228,6 +230,29 @@ static void window(const pool_ctx *c, int i, int64_t o, int64_t *lo, int64_t *hi
     *step = d;
 }
 
+/* Every window along every dim, worked out once per call rather than per
+ * output place and plane: 4 entries per position. */
+static em_status window_tables(pool_ctx *c) {
+    int64_t total = 0;
+    for (int i = 0; i < W3; i++) total += 4 * c->g.out[i];
+    int64_t *t = em_malloc((size_t)total * sizeof *t);
+    if (!t) return em_last_status();
+    for (int i = 0; i < W3; i++) {
+        c->win[i] = t;
+        for (int64_t o = 0; o < c->g.out[i]; o++, t += 4) window_of(c, i, o, &t[0], &t[1], &t[2], &t[3]);
+    }
+    return EM_OK;
+}
+
+static inline void window(const pool_ctx *c, int i, int64_t o, int64_t *lo, int64_t *hi, int64_t *step,
+                          int64_t *span) {
+    const int64_t *t = c->win[i] + 4 * o;
+    *lo = t[0];
+    *hi = t[1];
+    *step = t[2];
+    *span = t[3];
+}
+
 #define DEFINE_POOLS(T, sfx)                                                                                   \
     static void max_planes_##sfx(void *arg, int64_t b, int64_t e) {                                            \
         const pool_ctx *c = arg;                                                                               \
@@ -245,12 +270,16 @@ static void window(const pool_ctx *c, int i, int64_t o, int64_t *lo, int64_t *hi
                         window(c, 2, o2, &lo[2], &hi[2], &st[2], &span);                                       \
                         T best = -INFINITY;                                                                    \
                         int64_t at = -1;                                                                       \
+                        if (lo[0] < hi[0] && lo[1] < hi[1] && lo[2] < hi[2]) { /* else an empty window */      \
+                            at = (lo[0] * g->in[1] + lo[1]) * g->in[2] + lo[2];                                \
+                            best = x[at];                                                                      \
+                        }                                                                                      \
                         for (int64_t i0 = lo[0]; i0 < hi[0]; i0 += st[0])                                      \
                             for (int64_t i1 = lo[1]; i1 < hi[1]; i1 += st[1]) {                                \
                                 int64_t row = (i0 * g->in[1] + i1) * g->in[2];                                 \
                                 for (int64_t i2 = lo[2]; i2 < hi[2]; i2 += st[2]) {                            \
                                     T v = x[row + i2];                                                         \
-                                    if (v > best || isnan(v) || at < 0) {                                      \
+                                    if (v > best || v != v) {                                                  \
                                         best = v;                                                              \
                                         at = row + i2;                                                         \
                                     }                                                                          \
@@ -361,6 +390,12 @@ static em_status run_planes(pool_ctx *c, em_tensor *from, em_tensor *idx, em_ten
         em_tensor_release(x);
         return em_last_status();
     }
+    em_status st = fn == scatter_planes ? EM_OK : window_tables(c);
+    if (st != EM_OK) {
+        em_tensor_release(x);
+        em_tensor_release(ix);
+        return st;
+    }
     c->dt = from->dtype;
     c->x = em_tensor_data(x);
     c->idx = ix ? em_tensor_data(ix) : NULL;
@@ -369,6 +404,7 @@ static em_status run_planes(pool_ctx *c, em_tensor *from, em_tensor *idx, em_ten
     int64_t planes = from->shape[0] * from->shape[1];
     int64_t work = c->g.in_numel + c->g.out_numel;
     if (planes > 0) em_parallel_for(planes, EM_GRAIN_ELEMENTWISE / (work + 1) + 1, fn, c);
+    em_free(c->win[0]);
     em_tensor_release(x);
     em_tensor_release(ix);
     if (c->failed)

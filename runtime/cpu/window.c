@@ -6,9 +6,11 @@
  * im2col walks each (channel, tap) row of the columns over the small
  * side's positions in runs along the innermost spatial dim; within a run
  * the taps that land in the padding are a zero prefix and suffix, and the
- * rest is one strided copy (a memcpy at stride 1). col2im walks the same
- * runs and adds.
+ * rest is one strided copy. Runs are short (a row of the output), so the
+ * copies are plain loops the compiler vectorises, not calls. col2im walks
+ * the same runs and adds.
  */
+#include <stdint.h>
 #include <string.h>
 
 #include "ember/alloc.h"
@@ -121,83 +123,116 @@ static void valid_range(const em_window_geom *g, int i, int64_t off, int64_t *lo
     *hi = h < *lo ? *lo : h > g->out[i] ? g->out[i] : h;
 }
 
-/* One walk, two directions: COPY reads x into a column row, ADD adds a
- * column row into x. */
-#define DEFINE_WALK(T, sfx)                                                                                    \
-    static void im2col_##sfx(const T *x, int64_t nc, const em_window_geom *g, int64_t l0, int64_t l1, T *col, \
+/* The walk, in both directions: im2col (ADD 0) copies x into column rows
+ * and zeroes what lies in the padding; col2im (ADD 1) adds column rows
+ * into x. Both over channels [0, nc) and small-side positions [l0, l1),
+ * column rows ld apart. */
+#define DEFINE_WALK(T, sfx, name, ADD)                                                                         \
+    static void name##_##sfx(T *x, int64_t nc, const em_window_geom *g, int64_t l0, int64_t l1, T *col,       \
                              int64_t ld) {                                                                     \
-        int64_t K = g->k_numel, o2n = g->out[2];                                                               \
+        int64_t K = g->k_numel, o2n = g->out[2], s2 = g->s[2];                                                 \
         for (int64_t c = 0; c < nc; c++)                                                                       \
             for (int64_t tap = 0; tap < K; tap++) {                                                            \
                 int64_t k0 = tap / (g->k[1] * g->k[2]), k1 = tap / g->k[2] % g->k[1], k2 = tap % g->k[2];       \
                 int64_t off2 = k2 * g->d[2] - g->p[2], lo, hi;                                                 \
                 valid_range(g, 2, off2, &lo, &hi);                                                             \
-                T *row = col + (c * K + tap) * ld;                                                             \
-                const T *xc = x + c * g->in_numel;                                                             \
-                for (int64_t l = l0; l < l1;) {                                                                \
-                    int64_t o2 = l % o2n, o1 = l / o2n % g->out[1], o0 = l / (o2n * g->out[1]);                \
+                T *row = col + (c * K + tap) * ld, *xc = x + c * g->in_numel;                                  \
+                int64_t o2 = l0 % o2n, o1 = l0 / o2n % g->out[1], o0 = l0 / (o2n * g->out[1]);                 \
+                for (int64_t l = l0; l < l1;) { /* a run along the innermost dim */                            \
                     int64_t run = o2n - o2 < l1 - l ? o2n - o2 : l1 - l;                                        \
                     int64_t i0 = o0 * g->s[0] - g->p[0] + k0 * g->d[0];                                        \
                     int64_t i1 = o1 * g->s[1] - g->p[1] + k1 * g->d[1];                                        \
-                    T *r = row + (l - l0);                                                                     \
-                    if (i0 < 0 || i0 >= g->in[0] || i1 < 0 || i1 >= g->in[1]) {                                \
-                        memset(r, 0, (size_t)run * sizeof(T));                                                 \
-                    } else {                                                                                   \
-                        const T *xr = xc + (i0 * g->in[1] + i1) * g->in[2];                                    \
-                        int64_t a = lo > o2 ? lo : o2, b = hi < o2 + run ? hi : o2 + run;                      \
+                    T *r = row + (l - l0) - o2; /* r[o] for o in [o2, o2 + run) */                             \
+                    int64_t a = o2, b = o2;                                                                    \
+                    if (i0 >= 0 && i0 < g->in[0] && i1 >= 0 && i1 < g->in[1]) {                                \
+                        a = lo > o2 ? lo : o2;                                                                 \
+                        b = hi < o2 + run ? hi : o2 + run;                                                     \
                         if (b < a) b = a;                                                                      \
-                        memset(r, 0, (size_t)(a - o2) * sizeof(T));                                            \
-                        if (g->s[2] == 1)                                                                      \
-                            memcpy(r + (a - o2), xr + a + off2, (size_t)(b - a) * sizeof(T));                  \
+                        T *xr = xc + (i0 * g->in[1] + i1) * g->in[2] + off2;                                   \
+                        if (ADD && s2 == 1)                                                                    \
+                            for (int64_t o = a; o < b; o++) xr[o] += r[o];                                     \
+                        else if (ADD)                                                                          \
+                            for (int64_t o = a; o < b; o++) xr[o * s2] += r[o];                                \
+                        else if (s2 == 1)                                                                      \
+                            for (int64_t o = a; o < b; o++) r[o] = xr[o];                                      \
                         else                                                                                   \
-                            for (int64_t o = a; o < b; o++) r[o - o2] = xr[o * g->s[2] + off2];                \
-                        memset(r + (b - o2), 0, (size_t)(o2 + run - b) * sizeof(T));                           \
+                            for (int64_t o = a; o < b; o++) r[o] = xr[o * s2];                                 \
+                    }                                                                                          \
+                    if (!ADD) {                                                                                \
+                        for (int64_t o = o2; o < a; o++) r[o] = 0;                                             \
+                        for (int64_t o = b; o < o2 + run; o++) r[o] = 0;                                       \
                     }                                                                                          \
                     l += run;                                                                                  \
-                }                                                                                              \
-            }                                                                                                  \
-    }                                                                                                          \
-    static void col2im_##sfx(const T *col, int64_t nc, const em_window_geom *g, T *x) {                        \
-        int64_t K = g->k_numel, L = g->out_numel;                                                              \
-        for (int64_t c = 0; c < nc; c++)                                                                       \
-            for (int64_t tap = 0; tap < K; tap++) {                                                            \
-                int64_t k0 = tap / (g->k[1] * g->k[2]), k1 = tap / g->k[2] % g->k[1], k2 = tap % g->k[2];       \
-                int64_t off2 = k2 * g->d[2] - g->p[2], lo, hi;                                                 \
-                valid_range(g, 2, off2, &lo, &hi);                                                             \
-                const T *row = col + (c * K + tap) * L;                                                        \
-                T *xc = x + c * g->in_numel;                                                                   \
-                for (int64_t o0 = 0; o0 < g->out[0]; o0++) {                                                   \
-                    int64_t i0 = o0 * g->s[0] - g->p[0] + k0 * g->d[0];                                        \
-                    if (i0 < 0 || i0 >= g->in[0]) continue;                                                    \
-                    for (int64_t o1 = 0; o1 < g->out[1]; o1++) {                                               \
-                        int64_t i1 = o1 * g->s[1] - g->p[1] + k1 * g->d[1];                                    \
-                        if (i1 < 0 || i1 >= g->in[1]) continue;                                                \
-                        const T *r = row + (o0 * g->out[1] + o1) * g->out[2];                                  \
-                        T *xr = xc + (i0 * g->in[1] + i1) * g->in[2] + off2;                                   \
-                        if (g->s[2] == 1)                                                                      \
-                            for (int64_t o = lo; o < hi; o++) xr[o] += r[o];                                   \
-                        else                                                                                   \
-                            for (int64_t o = lo; o < hi; o++) xr[o * g->s[2]] += r[o];                         \
+                    o2 = 0;                                                                                    \
+                    if (++o1 == g->out[1]) {                                                                   \
+                        o1 = 0;                                                                                \
+                        o0++;                                                                                  \
                     }                                                                                          \
                 }                                                                                              \
             }                                                                                                  \
     }
-DEFINE_WALK(float, f32)
-DEFINE_WALK(double, f64)
+DEFINE_WALK(float, f32, im2col, 0)
+DEFINE_WALK(double, f64, im2col, 0)
+DEFINE_WALK(float, f32, col2im, 1)
+DEFINE_WALK(double, f64, col2im, 1)
+
+/* Rows shorter than this go through gather tables instead of runs: a 4x4
+ * image's runs are 4 long, and a run's bounds cost more than its copy. */
+#define GATHER_BELOW 8
+/* Positions whose gather tables are built at a time (on the stack). */
+#define GATHER_CHUNK 256
+
+/* im2col of small images: for each tap, the input offset each position
+ * reads (-1: padding), built once for all channels. */
+#define DEFINE_GATHER(T, sfx)                                                                                  \
+    static void gather_##sfx(const T *x, int64_t nc, const em_window_geom *g, int64_t l0, int64_t l1, T *col,  \
+                             int64_t ld) {                                                                     \
+        int64_t at[GATHER_CHUNK], K = g->k_numel;                                                              \
+        for (int64_t cb = l0; cb < l1; cb += GATHER_CHUNK) {                                                   \
+            int64_t ce = cb + GATHER_CHUNK < l1 ? cb + GATHER_CHUNK : l1;                                      \
+            for (int64_t tap = 0; tap < K; tap++) {                                                            \
+                int64_t k0 = tap / (g->k[1] * g->k[2]), k1 = tap / g->k[2] % g->k[1], k2 = tap % g->k[2];       \
+                for (int64_t l = cb; l < ce; l++) {                                                            \
+                    int64_t o2 = l % g->out[2], o1 = l / g->out[2] % g->out[1], o0 = l / (g->out[2] * g->out[1]); \
+                    int64_t i0 = o0 * g->s[0] - g->p[0] + k0 * g->d[0];                                        \
+                    int64_t i1 = o1 * g->s[1] - g->p[1] + k1 * g->d[1];                                        \
+                    int64_t i2 = o2 * g->s[2] - g->p[2] + k2 * g->d[2];                                        \
+                    bool in = i0 >= 0 && i0 < g->in[0] && i1 >= 0 && i1 < g->in[1] && i2 >= 0 && i2 < g->in[2]; \
+                    at[l - cb] = in ? (i0 * g->in[1] + i1) * g->in[2] + i2 : -1;                               \
+                }                                                                                              \
+                for (int64_t c = 0; c < nc; c++) {                                                             \
+                    const T *xc = x + c * g->in_numel;                                                         \
+                    T *r = col + (c * K + tap) * ld + (cb - l0);                                               \
+                    for (int64_t l = 0; l < ce - cb; l++) r[l] = at[l] >= 0 ? xc[at[l]] : (T)0;                \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+    }
+DEFINE_GATHER(float, f32)
+DEFINE_GATHER(double, f64)
 
 void em_im2col(em_dtype dt, const void *x, int64_t nc, const em_window_geom *g, int64_t l0, int64_t l1,
                void *col, int64_t ld) {
+    if (g->out[2] < GATHER_BELOW) {
+        if (dt == EM_DTYPE_F32)
+            gather_f32(x, nc, g, l0, l1, col, ld);
+        else
+            gather_f64(x, nc, g, l0, l1, col, ld);
+        return;
+    }
+    /* (the walk reads x here: the cast drops const for the shared code) */
     if (dt == EM_DTYPE_F32)
-        im2col_f32(x, nc, g, l0, l1, col, ld);
+        im2col_f32((float *)(uintptr_t)x, nc, g, l0, l1, col, ld);
     else
-        im2col_f64(x, nc, g, l0, l1, col, ld);
+        im2col_f64((double *)(uintptr_t)x, nc, g, l0, l1, col, ld);
 }
 
-void em_col2im(em_dtype dt, const void *col, int64_t nc, const em_window_geom *g, void *x) {
+void em_col2im(em_dtype dt, const void *col, int64_t nc, const em_window_geom *g, int64_t l0, int64_t l1,
+               int64_t ld, void *x) {
     if (dt == EM_DTYPE_F32)
-        col2im_f32(col, nc, g, x);
+        col2im_f32(x, nc, g, l0, l1, (float *)(uintptr_t)col, ld);
     else
-        col2im_f64(col, nc, g, x);
+        col2im_f64(x, nc, g, l0, l1, (double *)(uintptr_t)col, ld);
 }
 
 /* ---- unfold: (N, C, spatial) -> (N, C * K, L); fold: back, summing ---- */
@@ -261,7 +296,8 @@ static void fold_planes(void *arg, int64_t b, int64_t e) {
     const unfold_ctx *c = arg;
     size_t item = em_dtype_size(c->dt);
     for (int64_t i = b; i < e; i++)
-        em_col2im(c->dt, c->x + i * c->g.k_numel * c->g.out_numel * item, 1, &c->g, c->y + i * c->g.in_numel * item);
+        em_col2im(c->dt, c->x + i * c->g.k_numel * c->g.out_numel * item, 1, &c->g, 0, c->g.out_numel,
+                  c->g.out_numel, c->y + i * c->g.in_numel * item);
 }
 
 static em_status run_planes(em_op op, em_tensor *x, const em_type *big, const em_attrs *a, em_tensor *y,

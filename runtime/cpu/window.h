@@ -54,9 +54,10 @@ em_status em_window_input(em_op op, const em_type *x, const char *what);
  * for channels [0, nc) and positions [l0, l1). dt: float32 or float64. */
 void em_im2col(em_dtype dt, const void *x, int64_t nc, const em_window_geom *g, int64_t l0, int64_t l1,
                void *col, int64_t ld);
-/* The adjoint: x[...] += col[...] for every (channel, tap, position) that
- * im2col reads from x, positions [0, out_numel), ld == out_numel. */
-void em_col2im(em_dtype dt, const void *col, int64_t nc, const em_window_geom *g, void *x);
+/* The adjoint: x[...] += col[...] for every (channel, tap, position in
+ * [l0, l1)) that im2col reads from x. */
+void em_col2im(em_dtype dt, const void *col, int64_t nc, const em_window_geom *g, int64_t l0, int64_t l1,
+               int64_t ld, void *x);
 /* Does im2col copy x unchanged (a 1x1 kernel, stride 1, no padding)? */
 bool em_window_is_identity(const em_window_geom *g);
 
