@@ -22,25 +22,14 @@ rounds interleave the contenders and each keeps its best.
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
-import time
 
 import numpy as np
 
+from bench_train import median_ms  # (the same medians as the other benches)
+
 ROUNDS = 3
-
-
-def median_ms(fn, n, warm=3):
-    for _ in range(warm):
-        fn()
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
 
 
 def models(m):

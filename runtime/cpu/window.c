@@ -90,10 +90,10 @@ em_status em_window_geometry(em_op op, const em_type *x, const int64_t *kernel, 
                 char buf[256];
                 return em_error(EM_ERR_SHAPE,
                                 "%s: input %s is too small for kernel %lld (dilation %lld, padding %lld + %lld) along "
-                                "spatial dim %d: the output size would be %lld",
+                                "spatial dim %d: the output size would be %lld, less than 1",
                                 em_op_name(op), TYPE_STR(x, buf), (long long)g->k[i], (long long)g->d[i],
                                 (long long)a->padding[j], (long long)a->padding[n + j], j,
-                                (long long)(room < 0 ? room / g->s[i] : o));
+                                (long long)(floor_div(room, g->s[i]) + 1));
             }
             g->out[i] = o;
         } else {
