@@ -171,7 +171,13 @@ typedef enum em_attr_kind {
     X(GROUPS, groups, INT)                                                                         \
     X(CEIL_MODE, ceil_mode, BOOL)                                                                  \
     X(COUNT_INCLUDE_PAD, count_include_pad, BOOL)                                                  \
-    X(DIVISOR, divisor, INT)
+    X(DIVISOR, divisor, INT)                                                                       \
+    X(DESCENDING, descending, BOOL)                                                                \
+    X(STABLE, stable, BOOL)                                                                        \
+    X(SORTED, sorted, BOOL)                                                                        \
+    X(K, k, INT)                                                                                   \
+    X(RIGHT, right, BOOL)                                                                          \
+    X(MINLENGTH, minlength, INT)
 
 enum {
 #define X(E, n, k) EM_A_BIT_##E,
@@ -179,6 +185,7 @@ enum {
 #undef X
         EM_A_COUNT
 };
+_Static_assert(EM_A_COUNT <= 32, "attribute masks are uint32_t");
 enum {
 #define X(E, n, k) EM_A_##E = 1u << EM_A_BIT_##E,
     EM_ATTR_LIST(X)
@@ -230,6 +237,13 @@ typedef struct em_attrs {
     bool ceil_mode;         /* pooling: a last partial window counts */
     bool count_include_pad; /* avg_pool: padding counts in the divisor */
     int64_t divisor;        /* avg_pool: divide by this instead (0: unset) */
+    /* sorting and selection (runtime/cpu/sort.c): dims holds the one dim */
+    bool descending; /* sort: largest first; topk: the largest k */
+    bool stable;     /* sort: equal values keep their order (ember's sorts always do) */
+    bool sorted;     /* topk: the k in order (else in the order they lie in the input) */
+    int64_t k;       /* topk: how many; kthvalue: which, from 1 */
+    bool right;      /* searchsorted: the last place the value fits, not the first */
+    int64_t minlength; /* bincount: at least this many bins */
 } em_attrs;
 
 /* Where attribute `bit` lives in em_attrs (EM_ATTR_LIST's kind): offset is

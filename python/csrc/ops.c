@@ -430,6 +430,98 @@ static PyObject *f_window(PyObject *self, PyObject *args) {
     return Py_BuildValue("(NN)", v, i);
 }
 
+/* One attribute of _op's dict into a, by its kind in the attribute table.
+ * Negative dims count from the end of the first input's dims (0-d: 1). */
+static int attr_arg(PyObject *v, int bit, const em_op_info *info, int ndim, em_attrs *a) {
+    const em_attr_field *f = em_attr_field_of(bit);
+    char *base = (char *)a;
+    switch (f->kind) {
+    case EM_ATTR_INTS: {
+        int *n = (int *)(void *)(base + f->count);
+        int64_t *vals = (int64_t *)(void *)(base + f->offset);
+        if (em_py_dims_arg(v, info->name, vals, n) < 0) return -1;
+        if (bit == EM_A_BIT_DIMS)
+            for (int i = 0; i < *n; i++) {
+                int d;
+                if (em_wrap_dim(info->name, vals[i], ndim ? ndim : 1, &d) != EM_OK) {
+                    em_py_raise();
+                    return -1;
+                }
+                vals[i] = d;
+            }
+        return 0;
+    }
+    case EM_ATTR_INT: {
+        long long x = PyLong_AsLongLong(v);
+        if (x == -1 && PyErr_Occurred()) return -1;
+        *(int64_t *)(void *)(base + f->offset) = x;
+        return 0;
+    }
+    case EM_ATTR_BOOL: {
+        int x = PyObject_IsTrue(v);
+        if (x < 0) return -1;
+        *(bool *)(base + f->offset) = x;
+        return 0;
+    }
+    case EM_ATTR_DOUBLE: {
+        double x = PyFloat_AsDouble(v);
+        if (x == -1.0 && PyErr_Occurred()) return -1;
+        *(double *)(void *)(base + f->offset) = x;
+        return 0;
+    }
+    default:
+        if (bit == EM_A_BIT_SHAPE) return em_py_dims_arg(v, info->name, a->shape, &a->n_shape);
+        if (bit == EM_A_BIT_DTYPE) return em_py_dtype_arg(v, EM_DEFAULT_FLOAT, &a->dtype);
+        PyErr_Format(PyExc_TypeError, "_op: %s's attribute %s is not taken here", info->name, em_attr_name(bit));
+        return -1;
+    }
+}
+
+/* _op(op, tensors, attrs): runs any op of the table, its attributes given by
+ * name ({"dims": [1], "k": 3}); those left out are 0. Returns its result,
+ * or a tuple of them. */
+static PyObject *f_op(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *op_o, *seq, *attrs;
+    if (!PyArg_ParseTuple(args, "OOO!", &op_o, &seq, &PyDict_Type, &attrs)) return NULL;
+    em_op op;
+    if (op_arg(op_o, &op) < 0) return NULL;
+    const em_op_info *info = em_op_get(op);
+    em_tensor *ts[16];
+    int n = tensor_list(seq, info->name, ts, 16);
+    if (n < 0) return NULL;
+    em_attrs a;
+    memset(&a, 0, sizeof a);
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(attrs, &pos, &key, &value)) {
+        const char *name = PyUnicode_AsUTF8(key);
+        if (!name) return NULL;
+        int bit = 0;
+        while (bit < EM_A_COUNT && strcmp(em_attr_name(bit), name) != 0) bit++;
+        if (bit == EM_A_COUNT || !(info->attrs & (1u << bit)))
+            return em_py_error(PyExc_TypeError, "_op: %s takes no attribute '%s'", info->name, name);
+        if (attr_arg(value, bit, info, n ? ts[0]->ndim : 0, &a) < 0) return NULL;
+    }
+    if (info->flags & EM_F_DATA_DEPENDENT && n) em_note_host_sync(info->name, ts[0]);
+    int n_out = info->n_out < 0 ? 1 : info->n_out;
+    em_tensor *out[4] = {NULL, NULL, NULL, NULL};
+    if (n_out > 4) return em_py_error(PyExc_ValueError, "_op: %s has more than 4 results", info->name);
+    if (em_op_run(op, ts, n, &a, out, n_out) != EM_OK) return em_py_raise();
+    if (n_out == 1) return em_py_wrap(out[0]);
+    PyObject *t = PyTuple_New(n_out);
+    for (int i = 0; i < n_out; i++) {
+        PyObject *w = t ? em_py_wrap(out[i]) : NULL; /* (steals out[i]) */
+        if (!w) {
+            for (int j = t ? i + 1 : i; j < n_out; j++) em_tensor_release(out[j]);
+            Py_XDECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, w);
+    }
+    return t;
+}
+
 static PyObject *f_nonzero(PyObject *self, PyObject *x) {
     (void)self;
     em_tensor *t = tensor_arg(x, "nonzero");
@@ -626,6 +718,7 @@ PyMethodDef em_py_op_methods[] = {
     {"_index", f_index, METH_VARARGS, "_index(x, indices, dims)"},
     {"_index_put", f_index_put, METH_VARARGS, "_index_put(x, indices, dims, values, acc, inplace)"},
     {"_one_hot", f_one_hot, METH_VARARGS, "_one_hot(x, num_classes)"},
+    {"_op", f_op, METH_VARARGS, "_op(op, tensors, attrs): any op of the table, attributes by name"},
     {"_nonzero", f_nonzero, METH_O, "_nonzero(x)"},
     {"_layer_norm", f_layer_norm, METH_VARARGS, "_layer_norm(x, k, weight, bias, eps)"},
     {"_window", f_window, METH_VARARGS,

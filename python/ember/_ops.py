@@ -746,3 +746,6 @@ def einsum(equation, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     return _einsum(equation, operands)
+
+
+from ._sorting import *  # noqa: E402,F401,F403  (registers its functions and methods here)

@@ -851,6 +851,33 @@ FORMULA(fold) {
     END;
 }
 
+/* Sorting and selection: g goes back to where each value came from (the
+ * indices, result 1), zeros elsewhere; a result without the dim (keepdim
+ * false) gets it back first. */
+FORMULA(sort) {
+    BEGIN;
+    const em_node *n = c->node;
+    int64_t dim = n->attrs.dims[0];
+    if (n->in_types[0].ndim == 0) {
+        gin[0] = give(g);
+        END;
+    }
+    T idx = c->out[1];
+    bool dropped = n->out_types[0].ndim < n->in_types[0].ndim;
+    if (dropped) {
+        g = keep(s, em_unsqueeze(g, dim));
+        idx = keep(s, em_unsqueeze(idx, dim));
+    }
+    T z = zeros_of(s, &n->in_types[0], g ? g->dtype : EM_DTYPE_F32);
+    gin[0] = give(z && g && idx ? keep(s, em_scatter(z, dim, idx, g, true)) : keep(s, NULL));
+    END;
+}
+#define bw_topk bw_sort
+#define bw_kthvalue bw_sort
+#define bw_median bw_sort
+#define bw_nanmedian bw_sort
+#define bw_mode bw_sort
+
 /* Both max pools: g goes to where each max was (the saved indices). */
 FORMULA(max_pool) {
     BEGIN;

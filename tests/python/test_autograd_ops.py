@@ -220,6 +220,13 @@ CASES = [
     ("adaptive_avg_pool_grad",
      lambda m, g: _grad_of(m, lambda x: m.nn.functional.adaptive_avg_pool2d(x, 3), (2, 2, 7, 5), g),
      [P((2, 2, 3, 3))]),
+    ("sort", lambda m, x: m.sort(x, 1, descending=True).values, [P((3, 4))]),
+    ("topk", lambda m, x: m.topk(x, 2, 0).values, [P((3, 4))]),
+    ("kthvalue", lambda m, x: m.kthvalue(x, 2, 1, keepdim=True).values, [P((3, 4))]),
+    ("median", lambda m, x: m.median(x, 0).values, [P((3, 4))]),
+    ("median", lambda m, x: m.median(x), [P((3, 4))]),
+    ("nanmedian", lambda m, x: m.nanmedian(x, 1).values, [P((3, 4))]),
+    ("mode", lambda m, x: m.mode(x, 1).values, [P((3, 4))]),
 ]
 
 
@@ -283,7 +290,7 @@ DOUBLE = ["exp", "log", "sqrt", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", 
           "select",
           "cat", "index", "gather", "index_put", "erf", "rsqrt", "reciprocal", "softplus", "conv",
           "conv_transpose", "conv_weight", "unfold", "fold", "avg_pool", "avg_pool_grad", "adaptive_avg_pool",
-          "max_pool_grad"]
+          "max_pool_grad", "sort", "topk", "kthvalue", "median", "mode"]
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if _double(c)],
