@@ -298,7 +298,7 @@ static void parse_params(parser *p, em_ir_block *b) {
 }
 
 static void parse_attrs(parser *p, em_op op, em_attrs *a) {
-    uint32_t allowed = em_op_get(op)->attrs & ~(uint32_t)(EM_A_SHAPE | EM_A_DTYPE), seen = 0;
+    uint64_t allowed = em_op_get(op)->attrs & ~(uint64_t)(EM_A_SHAPE | EM_A_DTYPE), seen = 0;
     if (accept_punct(p, '{')) {
         do {
             if (p->tok.kind != T_IDENT) FAIL("expected an attribute name");
@@ -307,10 +307,10 @@ static void parse_attrs(parser *p, em_op op, em_attrs *a) {
                 if (strlen(em_attr_name(i)) == p->tok.len &&
                     memcmp(em_attr_name(i), p->tok.s, p->tok.len) == 0)
                     bit = i;
-            if (bit < 0 || !(allowed & (1u << bit)))
+            if (bit < 0 || !(allowed & EM_A_MASK(bit)))
                 FAIL("%s has no attribute '%.*s'", em_op_name(op), (int)p->tok.len, p->tok.s);
-            if (seen & (1u << bit)) FAIL("attribute '%s' given twice", em_attr_name(bit));
-            seen |= 1u << bit;
+            if (seen & EM_A_MASK(bit)) FAIL("attribute '%s' given twice", em_attr_name(bit));
+            seen |= EM_A_MASK(bit);
             next(p);
             expect_punct(p, '=');
             const em_attr_field *f = em_attr_field_of(bit);
@@ -334,7 +334,7 @@ static void parse_attrs(parser *p, em_op op, em_attrs *a) {
     }
     if (seen != allowed && (allowed & ~seen & ~EM_A_OPTIONAL)) {
         for (int i = 0; i < EM_A_COUNT; i++)
-            if ((allowed & ~seen & ~EM_A_OPTIONAL) & (1u << i))
+            if ((allowed & ~seen & ~EM_A_OPTIONAL) & EM_A_MASK(i))
                 FAIL("%s is missing attribute '%s'", em_op_name(op), em_attr_name(i));
     }
 }

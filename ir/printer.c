@@ -41,7 +41,7 @@ static void put_ints(printer *p, const int64_t *v, int n) {
 }
 
 static void put_attrs(printer *p, const em_ir_node *n) {
-    uint32_t mask = em_op_get(n->op)->attrs & ~(uint32_t)(EM_A_SHAPE | EM_A_DTYPE);
+    uint64_t mask = em_op_get(n->op)->attrs & ~(uint64_t)(EM_A_SHAPE | EM_A_DTYPE);
     const em_attrs *a = &n->attrs;
     if (!a->n_layout) mask &= ~(uint32_t)EM_A_LAYOUT; /* (optional: left out at their defaults) */
     if (a->alpha == 0) mask &= ~(uint32_t)EM_A_ALPHA;
@@ -50,7 +50,7 @@ static void put_attrs(printer *p, const em_ir_node *n) {
     bool first = true;
     em_strbuf_puts(p->b, " {");
     for (int bit = 0; bit < EM_A_COUNT; bit++) {
-        if (!(mask & (1u << bit))) continue;
+        if (!(mask & EM_A_MASK(bit))) continue;
         em_strbuf_printf(p->b, "%s%s=", first ? "" : ", ", em_attr_name(bit));
         first = false;
         const em_attr_field *f = em_attr_field_of(bit);

@@ -19,9 +19,9 @@ _Static_assert(sizeof(double) == sizeof(int64_t), "cse compares INT and DOUBLE a
 /* Are the attributes op reads equal? Doubles by their bits: -0.0 is not
  * 0.0, and NaN equals itself. */
 static bool same_attrs(em_op op, const em_attrs *a, const em_attrs *b) {
-    uint32_t m = em_op_get(op)->attrs;
+    uint64_t m = em_op_get(op)->attrs;
     for (int bit = 0; bit < EM_A_COUNT; bit++) {
-        if (!(m & (1u << bit))) continue;
+        if (!(m & EM_A_MASK(bit))) continue;
         const em_attr_field *f = em_attr_field_of(bit);
         const char *fa = (const char *)a + f->offset, *fb = (const char *)b + f->offset;
         int na, nb;

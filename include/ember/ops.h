@@ -177,7 +177,9 @@ typedef enum em_attr_kind {
     X(SORTED, sorted, BOOL)                                                                        \
     X(K, k, INT)                                                                                   \
     X(RIGHT, right, BOOL)                                                                          \
-    X(MINLENGTH, minlength, INT)
+    X(MINLENGTH, minlength, INT)                                                                   \
+    X(UPPER, upper, BOOL)                                                                          \
+    X(FULL, full, BOOL)
 
 enum {
 #define X(E, n, k) EM_A_BIT_##E,
@@ -185,15 +187,17 @@ enum {
 #undef X
         EM_A_COUNT
 };
-_Static_assert(EM_A_COUNT <= 32, "attribute masks are uint32_t");
+_Static_assert(EM_A_COUNT <= 64, "attribute masks are uint64_t");
+/* The mask of attribute `bit`. */
+#define EM_A_MASK(bit) ((uint64_t)1 << (bit))
 enum {
-#define X(E, n, k) EM_A_##E = 1u << EM_A_BIT_##E,
+#define X(E, n, k) EM_A_##E = 1ull << EM_A_BIT_##E,
     EM_ATTR_LIST(X)
 #undef X
 };
 /* Attributes an op may go without (IR text leaves them out at their
  * default): a matmul's result layout and scale, which only passes choose. */
-#define EM_A_OPTIONAL ((uint32_t)(EM_A_LAYOUT | EM_A_ALPHA))
+#define EM_A_OPTIONAL ((uint64_t)(EM_A_LAYOUT | EM_A_ALPHA))
 
 /* The sliding-window ops (convolution, pooling, unfold and fold) see their
  * input as (N, C, spatial...) with 1 to EM_MAX_SPATIAL spatial dims; their
@@ -244,6 +248,9 @@ typedef struct em_attrs {
     int64_t k;       /* topk: how many; kthvalue: which, from 1 */
     bool right;      /* searchsorted: the last place the value fits, not the first */
     int64_t minlength; /* bincount: at least this many bins */
+    /* linear algebra (runtime/cpu/linalg.c) */
+    bool upper; /* solve_triangular: the matrix is upper triangular; eigh: read its upper triangle */
+    bool full;  /* svd: full_matrices; qr: mode 'complete' */
 } em_attrs;
 
 /* Where attribute `bit` lives in em_attrs (EM_ATTR_LIST's kind): offset is
@@ -268,7 +275,7 @@ typedef struct em_op_info {
     int n_in, n_out; /* -1: any */
     em_promote promote;
     uint32_t flags;
-    uint32_t attrs;  /* EM_A_* mask */
+    uint64_t attrs;  /* EM_A_* mask */
     uint32_t dtypes; /* elementwise: compute dtypes defined (1 << em_dtype); 0: any */
     em_reduction reduction;
 } em_op_info;

@@ -499,7 +499,7 @@ static PyObject *f_op(PyObject *self, PyObject *args) {
         if (!name) return NULL;
         int bit = 0;
         while (bit < EM_A_COUNT && strcmp(em_attr_name(bit), name) != 0) bit++;
-        if (bit == EM_A_COUNT || !(info->attrs & (1u << bit)))
+        if (bit == EM_A_COUNT || !(info->attrs & EM_A_MASK(bit)))
             return em_py_error(PyExc_TypeError, "_op: %s takes no attribute '%s'", info->name, name);
         if (attr_arg(value, bit, info, n ? ts[0]->ndim : 0, &a) < 0) return NULL;
     }

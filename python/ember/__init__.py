@@ -24,6 +24,8 @@ from ._C import (  # noqa: E402,F401
 )
 from ._creation import *  # noqa: E402,F401,F403
 from ._ops import *  # noqa: E402,F401,F403
+from . import linalg  # noqa: E402
+globals().update(linalg.TOP_LEVEL)
 from . import _methods  # noqa: E402
 
 _methods._install_new()

@@ -398,6 +398,12 @@ def unsqueeze(input, dim):
 
 
 @_method
+def select(input, dim, index):
+    """The slice at index along dim, without that dim (a view): x[..., index, ...]."""
+    return _C._select(input, dim, index)
+
+
+@_method
 def narrow(input, dim, start, length):
     n = input.shape[dim]
     if start < 0:

@@ -750,8 +750,8 @@ FORMULA(layer_norm) {
 
 /* ---- sliding windows: each op's gradient is another window op ---- */
 
-/* op(in) with attributes a; NULL in, NULL out. */
-static T window_op(scope *s, em_op op, em_tensor *const *in, int n, const em_attrs *a) {
+/* op(in) with attributes a, its first result; NULL in, NULL out. */
+static T run_op(scope *s, em_op op, em_tensor *const *in, int n, const em_attrs *a) {
     for (int i = 0; i < n; i++)
         if (!in[i]) return keep(s, NULL);
     em_tensor *out = NULL;
@@ -792,12 +792,12 @@ FORMULA(conv) {
     if (NEEDS(0)) {
         em_attrs a = shaped(&n->attrs, &n->in_types[0]);
         T in[2] = {g, c->in[1]};
-        gin[0] = give(window_op(s, EM_OP_CONV_TRANSPOSE, in, 2, &a));
+        gin[0] = give(run_op(s, EM_OP_CONV_TRANSPOSE, in, 2, &a));
     }
     if (NEEDS(1)) {
         em_attrs a = shaped(&n->attrs, &n->in_types[1]);
         T in[2] = {X, g};
-        gin[1] = give(window_op(s, EM_OP_CONV_WEIGHT, in, 2, &a));
+        gin[1] = give(run_op(s, EM_OP_CONV_WEIGHT, in, 2, &a));
     }
     if (n->n_in > 2 && NEEDS(2)) gin[2] = give(bias_grad(s, g));
     END;
@@ -810,12 +810,12 @@ FORMULA(conv_transpose) {
     const em_node *n = c->node;
     if (NEEDS(0)) {
         T in[2] = {g, c->in[1]};
-        gin[0] = give(narrow_to(s, window_op(s, EM_OP_CONV, in, 2, &n->attrs), &n->in_types[0]));
+        gin[0] = give(narrow_to(s, run_op(s, EM_OP_CONV, in, 2, &n->attrs), &n->in_types[0]));
     }
     if (NEEDS(1)) {
         em_attrs a = shaped(&n->attrs, &n->in_types[1]);
         T in[2] = {g, X};
-        gin[1] = give(window_op(s, EM_OP_CONV_WEIGHT, in, 2, &a));
+        gin[1] = give(run_op(s, EM_OP_CONV_WEIGHT, in, 2, &a));
     }
     if (n->n_in > 2 && NEEDS(2)) gin[2] = give(bias_grad(s, g));
     END;
@@ -829,11 +829,11 @@ FORMULA(conv_weight) {
     if (NEEDS(0)) {
         em_attrs a = shaped(&n->attrs, &n->in_types[0]);
         T in[2] = {c->in[1], g};
-        gin[0] = give(window_op(s, EM_OP_CONV_TRANSPOSE, in, 2, &a));
+        gin[0] = give(run_op(s, EM_OP_CONV_TRANSPOSE, in, 2, &a));
     }
     if (NEEDS(1)) {
         T in[2] = {X, g};
-        gin[1] = give(narrow_to(s, window_op(s, EM_OP_CONV, in, 2, &n->attrs), &n->in_types[1]));
+        gin[1] = give(narrow_to(s, run_op(s, EM_OP_CONV, in, 2, &n->attrs), &n->in_types[1]));
     }
     END;
 }
@@ -841,13 +841,13 @@ FORMULA(conv_weight) {
 FORMULA(unfold) {
     BEGIN;
     em_attrs a = shaped(&c->node->attrs, &c->node->in_types[0]);
-    gin[0] = give(window_op(s, EM_OP_FOLD, &g, 1, &a));
+    gin[0] = give(run_op(s, EM_OP_FOLD, &g, 1, &a));
     END;
 }
 
 FORMULA(fold) {
     BEGIN;
-    gin[0] = give(window_op(s, EM_OP_UNFOLD, &g, 1, &c->node->attrs));
+    gin[0] = give(run_op(s, EM_OP_UNFOLD, &g, 1, &c->node->attrs));
     END;
 }
 
@@ -883,7 +883,7 @@ FORMULA(max_pool) {
     BEGIN;
     em_attrs a = shaped(&c->node->attrs, &c->node->in_types[0]);
     T in[2] = {g, c->out[1]};
-    gin[0] = give(window_op(s, EM_OP_MAX_POOL_GRAD, in, 2, &a));
+    gin[0] = give(run_op(s, EM_OP_MAX_POOL_GRAD, in, 2, &a));
     END;
 }
 #define bw_adaptive_max_pool bw_max_pool
@@ -902,7 +902,7 @@ FORMULA(max_pool_grad) {
 FORMULA(avg_pool) {
     BEGIN;
     em_attrs a = shaped(&c->node->attrs, &c->node->in_types[0]);
-    gin[0] = give(window_op(s, EM_OP_AVG_POOL_GRAD, &g, 1, &a));
+    gin[0] = give(run_op(s, EM_OP_AVG_POOL_GRAD, &g, 1, &a));
     END;
 }
 
@@ -916,21 +916,165 @@ FORMULA(avg_pool_grad) {
     a.ceil_mode = false;
     a.ceil_mode = em_op_infer(EM_OP_AVG_POOL, &big, 1, &a, &small, 1) != EM_OK ||
                   !em_shape_eq(small.shape, small.ndim, gy->shape, gy->ndim);
-    gin[0] = give(window_op(s, EM_OP_AVG_POOL, &g, 1, &a));
+    gin[0] = give(run_op(s, EM_OP_AVG_POOL, &g, 1, &a));
     END;
 }
 
 FORMULA(adaptive_avg_pool) {
     BEGIN;
     em_attrs a = shaped(&c->node->attrs, &c->node->in_types[0]);
-    gin[0] = give(window_op(s, EM_OP_ADAPTIVE_AVG_POOL_GRAD, &g, 1, &a));
+    gin[0] = give(run_op(s, EM_OP_ADAPTIVE_AVG_POOL_GRAD, &g, 1, &a));
     END;
 }
 
 FORMULA(adaptive_avg_pool_grad) {
     BEGIN;
     em_attrs a = shaped(&c->node->attrs, &c->node->in_types[0]);
-    gin[0] = give(window_op(s, EM_OP_ADAPTIVE_AVG_POOL, &g, 1, &a));
+    gin[0] = give(run_op(s, EM_OP_ADAPTIVE_AVG_POOL, &g, 1, &a));
+    END;
+}
+
+/* ---- linear algebra (PyTorch's formulas, real case) ---- */
+
+static T la1(scope *s, em_op op, T a, T b, bool upper) {
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    at.upper = upper;
+    T in[2] = {a, b};
+    return run_op(s, op, in, b ? 2 : 1, &at);
+}
+/* A^{-T}: the transpose of inv(A) */
+static T inv_t(scope *s, T a) { return mT(s, la1(s, EM_OP_INV, a, NULL, false)); }
+/* x[..., None, None] */
+static T as_matrix_scale(scope *s, T x) { return unsq(s, unsq(s, x, -1), -1); }
+static T eye_of(scope *s, int64_t n, em_dtype dt) { return keep(s, em_eye(n, n, dt)); }
+/* diag_embed(v): v on the diagonal of square matrices */
+static T diag_embed(scope *s, T v) {
+    return v ? MUL(eye_of(s, v->shape[v->ndim - 1], v->dtype), unsq(s, v, -2)) : keep(s, NULL);
+}
+/* X R^{-T} for upper triangular R: (R^{-1} X^T)^T */
+static T right_solve_rt(scope *s, T x, T r) { return mT(s, la1(s, EM_OP_SOLVE_TRIANGULAR, r, mT(s, x), true)); }
+
+/* Y = A^{-1}: gA = -Y^T g Y^T */
+FORMULA(inv) {
+    BEGIN;
+    T yt = mT(s, Y);
+    gin[0] = give(un(s, EM_OP_NEG, mm(s, mm(s, yt, g), yt)));
+    END;
+}
+
+/* X = A^{-1} B: gB = A^{-T} g, gA = -gB X^T (triangular: within A's triangle) */
+FORMULA(solve) {
+    BEGIN;
+    bool tri = c->node->op == EM_OP_SOLVE_TRIANGULAR, up = c->node->attrs.upper;
+    T gb = tri ? la1(s, EM_OP_SOLVE_TRIANGULAR, mT(s, X), g, !up) : la1(s, EM_OP_SOLVE, mT(s, X), g, false);
+    if (NEEDS(0)) {
+        T ga = un(s, EM_OP_NEG, mm(s, gb, mT(s, Y)));
+        if (tri) ga = ga ? keep(s, up ? em_triu(ga, 0) : em_tril(ga, 0)) : keep(s, NULL);
+        gin[0] = give(ga);
+    }
+    if (NEEDS(1)) gin[1] = give(gb);
+    END;
+}
+#define bw_solve_triangular bw_solve
+
+/* gA = g det A^{-T} */
+FORMULA(det) {
+    BEGIN;
+    gin[0] = give(MUL(as_matrix_scale(s, MUL(g, Y)), inv_t(s, X)));
+    END;
+}
+
+/* (sign, log|det|): gA = g_log A^{-T} (the sign is locally constant) */
+FORMULA(slogdet) {
+    BEGIN;
+    gin[0] = give(MUL(as_matrix_scale(s, gout[1]), inv_t(s, X)));
+    END;
+}
+
+/* A = L L^T: P = tril(L^T gL), S = (P + tril(P, -1)^T) / 2, gA = L^{-T} S L^{-1} */
+FORMULA(cholesky) {
+    BEGIN;
+    T lt = mT(s, Y);
+    T p = mm(s, lt, g);
+    p = p ? keep(s, em_tril(p, 0)) : keep(s, NULL);
+    T low = p ? keep(s, em_tril(p, -1)) : keep(s, NULL);
+    T sym = MUL(ADD(p, mT(s, low)), num(s, 0.5));
+    T z = la1(s, EM_OP_SOLVE_TRIANGULAR, lt, sym, true);
+    gin[0] = give(mT(s, la1(s, EM_OP_SOLVE_TRIANGULAR, lt, mT(s, z), true)));
+    END;
+}
+
+/* A = QR with m >= n: M = R gR^T - gQ^T Q, gA = (gQ + Q copyltu(M)) R^{-T},
+ * copyltu(M) = tril(M) + tril(M, -1)^T */
+FORMULA(qr) {
+    BEGIN;
+    const em_type *a = &c->node->in_types[0];
+    int64_t m = a->shape[a->ndim - 2], n = a->shape[a->ndim - 1];
+    if (m < n || (c->node->attrs.full && m > n)) {
+        scope_end(s);
+        return em_error(EM_ERR_NOT_IMPLEMENTED,
+                        "linalg.qr: the gradient of %s is not implemented here (it is for A with rows >= "
+                        "columns, in mode 'reduced', or square)",
+                        m < n ? "a wide A (rows < columns)" : "mode 'complete' with rows > columns");
+    }
+    T q = c->out[0], r = c->out[1], gq = gout[0], gr = gout[1];
+    T mtx = SUB(mm(s, r, mT(s, gr)), mm(s, mT(s, gq), q));
+    T lower = mtx ? keep(s, em_tril(mtx, 0)) : keep(s, NULL);
+    T strict = mtx ? keep(s, em_tril(mtx, -1)) : keep(s, NULL);
+    T inner = ADD(gq, mm(s, q, ADD(lower, mT(s, strict))));
+    gin[0] = give(right_solve_rt(s, inner, r));
+    END;
+}
+
+/* A = V diag(L) V^T: gA = V (diag(gL) + skew(V^T gV) / 2E) V^T with
+ * E_ij = L_j - L_i (1 on the diagonal, where skew is 0) */
+FORMULA(eigh) {
+    BEGIN;
+    T l = c->out[0], v = c->out[1], gl = gout[0], gv = gout[1];
+    int64_t n = v->shape[v->ndim - 1];
+    T x = mm(s, mT(s, v), gv);
+    T skew = MUL(SUB(x, mT(s, x)), num(s, 0.5));
+    T e = ADD(SUB(unsq(s, l, -2), unsq(s, l, -1)), eye_of(s, n, v->dtype));
+    T inner = ADD(DIV(skew, e), diag_embed(s, gl));
+    gin[0] = give(mm(s, mm(s, v, inner), mT(s, v)));
+    END;
+}
+
+/* A = U diag(S) Vh (reduced; full only for square A) */
+FORMULA(svd) {
+    BEGIN;
+    const em_type *a = &c->node->in_types[0];
+    int64_t m = a->shape[a->ndim - 2], n = a->shape[a->ndim - 1], k = m < n ? m : n;
+    if (c->node->attrs.full && m != n) {
+        scope_end(s);
+        return em_error(EM_ERR_VALUE,
+                        "linalg.svd: the gradient of full_matrices=True is not defined for a %lld x %lld matrix "
+                        "(its extra singular vectors are arbitrary); use full_matrices=False",
+                        (long long)m, (long long)n);
+    }
+    T u = c->out[0], sv = c->out[1], vh = c->out[2], gu = gout[0], gs = gout[1], gvh = gout[2];
+    T v = mT(s, vh), gv = mT(s, gvh);
+    T x = mm(s, mT(s, u), gu), y = mm(s, mT(s, v), gv);
+    T uhgu = SUB(x, mT(s, x)), vhgv = SUB(y, mT(s, y));
+    T s2 = MUL(sv, sv);
+    T e = ADD(SUB(unsq(s, s2, -2), unsq(s, s2, -1)), eye_of(s, k, sv ? sv->dtype : EM_DTYPE_F32));
+    T ga = DIV(ADD(MUL(uhgu, unsq(s, sv, -2)), MUL(unsq(s, sv, -1), vhgv)), e);
+    ga = ADD(ga, diag_embed(s, gs));
+    if (m > n) { /* + (I - U U^T) gU S^{-1}, then V^T */
+        ga = mm(s, u, ga);
+        T gus = DIV(gu, unsq(s, sv, -2));
+        ga = SUB(ADD(ga, gus), mm(s, u, mm(s, mT(s, u), gus)));
+        ga = mm(s, ga, vh);
+    } else if (m < n) { /* + S^{-1} gVh (I - V V^T), after U */
+        ga = mm(s, ga, vh);
+        T sgv = DIV(gvh, unsq(s, sv, -1));
+        ga = SUB(ADD(ga, sgv), mm(s, mm(s, sgv, v), vh));
+        ga = mm(s, u, ga);
+    } else {
+        ga = mm(s, mm(s, u, ga), vh);
+    }
+    gin[0] = give(ga);
     END;
 }
 

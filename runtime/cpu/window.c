@@ -48,7 +48,7 @@ static em_status check_list(em_op op, const char *what, const int64_t *v, int n,
 em_status em_window_geometry(em_op op, const em_type *x, const int64_t *kernel, const em_attrs *a,
                              em_window_rule rule, const int64_t *small, em_window_geom *g) {
     int n = x->ndim - 2;
-    uint32_t has = em_op_get(op)->attrs;
+    uint64_t has = em_op_get(op)->attrs;
     em_status st = EM_OK;
     if (!kernel && (st = check_list(op, "kernel_size", a->kernel, a->n_kernel, n, 1)) != EM_OK) return st;
     if ((st = check_list(op, "stride", a->stride, a->n_stride, n, 1)) != EM_OK) return st;

@@ -227,12 +227,28 @@ CASES = [
     ("median", lambda m, x: m.median(x), [P((3, 4))]),
     ("nanmedian", lambda m, x: m.nanmedian(x, 1).values, [P((3, 4))]),
     ("mode", lambda m, x: m.mode(x, 1).values, [P((3, 4))]),
+    ("inv", lambda m, a: m.linalg.inv(a), [P((2, 3, 3))]),
+    ("solve", lambda m, a, b: m.linalg.solve(a, b), [P((2, 3, 3)), P((2, 3, 2), seed=1)]),
+    ("solve_triangular", lambda m, a, b: m.linalg.solve_triangular(a + 3 * m.eye(3, dtype=m.float64), b, upper=True),
+     [P((3, 3)), P((3, 2), seed=1)]),
+    ("det", lambda m, a: m.linalg.det(a), [P((2, 3, 3))]),
+    ("slogdet", lambda m, a: m.linalg.slogdet(a)[1], [P((2, 3, 3))]),
+    ("cholesky", lambda m, a: m.linalg.cholesky(a @ a.mT + m.eye(3, dtype=m.float64)), [P((2, 3, 3))]),
+    ("qr", lambda m, a: tuple(m.linalg.qr(a)), [P((4, 3))]),
+    ("qr", lambda m, a: tuple(m.linalg.qr(a)), [P((2, 3, 3), seed=1)]),
+    # eigenvectors and singular vectors up to their signs: their squares
+    ("eigh", lambda m, a: (lambda r: (r[0], r[1] * r[1]))(m.linalg.eigh(a + a.mT)), [P((3, 3))]),
+    ("svd", lambda m, a: (lambda r: (r[0] * r[0], r[1], r[2] * r[2]))(m.linalg.svd(a, full_matrices=False)),
+     [P((4, 3))]),
+    ("svd", lambda m, a: (lambda r: (r[0] * r[0], r[1], r[2] * r[2]))(m.linalg.svd(a, full_matrices=False)),
+     [P((2, 4), seed=1)]),
+    ("svd", lambda m, a: m.linalg.svdvals(a), [P((3, 3), seed=2)]),
 ]
 
 
 def _node_names(out):
-    """The names of every node in the graph behind `out`."""
-    seen, stack, names = set(), [out.grad_fn], set()
+    """The names of every node in the graph behind `out` (a tensor or a tuple)."""
+    seen, stack, names = set(), [o.grad_fn for o in _outputs(out)], set()
     while stack:
         n = stack.pop()
         if n is None or n in seen:
@@ -290,7 +306,8 @@ DOUBLE = ["exp", "log", "sqrt", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", 
           "select",
           "cat", "index", "gather", "index_put", "erf", "rsqrt", "reciprocal", "softplus", "conv",
           "conv_transpose", "conv_weight", "unfold", "fold", "avg_pool", "avg_pool_grad", "adaptive_avg_pool",
-          "max_pool_grad", "sort", "topk", "kthvalue", "median", "mode"]
+          "max_pool_grad", "sort", "topk", "kthvalue", "median", "mode", "inv", "solve", "solve_triangular",
+          "det", "slogdet", "cholesky", "eigh", "svd"]
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if _double(c)],

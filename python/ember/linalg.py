@@ -1,0 +1,335 @@
+"""ember.linalg: PyTorch's torch.linalg on the LAPACK that OpenBLAS ships.
+
+inv, solve, solve_triangular, det, slogdet, cholesky, qr, eigh and svd are
+ops of the table (runtime/cpu/linalg.c) with backward formulas written in
+ember ops (runtime/autograd/formulas.c), so they differentiate, trace and
+batch over leading dims like any op. lstsq's forward is LAPACK's gelsd; a
+call that needs its gradient goes through pinv, which is differentiable.
+The rest (the norms, pinv, matrix_rank, cross, matrix_power, cdist) are
+compositions. Singular and ill-conditioned inputs give PyTorch's errors
+(RuntimeError) where PyTorch raises, and its values where it does not.
+"""
+
+import collections
+import math
+import numbers
+
+from . import _C
+from . import _ops
+from ._creation import eye, ones_like, zeros_like
+from ._ops import _ID
+
+__all__ = ["inv", "solve", "solve_triangular", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh", "svd",
+           "svdvals", "lstsq", "pinv", "matrix_rank", "norm", "vector_norm", "matrix_norm", "cross",
+           "matrix_power"]
+
+slogdet_result = collections.namedtuple("slogdet", ["sign", "logabsdet"])
+qr_result = collections.namedtuple("qr", ["Q", "R"])
+eigh_result = collections.namedtuple("eigh", ["eigenvalues", "eigenvectors"])
+svd_result = collections.namedtuple("svd", ["U", "S", "Vh"])
+lstsq_result = collections.namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
+for _t in (slogdet_result, qr_result, eigh_result, svd_result, lstsq_result):
+    _t.__module__ = "ember.return_types"
+
+
+def _op(name, tensors, **attrs):
+    return _C._op(_ID[name], tensors, attrs)
+
+
+def _mT(t):
+    return t.transpose(-2, -1)
+
+
+def _float(t, name):
+    """PyTorch's linalg takes floating-point tensors only."""
+    if not t.is_floating_point():
+        raise RuntimeError(f"linalg.{name}: Expected a floating point tensor as input. Got {t.dtype}")
+    return t
+
+
+def _common(a, b, name):
+    """A and B promoted to one floating dtype, their batch dims broadcast."""
+    dt = _C.result_type(a, b)
+    a, b = _float(a.to(dt), name), b.to(dt)
+    if a.ndim < 2 or b.ndim < 2:
+        raise RuntimeError(f"linalg.{name}: A and B must have at least 2 dimensions, got {tuple(a.shape)} and "
+                           f"{tuple(b.shape)}")
+    batch = _ops.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
+    return a.expand(*batch, *a.shape[-2:]), b.expand(*batch, *b.shape[-2:])
+
+
+# ---------------------------------------------------------------- ops of the table
+
+def inv(A):
+    """The inverse of each square matrix; a singular one is an error."""
+    return _op("inv", [_float(A, "inv")])
+
+
+def _is_vector_rhs(A, B):
+    return B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+
+
+def solve(A, B, *, left=True):
+    """X with A X = B (left) or X A = B; B may be a vector (or a batch of them)."""
+    if not left:
+        return _mT(solve(_mT(A), _mT(B)))
+    vector = _is_vector_rhs(A, B)
+    A, B = _common(A, B.unsqueeze(-1) if vector else B, "solve")
+    X = _op("solve", [A, B])
+    return X.squeeze(-1) if vector else X
+
+
+def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
+    """X with A X = B (left) or X A = B for triangular A (its other triangle
+    is not read); no test for a zero diagonal (infs and NaNs, as PyTorch)."""
+    if not left:
+        return _mT(solve_triangular(_mT(A), _mT(B), upper=not upper, unitriangular=unitriangular))
+    A, B = _common(A, B, "solve_triangular")
+    A = A.triu() if upper else A.tril()
+    if unitriangular:  # the diagonal taken as ones
+        A = (A.triu(1) if upper else A.tril(-1)) + eye(A.shape[-1], dtype=A.dtype)
+    return _op("solve_triangular", [A, B], upper=upper)
+
+
+def det(A):
+    """The determinant of each square matrix (LU)."""
+    return _op("det", [_float(A, "det")])
+
+
+def slogdet(A):
+    """(sign, log|det|): the determinant without overflow; singular: (0, -inf)."""
+    sign, logabs = _op("slogdet", [_float(A, "slogdet")])
+    return slogdet_result(sign, logabs)
+
+
+def logdet(A):
+    """log(det(A)): NaN where the determinant is negative, -inf where 0."""
+    sign, logabs = slogdet(A)
+    return logabs + sign.log()
+
+
+def cholesky(A, *, upper=False):
+    """L with A = L L^T (lower; upper: L^T) for symmetric positive-definite A
+    (only its lower triangle is read)."""
+    L = _op("cholesky", [_float(A, "cholesky")])
+    return _mT(L).contiguous() if upper else L
+
+
+def qr(A, mode="reduced"):
+    """(Q, R) with A = Q R, Q orthonormal columns, R upper triangular; mode
+    'reduced', 'complete' or 'r' (R only; Q empty)."""
+    if mode not in ("reduced", "complete", "r"):
+        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of 'reduced' (default), "
+                           "'r', or 'complete'")
+    Q, R = _op("qr", [_float(A, "qr")], full=mode == "complete")
+    return qr_result(Q.new_empty((0,)) if mode == "r" else Q, R)
+
+
+def eigh(A, UPLO="L"):
+    """(eigenvalues ascending, eigenvectors as columns) of symmetric A, from
+    its lower (UPLO='L') or upper triangle."""
+    if UPLO not in ("L", "U"):
+        raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
+    L, V = _op("eigh", [_float(A, "eigh")], upper=UPLO == "U")
+    return eigh_result(L, V)
+
+
+def eigvalsh(A, UPLO="L"):
+    """The eigenvalues of symmetric A, ascending."""
+    return eigh(A, UPLO).eigenvalues
+
+
+def svd(A, full_matrices=True, *, driver=None):
+    """(U, S, Vh) with A = U diag(S) Vh, S descending (LAPACK's gesdd)."""
+    U, S, Vh = _op("svd", [_float(A, "svd")], full=bool(full_matrices))
+    return svd_result(U, S, Vh)
+
+
+def svdvals(A, *, driver=None):
+    """The singular values of A, descending."""
+    return svd(A, full_matrices=False).S
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    """The least-squares solution X of A X = B (minimum norm where A is rank
+    deficient), as (solution, residuals, rank, singular_values): residuals
+    the squared residual norms when A is tall and of full rank, rank and
+    singular_values empty (PyTorch's default CPU driver gives no more)."""
+    vector = B.ndim == A.ndim - 1
+    A, B = _common(A, B.unsqueeze(-1) if vector else B, "lstsq")
+    m, n = A.shape[-2], A.shape[-1]
+    if rcond is not None or (_C.is_grad_enabled() and (A.requires_grad or B.requires_grad)):
+        X = pinv(A, rtol=rcond) @ B  # differentiable
+    else:
+        X = _op("lstsq", [A, B])
+    residuals = X.new_empty((0,))
+    if m > n and n > 0 and bool((matrix_rank(A) == n).all()):
+        residuals = ((A @ X - B) ** 2).sum(-2)
+    X = X.squeeze(-1) if vector else X
+    return lstsq_result(X, residuals, X.new_empty((0,), dtype=_C.int64), X.new_empty((0,)))
+
+
+# ---------------------------------------------------------------- compositions
+
+def _tolerance(S, A, atol, rtol):
+    """PyTorch's rank tolerance: max(atol, rtol * largest singular value),
+    rtol defaulting to eps * max(m, n) when neither is given."""
+    eps = {_C.float32: 1.1920928955078125e-07, _C.float64: 2.220446049250313e-16}[A.dtype]
+    if rtol is None:
+        rtol = eps * max(A.shape[-2], A.shape[-1]) if atol is None or atol == 0 else 0.0
+    smax = S.amax(-1, keepdim=True) if S.shape[-1] else S.new_zeros(S.shape[:-1] + (1,))
+    tol = smax * rtol
+    if atol is not None:
+        tol = _ops.clamp(tol, min=atol)
+    return tol
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian=False):
+    """The Moore-Penrose pseudo-inverse (through the SVD; singular values at
+    or below the tolerance count as zero)."""
+    A = _float(A, "pinv")
+    U, S, Vh = svd(A, full_matrices=False)
+    tol = _tolerance(S, A, atol, rtol)
+    keep = S > tol
+    S_inv = _ops.where(keep, 1.0 / _ops.where(keep, S, ones_like(S)), zeros_like(S))
+    return _mT(Vh) @ (S_inv.unsqueeze(-1) * _mT(U))
+
+
+def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, tol=None):
+    """How many singular values exceed the tolerance."""
+    A = _float(A, "matrix_rank")
+    if tol is not None:
+        atol, rtol = tol, 0.0
+    S = svdvals(A)
+    return (S > _tolerance(S, A, atol, rtol)).sum(-1)
+
+
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """The ord-norm of x over dim (all elements by default): sum(|x|^ord)^(1/ord),
+    inf the largest |x|, -inf the smallest, 0 the count of non-zeros."""
+    x = x if dtype is None else x.to(dtype)
+    if not x.is_floating_point():
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point tensor as input. Got {x.dtype}")
+    dim = None if dim is None else ([dim] if isinstance(dim, numbers.Integral) else list(dim))
+    if ord == -math.inf:
+        return x.abs().amin(() if dim is None else dim, keepdim)
+    return _ops._reduce("norm", x, dim, keepdim, ord=float(ord))
+
+
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
+    """The ord-norm of the matrices in dims dim: 'fro', 'nuc', 2 and -2 (the
+    largest and smallest singular value), 1 and -1 (column sums), inf and
+    -inf (row sums)."""
+    A = A if dtype is None else A.to(dtype)
+    A = _float(A, "matrix_norm")
+    if A.ndim < 2:
+        raise RuntimeError(f"linalg.matrix_norm: The input tensor A must have at least 2 dimensions, got "
+                           f"{tuple(A.shape)}")
+    d0, d1 = (d % A.ndim for d in dim)
+    if d0 == d1:
+        raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got ({dim[0]}, {dim[1]})")
+    if ord == "fro":
+        return vector_norm(A, 2, (d0, d1), keepdim)
+    if ord in ("nuc", 2, -2):
+        rest = [d for d in range(A.ndim) if d not in (d0, d1)]
+        S = svdvals(A.permute(*rest, d0, d1))
+        r = S.sum(-1) if ord == "nuc" else S.amax(-1) if ord == 2 else S.amin(-1)
+        if keepdim:
+            for d in sorted((d0, d1)):
+                r = r.unsqueeze(d)
+        return r
+    if ord in (1, -1, math.inf, -math.inf):
+        sum_dim, pick_dim = (d0, d1) if ord in (1, -1) else (d1, d0)
+        sums = A.abs().sum(sum_dim, keepdim=True)
+        r = sums.amax(pick_dim, keepdim=True) if ord > 0 else sums.amin(pick_dim, keepdim=True)
+        return r if keepdim else r.squeeze(max(d0, d1)).squeeze(min(d0, d1))
+    raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+
+
+def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
+    """vector_norm or matrix_norm, as PyTorch chooses: ord None is the
+    2-norm of the flattened input (or over dim); a matrix ord, or two dims,
+    is matrix_norm."""
+    if isinstance(dim, numbers.Integral):
+        dim = (dim,)
+    if dim is not None and len(dim) == 2 or (dim is None and ord is not None and A.ndim == 2):
+        return matrix_norm(A, "fro" if ord is None else ord, dim or (-2, -1), keepdim, dtype=dtype)
+    if isinstance(ord, str):
+        raise RuntimeError(f"linalg.norm: ord {ord!r} needs a matrix (2 dims)")
+    if dim is None and ord is not None and A.ndim != 1:
+        raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. "
+                           f"Got {A.ndim}D.")
+    return vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
+
+
+def cross(input, other, *, dim=-1):
+    """The cross product of 3-vectors along dim (inputs broadcast)."""
+    shape = _ops.broadcast_shapes(tuple(input.shape), tuple(other.shape))
+    a, b = input.expand(*shape), other.expand(*shape)
+    if a.ndim == 0 or a.shape[dim] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got {tuple(input.shape)} "
+                           f"and {tuple(other.shape)}")
+    a1, a2, a3 = (a.select(dim, i) for i in range(3))
+    b1, b2, b3 = (b.select(dim, i) for i in range(3))
+    return _ops.stack([a2 * b3 - a3 * b2, a3 * b1 - a1 * b3, a1 * b2 - a2 * b1], dim % a.ndim)
+
+
+def matrix_power(A, n):
+    """A multiplied by itself n times (n < 0: of its inverse; 0: identity)."""
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(f"linalg.matrix_power: A must be batches of square matrices, got {tuple(A.shape)}")
+    if n < 0:
+        A, n = inv(A), -n
+    if n == 0:
+        return eye(A.shape[-1], dtype=A.dtype).expand(*A.shape).clone()
+    result, base = None, A
+    while n:
+        if n & 1:
+            result = base if result is None else result @ base
+        n >>= 1
+        if n:
+            base = base @ base
+    return result
+
+
+# ---------------------------------------------------------------- torch.* names
+
+def _cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    """The p-norm distance between each row of x1 and each row of x2
+    (batched over leading dims)."""
+    if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(f"cdist only supports at least 2D tensors with the same last dim, X1 got: "
+                           f"{tuple(x1.shape)}, X2 got: {tuple(x2.shape)}")
+    if p < 0:
+        raise RuntimeError("cdist only supports non-negative p values")
+    big = x1.shape[-2] > 25 or x2.shape[-2] > 25
+    use_mm = p == 2 and (compute_mode == "use_mm_for_euclid_dist" or
+                         (compute_mode == "use_mm_for_euclid_dist_if_necessary" and big))
+    if use_mm:  # |a|^2 + |b|^2 - 2 a.b, clamped at 0; sqrt with a zero gradient at 0
+        d2 = (x1 * x1).sum(-1, keepdim=True) + _mT((x2 * x2).sum(-1, keepdim=True)) - 2 * (x1 @ _mT(x2))
+        pos = d2 > 0
+        return _ops.where(pos, d2, ones_like(d2)).sqrt() * pos
+    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    return vector_norm(diff, p, -1)
+
+
+def _torch_cross(input, other, dim=None):
+    """torch.cross: along dim, or the first dim of size 3 (PyTorch 1.13)."""
+    if dim is None:
+        shape = _ops.broadcast_shapes(tuple(input.shape), tuple(other.shape))
+        dim = next((d for d, s in enumerate(shape) if s == 3), None)
+        if dim is None:
+            raise RuntimeError(f"no dimension of size 3 in input {tuple(input.shape)}")
+    return cross(input, other, dim=dim)
+
+
+def _pinverse(input, rcond=1e-15):
+    return pinv(input, rtol=rcond)
+
+
+# ember.<name> (and Tensor.<name>, but for cdist), as torch.<name>
+TOP_LEVEL = {"det": det, "logdet": logdet, "slogdet": slogdet, "inverse": inv, "pinverse": _pinverse,
+             "matrix_power": matrix_power, "cross": _torch_cross, "cdist": _cdist}
+for _name, _fn in TOP_LEVEL.items():
+    if _name != "cdist":
+        _ops._METHODS[_name] = (_fn, True)

@@ -1,0 +1,286 @@
+/*
+ * linalg.c - linear algebra on the LAPACK that OpenBLAS ships: inv, solve,
+ * solve_triangular, det, slogdet, cholesky, qr, eigh, svd, lstsq.
+ *
+ * Each op works on the last two dims and loops over the others (the
+ * batch). A batch of matrices runs on ember's pool, one matrix per job with
+ * OpenBLAS single-threaded inside it; a single matrix runs on the calling
+ * thread with OpenBLAS's own threads. The LAPACK calls per element type
+ * are in linalg_impl.h. Failures (a singular matrix, one that is not
+ * positive-definite, no convergence, NaN or inf into an iterative routine)
+ * are errors in PyTorch's words, naming the batch element.
+ */
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "../kernels.h"
+#include "ember/alloc.h"
+#include "ember/parallel.h"
+
+#define TYPE_STR(t, buf) (em_type_str((t), (buf), sizeof(buf)), (buf))
+
+/* ---- LAPACK (Fortran: column-major, arguments by reference, the lengths
+ * of character arguments after the rest) ---- */
+#define LAPACK_DECLS(R, p)                                                                         \
+    void p##getrf_(const blasint *m, const blasint *n, R *a, const blasint *lda, blasint *ipiv, blasint *info); \
+    void p##getri_(const blasint *n, R *a, const blasint *lda, const blasint *ipiv, R *work,      \
+                   const blasint *lwork, blasint *info);                                           \
+    void p##gesv_(const blasint *n, const blasint *nrhs, R *a, const blasint *lda, blasint *ipiv, R *b, \
+                  const blasint *ldb, blasint *info);                                              \
+    void p##potrf_(const char *uplo, const blasint *n, R *a, const blasint *lda, blasint *info, size_t); \
+    void p##syevd_(const char *jobz, const char *uplo, const blasint *n, R *a, const blasint *lda, R *w, \
+                   R *work, const blasint *lwork, blasint *iwork, const blasint *liwork, blasint *info, \
+                   size_t, size_t);                                                                \
+    void p##gesdd_(const char *jobz, const blasint *m, const blasint *n, R *a, const blasint *lda, R *s, \
+                   R *u, const blasint *ldu, R *vt, const blasint *ldvt, R *work, const blasint *lwork, \
+                   blasint *iwork, blasint *info, size_t);                                         \
+    void p##geqrf_(const blasint *m, const blasint *n, R *a, const blasint *lda, R *tau, R *work,   \
+                   const blasint *lwork, blasint *info);                                           \
+    void p##orgqr_(const blasint *m, const blasint *n, const blasint *k, R *a, const blasint *lda, \
+                   const R *tau, R *work, const blasint *lwork, blasint *info);                    \
+    void p##gelsd_(const blasint *m, const blasint *n, const blasint *nrhs, R *a, const blasint *lda, R *b, \
+                   const blasint *ldb, R *s, const R *rcond, blasint *rank, R *work, const blasint *lwork, \
+                   blasint *iwork, blasint *info);
+LAPACK_DECLS(float, s)
+LAPACK_DECLS(double, d)
+
+/* ---- one op over a batch ---- */
+
+typedef enum { LA_OK, LA_SINGULAR, LA_NOT_PD, LA_NO_CONVERGENCE, LA_NONFINITE, LA_NOMEM } la_failure;
+
+typedef struct {
+    em_op op;
+    em_tensor *const *in;
+    em_tensor **out;
+    int64_t m, n, k; /* the matrix is m x n (square: n x n); k right-hand sides */
+    bool upper, full;
+    int n_batch;
+    int64_t bshape[EM_MAX_DIMS];
+    pthread_mutex_t lock;
+    int64_t fail_at; /* the lowest batch element that failed, and how */
+    la_failure fail;
+    int64_t fail_info;
+} la_ctx;
+
+/* Where matrix b of t starts (elements). */
+static int64_t batch_offset(const la_ctx *c, const em_tensor *t, int64_t b) {
+    int64_t off = 0;
+    for (int d = c->n_batch - 1; d >= 0; d--) {
+        off += (b % c->bshape[d]) * t->strides[d];
+        b /= c->bshape[d];
+    }
+    return off;
+}
+
+static void la_fail(la_ctx *c, int64_t b, la_failure why, int64_t info) {
+    pthread_mutex_lock(&c->lock);
+    if (c->fail == LA_OK || b < c->fail_at) {
+        c->fail_at = b;
+        c->fail = why;
+        c->fail_info = info;
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+#define REAL float
+#define LP(name) s##name
+#define TRSM cblas_strsm
+#include "linalg_impl.h"
+#undef REAL
+#undef LP
+#undef TRSM
+#define REAL double
+#define LP(name) d##name
+#define TRSM cblas_dtrsm
+#include "linalg_impl.h"
+#undef REAL
+#undef LP
+#undef TRSM
+
+static em_status la_error(const la_ctx *c) {
+    const char *name = em_op_name(c->op);
+    char where[64] = "";
+    if (c->n_batch) snprintf(where, sizeof where, " (batch element %lld)", (long long)c->fail_at);
+    switch (c->fail) {
+    case LA_SINGULAR:
+        return em_error(EM_ERR_VALUE,
+                        "linalg.%s%s: The diagonal element %lld is zero, the %s could not be completed because "
+                        "the input matrix is singular.",
+                        name, where, (long long)c->fail_info, c->op == EM_OP_INV ? "inversion" : "solve");
+    case LA_NOT_PD:
+        return em_error(EM_ERR_VALUE,
+                        "linalg.cholesky%s: The factorization could not be completed because the input is not "
+                        "positive-definite (the leading minor of order %lld is not positive-definite).",
+                        where, (long long)c->fail_info);
+    case LA_NO_CONVERGENCE:
+        return em_error(EM_ERR_VALUE,
+                        "linalg.%s%s: The algorithm failed to converge because the input matrix is "
+                        "ill-conditioned or has too many repeated %s (error code: %lld).",
+                        name, where, c->op == EM_OP_EIGH ? "eigenvalues" : "singular values",
+                        (long long)c->fail_info);
+    case LA_NONFINITE:
+        return em_error(EM_ERR_VALUE,
+                        "linalg.%s%s: The algorithm failed to converge because the input matrix contained "
+                        "non-finite values.",
+                        name, where);
+    default: return em_error(EM_ERR_NOMEM, "linalg.%s: out of memory", name);
+    }
+}
+
+static em_status la_run(em_op op, em_tensor *const *in, const em_attrs *a, em_tensor **out) {
+    const em_tensor *x = in[0];
+    la_ctx c;
+    memset(&c, 0, sizeof c);
+    c.op = op;
+    c.in = in;
+    c.out = out;
+    c.m = x->shape[x->ndim - 2];
+    c.n = x->shape[x->ndim - 1];
+    c.k = op == EM_OP_SOLVE || op == EM_OP_SOLVE_TRIANGULAR || op == EM_OP_LSTSQ ? in[1]->shape[in[1]->ndim - 1] : 0;
+    c.upper = a->upper;
+    c.full = a->full;
+    c.n_batch = x->ndim - 2;
+    int64_t batch = 1;
+    for (int d = 0; d < c.n_batch; d++) batch *= (c.bshape[d] = x->shape[d]);
+    if (batch == 0) return EM_OK;
+    pthread_mutex_init(&c.lock, NULL);
+    em_parallel_fn task = x->dtype == EM_DTYPE_F32 ? task_float : task_double;
+    if (batch > 1) {
+        em_parallel_for_blas(batch, task, &c);
+    } else {
+        em_parallel_park(); /* OpenBLAS's threads get the cores */
+        task(&c, 0, 1);
+    }
+    pthread_mutex_destroy(&c.lock);
+    return c.fail == LA_OK ? EM_OK : la_error(&c);
+}
+
+/* ---- inference ---- */
+
+/* x holds matrices (square ones if `square`) of float32 or float64. */
+static em_status la_check(em_op op, const em_type *x, bool square) {
+    const char *name = em_op_name(op);
+    char b[96];
+    if (x->dtype != EM_DTYPE_F32 && x->dtype != EM_DTYPE_F64)
+        return em_error(EM_ERR_VALUE, "linalg.%s: expected a float32 or float64 tensor, got %s", name, TYPE_STR(x, b));
+    if (x->ndim < 2)
+        return em_error(EM_ERR_VALUE, "linalg.%s: The input tensor A must have at least 2 dimensions (got %s).", name,
+                        TYPE_STR(x, b));
+    int64_t m = x->shape[x->ndim - 2], n = x->shape[x->ndim - 1];
+    if (square && m != n)
+        return em_error(EM_ERR_VALUE, "linalg.%s: A must be batches of square matrices, but they are %lld by %lld matrices",
+                        name, (long long)m, (long long)n);
+    if (m > INT_MAX / 8 || n > INT_MAX / 8 || (m && n > INT_MAX / m))
+        return em_error(EM_ERR_VALUE, "linalg.%s: %s is too large for LAPACK's 32-bit sizes", name, TYPE_STR(x, b));
+    return EM_OK;
+}
+
+/* B of A X = B: A's dtype and batch dims, A's rows. */
+static em_status la_check_rhs(em_op op, const em_type *A, const em_type *B) {
+    char b1[96], b2[96];
+    bool ok = B->dtype == A->dtype && B->ndim == A->ndim && B->shape[B->ndim - 2] == A->shape[A->ndim - 2];
+    for (int d = 0; ok && d < A->ndim - 2; d++) ok = A->shape[d] == B->shape[d];
+    if (!ok)
+        return em_error(EM_ERR_VALUE,
+                        "linalg.%s: Incompatible shapes of A and B for the equation AX = B (%s and %s): B needs "
+                        "A's dtype, batch dims and rows",
+                        em_op_name(op), TYPE_STR(A, b1), TYPE_STR(B, b2));
+    return la_check(op, B, false);
+}
+
+/* t with its last two dims (rows, cols); cols < 0: one dim fewer (rows). */
+static em_type mats(const em_type *t, int64_t rows, int64_t cols) {
+    em_type r = *t;
+    if (cols < 0) {
+        r.ndim--;
+        r.shape[r.ndim - 1] = rows;
+    } else {
+        r.shape[r.ndim - 2] = rows;
+        r.shape[r.ndim - 1] = cols;
+    }
+    return r;
+}
+
+em_status infer_inv(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) {
+    em_status st = la_check(op, &in[0], true);
+    if (st == EM_OK) out[0] = in[0];
+    return st;
+}
+em_status infer_cholesky(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) {
+    return infer_inv(op, in, n_in, a, out, n_out);
+}
+
+em_status infer_solve(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) {
+    em_status st = la_check(op, &in[0], op != EM_OP_LSTSQ);
+    if (st == EM_OK) st = la_check_rhs(op, &in[0], &in[1]);
+    if (st != EM_OK) return st;
+    out[0] = in[1];
+    if (op == EM_OP_LSTSQ) out[0].shape[out[0].ndim - 2] = in[0].shape[in[0].ndim - 1];
+    return EM_OK;
+}
+em_status infer_solve_triangular(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out,
+                                 int n_out) {
+    return infer_solve(op, in, n_in, a, out, n_out);
+}
+em_status infer_lstsq(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) {
+    return infer_solve(op, in, n_in, a, out, n_out);
+}
+
+em_status infer_det(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) {
+    em_status st = la_check(op, &in[0], true);
+    if (st != EM_OK) return st;
+    out[0] = in[0];
+    out[0].ndim -= 2;
+    if (n_out > 1) out[1] = out[0];
+    return EM_OK;
+}
+em_status infer_slogdet(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) {
+    return infer_det(op, in, n_in, a, out, n_out);
+}
+
+em_status infer_qr(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) {
+    em_status st = la_check(op, &in[0], false);
+    if (st != EM_OK) return st;
+    int64_t m = in[0].shape[in[0].ndim - 2], n = in[0].shape[in[0].ndim - 1], k = m < n ? m : n;
+    out[0] = mats(&in[0], m, a->full ? m : k);
+    out[1] = mats(&in[0], a->full ? m : k, n);
+    return EM_OK;
+}
+
+em_status infer_eigh(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) {
+    em_status st = la_check(op, &in[0], true);
+    if (st != EM_OK) return st;
+    out[0] = mats(&in[0], in[0].shape[in[0].ndim - 1], -1);
+    out[1] = in[0];
+    return EM_OK;
+}
+
+em_status infer_svd(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) {
+    em_status st = la_check(op, &in[0], false);
+    if (st != EM_OK) return st;
+    int64_t m = in[0].shape[in[0].ndim - 2], n = in[0].shape[in[0].ndim - 1], k = m < n ? m : n;
+    out[0] = mats(&in[0], m, a->full ? m : k);
+    out[1] = mats(&in[0], k, -1);
+    out[2] = mats(&in[0], a->full ? n : k, n);
+    return EM_OK;
+}
+
+/* ---- kernels ---- */
+
+#define LA_CPU(name)                                                                               \
+    em_status cpu_##name(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) { \
+        return la_run(op, in, a, out);                                                             \
+    }
+LA_CPU(inv)
+LA_CPU(solve)
+LA_CPU(solve_triangular)
+LA_CPU(det)
+LA_CPU(slogdet)
+LA_CPU(cholesky)
+LA_CPU(qr)
+LA_CPU(eigh)
+LA_CPU(svd)
+LA_CPU(lstsq)
