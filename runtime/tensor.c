@@ -251,6 +251,8 @@ void em_tensor_release(em_tensor *t) {
     }
     em_node_release(t->grad_fn);
     em_tensor_release(t->grad);
+    em_grad_hooks_free(t->hooks);
+    em_grad_hook_forget(t->retain_hook, t);
     em_storage_release(t->storage);
     em_free(t);
     __atomic_fetch_sub(&live_tensors, 1, __ATOMIC_RELAXED);

@@ -72,6 +72,47 @@ em_node *em_node_next(const em_node *n, int i, int *input_nr);
 /* The leaf an AccumulateGrad node accumulates into (borrowed), else NULL. */
 em_tensor *em_node_variable(const em_node *n);
 
+/* ---- hooks, custom functions, anomaly detection ---- */
+
+/* A gradient hook: sees the gradient of a tensor each time backward computes
+ * it, before it is used; setting *replacement (a new reference) replaces it.
+ * A failure stops the backward with that status. */
+typedef em_status (*em_grad_hook_fn)(void *ctx, em_tensor *grad, em_tensor **replacement);
+typedef struct em_grad_hook em_grad_hook;
+/* Adds a hook on t's gradient (t requires grad): a leaf's runs before the
+ * gradient is accumulated into .grad, a result's when its gradient is
+ * complete, before its node's formula. Hooks run in the order they were
+ * added. The hook lives with the leaf, or with the node that made t;
+ * free_ctx(ctx) runs when it goes (not on failure). */
+em_status em_tensor_register_hook(em_tensor *t, em_grad_hook_fn fn, void *ctx, void (*free_ctx)(void *));
+void em_grad_hooks_free(em_grad_hook *h);
+/* A result t keeps its gradient in t->grad from now on (summed over
+ * backward calls, without history), as a leaf does; a leaf already does. */
+em_status em_tensor_retain_grad(em_tensor *t);
+/* (tensor.c: a dying t unhooks its retain_grad hook) */
+void em_grad_hook_forget(em_grad_hook *h, em_tensor *t);
+
+/* The backward of a host-defined function: gin[i] (new references, NULL for
+ * none) from the results' gradients gout[j] (never NULL: absent ones are
+ * zeros); needs[i] says which inputs want one. */
+typedef em_status (*em_custom_backward_fn)(void *ctx, em_tensor *const *gout, int n_out, em_tensor **gin,
+                                           int n_in, const bool *needs);
+/* Records a computation the host ran itself (with grad mode off) as one
+ * node named `name`: in[] are the tensors it read (those requiring grad get
+ * edges), out[] its fresh results, which get the node as their grad_fn
+ * (float ones). On success the node owns ctx (free_ctx runs when it goes);
+ * on failure the caller still does. */
+em_status em_autograd_custom(const char *name, em_tensor *const *in, int n_in, em_tensor *const *out, int n_out,
+                             em_custom_backward_fn fn, void *ctx, void (*free_ctx)(void *));
+
+/* Anomaly detection (off by default; returns the previous setting): every
+ * node records where it was made (origin(), an em_malloc'd text from the
+ * host, e.g. its stack), and a backward formula that returns a NaN is an
+ * error naming the node and that place. */
+bool em_autograd_set_anomaly(bool on);
+bool em_autograd_anomaly(void);
+void em_autograd_set_origin_fn(char *(*origin)(void));
+
 /* Does op have a gradient (ops.def's grad column is not NONE)? */
 bool em_op_differentiable(int op);
 

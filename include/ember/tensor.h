@@ -74,6 +74,8 @@ typedef struct em_tensor {
     struct em_node *grad_fn;
     struct em_tensor *grad;
     struct em_node *grad_acc;
+    struct em_grad_hook *hooks;       /* a leaf's gradient hooks (owned; autograd.h) */
+    struct em_grad_hook *retain_hook; /* retain_grad()'s hook on grad_fn (weak both ways) */
 } em_tensor;
 
 /* ---- storage ---- */

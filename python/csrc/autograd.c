@@ -388,6 +388,179 @@ static PyObject *f_set_data(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ---- hooks and custom functions: Python callables the engine calls back
+ * (it runs without the GIL, so every call takes it; a Python exception stays
+ * pending and the engine stops with EM_ERR_HOST, which em_py_raise passes
+ * through) ---- */
+
+static void free_pyobject(void *ctx) {
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_XDECREF((PyObject *)ctx);
+    PyGILState_Release(g);
+}
+
+/* A borrowed em_tensor as a Python object (a new reference to it). */
+static PyObject *wrap_borrowed(em_tensor *t) {
+    em_tensor_retain(t);
+    return em_py_wrap(t);
+}
+
+static em_status call_hook(void *ctx, em_tensor *grad, em_tensor **replacement) {
+    PyGILState_STATE g = PyGILState_Ensure();
+    em_status st = EM_OK;
+    PyObject *arg = wrap_borrowed(grad), *r = arg ? PyObject_CallOneArg((PyObject *)ctx, arg) : NULL;
+    Py_XDECREF(arg);
+    if (!r) {
+        st = em_error(EM_ERR_HOST, "a gradient hook raised");
+    } else if (r != Py_None) {
+        if (!em_py_is_tensor(r)) {
+            PyErr_Format(PyExc_TypeError, "a gradient hook must return a Tensor or None, not %s", Py_TYPE(r)->tp_name);
+            st = em_error(EM_ERR_HOST, "a gradient hook returned a non-tensor");
+        } else {
+            *replacement = T(r);
+            em_tensor_retain(*replacement);
+        }
+    }
+    Py_XDECREF(r);
+    PyGILState_Release(g);
+    return st;
+}
+
+/* _register_hook(t, fn): fn(grad) -> Tensor or None, on t's gradient */
+static PyObject *f_register_hook(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *t, *fn;
+    if (!PyArg_ParseTuple(args, "OO", &t, &fn)) return NULL;
+    if (!em_py_is_tensor(t)) return em_py_error(PyExc_TypeError, "register_hook: expected a Tensor");
+    Py_INCREF(fn);
+    if (em_tensor_register_hook(T(t), call_hook, fn, free_pyobject) != EM_OK) {
+        Py_DECREF(fn);
+        return em_py_raise();
+    }
+    Py_RETURN_NONE;
+}
+
+/* The backward of an autograd.Function: ctx is fn(*grads) -> one value per
+ * input (a Tensor or None). */
+static em_status call_custom(void *ctx, em_tensor *const *gout, int n_out, em_tensor **gin, int n_in,
+                             const bool *needs) {
+    PyGILState_STATE g = PyGILState_Ensure();
+    em_status st = EM_OK;
+    PyObject *grads = PyTuple_New(n_out), *r = NULL;
+    for (int j = 0; grads && j < n_out; j++) {
+        PyObject *w = wrap_borrowed(gout[j]);
+        if (!w) Py_CLEAR(grads);
+        else PyTuple_SET_ITEM(grads, j, w);
+    }
+    r = grads ? PyObject_Call((PyObject *)ctx, grads, NULL) : NULL;
+    if (!r) st = em_error(EM_ERR_HOST, "a custom function's backward raised");
+    PyObject *seq = r ? PySequence_Fast(r, "backward must return a sequence") : NULL;
+    if (r && !seq) st = em_error(EM_ERR_HOST, "a custom function's backward returned a non-sequence");
+    if (seq && PySequence_Fast_GET_SIZE(seq) != n_in) {
+        PyErr_Format(PyExc_RuntimeError, "function backward returned an incorrect number of gradients (expected %d, got %zd)",
+                     n_in, PySequence_Fast_GET_SIZE(seq));
+        st = em_error(EM_ERR_HOST, "wrong number of gradients");
+    }
+    for (int i = 0; seq && st == EM_OK && i < n_in; i++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(seq, i);
+        if (o == Py_None || !needs[i]) continue;
+        if (!em_py_is_tensor(o)) {
+            PyErr_Format(PyExc_TypeError, "function backward must return Tensors or None, got %s at index %d",
+                         Py_TYPE(o)->tp_name, i);
+            st = em_error(EM_ERR_HOST, "a non-tensor gradient");
+            break;
+        }
+        gin[i] = T(o);
+        em_tensor_retain(gin[i]);
+    }
+    if (st != EM_OK)
+        for (int i = 0; i < n_in; i++) {
+            em_tensor_release(gin[i]);
+            gin[i] = NULL;
+        }
+    Py_XDECREF(seq);
+    Py_XDECREF(r);
+    Py_XDECREF(grads);
+    PyGILState_Release(g);
+    return st;
+}
+
+/* _custom_function(name, inputs, outputs, backward): records the node */
+static PyObject *f_custom_function(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *name;
+    PyObject *ins, *outs, *fn;
+    if (!PyArg_ParseTuple(args, "sOOO", &name, &ins, &outs, &fn)) return NULL;
+    int ni = 0, no = 0;
+    em_tensor **in = em_py_tensor_list(ins, "inputs", false, &ni), **out = in ? em_py_tensor_list(outs, "outputs", false, &no) : NULL;
+    PyObject *r = NULL;
+    if (out) {
+        Py_INCREF(fn);
+        if (em_autograd_custom(name, in, ni, out, no, call_custom, fn, free_pyobject) != EM_OK) {
+            Py_DECREF(fn);
+            em_py_raise();
+        } else {
+            r = Py_None;
+            Py_INCREF(r);
+        }
+    }
+    em_free(in);
+    em_free(out);
+    return r;
+}
+
+/* Anomaly mode's origin of a node: Python's stack, as traceback.format_stack() */
+static char *python_stack(void) {
+    PyGILState_STATE g = PyGILState_Ensure();
+    char *text = NULL;
+    PyObject *exc_type, *exc, *tb;
+    PyErr_Fetch(&exc_type, &exc, &tb);
+    PyObject *mod = PyImport_ImportModule("traceback");
+    PyObject *lines = mod ? PyObject_CallMethod(mod, "format_stack", NULL) : NULL;
+    Py_ssize_t n = lines ? PyList_Size(lines) : 0; /* the innermost frames: where it happened */
+    PyObject *last = lines ? PyList_GetSlice(lines, n > 6 ? n - 6 : 0, n) : NULL;
+    PyObject *sep = last ? PyUnicode_FromString("") : NULL;
+    PyObject *joined = sep ? PyUnicode_Join(sep, last) : NULL;
+    const char *utf8 = joined ? PyUnicode_AsUTF8(joined) : NULL;
+    if (utf8 && (text = em_malloc(strlen(utf8) + 1))) memcpy(text, utf8, strlen(utf8) + 1);
+    Py_XDECREF(joined);
+    Py_XDECREF(sep);
+    Py_XDECREF(last);
+    Py_XDECREF(lines);
+    Py_XDECREF(mod);
+    PyErr_Clear();
+    PyErr_Restore(exc_type, exc, tb);
+    PyGILState_Release(g);
+    return text;
+}
+
+static PyObject *f_retain_grad(PyObject *self, PyObject *t) {
+    (void)self;
+    if (!em_py_is_tensor(t)) return em_py_error(PyExc_TypeError, "retain_grad: expected a Tensor");
+    if (em_tensor_retain_grad(T(t)) != EM_OK) return em_py_raise();
+    Py_RETURN_NONE;
+}
+
+static PyObject *f_retains_grad(PyObject *self, PyObject *t) {
+    (void)self;
+    if (!em_py_is_tensor(t)) return em_py_error(PyExc_TypeError, "retains_grad: expected a Tensor");
+    return PyBool_FromLong(T(t)->retain_hook != NULL);
+}
+
+static PyObject *f_set_anomaly(PyObject *self, PyObject *arg) {
+    (void)self;
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    em_autograd_set_origin_fn(python_stack);
+    return PyBool_FromLong(em_autograd_set_anomaly(on));
+}
+
+static PyObject *f_anomaly(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(em_autograd_anomaly());
+}
+
 static PyMethodDef autograd_methods[] = {
     {"_set_data", f_set_data, METH_VARARGS, "_set_data(t, src): t.data = src"},
     {"_differentiable_ops", f_differentiable_ops, METH_NOARGS, "names of the ops with a gradient"},
@@ -397,6 +570,12 @@ static PyMethodDef autograd_methods[] = {
     {"_set_grad_enabled", f_set_grad_enabled, METH_O, "sets grad mode; returns the previous one"},
     {"_node_live_count", f_node_live_count, METH_NOARGS, "live autograd nodes (leak tests)"},
     {"_make_subclass", f_make_subclass, METH_VARARGS, "_make_subclass(cls, data, requires_grad)"},
+    {"_register_hook", f_register_hook, METH_VARARGS, "_register_hook(t, fn): fn(grad) on t's gradient"},
+    {"_custom_function", f_custom_function, METH_VARARGS, "_custom_function(name, inputs, outputs, backward)"},
+    {"_retain_grad", f_retain_grad, METH_O, "_retain_grad(t): a result keeps its .grad"},
+    {"_retains_grad", f_retains_grad, METH_O, "_retains_grad(t)"},
+    {"_set_anomaly", f_set_anomaly, METH_O, "anomaly detection on or off; returns the previous setting"},
+    {"_anomaly", f_anomaly, METH_NOARGS, "is anomaly detection on?"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -135,6 +135,27 @@ class Tensor(_C._TensorBase):
         from .autograd import backward
         backward(self, gradient, retain_graph, create_graph, inputs)
 
+    def register_hook(self, hook):
+        """Calls hook(grad) with this tensor's gradient each time backward
+        computes it (a leaf's before it is accumulated into .grad); a
+        Tensor it returns replaces the gradient. Returns a handle whose
+        remove() turns the hook off."""
+        from .autograd.graph import RemovableHandle
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        handle = RemovableHandle(hook)
+        _C._register_hook(self, handle)
+        return handle
+
+    def retain_grad(self):
+        """Keep this (non-leaf) tensor's gradient in .grad after backward."""
+        _C._retain_grad(self)
+
+    @property
+    def retains_grad(self):
+        """Does this non-leaf tensor keep its .grad (retain_grad())?"""
+        return _C._retains_grad(self)
+
     @property
     def data(self):
         """This tensor's values without history (shares memory). Assigning

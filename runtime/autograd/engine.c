@@ -25,6 +25,8 @@
 static _Thread_local bool grad_disabled; /* inverted: zero-initialised means on */
 static uint64_t next_seq;
 static int64_t live_nodes;
+static bool anomaly;               /* anomaly detection (process-wide, as PyTorch's) */
+static char *(*origin_of)(void);  /* the host's "where am I" for anomaly mode */
 
 bool em_grad_enabled(void) { return !grad_disabled; }
 
@@ -67,6 +69,7 @@ static em_node *node_new(int op, int n_in, int n_out) {
     memset(n->saved_in, 0, ni * sizeof *n->saved_in);
     memset(n->saved_out, 0, no * sizeof *n->saved_out);
     __atomic_fetch_add(&live_nodes, 1, __ATOMIC_RELAXED);
+    if (anomaly && origin_of && op != EM_OP_ACCUMULATE) n->origin = origin_of();
     return n;
 }
 
@@ -111,6 +114,10 @@ void em_node_release(em_node *n) {
             work[top++] = next;
         }
         release_saved(m);
+        em_grad_hooks_free(m->hooks);
+        if (m->custom_free) m->custom_free(m->custom_ctx);
+        em_free(m->name);
+        em_free(m->origin);
         if (m->variable) {
             if (m->variable->grad_acc == m) m->variable->grad_acc = NULL;
             em_tensor_release(m->variable);
@@ -315,11 +322,137 @@ void em_autograd_inplace_end(em_node *pending, em_tensor *target) {
     em_node_release(pending);
 }
 
+/* ---- hooks, custom functions, anomaly mode ---- */
+
+void em_grad_hooks_free(em_grad_hook *h) {
+    while (h) {
+        em_grad_hook *next = h->next;
+        if (h->free_ctx) h->free_ctx(h->ctx);
+        em_free(h);
+        h = next;
+    }
+}
+
+static em_grad_hook *add_hook(em_tensor *t, em_grad_hook_fn fn, void *ctx, void (*free_ctx)(void *)) {
+    em_grad_hook *h = em_malloc(sizeof *h);
+    if (!h) {
+        em_error(EM_ERR_NOMEM, "register_hook: out of memory");
+        return NULL;
+    }
+    *h = (em_grad_hook){fn, ctx, free_ctx, t->grad_fn ? t->output_nr : 0, NULL};
+    em_grad_hook **at = t->grad_fn ? &t->grad_fn->hooks : &t->hooks;
+    while (*at) at = &(*at)->next;
+    *at = h;
+    return h;
+}
+
+em_status em_tensor_register_hook(em_tensor *t, em_grad_hook_fn fn, void *ctx, void (*free_ctx)(void *)) {
+    if (!t->requires_grad)
+        return em_error(EM_ERR_RUNTIME, "cannot register a hook on a tensor that doesn't require gradient");
+    return add_hook(t, fn, ctx, free_ctx) ? EM_OK : em_last_status();
+}
+
+/* retain_grad: the hook's ctx is the tensor, weakly: the tensor dying sets
+ * it to NULL (em_grad_hook_forget), the hook dying (with its node) clears
+ * the tensor's pointer to it. */
+static em_status retain_hook_fn(void *ctx, em_tensor *grad, em_tensor **replacement) {
+    em_tensor *t = ctx;
+    if (!t) return EM_OK;
+    bool was = em_set_grad_enabled(false);
+    em_tensor *g = t->grad ? em_add(t->grad, grad) : em_clone(grad);
+    em_set_grad_enabled(was);
+    if (!g) return em_last_status();
+    em_tensor_release(t->grad);
+    t->grad = g;
+    return EM_OK;
+}
+static void retain_hook_free(void *ctx) {
+    if (ctx) ((em_tensor *)ctx)->retain_hook = NULL;
+}
+void em_grad_hook_forget(em_grad_hook *h, em_tensor *t) {
+    if (h && h->ctx == t) h->ctx = NULL;
+}
+
+em_status em_tensor_retain_grad(em_tensor *t) {
+    if (!t->requires_grad) return em_error(EM_ERR_RUNTIME, "can't retain_grad on Tensor that has requires_grad=False");
+    if (!t->grad_fn || t->retain_hook) return EM_OK;
+    return (t->retain_hook = add_hook(t, retain_hook_fn, t, retain_hook_free)) ? EM_OK : em_last_status();
+}
+
+/* Runs the hooks on result output_nr's gradient *g (each may replace it). */
+static em_status run_hooks(em_grad_hook *h, int output_nr, em_tensor **g) {
+    for (; h; h = h->next) {
+        if (h->output_nr != output_nr) continue;
+        em_tensor *r = NULL;
+        em_status st = h->fn(h->ctx, *g, &r);
+        if (st != EM_OK) {
+            em_tensor_release(r);
+            return st;
+        }
+        if (r) {
+            em_tensor_release(*g);
+            *g = r;
+        }
+    }
+    return EM_OK;
+}
+
+em_status em_autograd_custom(const char *name, em_tensor *const *in, int n_in, em_tensor *const *out, int n_out,
+                             em_custom_backward_fn fn, void *ctx, void (*free_ctx)(void *)) {
+    em_node *n = node_new(EM_OP_CUSTOM, n_in, n_out);
+    if (!n) return em_last_status();
+    size_t len = strlen(name);
+    if (!(n->name = em_malloc(len + 1))) {
+        em_node_release(n);
+        return em_error(EM_ERR_NOMEM, "autograd: out of memory");
+    }
+    memcpy(n->name, name, len + 1);
+    for (int i = 0; i < n_in; i++) {
+        n->in_types[i] = em_tensor_type(in[i]);
+        if (in[i]->requires_grad && gradient_edge(in[i], &n->next[i]) != EM_OK) {
+            em_node_release(n);
+            return em_last_status();
+        }
+    }
+    for (int j = 0; j < n_out; j++) n->out_types[j] = em_tensor_type(out[j]);
+    n->custom_fn = fn; /* the node owns ctx from here */
+    n->custom_ctx = ctx;
+    n->custom_free = free_ctx;
+    for (int j = 0; j < n_out; j++) attach(n, out[j], j);
+    em_node_release(n);
+    return EM_OK;
+}
+
+bool em_autograd_set_anomaly(bool on) {
+    bool was = anomaly;
+    anomaly = on;
+    return was;
+}
+bool em_autograd_anomaly(void) { return anomaly; }
+void em_autograd_set_origin_fn(char *(*origin)(void)) { origin_of = origin; }
+
+/* Anomaly mode: does the gradient hold a NaN? */
+static em_status check_nan(const em_node *n, int i, em_tensor *g) {
+    if (!em_dtype_is_float(g->dtype)) return EM_OK;
+    bool was = em_set_grad_enabled(false);
+    em_tensor *m = em_unary(EM_OP_ISNAN, g), *any = m ? em_reduce(EM_OP_ANY, m, NULL, 0, false, 0, 0) : NULL;
+    em_set_grad_enabled(was);
+    bool nan = any && em_tensor_get_f64(any, 0) != 0;
+    em_tensor_release(m);
+    em_tensor_release(any);
+    if (!any) return em_last_status();
+    if (!nan) return EM_OK;
+    char name[64];
+    return em_error(EM_ERR_RUNTIME, "Function '%s' returned nan values in its %dth output.%s%s",
+                    em_node_name(n, name, sizeof name), i,
+                    n->origin ? " The forward call that made it:\n" : "", n->origin ? n->origin : "");
+}
+
 /* ---- introspection ---- */
 
 const char *em_node_name(const em_node *n, char *buf, size_t size) {
-    if (n->op == EM_OP_ACCUMULATE) {
-        snprintf(buf, size, "AccumulateGrad");
+    if (n->op == EM_OP_ACCUMULATE || n->op == EM_OP_CUSTOM) {
+        snprintf(buf, size, "%s", n->op == EM_OP_CUSTOM && n->name ? n->name : "AccumulateGrad");
         return buf;
     }
     /* PyTorch's style: MulBackward0, LogSoftmaxBackward0 */
@@ -617,7 +750,16 @@ static em_status unpack(const em_node *n, const em_saved *s, int output_nr, bool
 /* Runs one node: its formula on its summed gradients, results onward. */
 static em_status run_node(engine *e, task *t, bool retain_graph) {
     em_node *n = t->node;
-    if (n->op == EM_OP_ACCUMULATE) return t->grads && t->grads[0] ? accumulate(e, n, t->grads[0]) : EM_OK;
+    if (n->op == EM_OP_ACCUMULATE) {
+        if (!t->grads || !t->grads[0]) return EM_OK;
+        em_status st = run_hooks(n->variable->hooks, 0, &t->grads[0]);
+        return st == EM_OK ? accumulate(e, n, t->grads[0]) : st;
+    }
+    for (int j = 0; n->hooks && t->grads && j < n->n_out; j++)
+        if (t->grads[j]) {
+            em_status st = run_hooks(n->hooks, j, &t->grads[j]);
+            if (st != EM_OK) return st;
+        }
     for (int i = 0; i < e->n_capture; i++) /* autograd.grad of a non-leaf input */
         if (e->capture_in[i]->grad_fn == n && t->grads && t->grads[e->capture_in[i]->output_nr]) {
             em_tensor *g = t->grads[e->capture_in[i]->output_nr];
@@ -660,7 +802,9 @@ static em_status run_node(engine *e, task *t, bool retain_graph) {
         }
     }
     if (st == EM_OK && any) {
-        if (rule->kind == EM_GRAD_ZERO) {
+        if (n->op == EM_OP_CUSTOM) {
+            st = n->custom_fn(n->custom_ctx, gout, no, gin, ni, needs);
+        } else if (rule->kind == EM_GRAD_ZERO) {
             for (int i = 0; i < ni && st == EM_OK; i++)
                 if (needs[i] && !(gin[i] = em_zeros(n->in_types[i].shape, n->in_types[i].ndim, n->in_types[i].dtype)))
                     st = em_last_status();
@@ -669,6 +813,8 @@ static em_status run_node(engine *e, task *t, bool retain_graph) {
             st = rule->fn(&c, gout, gin);
         }
     }
+    for (int i = 0; i < ni && st == EM_OK && anomaly; i++)
+        if (gin[i]) st = check_nan(n, i, gin[i]);
     for (int i = 0; i < ni && st == EM_OK; i++) {
         if (!needs[i] || !gin[i]) continue;
         em_tensor *g = fit(gin[i], &n->in_types[i]);
@@ -686,6 +832,9 @@ static em_status run_node(engine *e, task *t, bool retain_graph) {
     if (st == EM_OK && !retain_graph) {
         release_saved(n);
         n->released = true;
+        if (n->custom_free) n->custom_free(n->custom_ctx); /* (what the host saved, with it) */
+        n->custom_free = NULL;
+        n->custom_ctx = NULL;
     }
     return st;
 }

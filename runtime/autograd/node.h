@@ -22,7 +22,16 @@ typedef struct {
     bool is_output; /* saved without history (it would point back at its node) */
 } em_saved;
 
-#define EM_OP_ACCUMULATE EM_OP_COUNT /* the op of AccumulateGrad nodes */
+#define EM_OP_ACCUMULATE EM_OP_COUNT    /* the op of AccumulateGrad nodes */
+#define EM_OP_CUSTOM (EM_OP_COUNT + 1) /* the op of a host function's node (em_autograd_custom) */
+
+struct em_grad_hook {
+    em_grad_hook_fn fn;
+    void *ctx;
+    void (*free_ctx)(void *);
+    int output_nr; /* on a node: which result's gradient */
+    struct em_grad_hook *next;
+};
 
 struct em_node {
     int64_t refcount; /* atomic */
@@ -37,6 +46,13 @@ struct em_node {
     em_saved *saved_out;/* [n_out] */
     bool released;      /* saved tensors freed by a backward without retain_graph */
     em_tensor *variable; /* AccumulateGrad: the leaf (owned) */
+    em_grad_hook *hooks; /* on its results' gradients (owned) */
+    /* EM_OP_CUSTOM: the host's backward and its context (owned), a name */
+    em_custom_backward_fn custom_fn;
+    void *custom_ctx;
+    void (*custom_free)(void *);
+    char *name;
+    char *origin; /* anomaly mode: where it was made (owned) */
 };
 
 /* A backward formula: gradients of the inputs (gin[i], new references; NULL

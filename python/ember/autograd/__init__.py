@@ -2,14 +2,19 @@
 
 The graph is recorded and walked in C (runtime/autograd/); this package
 holds the user-facing spelling: backward, grad, the grad-mode switches
-(context managers and decorators) and gradcheck."""
+(context managers and decorators), gradcheck, custom Functions, the
+functional API (jacobian, hessian, vjp, jvp, vhp, hvp) and anomaly
+detection."""
 
 from .. import _C
 from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
+from .anomaly_mode import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
+from .function import Function, FunctionCtx
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
-           "inference_mode", "gradcheck", "gradgradcheck", "GradcheckError"]
+           "inference_mode", "gradcheck", "gradgradcheck", "GradcheckError", "Function", "FunctionCtx",
+           "functional", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled"]
 
 
 def _as_tuple(x):
@@ -67,3 +72,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         retain_graph = create_graph
     return _C._grad(outputs, grads, inputs, bool(retain_graph), bool(create_graph),
                     bool(allow_unused))
+
+
+from . import functional  # noqa: E402  (it uses grad, above)
