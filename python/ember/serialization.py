@@ -1,7 +1,21 @@
-"""ember.save / ember.load: tensors and state dicts in the safetensors format.
+"""ember.save / ember.load: tensors, state dicts and whole checkpoints.
 
     ember.save(model_state, "model.safetensors", metadata={"epoch": "3"})
     state = ember.load("model.safetensors")        # {"fc.weight": tensor, ...}
+    ember.save({"model": sd, "optimizer": opt.state_dict(), "epoch": 3}, "ckpt.safetensors")
+    ember.save(checkpoint, "ckpt.pt")             # PyTorch's format: torch.load reads it
+    checkpoint = ember.load("resnet18.pth")       # written by torch.save, read without PyTorch
+
+Three layouts, told apart by load from the file's first bytes:
+- a tensor or a str -> tensor mapping: plain safetensors (below), which
+  other libraries read;
+- anything else (nested dicts, lists, tuples, numbers, strings, None,
+  tensors): the same, its tensors as entries "0", "1", ... and the
+  structure as JSON in the metadata (ember/_structure.py);
+- format="pt" (the default for paths ending in .pt, .pth or .tar):
+  PyTorch's zip checkpoint (ember/_torch_format.py). Reading one unpickles
+  with a restricted unpickler that resolves only tensor rebuilds and plain
+  containers, so a hostile file cannot run code.
 
 The format (https://github.com/huggingface/safetensors), so that files move
 to and from PyTorch, NumPy and other libraries without pickle:
@@ -40,6 +54,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from . import _C
+from . import _structure, _torch_format
 from ._creation import empty
 from ._tensor import Tensor, _byteswap_to_little, _dtype_name
 
@@ -119,13 +134,42 @@ def _readinto_exact(fh, buf, fname, what):
 
 # ---- save ----
 
-def save(obj, f, *, metadata=None):
-    """Writes `obj` (a tensor, or a mapping of str -> tensor such as a
-    state_dict) to `f` (a path or a binary file object) in the safetensors
-    format, with optional `metadata` (a dict of str -> str). Everything is
-    checked before the file is opened, so a bad call leaves it untouched."""
-    named = _named_tensors(obj)
-    header = _header_bytes(named, _check_metadata(metadata))
+_PT_SUFFIXES = (".pt", ".pth", ".tar")
+
+
+def save(obj, f, *, metadata=None, format=None):
+    """Writes `obj` to `f` (a path or a binary file object): a tensor or a
+    mapping of str -> tensor (a state_dict) as plain safetensors; nested
+    dicts, lists, tuples, numbers, strings and tensors (a checkpoint) as
+    safetensors with the structure in its metadata; or, with format="pt"
+    (the default for paths ending in .pt, .pth, .tar), in PyTorch's zip
+    format. `metadata` (str -> str) is for the safetensors layouts.
+    Everything is checked before the file is opened, so a bad call leaves
+    it untouched."""
+    if format is None:
+        name = os.fsdecode(f) if isinstance(f, (str, bytes, os.PathLike)) else ""
+        format = "pt" if name.lower().endswith(_PT_SUFFIXES) else "safetensors"
+    if format not in ("pt", "safetensors"):
+        raise ValueError(f"save(): format must be 'safetensors' or 'pt', got {format!r}")
+    if format == "pt":
+        if metadata is not None:
+            raise ValueError("save(): metadata is stored in the safetensors format only; put it in the saved "
+                             "dict for format='pt'")
+        payload = io.BytesIO()
+        _torch_format.write(obj, payload, "")
+        with _open(f, "wb") as (fh, _):
+            fh.write(payload.getbuffer())
+        return
+    metadata = _check_metadata(metadata)
+    if _structure.is_flat(obj):
+        named = _named_tensors(obj)
+    else:
+        text, tensors = _structure.encode(obj)
+        if metadata and _structure.KEY in metadata:
+            raise ValueError(f"save(): the metadata key {_structure.KEY!r} is ember's own")
+        metadata = dict(metadata or {}, **{_structure.KEY: text})
+        named = [(str(i), t.contiguous()) for i, t in enumerate(tensors)]
+    header = _header_bytes(named, metadata)
     with _open(f, "wb") as (fh, _):
         fh.write(struct.pack("<Q", len(header)))
         fh.write(header)
@@ -195,20 +239,36 @@ def _write_tensor(fh, t):
 
 # ---- load ----
 
-def load(f, map_location=None):
-    """Reads a safetensors file written by `save` (or by any other writer):
-    a tensor if its only name is "" (a saved single tensor), else a dict of
-    name -> tensor in the file's order. `map_location` is accepted for
-    porting torch.load calls; ember runs on the CPU, so only None and "cpu"
-    are meaningful. Raises ValueError, naming the file, for a malformed file."""
-    if map_location is not None and str(map_location) not in ("cpu", "cpu:0"):
+def load(f, map_location=None, *, weights_only=None):
+    """Reads what `save` wrote (or any safetensors file, or a checkpoint
+    torch.save wrote): a tensor if a safetensors file's only name is "",
+    the saved structure if it has one, else a dict of name -> tensor in the
+    file's order. PyTorch checkpoints are always read as weights_only=True
+    reads them: only tensors and plain containers, never code.
+    `map_location` is accepted for porting torch.load calls; tensors load
+    onto the CPU ("cpu", or a function such as lambda storage, loc:
+    storage). Raises ValueError, naming the file, for a malformed file."""
+    if map_location is not None and not callable(map_location) and \
+            str(map_location) not in ("cpu", "cpu:0"):
         raise NotImplementedError(f"load(): map_location={map_location!r} is not supported; "
-                                  f"this build of ember runs on the CPU only")
+                                  f"tensors load onto the CPU")
     with _open(f, "rb") as (fh, fname):
         fh, size = _sized(fh)
-        entries, _ = _read_header(fh, size, fname)
+        start = fh.tell()
+        head = fh.read(16)
+        fh.seek(start)
+        if _torch_format.is_torch_zip(head):
+            return _torch_format.read(fh, fname)
+        if _torch_format.is_legacy_torch(head):
+            raise ValueError(f"{fname}: a checkpoint in PyTorch's legacy format (torch.save before 1.6, or "
+                             f"_use_new_zipfile_serialization=False); ember reads the zip format: re-save it "
+                             f"with a recent PyTorch")
+        entries, metadata = _read_header(fh, size, fname)
         # the data is read sequentially in the file's layout, returned in header order
         tensors = {e.name: _read_tensor(fh, e, fname) for e in _in_file_order(entries)}
+    if _structure.KEY in metadata:
+        return _structure.decode(metadata[_structure.KEY], [tensors.get(str(i)) for i in range(len(tensors))],
+                                 fname)
     out = {e.name: tensors[e.name] for e in entries}
     if list(out) == [SINGLE_TENSOR_NAME]:
         return out[SINGLE_TENSOR_NAME]

@@ -295,12 +295,15 @@ def test_model_checkpoint_restores_a_fresh_model_bit_exactly(tmp_path):
     np.testing.assert_array_equal(bits_of(restored(x).detach()), bits_of(trained(x).detach()))
 
 
-def test_optimizer_state_is_not_a_tensor_dict_and_is_refused_by_key():
-    # safetensors holds tensors only; the error says which entry is not one
+def test_optimizer_state_saves_as_a_checkpoint():
+    # not a flat tensor dict: its structure goes into the metadata (test_checkpoints.py)
     w = ember.nn.Parameter(ember.ones(2))
     opt = ember.optim.SGD([w], lr=0.1, momentum=0.9)
-    with pytest.raises(TypeError, match="value of 'state' must be an ember.Tensor, got dict"):
-        save_bytes(opt.state_dict())
+    (w * w).sum().backward()
+    opt.step()
+    got = load_bytes(save_bytes(opt.state_dict()))
+    assert got["param_groups"][0]["momentum"] == 0.9
+    assert got["state"][0]["momentum_buffer"].tolist() == [2.0, 2.0]
 
 
 def test_tied_tensors_load_as_separate_tensors():
@@ -372,17 +375,16 @@ def test_failed_save_leaves_existing_file_untouched(tmp_path):
     path = tmp_path / "keep.st"
     ember.save({"x": ember.ones(2)}, path)
     before = path.read_bytes()
-    for bad in ({"x": [1, 2]}, {3: ember.ones(1)}, [ember.ones(1)]):
+    for bad in ({"x": object()}, {3: lambda: 0}, [np.ones(2)]):
         with pytest.raises(TypeError):
             ember.save(bad, path)
     assert path.read_bytes() == before
 
 
 @pytest.mark.parametrize("obj, exc, match", [
-    ([ember.ones(1)], TypeError, "expected a tensor or a dict of str -> tensor.*got list"),
-    (3.0, TypeError, "got float"),
-    ({"x": np.ones(2)}, TypeError, "value of 'x' must be an ember.Tensor, got ndarray"),
-    ({("a",): ember.ones(1)}, TypeError, "keys must be str, got tuple"),
+    ([object()], TypeError, "cannot store object"),
+    ({1, 2}, TypeError, "cannot store set"),
+    ({"x": np.ones(2)}, TypeError, "cannot store ndarray"),
     ({"": ember.ones(1)}, ValueError, "name '' is reserved"),
     ({"__metadata__": ember.ones(1)}, ValueError, "name '__metadata__' is reserved"),
 ])
@@ -395,7 +397,7 @@ def test_map_location():
     data = save_bytes({"x": ember.ones(1)})
     assert ember.load(io.BytesIO(data), map_location="cpu")["x"].tolist() == [1.0]
     assert ember.load(io.BytesIO(data), map_location=ember.device("cpu"))["x"].tolist() == [1.0]
-    with pytest.raises(NotImplementedError, match="CPU only"):
+    with pytest.raises(NotImplementedError, match="CPU"):
         ember.load(io.BytesIO(data), map_location="cuda")
 
 
