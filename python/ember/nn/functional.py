@@ -9,6 +9,7 @@ import numbers
 
 from .. import _C, _creation, _ops
 from ..autograd import no_grad
+from . import _resample
 
 # ---------------------------------------------------------------- activations
 
@@ -226,11 +227,15 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 def pad(input, pad, mode="constant", value=None):
     """Pads (or, with negative amounts, crops) the last len(pad) // 2 dims:
     pad = (left, right) for the last, then (top, bottom) for the one before..."""
-    if mode != "constant":
-        raise NotImplementedError(f"pad: mode={mode!r} is not implemented in ember yet (only "
-                                  f"'constant')")
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise NotImplementedError(f"pad: mode={mode!r} is not implemented (ember has 'constant', 'reflect', "
+                                  f"'replicate' and 'circular')")
     if len(pad) % 2:
         raise RuntimeError(f"Padding length must be divisible by 2, got {len(pad)}")
+    if mode != "constant":
+        if value:
+            raise RuntimeError(f"Padding mode \"{mode}\" doesn't take in value argument.")
+        return _resample.pad_by_index(input, pad, mode)
     if len(pad) // 2 > input.ndim:
         raise RuntimeError(f"Padding length too large: {len(pad)} for a {input.ndim}-d input")
     value = 0.0 if value is None else value
@@ -449,3 +454,23 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
 
 def one_hot(tensor, num_classes=-1):
     return _ops.one_hot(tensor, num_classes)
+
+
+# ---------------------------------------------------------------- more losses, norms, resampling
+
+from ._losses import (binary_cross_entropy, cosine_embedding_loss, cosine_similarity, gaussian_nll_loss,  # noqa: E402,F401
+                      hinge_embedding_loss, huber_loss, kl_div, margin_ranking_loss, multilabel_soft_margin_loss,
+                      pairwise_distance, poisson_nll_loss, smooth_l1_loss, soft_margin_loss, triplet_margin_loss)
+from ._normalization import group_norm, instance_norm, local_response_norm  # noqa: E402,F401
+from ._resample import affine_grid, grid_sample, interpolate, pixel_shuffle, pixel_unshuffle  # noqa: E402,F401
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """interpolate, under its deprecated name."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """x1^T A x2 + b per output feature: weight (out, in1, in2)."""
+    y = _ops.einsum("...i,oij,...j->...o", input1, weight, input2)
+    return y if bias is None else y + bias

@@ -1,4 +1,5 @@
-"""Loss modules: CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss."""
+"""Loss modules: CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss, and the ones made by
+_loss_module from their functional forms; CosineSimilarity, PairwiseDistance."""
 
 from .. import functional as F
 from .module import Module
@@ -10,7 +11,7 @@ class _Loss(Module):
         if size_average is not None or reduce is not None:
             raise NotImplementedError(f"{type(self).__name__}: size_average and reduce are "
                                       f"deprecated; use reduction")
-        if reduction not in ("mean", "sum", "none"):
+        if reduction not in ("mean", "sum", "none", "batchmean"):  # (batchmean: KLDivLoss)
             raise ValueError(f"{reduction} is not a valid value for reduction")
         self.reduction = reduction
 
@@ -64,3 +65,69 @@ class BCEWithLogitsLoss(_Loss):
         return F.binary_cross_entropy_with_logits(input, target, self.weight,
                                                   reduction=self.reduction,
                                                   pos_weight=self.pos_weight)
+
+
+def _loss_module(name, fn, params=(), weighted=False, doc=""):
+    """A loss module: its constructor takes `params` (name, default) and
+    reduction, forward(*inputs) calls fn(*inputs, **params, reduction=...)."""
+    base = _WeightedLoss if weighted else _Loss
+
+    def __init__(self, *args, size_average=None, reduce=None, reduction="mean", **kwargs):
+        names = [p for p, _ in params]
+        values = dict(params)
+        if len(args) > len(names) + (1 if weighted else 0):
+            raise TypeError(f"{name}() takes at most {len(names)} positional arguments")
+        if weighted:
+            weight, args = (args[0] if args else kwargs.pop("weight", None)), args[1:]
+            base.__init__(self, weight, size_average, reduce, reduction)
+        else:
+            base.__init__(self, size_average, reduce, reduction)
+        values.update(zip(names, args))
+        for k, v in kwargs.items():
+            if k not in values:
+                raise TypeError(f"{name}() got an unexpected keyword argument '{k}'")
+            values[k] = v
+        for k, v in values.items():
+            setattr(self, k, v)
+
+    def forward(self, *inputs):
+        extra = {p: getattr(self, p) for p, _ in params}
+        if weighted:
+            extra["weight"] = self.weight
+        return fn(*inputs, **extra, reduction=self.reduction)
+
+    return type(name, (base,), {"__init__": __init__, "forward": forward, "__doc__": doc})
+
+
+SmoothL1Loss = _loss_module("SmoothL1Loss", F.smooth_l1_loss, [("beta", 1.0)], doc="F.smooth_l1_loss")
+HuberLoss = _loss_module("HuberLoss", F.huber_loss, [("delta", 1.0)], doc="F.huber_loss")
+KLDivLoss = _loss_module("KLDivLoss", F.kl_div, [("log_target", False)], doc="F.kl_div")
+BCELoss = _loss_module("BCELoss", F.binary_cross_entropy, weighted=True, doc="F.binary_cross_entropy")
+MarginRankingLoss = _loss_module("MarginRankingLoss", F.margin_ranking_loss, [("margin", 0.0)])
+HingeEmbeddingLoss = _loss_module("HingeEmbeddingLoss", F.hinge_embedding_loss, [("margin", 1.0)])
+SoftMarginLoss = _loss_module("SoftMarginLoss", F.soft_margin_loss)
+MultiLabelSoftMarginLoss = _loss_module("MultiLabelSoftMarginLoss", F.multilabel_soft_margin_loss, weighted=True)
+CosineEmbeddingLoss = _loss_module("CosineEmbeddingLoss", F.cosine_embedding_loss, [("margin", 0.0)])
+TripletMarginLoss = _loss_module("TripletMarginLoss", F.triplet_margin_loss,
+                                 [("margin", 1.0), ("p", 2.0), ("eps", 1e-6), ("swap", False)])
+PoissonNLLLoss = _loss_module("PoissonNLLLoss", F.poisson_nll_loss,
+                              [("log_input", True), ("full", False), ("eps", 1e-8)])
+GaussianNLLLoss = _loss_module("GaussianNLLLoss", F.gaussian_nll_loss, [("full", False), ("eps", 1e-6)])
+
+
+class CosineSimilarity(Module):
+    def __init__(self, dim=1, eps=1e-8):
+        super().__init__()
+        self.dim, self.eps = dim, eps
+
+    def forward(self, x1, x2):
+        return F.cosine_similarity(x1, x2, self.dim, self.eps)
+
+
+class PairwiseDistance(Module):
+    def __init__(self, p=2.0, eps=1e-6, keepdim=False):
+        super().__init__()
+        self.norm, self.eps, self.keepdim = p, eps, keepdim
+
+    def forward(self, x1, x2):
+        return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)

@@ -140,3 +140,77 @@ class BatchNorm1d(_BatchNorm):
 class BatchNorm2d(_BatchNorm):
     """Over (N, C, H, W) input."""
     _dims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    """Over (N, C, D, H, W) input."""
+    _dims = (5,)
+
+
+class _InstanceNorm(_BatchNorm):
+    """Per (sample, channel) statistics over the spatial dims; by default no
+    affine and no running statistics (PyTorch's defaults)."""
+    _spatial = 1
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False,
+                 device=None, dtype=None):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+
+    def forward(self, input):
+        batched = self._spatial + 2
+        if input.ndim not in (batched, batched - 1):
+            raise ValueError(f"expected {batched - 1}D or {batched}D input (got {input.ndim}D input)")
+        x = input if input.ndim == batched else input.unsqueeze(0)
+        if x.shape[1] != self.num_features and self.affine:
+            raise ValueError(f"expected input's size at dim=1 to match num_features ({self.num_features}), but got: "
+                             f"{x.shape[1]}.")
+        use_input_stats = self.training or not self.track_running_stats
+        y = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias, use_input_stats,
+                            0.1 if self.momentum is None else self.momentum, self.eps)
+        return y if input.ndim == batched else y.squeeze(0)
+
+
+class InstanceNorm1d(_InstanceNorm):
+    _spatial = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    _spatial = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    _spatial = 3
+
+
+class GroupNorm(Module):
+    """Normalises num_groups groups of channels per sample (F.group_norm)."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None):
+        super().__init__()
+        if num_channels % num_groups:
+            raise ValueError("num_channels must be divisible by num_groups")
+        self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
+        if affine:
+            self.weight = Parameter(_creation.ones(num_channels, dtype=dtype))
+            self.bias = Parameter(_creation.zeros(num_channels, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, input):
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+
+class LocalResponseNorm(Module):
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

@@ -1,0 +1,272 @@
+"""Recurrent layers: RNN, LSTM, GRU (layers, bidirectional, batch_first,
+dropout between layers, packed sequences) and their cells, with PyTorch's
+parameter names, shapes, initialisation and gate order (LSTM i, f, g, o;
+GRU r, z, n).
+
+Each layer projects the whole input sequence with one GEMM, then runs the
+recurrence a step at a time (one small GEMM and the gate arithmetic per
+step). Packed sequences run padded with a mask per step, which freezes each
+sequence's state after its last element; the reverse direction reads each
+sequence from its own last element. Autograd differentiates through the
+steps; ember.compile traces them into one graph."""
+
+import math
+
+from ... import _C, _creation, _ops
+from .. import functional as F, init
+from ..parameter import Parameter
+from ..utils.rnn import PackedSequence, _reverse_index, pack_padded_sequence, pad_packed_sequence
+from .module import Module
+
+_GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
+
+
+def _lstm_step(gx, h, c, w_hh, b_hh):
+    gates = gx + F.linear(h, w_hh, b_hh)
+    i, f, g, o = gates.chunk(4, -1)
+    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    return o.sigmoid() * c.tanh(), c
+
+
+def _gru_step(gx, h, w_hh, b_hh):
+    gh = F.linear(h, w_hh, b_hh)
+    xr, xz, xn = gx.chunk(3, -1)
+    hr, hz, hn = gh.chunk(3, -1)
+    r = (xr + hr).sigmoid()
+    z = (xz + hz).sigmoid()
+    n = (xn + r * hn).tanh()
+    return n + z * (h - n)
+
+
+def _rnn_step(gx, h, w_hh, b_hh, relu):
+    pre = gx + F.linear(h, w_hh, b_hh)
+    return pre.relu() if relu else pre.tanh()
+
+
+class RNNBase(Module):
+    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, proj_size=0, device=None, dtype=None):
+        super().__init__()
+        if proj_size:
+            raise NotImplementedError("LSTM: proj_size is not implemented in ember")
+        if not 0 <= dropout <= 1 or isinstance(dropout, bool):
+            raise ValueError("dropout should be a number in range [0, 1] representing the probability of an "
+                             "element being zeroed")
+        if hidden_size <= 0 or num_layers <= 0:
+            raise ValueError("hidden_size and num_layers must be positive")
+        self.mode, self.input_size, self.hidden_size, self.num_layers = mode, input_size, hidden_size, num_layers
+        self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
+        self.bidirectional, self.proj_size = bidirectional, 0
+        gate = _GATES[mode] * hidden_size
+        dirs = 2 if bidirectional else 1
+        self._names = []
+        for layer in range(num_layers):
+            for d in range(dirs):
+                sfx = f"_l{layer}" + ("_reverse" if d else "")
+                ins = input_size if layer == 0 else hidden_size * dirs
+                names = [f"weight_ih{sfx}", f"weight_hh{sfx}"] + ([f"bias_ih{sfx}", f"bias_hh{sfx}"] if bias else [])
+                shapes = [(gate, ins), (gate, hidden_size), (gate,), (gate,)]
+                for n, s in zip(names, shapes):
+                    setattr(self, n, Parameter(_creation.empty(s, dtype=dtype)))
+                self._names.append(names)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        for p in self.parameters():
+            init.uniform_(p, -bound, bound)
+
+    @property
+    def _flat_weights(self):
+        return [getattr(self, n) for names in self._names for n in names]
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        for k, default in (("bias", True), ("batch_first", False), ("dropout", 0.0), ("bidirectional", False)):
+            if getattr(self, k) != default:
+                s += f", {k}={getattr(self, k)}"
+        return s
+
+    def _weights(self, layer, d):
+        names = self._names[layer * (2 if self.bidirectional else 1) + d]
+        w_ih, w_hh = getattr(self, names[0]), getattr(self, names[1])
+        b_ih, b_hh = (getattr(self, names[2]), getattr(self, names[3])) if self.bias else (None, None)
+        return w_ih, w_hh, b_ih, b_hh
+
+    def _direction(self, x, h, c, layer, d, lengths):
+        """One direction of one layer over x (L, N, in): (outputs (L, N, H), h, c)."""
+        w_ih, w_hh, b_ih, b_hh = self._weights(layer, d)
+        steps = x.shape[0]
+        rev = None
+        if d == 1:
+            rev = _reverse_index(lengths, steps) if lengths is not None else None
+            x = x.flip(0) if rev is None else x.gather(0, rev.unsqueeze(-1).expand(*x.shape))
+        if self.mode in ("LSTM", "RNN_TANH", "RNN_RELU") and b_ih is not None:  # both biases once, on the GEMM
+            gx, b_step = F.linear(x, w_ih, b_ih + b_hh), None
+        else:
+            gx, b_step = F.linear(x, w_ih, b_ih), b_hh
+        outs = []
+        for t in range(steps):
+            if self.mode == "LSTM":
+                h_new, c_new = _lstm_step(gx[t], h, c, w_hh, b_step)
+            elif self.mode == "GRU":
+                h_new, c_new = _gru_step(gx[t], h, w_hh, b_step), None
+            else:
+                h_new, c_new = _rnn_step(gx[t], h, w_hh, b_step, self.mode == "RNN_RELU"), None
+            if lengths is not None:  # sequences that ended keep their state
+                live = (lengths > t).to(h.dtype).unsqueeze(-1)
+                h_new = h + live * (h_new - h)
+                if c is not None:
+                    c_new = c + live * (c_new - c)
+                outs.append(h_new * live)
+            else:
+                outs.append(h_new)
+            h, c = h_new, c_new
+        out = _ops.stack(outs, 0)
+        if d == 1:
+            out = out.flip(0) if rev is None else out.gather(0, rev.unsqueeze(-1).expand(*out.shape))
+        return out, h, c
+
+    def forward(self, input, hx=None):
+        packed = isinstance(input, PackedSequence)
+        lengths = None
+        if packed:
+            sorted_indices, unsorted_indices = input.sorted_indices, input.unsorted_indices
+            x, lengths = pad_packed_sequence(input)
+            if sorted_indices is not None:
+                x = x.index_select(1, sorted_indices)
+                lengths = lengths.index_select(0, sorted_indices)
+            batched = True
+        else:
+            batched = input.ndim == 3
+            if input.ndim not in (2, 3):
+                raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.ndim}D instead")
+            x = input if batched else input.unsqueeze(1)
+            if batched and self.batch_first:
+                x = x.transpose(0, 1)
+        if x.shape[-1] != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
+                               f"{x.shape[-1]}")
+        dirs = 2 if self.bidirectional else 1
+        n = x.shape[1]
+        h0, c0 = self._initial(hx, n, x.dtype, batched, packed and input.sorted_indices)
+        hs, cs = [], []
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(dirs):
+                k = layer * dirs + d
+                out, h, c = self._direction(x, h0[k], c0[k] if c0 is not None else None, layer, d, lengths)
+                outs.append(out)
+                hs.append(h)
+                cs.append(c)
+            x = outs[0] if dirs == 1 else _ops.cat(outs, -1)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        h_n = _ops.stack(hs, 0)
+        c_n = _ops.stack(cs, 0) if self.mode == "LSTM" else None
+        if packed:
+            if input.unsorted_indices is not None:
+                h_n = h_n.index_select(1, input.unsorted_indices)
+                c_n = c_n.index_select(1, input.unsorted_indices) if c_n is not None else None
+                x = x.index_select(1, input.unsorted_indices)
+                lengths = lengths.index_select(0, input.unsorted_indices)
+            out = pack_padded_sequence(x, lengths, enforce_sorted=False)
+        else:
+            out = x.transpose(0, 1) if batched and self.batch_first else x
+            if not batched:
+                out, h_n = out.squeeze(1), h_n.squeeze(1)
+                c_n = c_n.squeeze(1) if c_n is not None else None
+        return out, ((h_n, c_n) if self.mode == "LSTM" else h_n)
+
+    def _initial(self, hx, n, dtype, batched, sorted_indices):
+        dirs = 2 if self.bidirectional else 1
+        shape = (self.num_layers * dirs, n, self.hidden_size)
+        if hx is None:
+            z = _C.zeros(shape, dtype=dtype)
+            return z, (z if self.mode == "LSTM" else None)
+        h, c = hx if self.mode == "LSTM" else (hx, None)
+        if not batched:
+            h = h.unsqueeze(1)
+            c = c.unsqueeze(1) if c is not None else None
+        for name, t in (("hx", h), ("cx", c)):
+            if t is not None and tuple(t.shape) != shape:
+                raise RuntimeError(f"Expected hidden size {shape}, got {list(t.shape)}" if name == "hx" else
+                                   f"Expected hidden[1] size {shape}, got {list(t.shape)}")
+        if sorted_indices is not None and sorted_indices is not False:
+            h = h.index_select(1, sorted_indices)
+            c = c.index_select(1, sorted_indices) if c is not None else None
+        return h, c
+
+
+class RNN(RNNBase):
+    def __init__(self, *args, nonlinearity="tanh", **kwargs):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'.")
+        self.nonlinearity = nonlinearity
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", *args, **kwargs)
+
+
+class LSTM(RNNBase):
+    def __init__(self, *args, **kwargs):
+        super().__init__("LSTM", *args, **kwargs)
+
+
+class GRU(RNNBase):
+    def __init__(self, *args, **kwargs):
+        super().__init__("GRU", *args, **kwargs)
+
+
+class _CellBase(Module):
+    def __init__(self, input_size, hidden_size, bias, gates, device=None, dtype=None):
+        super().__init__()
+        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
+        self.weight_ih = Parameter(_creation.empty((gates * hidden_size, input_size), dtype=dtype))
+        self.weight_hh = Parameter(_creation.empty((gates * hidden_size, hidden_size), dtype=dtype))
+        if bias:
+            self.bias_ih = Parameter(_creation.empty((gates * hidden_size,), dtype=dtype))
+            self.bias_hh = Parameter(_creation.empty((gates * hidden_size,), dtype=dtype))
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        bound = 1.0 / math.sqrt(hidden_size)
+        for p in self.parameters():
+            init.uniform_(p, -bound, bound)
+
+    def _zeros(self, x):
+        return _C.zeros((x.shape[0], self.hidden_size) if x.ndim == 2 else (self.hidden_size,), dtype=x.dtype)
+
+    def extra_repr(self):
+        return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
+
+
+class RNNCell(_CellBase):
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 1, device, dtype)
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"Unknown nonlinearity: {nonlinearity}")
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input, hx=None):
+        hx = self._zeros(input) if hx is None else hx
+        return _rnn_step(F.linear(input, self.weight_ih, self.bias_ih), hx, self.weight_hh, self.bias_hh,
+                         self.nonlinearity == "relu")
+
+
+class LSTMCell(_CellBase):
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 4, device, dtype)
+
+    def forward(self, input, hx=None):
+        h, c = (self._zeros(input), self._zeros(input)) if hx is None else hx
+        return _lstm_step(F.linear(input, self.weight_ih, self.bias_ih), h, c, self.weight_hh, self.bias_hh)
+
+
+class GRUCell(_CellBase):
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 3, device, dtype)
+
+    def forward(self, input, hx=None):
+        hx = self._zeros(input) if hx is None else hx
+        return _gru_step(F.linear(input, self.weight_ih, self.bias_ih), hx, self.weight_hh, self.bias_hh)
