@@ -786,13 +786,46 @@ static T bias_grad(scope *s, T g) {
 }
 
 /* conv(x, w, b): x's gradient is conv_transpose(g, w), w's conv_weight(x, g). */
+/* A stride-1 convolution's input gradient is itself a convolution: of g
+ * with the weight's channels swapped within each group and its taps
+ * reversed, padded by d (k - 1) - p. That is a forward conv (im2col of g,
+ * one GEMM of the forward's shape) instead of conv_transpose (a GEMM with
+ * a tall output, then col2im's scatter), and as fast as the forward. */
+static T conv_input_grad_as_conv(scope *s, const em_node *n, T g, T w) {
+    const em_attrs *at = &n->attrs;
+    const em_type *wt = &n->in_types[1];
+    int nsp = wt->ndim - 2;
+    em_attrs a = *at;
+    for (int d = 0; d < nsp; d++) {
+        int64_t reach = at->dilation[d] * (wt->shape[2 + d] - 1);
+        if (at->stride[d] != 1 || at->padding[d] > reach || at->padding[nsp + d] > reach) return NULL;
+        a.padding[d] = reach - at->padding[d];
+        a.padding[nsp + d] = reach - at->padding[nsp + d];
+    }
+    int64_t groups = at->groups > 0 ? at->groups : 1, cout = wt->shape[0], cin_g = wt->shape[1];
+    int64_t split[EM_MAX_DIMS] = {groups, cout / groups, cin_g}, order[EM_MAX_DIMS] = {0, 2, 1};
+    int64_t swapped[EM_MAX_DIMS] = {cin_g * groups, cout / groups}, taps[EM_MAX_SPATIAL];
+    for (int d = 0; d < nsp; d++) {
+        split[3 + d] = swapped[2 + d] = wt->shape[2 + d];
+        order[3 + d] = 3 + d;
+        taps[d] = 2 + d;
+    }
+    T v = w ? keep(s, em_reshape(w, split, nsp + 3)) : keep(s, NULL);
+    v = v ? keep(s, em_permute(v, order, nsp + 3)) : v;
+    v = v ? keep(s, em_reshape(v, swapped, nsp + 2)) : v;
+    v = v ? keep(s, em_flip(v, taps, nsp)) : v;
+    T in[2] = {g, v};
+    return v ? run_op(s, EM_OP_CONV, in, 2, &a) : keep(s, NULL);
+}
+
 FORMULA(conv) {
     BEGIN;
     const em_node *n = c->node;
     if (NEEDS(0)) {
+        T direct = conv_input_grad_as_conv(s, n, g, c->in[1]);
         em_attrs a = shaped(&n->attrs, &n->in_types[0]);
         T in[2] = {g, c->in[1]};
-        gin[0] = give(run_op(s, EM_OP_CONV_TRANSPOSE, in, 2, &a));
+        gin[0] = give(direct ? direct : run_op(s, EM_OP_CONV_TRANSPOSE, in, 2, &a));
     }
     if (NEEDS(1)) {
         em_attrs a = shaped(&n->attrs, &n->in_types[1]);

@@ -192,3 +192,27 @@ def test_bilinear():
     em = enn.Bilinear(4, 5, 2, dtype=ember.float64)
     check_module(em, torch.nn.Bilinear(4, 5, 2, dtype=torch.float64), rnd((3, 4), 4), rnd((3, 5), 5))
     assert math.isclose(float(em.weight.abs().max()), 0.5, rel_tol=0.5)  # (U(-1/2, 1/2) with in1 = 4)
+
+
+# ---------------------------------------------------------------- CTC
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("flat_targets", [False, True])
+def test_ctc_loss(reduction, flat_targets):
+    T, N, C = 10, 4, 5
+    targets = np.array([[1, 1, 2, 3], [4, 2, 0, 0], [3, 3, 3, 0], [2, 0, 0, 0]])  # repeats need a blank between
+    tl, il = [4, 2, 3, 1], [10, 7, 9, 3]
+    tg = np.concatenate([row[:n] for row, n in zip(targets, tl)]) if flat_targets else targets
+    check(lambda m, F, x: F.ctc_loss(x.log_softmax(2), m.tensor(tg), il, tl, reduction=reduction),
+          rnd((T, N, C), 1), rtol=1e-9, atol=1e-10)
+
+
+def test_ctc_impossible_alignments_and_zero_infinity():
+    x = rnd((3, 2, 4), 0)  # 3 frames cannot hold "1 1 1" (it needs 5)
+    args = ([[1, 1, 1], [2, 3, 0]], [3, 3], [3, 2])
+    for zero_inf in (False, True):
+        check(lambda m, F, a: F.ctc_loss(a.log_softmax(2), m.tensor(args[0]), args[1], args[2], reduction="none",
+                                         zero_infinity=zero_inf), x, grad=zero_inf)
+    check_module(enn.CTCLoss(blank=3, zero_infinity=True), torch.nn.CTCLoss(blank=3, zero_infinity=True), x,
+                 call=lambda m, a: m(a.log_softmax(2), (torch if isinstance(m, torch.nn.Module) else ember).tensor(
+                     [[1, 1, 0], [2, 0, 0]]), [3, 3], [2, 1]))

@@ -2,7 +2,7 @@
 distances they use: smooth_l1, huber, kl_div, binary_cross_entropy,
 margin_ranking, hinge_embedding, soft_margin, multilabel_soft_margin,
 cosine_embedding, triplet_margin, poisson_nll, gaussian_nll;
-cosine_similarity, pairwise_distance. Each is PyTorch's formula in ember
+cosine_similarity, pairwise_distance; ctc_loss. Each is PyTorch's formula in ember
 ops, so its gradient and compiled form come from the ops."""
 
 import math
@@ -168,3 +168,72 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     if full:
         loss = loss + 0.5 * math.log(2 * math.pi)
     return _reduce(loss, reduction, "gaussian_nll_loss")
+
+
+_NEG = -1e30  # "log 0" that stays finite, so no inf - inf reaches a gradient
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
+    """Connectionist temporal classification: -log p(target | input), the
+    sum over every alignment of the target (with blanks and repeats) to the
+    input frames, by the forward recursion in log space over the extended
+    target (blank, y1, blank, y2, ..., blank). log_probs (T, N, C) are
+    log-softmax outputs; targets (N, S) padded or 1-d concatenated. The
+    gradient is autograd's through the recursion (PyTorch computes the same
+    with its backward recursion). 'mean' divides each loss by its target
+    length, then averages."""
+    from .. import _creation
+    T, N, C = log_probs.shape
+    in_lens = [int(v) for v in (input_lengths.tolist() if hasattr(input_lengths, "tolist") else input_lengths)]
+    tg_lens = [int(v) for v in (target_lengths.tolist() if hasattr(target_lengths, "tolist") else target_lengths)]
+    if len(in_lens) != N or len(tg_lens) != N:
+        raise RuntimeError(f"ctc_loss: expected {N} input_lengths and target_lengths, got {len(in_lens)} and "
+                           f"{len(tg_lens)}")
+    if any(n > T or n < 0 for n in in_lens):
+        raise RuntimeError(f"ctc_loss: Expected input_lengths to have value at most {T}, but got {max(in_lens)}")
+    flat = targets.tolist()
+    if targets.ndim == 1:
+        seqs, at = [], 0
+        for n in tg_lens:
+            seqs.append(flat[at:at + n])
+            at += n
+    else:
+        seqs = [row[:n] for row, n in zip(flat, tg_lens)]
+    if any(len(sq) != n for sq, n in zip(seqs, tg_lens)):
+        raise RuntimeError("ctc_loss: a target is shorter than its target_length")
+    L = 2 * max(tg_lens + [0]) + 1
+    ext, skip = [], []
+    for sq in seqs:
+        e = [blank] * L
+        e[1:2 * len(sq):2] = sq
+        ext.append(e)
+        skip.append([s >= 2 and e[s] != blank and e[s] != e[s - 2] for s in range(L)])
+    ext_t = _creation.tensor(ext)  # (int64 indices into the classes)
+    skip_t = _creation.tensor(skip)
+    valid = _creation.tensor([[s < 2 * n + 1 for s in range(L)] for n in tg_lens])
+    neg = _creation.full((N, 1), _NEG, dtype=log_probs.dtype)
+    neg2 = _creation.full((N, 2), _NEG, dtype=log_probs.dtype)
+
+    def emit(t):
+        return _ops.where(valid, log_probs[t].gather(1, ext_t), _NEG)
+
+    start = _creation.tensor([[s < 2 for s in range(L)] for _ in range(N)])
+    alpha = _ops.where(start, emit(0), _NEG)
+    for t in range(1, T):
+        a1 = _ops.cat([neg, alpha[:, :-1]], 1)
+        a2 = _ops.where(skip_t, _ops.cat([neg2, alpha[:, :-2]], 1), _NEG)
+        new = _ops.logsumexp(_ops.stack([alpha, a1, a2]), 0) + emit(t)
+        live = _creation.tensor([[t < n] for n in in_lens])
+        alpha = _ops.where(live, new, alpha)
+    last = _creation.tensor([[2 * n] for n in tg_lens], dtype=ext_t.dtype)
+    ends = _ops.cat([alpha.gather(1, last), alpha.gather(1, (last - 1).clamp(min=0))], 1)
+    ends = _ops.where(_creation.tensor([[True, n > 0] for n in tg_lens]), ends, _NEG)
+    ll = _ops.logsumexp(ends, 1)
+    ll = _ops.where(ll < _NEG / 2, float("-inf"), ll)
+    loss = -ll
+    if zero_infinity:
+        loss = _ops.where(loss == float("inf"), 0.0, loss)
+    if reduction == "mean":
+        lens = _creation.tensor([max(n, 1) for n in tg_lens], dtype=log_probs.dtype)
+        return (loss / lens).mean()
+    return _reduce(loss, reduction, "ctc_loss")

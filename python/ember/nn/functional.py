@@ -458,7 +458,8 @@ def one_hot(tensor, num_classes=-1):
 
 # ---------------------------------------------------------------- more losses, norms, resampling
 
-from ._losses import (binary_cross_entropy, cosine_embedding_loss, cosine_similarity, gaussian_nll_loss,  # noqa: E402,F401
+from ._losses import (binary_cross_entropy, cosine_embedding_loss, cosine_similarity, ctc_loss,  # noqa: E402,F401
+                      gaussian_nll_loss,
                       hinge_embedding_loss, huber_loss, kl_div, margin_ranking_loss, multilabel_soft_margin_loss,
                       pairwise_distance, poisson_nll_loss, smooth_l1_loss, soft_margin_loss, triplet_margin_loss)
 from ._normalization import group_norm, instance_norm, local_response_norm  # noqa: E402,F401

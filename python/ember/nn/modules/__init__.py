@@ -7,7 +7,7 @@ from .conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,
 from .dropout import Dropout
 from .flatten import Flatten, Unflatten
 from .linear import Bilinear, Identity, Linear
-from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CosineSimilarity, CrossEntropyLoss,
+from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CosineSimilarity, CrossEntropyLoss, CTCLoss,
                    GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss,
                    MultiLabelSoftMarginLoss, NLLLoss, PairwiseDistance, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
                    TripletMarginLoss)
