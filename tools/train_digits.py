@@ -1,9 +1,10 @@
 """ember's main job: train a small CNN on scikit-learn's 8x8 handwritten
 digits (1,797 images that ship with Debian's python3-sklearn), eagerly, the
 way a PyTorch user would write it: a Module, a DataLoader, Adam, a cosine
-schedule, loss.backward(), opt.step(). Then save a checkpoint in the
-safetensors format, load it into a fresh model, and check it predicts the
-same.
+schedule, loss.backward(), opt.step(). Then save a checkpoint as PyTorch
+users write one (model, optimizer and scheduler state, the epoch) in
+PyTorch's own .pt format, which torch.load reads too, load it into a fresh
+model and optimizer, and check it predicts the same.
 
     PYTHONPATH=python:build/python /usr/bin/python3 tools/train_digits.py [--epochs N]
 """
@@ -125,13 +126,17 @@ def main():
     print(f"trained in {time.perf_counter() - start:.1f} s")
 
     _, acc = evaluate(model, test_loader)
-    path = os.path.join(tempfile.mkdtemp(prefix="ember-digits-"), "digits.safetensors")
-    ember.save(model.state_dict(), path)
+    path = os.path.join(tempfile.mkdtemp(prefix="ember-digits-"), "digits.pt")
+    ember.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+                "epoch": args.epochs, "config": {"lr": args.lr, "batch_size": args.batch_size}}, path)
+    checkpoint = ember.load(path)  # (a restricted unpickler: tensors and plain containers only)
     fresh = DigitNet()
-    fresh.load_state_dict(ember.load(path))
+    fresh.load_state_dict(checkpoint["model"])
+    ember.optim.Adam(fresh.parameters(), lr=args.lr).load_state_dict(checkpoint["optimizer"])
     _, acc2 = evaluate(fresh, test_loader)
-    print(f"\ncheckpoint: {path} ({os.path.getsize(path)} bytes, safetensors); reloaded model's "
-          f"test accuracy {acc2 * 100:.1f}% (the trained model's: {acc * 100:.1f}%)")
+    print(f"\ncheckpoint: {path} ({os.path.getsize(path)} bytes, PyTorch's zip format: model, optimizer, "
+          f"scheduler, epoch {checkpoint['epoch']}); reloaded model's test accuracy {acc2 * 100:.1f}% (the "
+          f"trained model's: {acc * 100:.1f}%)")
     if acc < 0.95 or acc2 != acc:
         sys.exit(f"FAILED: test accuracy {acc * 100:.1f}% (want at least 95%, and the reloaded "
                  f"model to match)")
