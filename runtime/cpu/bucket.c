@@ -20,15 +20,6 @@
 
 #define TYPE_STR(t, buf) (em_type_str((t), (buf), sizeof(buf)), (buf))
 
-static inline void copy_elem(char *dst, const char *src, size_t size) {
-    switch (size) {
-    case 1: *dst = *src; break;
-    case 2: memcpy(dst, src, 2); break;
-    case 4: memcpy(dst, src, 4); break;
-    default: memcpy(dst, src, 8); break;
-    }
-}
-
 /* ---- unique, unique_consecutive ---- */
 
 /* The result types before the data is seen (their sizes along the unique
@@ -93,7 +84,7 @@ static em_status flat_results(em_tensor *x, const uint64_t *keys, const int64_t 
         int64_t *inv = em_tensor_data(out[1]), *cnt = em_tensor_data(out[2]);
         for (int64_t r = 0; r < u; r++) {
             int64_t first = order ? order[start[r]] : start[r];
-            copy_elem(vp + (size_t)r * size, xp + (size_t)first * size, size);
+            em_copy_elem(vp + (size_t)r * size, xp + (size_t)first * size, size);
             cnt[r] = start[r + 1] - start[r];
             for (int64_t i = start[r]; i < start[r + 1]; i++) inv[order ? order[i] : i] = r;
         }
@@ -189,7 +180,7 @@ static em_status slice_results(const em_tensor *x, int d, const slices *sl, cons
             int64_t s = order[start[r]];
             for (int64_t e = 0; e < sl->len; e++) { /* out's offset of element e: (outer, inner) */
                 int64_t oo = (e / inner) * ol.step * u + e % inner;
-                copy_elem(vp + (size_t)(r * ol.step + oo) * size, xp + (size_t)(s * sl->step + sl->offs[e]) * size,
+                em_copy_elem(vp + (size_t)(r * ol.step + oo) * size, xp + (size_t)(s * sl->step + sl->offs[e]) * size,
                           size);
             }
             cnt[r] = start[r + 1] - start[r];

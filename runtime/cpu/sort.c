@@ -147,19 +147,10 @@ static void row_offsets(const sel_ctx *c, int64_t r, int64_t *xo, int64_t *vo, i
     }
 }
 
-static inline void copy_elem(char *dst, const char *src, size_t size) {
-    switch (size) {
-    case 1: *dst = *src; break;
-    case 2: memcpy(dst, src, 2); break;
-    case 4: memcpy(dst, src, 4); break;
-    default: memcpy(dst, src, 8); break;
-    }
-}
-
 /* Writes result j of a row: x's element at index i and the index. */
 static inline void put(const sel_ctx *c, const char *xp, char *vp, int64_t *ip, int64_t j, int64_t i,
                        size_t size) {
-    copy_elem(vp + (size_t)(j * c->vs) * size, xp + (size_t)(i * c->xs) * size, size);
+    em_copy_elem(vp + (size_t)(j * c->vs) * size, xp + (size_t)(i * c->xs) * size, size);
     ip[j * c->is] = i;
 }
 

@@ -6,8 +6,19 @@
 #define EMBER_CPU_SORT_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "ember/tensor.h"
+
+/* Copies one element of `size` bytes (1, 2, 4 or 8). */
+static inline void em_copy_elem(char *dst, const char *src, size_t size) {
+    switch (size) {
+    case 1: *dst = *src; break;
+    case 2: memcpy(dst, src, 2); break;
+    case 4: memcpy(dst, src, 4); break;
+    default: memcpy(dst, src, 8); break;
+    }
+}
 
 /* An order key is an unsigned integer that compares as PyTorch orders
  * values of dtype dt: floats with every NaN above +inf and equal to each

@@ -10,16 +10,7 @@ import warnings
 
 from .. import _ops
 from ..autograd import no_grad
-
-
-def _reduce(loss, reduction, what):
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    if reduction == "none":
-        return loss
-    raise ValueError(f"{what}: {reduction} is not a valid value for reduction")
+from .functional import _reduce  # (functional imports this module after defining it)
 
 
 def _same_size(input, target, what):

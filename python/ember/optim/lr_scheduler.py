@@ -103,17 +103,21 @@ class CosineAnnealingLR(LRScheduler):
                 for base in self.base_lrs]
 
 
+def _lambdas(optimizer, lr_lambda):
+    """One lambda per param group (one given for all, or a list)."""
+    n = len(optimizer.param_groups)
+    if isinstance(lr_lambda, (list, tuple)):
+        if len(lr_lambda) != n:
+            raise ValueError(f"Expected {n} lr_lambdas, but got {len(lr_lambda)}")
+        return list(lr_lambda)
+    return [lr_lambda] * n
+
+
 class LambdaLR(LRScheduler):
     """base_lr * lr_lambda(epoch), one lambda or one per group."""
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
-        n = len(optimizer.param_groups)
-        if isinstance(lr_lambda, (list, tuple)):
-            if len(lr_lambda) != n:
-                raise ValueError(f"Expected {n} lr_lambdas, but got {len(lr_lambda)}")
-            self.lr_lambdas = list(lr_lambda)
-        else:
-            self.lr_lambdas = [lr_lambda] * n
+        self.lr_lambdas = _lambdas(optimizer, lr_lambda)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -128,13 +132,7 @@ class MultiplicativeLR(LRScheduler):
     """lr times lr_lambda(epoch) at every step (one lambda or one per group)."""
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
-        n = len(optimizer.param_groups)
-        if isinstance(lr_lambda, (list, tuple)):
-            if len(lr_lambda) != n:
-                raise ValueError(f"Expected {n} lr_lambdas, but got {len(lr_lambda)}")
-            self.lr_lambdas = list(lr_lambda)
-        else:
-            self.lr_lambdas = [lr_lambda] * n
+        self.lr_lambdas = _lambdas(optimizer, lr_lambda)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -243,7 +241,23 @@ class PolynomialLR(LRScheduler):
                 for base in self.base_lrs]
 
 
-class SequentialLR(LRScheduler):
+class _Combined(LRScheduler):
+    """A scheduler of schedulers: its state holds theirs."""
+
+    def state_dict(self):
+        d = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        d["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return d
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        subs = state_dict.pop("_schedulers")
+        self.__dict__.update(state_dict)
+        for s, sd in zip(self._schedulers, subs):
+            s.load_state_dict(sd)
+
+
+class SequentialLR(_Combined):
     """schedulers[0] until milestones[0], then schedulers[1] (started afresh
     with step(0)), and so on: e.g. LinearLR warm-up, then cosine decay."""
 
@@ -278,20 +292,9 @@ class SequentialLR(LRScheduler):
             sch.step()
         self._last_lr = sch.get_last_lr()
 
-    def state_dict(self):
-        d = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        d["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return d
-
-    def load_state_dict(self, state_dict):
-        state_dict = dict(state_dict)
-        subs = state_dict.pop("_schedulers")
-        self.__dict__.update(state_dict)
-        for s, sd in zip(self._schedulers, subs):
-            s.load_state_dict(sd)
 
 
-class ChainedScheduler(LRScheduler):
+class ChainedScheduler(_Combined):
     """Steps every scheduler at once, each on the lr the previous one left."""
 
     def __init__(self, schedulers):
@@ -308,17 +311,6 @@ class ChainedScheduler(LRScheduler):
             s.step()
         self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
 
-    def state_dict(self):
-        d = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        d["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return d
-
-    def load_state_dict(self, state_dict):
-        state_dict = dict(state_dict)
-        subs = state_dict.pop("_schedulers")
-        self.__dict__.update(state_dict)
-        for s, sd in zip(self._schedulers, subs):
-            s.load_state_dict(sd)
 
 
 class OneCycleLR(LRScheduler):
