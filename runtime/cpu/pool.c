@@ -37,6 +37,7 @@ typedef struct {
     bool include_pad;
     int64_t divisor;
     int64_t *win[W3];    /* per dim: lo, hi, step, span of each window (window_tables) */
+    int64_t full[W3];    /* the windows' size where every one is whole and dense (max_regular), else 0 */
     const char *x, *idx; /* the input, or the gradient and the indices */
     char *y, *iy;        /* the result, and max's indices */
     int failed;          /* max_pool_grad: an index outside the plane */
@@ -239,7 +240,13 @@ static em_status window_tables(pool_ctx *c) {
     if (!t) return em_last_status();
     for (int i = 0; i < W3; i++) {
         c->win[i] = t;
-        for (int64_t o = 0; o < c->g.out[i]; o++, t += 4) window_of(c, i, o, &t[0], &t[1], &t[2], &t[3]);
+        int64_t full = -1; /* the common size of dense, unclipped windows; 0 once one is not */
+        for (int64_t o = 0; o < c->g.out[i]; o++, t += 4) {
+            window_of(c, i, o, &t[0], &t[1], &t[2], &t[3]);
+            int64_t n = t[1] - t[0];
+            full = n > 0 && (t[2] == 1 || n == 1) && (full < 0 || full == n) ? n : 0;
+        }
+        c->full[i] = full > 0 ? full : 0;
     }
     return EM_OK;
 }
@@ -290,6 +297,35 @@ static inline void window(const pool_ctx *c, int i, int64_t o, int64_t *lo, int6
                     }                                                                                          \
                 }                                                                                              \
             }                                                                                                  \
+        }                                                                                                      \
+    }                                                                                                          \
+    /* max over whole, dense windows of a 1-d or 2-d pool (the common           \
+     * kernel 2 stride 2): the same taps in the same order as max_planes,       \
+     * without its per-tap bounds */                                           \
+    static void max_regular_##sfx(void *arg, int64_t b, int64_t e) {                                           \
+        const pool_ctx *c = arg;                                                                               \
+        const em_window_geom *g = &c->g;                                                                       \
+        int64_t k1 = c->full[1], k2 = c->full[2], w = g->in[2];                                                \
+        const int64_t *t1 = c->win[1], *t2 = c->win[2];                                                        \
+        for (int64_t pl = b; pl < e; pl++) {                                                                   \
+            const T *x = (const T *)(const void *)c->x + pl * g->in_numel;                                     \
+            T *y = (T *)(void *)c->y + pl * g->out_numel;                                                      \
+            int64_t *iy = (int64_t *)(void *)c->iy + pl * g->out_numel, o = 0;                                 \
+            for (int64_t o1 = 0; o1 < g->out[1]; o1++)                                                         \
+                for (int64_t o2 = 0; o2 < g->out[2]; o2++, o++) {                                              \
+                    int64_t at = t1[4 * o1] * w + t2[4 * o2], best_at = at;                                    \
+                    T best = x[at];                                                                            \
+                    for (int64_t i1 = 0; i1 < k1; i1++)                                                        \
+                        for (int64_t i2 = 0; i2 < k2; i2++) {                                                  \
+                            T v = x[at + i1 * w + i2];                                                         \
+                            if (v > best || v != v) {                                                          \
+                                best = v;                                                                      \
+                                best_at = at + i1 * w + i2;                                                    \
+                            }                                                                                  \
+                        }                                                                                      \
+                    y[o] = best;                                                                               \
+                    iy[o] = best_at;                                                                           \
+                }                                                                                              \
         }                                                                                                      \
     }                                                                                                          \
     /* avg (GRAD false): y[o] = sum of its window / divisor; GRAD: x[window] += gy[o] / divisor */             \
@@ -352,10 +388,11 @@ DEFINE_POOLS(double, f64)
 
 static void max_planes(void *arg, int64_t b, int64_t e) {
     const pool_ctx *c = arg;
+    bool regular = c->g.out[0] == 1 && c->g.in[0] == 1 && c->full[1] && c->full[2];
     if (c->dt == EM_DTYPE_F32)
-        max_planes_f32(arg, b, e);
+        (regular ? max_regular_f32 : max_planes_f32)(arg, b, e);
     else
-        max_planes_f64(arg, b, e);
+        (regular ? max_regular_f64 : max_planes_f64)(arg, b, e);
 }
 
 static void avg_planes(void *arg, int64_t b, int64_t e) {

@@ -214,12 +214,16 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             raise RuntimeError("batch_norm: running_mean and running_var must be defined in "
                                "evaluation mode")
         mean, var = running_mean, running_var
-    out = (input - mean.reshape(shape)) * (var.reshape(shape) + eps).rsqrt()
+    # x * alpha + beta with per-channel alpha = w / sqrt(var + eps), beta = b -
+    # mean * alpha, as PyTorch's CPU kernel computes it: two passes over the
+    # input instead of four
+    alpha = (var + eps).rsqrt()
     if weight is not None:
-        out = out * weight.reshape(shape)
+        alpha = alpha * weight
+    beta = -mean * alpha
     if bias is not None:
-        out = out + bias.reshape(shape)
-    return out
+        beta = beta + bias
+    return input * alpha.reshape(shape) + beta.reshape(shape)
 
 
 # ---------------------------------------------------------------- padding, windows
