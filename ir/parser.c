@@ -212,7 +212,7 @@ static void parse_value(parser *p, double *d, int64_t *i) {
     }
     if (num.len) {
         *i = parse_int(p);
-        *d = (double)*i;
+        *d = *i == 0 && neg ? -0.0 : (double)*i; /* "-0" is the float -0.0 (the printer's form of it) */
     } else {
         *d = parse_double(p);
         *i = *d >= -9.2233720368547758e18 && *d < 9.2233720368547758e18 ? (int64_t)*d : 0;

@@ -12,9 +12,10 @@
  *
  * Exactness: every rule gives the eager result bit for bit (pow's kernel
  * itself computes x^2 as x*x and x^0.5 as sqrt(x); a cast chain collapses
- * only when its first cast loses nothing), except two on floating point,
- * which the README lists: x + 0 -> x, where -0.0 + 0.0 is +0.0 eagerly and
- * stays -0.0 compiled; and a power-of-two scale of a matmul operand moved
+ * only when its first cast loses nothing; on floats the additive identity
+ * is -0.0, since -0.0 + 0.0 is +0.0: x + 0.0 stays, and x - 0 goes only for
+ * +0.0), except one on floating point, which the README lists: a
+ * power-of-two scale of a matmul operand moved
  * into BLAS's alpha, which scales every product and partial sum exactly,
  * so the result is eager's unless x * c itself overflows or goes
  * subnormal (values beyond 2^64 times the dtype's normal range's edges,
@@ -70,6 +71,15 @@ static bool const_is(const em_ir_value *v, double k) {
     return em_dtype_is_float(dt) || dt == EM_DTYPE_BOOL ? a->value == k : (double)a->value_i == k;
 }
 
+/* Is v a scalar constant zero that leaves every x unchanged under op: on
+ * floats x + (-0.0) and x - (+0.0) (x + 0.0 turns -0.0 into +0.0, which a
+ * later division would make -inf into +inf); on integers any 0. */
+static bool neutral_zero(const em_ir_value *v, em_op op) {
+    if (!const_is(v, 0)) return false;
+    if (!em_dtype_is_float(v->type.dtype)) return true;
+    return (bool)signbit(v->def->attrs.value) == (op == EM_OP_ADD);
+}
+
 /* The node making v when it is op `op`, else NULL. */
 static const em_ir_node *made_by(const em_ir_value *v, em_op op) {
     return v->def && v->def->op == op ? v->def : NULL;
@@ -83,6 +93,20 @@ static bool either_const(const canon *c, const em_ir_node *n, double k, match *m
             m->x = n->in[1 - i];
             return true;
         }
+    return false;
+}
+
+/* x + (-0.0), (-0.0) + x, x - 0.0 on floats (any 0 on integers): x. */
+static bool zero_identity(const canon *c, const em_ir_node *n, double k, match *m) {
+    (void)c;
+    (void)k;
+    for (int i = 0; i < (n->op == EM_OP_ADD ? 2 : 1); i++) {
+        int z = n->op == EM_OP_ADD ? i : 1;
+        if (neutral_zero(n->in[z], n->op) && same_type(n->in[1 - z], n->out[0])) {
+            m->x = n->in[1 - z];
+            return true;
+        }
+    }
     return false;
 }
 
@@ -310,8 +334,8 @@ static em_ir_value *same_op_on_x(canon *c, em_ir_node *n, const match *m) {
 #define NONE 0
 static const rule rules[] = {
     {"x * 1 -> x", EM_OP_MUL, either_const, 1, keep_x},
-    {"x + 0 -> x", EM_OP_ADD, either_const, 0, keep_x},
-    {"x - 0 -> x", EM_OP_SUB, right_const, 0, keep_x},
+    {"x + (-0) -> x", EM_OP_ADD, zero_identity, NONE, keep_x},
+    {"x - 0 -> x", EM_OP_SUB, zero_identity, NONE, keep_x},
     {"x / 1 -> x", EM_OP_DIV, right_const, 1, keep_x},
     {"neg(neg(x)) -> x", EM_OP_NEG, twice, NONE, keep_x},
     {"x - neg(y) -> x + y", EM_OP_SUB, minus_neg, NONE, add_xy},

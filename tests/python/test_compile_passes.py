@@ -28,7 +28,7 @@ def positive(*shape):
 RULES = [
     ("x*1", lambda x: (x * 1.0).exp(), lambda: (ember.randn(5, 3),), "x * 1 -> x"),
     ("1*x", lambda x: (1.0 * x).exp(), lambda: (ember.randn(5, 3),), "x * 1 -> x"),
-    ("x+0", lambda x: (x + 0.0).exp(), lambda: (positive(5, 3),), "x + 0 -> x"),
+    ("x+(-0)", lambda x: (x + (-0.0)).exp(), lambda: (positive(5, 3),), "x + (-0) -> x"),
     ("x-0", lambda x: (x - 0.0).exp(), lambda: (ember.randn(5, 3),), "x - 0 -> x"),
     ("x/1", lambda x: (x / 1.0).exp(), lambda: (ember.randn(5, 3),), "x / 1 -> x"),
     ("neg neg", lambda x: (-(-x)).exp(), lambda: (ember.randn(5, 3),), "neg(neg(x)) -> x"),
