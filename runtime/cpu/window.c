@@ -211,9 +211,64 @@ DEFINE_WALK(double, f64, col2im, 1)
 DEFINE_GATHER(float, f32)
 DEFINE_GATHER(double, f64)
 
+/* The same through a zero-padded copy of each channel: the copy's interior
+ * rows are memcpys and every tap reads it at position + tap offset, with no
+ * test for padding (the test per element was most of gather's time).
+ * Returns false where the padded plane would be big (then gather). */
+#define PADDED_PLANE_MAX 65536
+#define DEFINE_GATHER_PADDED(T, sfx)                                                                           \
+    static bool gather_padded_##sfx(const T *x, int64_t nc, const em_window_geom *g, int64_t l0, int64_t l1,   \
+                                    T *col, int64_t ld) {                                                      \
+        int64_t P[W3], K = g->k_numel, L = l1 - l0, plane = 1;                                                 \
+        for (int i = 0; i < W3; i++) {                                                                         \
+            int64_t reach = (g->out[i] - 1) * g->s[i] + (g->k[i] - 1) * g->d[i] + 1;                          \
+            P[i] = reach > g->p[i] + g->in[i] ? reach : g->p[i] + g->in[i];                                    \
+            plane *= P[i];                                                                                     \
+        }                                                                                                      \
+        if (plane > PADDED_PLANE_MAX || g->p[0] < 0 || g->p[1] < 0 || g->p[2] < 0) return false;              \
+        T *pad = em_malloc((size_t)plane * sizeof *pad);                                                       \
+        int64_t *base = em_malloc((size_t)(L ? L : 1) * sizeof *base), *toff = em_malloc((size_t)K * sizeof *toff); \
+        if (!pad || !base || !toff) {                                                                          \
+            em_free(pad);                                                                                      \
+            em_free(base);                                                                                     \
+            em_free(toff);                                                                                     \
+            return false;                                                                                      \
+        }                                                                                                      \
+        memset(pad, 0, (size_t)plane * sizeof *pad);                                                           \
+        for (int64_t l = l0; l < l1; l++) {                                                                    \
+            int64_t o2 = l % g->out[2], o1 = l / g->out[2] % g->out[1], o0 = l / (g->out[2] * g->out[1]);     \
+            base[l - l0] = (o0 * g->s[0] * P[1] + o1 * g->s[1]) * P[2] + o2 * g->s[2];                         \
+        }                                                                                                      \
+        for (int64_t tap = 0; tap < K; tap++) {                                                                \
+            int64_t k0 = tap / (g->k[1] * g->k[2]), k1 = tap / g->k[2] % g->k[1], k2 = tap % g->k[2];           \
+            toff[tap] = (k0 * g->d[0] * P[1] + k1 * g->d[1]) * P[2] + k2 * g->d[2];                            \
+        }                                                                                                      \
+        for (int64_t c = 0; c < nc; c++) {                                                                     \
+            const T *xc = x + c * g->in_numel;                                                                 \
+            for (int64_t i0 = 0; i0 < g->in[0]; i0++)                                                         \
+                for (int64_t i1 = 0; i1 < g->in[1]; i1++)                                                      \
+                    memcpy(pad + ((i0 + g->p[0]) * P[1] + i1 + g->p[1]) * P[2] + g->p[2],                      \
+                           xc + (i0 * g->in[1] + i1) * g->in[2], (size_t)g->in[2] * sizeof *pad);              \
+            for (int64_t tap = 0; tap < K; tap++) {                                                            \
+                const T *src = pad + toff[tap];                                                                \
+                T *r = col + (c * K + tap) * ld;                                                               \
+                for (int64_t l = 0; l < L; l++) r[l] = src[base[l]];                                           \
+            }                                                                                                  \
+        }                                                                                                      \
+        em_free(pad);                                                                                          \
+        em_free(base);                                                                                         \
+        em_free(toff);                                                                                         \
+        return true;                                                                                           \
+    }
+DEFINE_GATHER_PADDED(float, f32)
+DEFINE_GATHER_PADDED(double, f64)
+
 void em_im2col(em_dtype dt, const void *x, int64_t nc, const em_window_geom *g, int64_t l0, int64_t l1,
                void *col, int64_t ld) {
     if (g->out[2] < GATHER_BELOW) {
+        if (dt == EM_DTYPE_F32 ? gather_padded_f32(x, nc, g, l0, l1, col, ld)
+                               : gather_padded_f64(x, nc, g, l0, l1, col, ld))
+            return;
         if (dt == EM_DTYPE_F32)
             gather_f32(x, nc, g, l0, l1, col, ld);
         else
