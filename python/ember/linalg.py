@@ -152,21 +152,22 @@ def svdvals(A, *, driver=None):
 
 def lstsq(A, B, rcond=None, *, driver=None):
     """The least-squares solution X of A X = B (minimum norm where A is rank
-    deficient), as (solution, residuals, rank, singular_values): residuals
-    the squared residual norms when A is tall and of full rank, rank and
-    singular_values empty (PyTorch's default CPU driver gives no more)."""
+    deficient), as (solution, residuals, rank, singular_values), as
+    PyTorch's 'gelsd' driver gives them but for singular_values (empty):
+    residuals the squared residual norms when A is tall and of full rank."""
     vector = B.ndim == A.ndim - 1
     A, B = _common(A, B.unsqueeze(-1) if vector else B, "lstsq")
     m, n = A.shape[-2], A.shape[-1]
     if rcond is not None or (_C.is_grad_enabled() and (A.requires_grad or B.requires_grad)):
         X = pinv(A, rtol=rcond) @ B  # differentiable
+        rank = matrix_rank(A, rtol=rcond)
     else:
-        X = _op("lstsq", [A, B])
+        X, rank = _op("lstsq", [A, B])
     residuals = X.new_empty((0,))
-    if m > n and n > 0 and bool((matrix_rank(A) == n).all()):
+    if m > n and n > 0 and bool((rank == n).all()):
         residuals = ((A @ X - B) ** 2).sum(-2)
     X = X.squeeze(-1) if vector else X
-    return lstsq_result(X, residuals, X.new_empty((0,), dtype=_C.int64), X.new_empty((0,)))
+    return lstsq_result(X, residuals, rank, X.new_empty((0,)))
 
 
 # ---------------------------------------------------------------- compositions

@@ -218,7 +218,12 @@ em_status infer_solve(em_op op, const em_type *in, int n_in, const em_attrs *a, 
     if (st == EM_OK) st = la_check_rhs(op, &in[0], &in[1]);
     if (st != EM_OK) return st;
     out[0] = in[1];
-    if (op == EM_OP_LSTSQ) out[0].shape[out[0].ndim - 2] = in[0].shape[in[0].ndim - 1];
+    if (op == EM_OP_LSTSQ) {
+        out[0].shape[out[0].ndim - 2] = in[0].shape[in[0].ndim - 1];
+        out[1] = in[0]; /* the rank of each matrix */
+        out[1].ndim -= 2;
+        out[1].dtype = EM_DTYPE_I64;
+    }
     return EM_OK;
 }
 em_status infer_solve_triangular(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out,

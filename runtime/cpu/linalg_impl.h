@@ -196,6 +196,7 @@ static void FN(lstsq_one_)(la_ctx *c, FN(scratch_) *s, int64_t bi) {
         return;
     }
     FN(store_)(c->out[0], bi, s->b2, n, k, ldb);
+    ((int64_t *)em_tensor_data(c->out[1]))[bi] = rank;
 }
 
 /* Matrix bi of the batch. */

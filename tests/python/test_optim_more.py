@@ -3,8 +3,6 @@ schedules and swa_utils against PyTorch 1.13: the same parameters, the
 same gradients, step for step; the composed optimizers also compiled
 against eager."""
 
-import math
-
 import numpy as np
 import pytest
 import torch

@@ -2,7 +2,6 @@
 statistics are reductions, the rest elementwise, so the fuser and autograd
 see ordinary ops)."""
 
-from .. import _ops
 from ..autograd import no_grad
 
 

@@ -7,7 +7,6 @@ The parameters are handled as one flat vector; scalars (directional
 derivatives, losses) are Python floats. Its control flow depends on the
 values, so inside @ember.compile a step runs eagerly."""
 
-from .. import _C
 from .._ops import cat
 from ..autograd import enable_grad, no_grad
 from .optimizer import Optimizer

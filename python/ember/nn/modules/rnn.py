@@ -132,12 +132,8 @@ class RNNBase(Module):
     def forward(self, input, hx=None):
         packed = isinstance(input, PackedSequence)
         lengths = None
-        if packed:
-            sorted_indices, unsorted_indices = input.sorted_indices, input.unsorted_indices
+        if packed:  # padded in the caller's batch order (the masks need no sorting), as hx is
             x, lengths = pad_packed_sequence(input)
-            if sorted_indices is not None:
-                x = x.index_select(1, sorted_indices)
-                lengths = lengths.index_select(0, sorted_indices)
             batched = True
         else:
             batched = input.ndim == 3
@@ -151,7 +147,7 @@ class RNNBase(Module):
                                f"{x.shape[-1]}")
         dirs = 2 if self.bidirectional else 1
         n = x.shape[1]
-        h0, c0 = self._initial(hx, n, x.dtype, batched, packed and input.sorted_indices)
+        h0, c0 = self._initial(hx, n, x.dtype, batched)
         hs, cs = [], []
         for layer in range(self.num_layers):
             outs = []
@@ -166,13 +162,12 @@ class RNNBase(Module):
                 x = F.dropout(x, self.dropout, True)
         h_n = _ops.stack(hs, 0)
         c_n = _ops.stack(cs, 0) if self.mode == "LSTM" else None
-        if packed:
-            if input.unsorted_indices is not None:
-                h_n = h_n.index_select(1, input.unsorted_indices)
-                c_n = c_n.index_select(1, input.unsorted_indices) if c_n is not None else None
-                x = x.index_select(1, input.unsorted_indices)
-                lengths = lengths.index_select(0, input.unsorted_indices)
-            out = pack_padded_sequence(x, lengths, enforce_sorted=False)
+        if packed:  # packed again in the input's order of lengths, with its indices
+            si = input.sorted_indices
+            if si is not None:
+                x, lengths = x.index_select(1, si), lengths.index_select(0, si)
+            p = pack_padded_sequence(x, lengths)
+            out = PackedSequence(p.data, p.batch_sizes, si, input.unsorted_indices)
         else:
             out = x.transpose(0, 1) if batched and self.batch_first else x
             if not batched:
@@ -180,7 +175,7 @@ class RNNBase(Module):
                 c_n = c_n.squeeze(1) if c_n is not None else None
         return out, ((h_n, c_n) if self.mode == "LSTM" else h_n)
 
-    def _initial(self, hx, n, dtype, batched, sorted_indices):
+    def _initial(self, hx, n, dtype, batched):
         dirs = 2 if self.bidirectional else 1
         shape = (self.num_layers * dirs, n, self.hidden_size)
         if hx is None:
@@ -194,9 +189,6 @@ class RNNBase(Module):
             if t is not None and tuple(t.shape) != shape:
                 raise RuntimeError(f"Expected hidden size {shape}, got {list(t.shape)}" if name == "hx" else
                                    f"Expected hidden[1] size {shape}, got {list(t.shape)}")
-        if sorted_indices is not None and sorted_indices is not False:
-            h = h.index_select(1, sorted_indices)
-            c = c.index_select(1, sorted_indices) if c is not None else None
         return h, c
 
 

@@ -8,7 +8,6 @@ import copy
 
 from ... import _C, _creation
 from .. import functional as F
-from .activation import GELU, ReLU  # noqa: F401  (names users pass as activation)
 from .attention import MultiheadAttention
 from .container import ModuleList
 from .dropout import Dropout
@@ -16,6 +15,12 @@ from .linear import Linear
 from .module import Module
 from .normalization import LayerNorm
 from .. import init
+
+
+def _self_attention(layer, x, attn_mask, key_padding_mask):
+    """A layer's self-attention block: attention of x to itself, then dropout1."""
+    x = layer.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False)[0]
+    return layer.dropout1(x)
 
 
 def _activation(activation):
@@ -43,19 +48,15 @@ class TransformerEncoderLayer(Module):
         self.dropout2 = Dropout(dropout)
         self.activation = _activation(activation)
 
-    def _sa_block(self, x, attn_mask, key_padding_mask):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False)[0]
-        return self.dropout1(x)
-
     def _ff_block(self, x):
         return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         x = src
         if self.norm_first:
-            x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask)
+            x = x + _self_attention(self, self.norm1(x), src_mask, src_key_padding_mask)
             return x + self._ff_block(self.norm2(x))
-        x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask))
+        x = self.norm1(x + _self_attention(self, x, src_mask, src_key_padding_mask))
         return self.norm2(x + self._ff_block(x))
 
 
@@ -78,10 +79,6 @@ class TransformerDecoderLayer(Module):
         self.dropout3 = Dropout(dropout)
         self.activation = _activation(activation)
 
-    def _sa_block(self, x, attn_mask, key_padding_mask):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False)[0]
-        return self.dropout1(x)
-
     def _mha_block(self, x, mem, attn_mask, key_padding_mask):
         x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
                                 need_weights=False)[0]
@@ -94,10 +91,10 @@ class TransformerDecoderLayer(Module):
                 memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
         x = tgt
         if self.norm_first:
-            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask)
+            x = x + _self_attention(self, self.norm1(x), tgt_mask, tgt_key_padding_mask)
             x = x + self._mha_block(self.norm2(x), memory, memory_mask, memory_key_padding_mask)
             return x + self._ff_block(self.norm3(x))
-        x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_key_padding_mask))
+        x = self.norm1(x + _self_attention(self, x, tgt_mask, tgt_key_padding_mask))
         x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask))
         return self.norm3(x + self._ff_block(x))
 
