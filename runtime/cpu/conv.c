@@ -7,7 +7,10 @@
  *
  * with PyTorch's weight layouts ((O, C/groups, k...) for conv, (C_in,
  * C_out/groups, k...) for conv_transpose) and any of 1 to 3 spatial dims.
- * Each is a GEMM per (sample, group) on im2col's columns (window.h): conv
+ * Float32 conv and conv_weight at stride 1 go to conv_direct.c, an
+ * implicit GEMM over row-shifted copies of the input (twice the speed of
+ * the path below on a ResNet block's 3x3 convolutions). Otherwise
+ * each is a GEMM per (sample, group) on im2col's columns (window.h): conv
  * multiplies the weights by the columns; conv_transpose multiplies the
  * transposed weights by its input and adds the columns back (col2im);
  * conv_weight multiplies the gradient by the transposed columns, summing
@@ -22,9 +25,11 @@
  * cut follows from the shapes alone, so the bits do not depend on the
  * thread count.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ember/alloc.h"
+#include "conv_direct.h"
 #include "ember/parallel.h"
 #include "window.h"
 
@@ -316,8 +321,19 @@ static int64_t blocks_for(int64_t items, int64_t len, int64_t least) {
     return want < most ? want : most > 1 ? most : 1;
 }
 
-/* Runs the items over the pool, with operand i (NULL: absent) made dense
- * and its data in *data[i]. */
+/* conv or conv_weight through conv_direct.c, on c's dense operands. */
+static em_status run_direct(conv_ctx *c, em_op op) {
+    const em_window_geom *g = &c->g;
+    if (op == EM_OP_CONV)
+        return em_conv_direct(g, c->n_samples, c->groups, c->big_c, c->small_c, (const float *)(const void *)c->x,
+                              (const float *)(const void *)c->w, (const float *)(const void *)c->b,
+                              (float *)(void *)c->y);
+    return em_conv_direct_weight(g, c->n_samples, c->groups, c->big_c, c->small_c, (const float *)(const void *)c->x,
+                                 (const float *)(const void *)c->gy, (float *)(void *)c->y);
+}
+
+/* Runs the items over the pool (fn NULL: the direct kernels), with operand
+ * i (NULL: absent) made dense and its data in *data[i]. */
 static em_status run(conv_ctx *c, em_op op, em_tensor *const *ts, const char **const *data, int n, int64_t items,
                      em_parallel_fn fn) {
     em_tensor *d[3] = {NULL, NULL, NULL};
@@ -329,10 +345,30 @@ static em_status run(conv_ctx *c, em_op op, em_tensor *const *ts, const char **c
         else
             *data[i] = em_tensor_data(d[i]);
     }
-    if (st == EM_OK && items > 0) em_parallel_for_blas(items, fn, c);
+    if (st == EM_OK && !fn)
+        st = run_direct(c, op);
+    else if (st == EM_OK && items > 0)
+        em_parallel_for_blas(items, fn, c);
     for (int i = 0; i < n; i++) em_tensor_release(d[i]);
     if (st == EM_OK && c->failed) st = em_error(EM_ERR_NOMEM, "%s: out of memory for the columns", em_op_name(op));
     return st;
+}
+
+/* Does this convolution go to conv_direct.c? (Not a 1x1 kernel that needs
+ * no columns: its GEMM reads the input as it is.) EMBER_CONV=gemm keeps
+ * every convolution on im2col + GEMM, EMBER_CONV=direct sends every one
+ * the direct kernels can do to them, to compare and test the two. */
+static bool goes_direct(const conv_ctx *c, em_op op) {
+    static int mode = -1; /* atomic; -1: not read yet, 0 auto, 1 gemm, 2 direct */
+    int m = __atomic_load_n(&mode, __ATOMIC_RELAXED);
+    if (m < 0) {
+        const char *env = getenv("EMBER_CONV");
+        m = env && !strcmp(env, "gemm") ? 1 : env && !strcmp(env, "direct") ? 2 : 0;
+        __atomic_store_n(&mode, m, __ATOMIC_RELAXED);
+    }
+    return m != 1 && !c->identity &&
+           em_conv_direct_fits(op == EM_OP_CONV_WEIGHT && m == 0, c->dt, &c->g, c->n_samples, c->groups, c->big_c,
+                               c->small_c);
 }
 
 static void ctx_init(conv_ctx *c, em_dtype dt, const em_attrs *a, em_tensor *y) {
@@ -357,6 +393,9 @@ em_status cpu_conv(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, 
     c.big_c = x.shape[1];
     c.small_c = in[1]->shape[0];
     c.n_samples = x.shape[0];
+    em_tensor *ts[3] = {in[0], in[1], n_in > 2 ? in[2] : NULL};
+    const char **data[3] = {&c.x, &c.w, &c.b};
+    if (goes_direct(&c, op)) return run(&c, op, ts, data, 3, 0, NULL);
     c.per = 1;
     if (c.g.out_numel < SMALL_IMAGE && c.n_samples > 1) { /* several samples to a GEMM */
         c.per = (SMALL_IMAGE + c.g.out_numel - 1) / c.g.out_numel;
@@ -364,8 +403,6 @@ em_status cpu_conv(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, 
     }
     int64_t items = (c.n_samples + c.per - 1) / c.per * c.groups;
     c.blocks = c.per > 1 ? 1 : blocks_for(items, c.g.out_numel, 64);
-    em_tensor *ts[3] = {in[0], in[1], n_in > 2 ? in[2] : NULL};
-    const char **data[3] = {&c.x, &c.w, &c.b};
     return run(&c, op, ts, data, 3, items * c.blocks, conv_items);
 }
 
@@ -400,6 +437,9 @@ em_status cpu_conv_weight(em_op op, em_tensor *const *in, int n_in, const em_att
     c.big_c = x.shape[1];
     c.small_c = a->shape[0];
     c.n_samples = x.shape[0];
+    em_tensor *ts[2] = {in[0], in[1]};
+    const char **data[2] = {&c.x, &c.gy};
+    if (goes_direct(&c, op)) return run(&c, op, ts, data, 2, 0, NULL);
     int64_t cg = c.big_c / c.groups;
     /* Samples in chunks first (each packs the gradient once per sample),
      * as far as partial sums of w of at most PARTIAL_BYTES allow; then
@@ -412,8 +452,6 @@ em_status cpu_conv_weight(em_op op, em_tensor *const *in, int n_in, const em_att
     int64_t wnumel = out[0]->numel;
     size_t pbytes = (size_t)((c.chunks - 1) * wnumel) * c.item;
     if (pbytes && !(c.partial = em_cpu_alloc(pbytes))) return em_last_status();
-    em_tensor *ts[2] = {in[0], in[1]};
-    const char **data[2] = {&c.x, &c.gy};
     st = run(&c, op, ts, data, 2, c.groups * c.blocks * c.chunks, weight_items);
     for (int64_t q = 1; st == EM_OK && q < c.chunks; q++) { /* the chunks' sums, in order */
         if (c.dt == EM_DTYPE_F32) {
