@@ -323,6 +323,32 @@ static em_ir_value *scaled_matmul(canon *c, em_ir_node *n, const match *m) {
     return r;
 }
 
+/* A constant of a shape that no graph result may share: its 0-d value,
+ * expanded (a view of one element). */
+static bool full_of_shape(const canon *c, const em_ir_node *n, double k, match *m) {
+    (void)k;
+    if (n->out[0]->type.ndim == 0 || c->result_memory[n->out[0]->id]) return false;
+    m->attrs = n->attrs;
+    m->attrs.n_shape = 0;
+    return true;
+}
+
+static em_ir_value *expanded_scalar(canon *c, em_ir_node *n, const match *m) {
+    (void)c;
+    em_ir_node *s = em_ir_build_before(n, EM_OP_FULL, NULL, 0, &m->attrs, n->loc);
+    if (!s) {
+        em_clear_error();
+        return NULL;
+    }
+    em_attrs a;
+    memset(&a, 0, sizeof a);
+    a.n_shape = n->out[0]->type.ndim;
+    memcpy(a.shape, n->out[0]->type.shape, (size_t)a.n_shape * sizeof a.shape[0]);
+    em_ir_value *r = build(n, EM_OP_EXPAND, &s->out[0], 1, &a);
+    if (!r) em_ir_remove(s);
+    return r;
+}
+
 static em_ir_value *same_op_on_x(canon *c, em_ir_node *n, const match *m) {
     (void)c;
     em_ir_value *x = m->x;
@@ -349,6 +375,9 @@ static const rule rules[] = {
     {"reshape(reshape(x)) -> reshape(x)", EM_OP_RESHAPE, reshape_chain, NONE, same_op_on_x},
     {"reshape to its own shape -> x", EM_OP_RESHAPE, to_same_type, NONE, keep_x},
     {"expand to its own shape -> x", EM_OP_EXPAND, to_same_type, NONE, keep_x},
+    /* a fused kernel then reads the constant as an immediate, not a tensor
+     * of copies (a mean's gradient: ones of the input's shape) */
+    {"full of a shape -> expand(full())", EM_OP_FULL, full_of_shape, NONE, expanded_scalar},
     {"matmul(x * c, y) -> matmul(x, y) {alpha=c}, c a power of two", EM_OP_MATMUL, scaled_operand, NONE,
      scaled_matmul},
 };

@@ -3,6 +3,11 @@
  * (same op, same inputs, same attributes, same result types) in the body,
  * the later one goes and its uses read the earlier one's results.
  *
+ * Two reductions of the same input that differ only in keepdim compute the
+ * same values (BatchNorm's backward takes the mean again, kept, that its
+ * forward took flat): the later one becomes a reshape (a view) of the
+ * earlier one's result.
+ *
  * Random ops are not pure and never merge (two draws are two draws); fused
  * nodes are left alone (their regions would have to be compared). Two
  * nodes are not merged where both results may reach the graph's results:
@@ -20,6 +25,7 @@ _Static_assert(sizeof(double) == sizeof(int64_t), "cse compares INT and DOUBLE a
  * 0.0, and NaN equals itself. */
 static bool same_attrs(em_op op, const em_attrs *a, const em_attrs *b) {
     uint64_t m = em_op_get(op)->attrs;
+    if (em_op_get(op)->kind == EM_KIND_REDUCE) m &= ~EM_A_MASK(EM_A_BIT_KEEPDIM); /* (see the header) */
     for (int bit = 0; bit < EM_A_COUNT; bit++) {
         if (!(m & EM_A_MASK(bit))) continue;
         const em_attr_field *f = em_attr_field_of(bit);
@@ -52,13 +58,32 @@ static bool same_attrs(em_op op, const em_attrs *a, const em_attrs *b) {
     return true;
 }
 
+/* Do a and b differ only in a reduction's keepdim? */
+static bool kept_twin(const em_ir_node *a, const em_ir_node *b) {
+    return em_op_get(a->op)->kind == EM_KIND_REDUCE && a->n_out == 1 && a->attrs.keepdim != b->attrs.keepdim;
+}
+
 static bool same_node(const em_ir_node *a, const em_ir_node *b) {
     if (a->op != b->op || a->n_in != b->n_in || a->n_out != b->n_out) return false;
     for (int i = 0; i < a->n_in; i++)
         if (a->in[i] != b->in[i]) return false;
+    if (em_op_get(a->op)->kind == EM_KIND_REDUCE && a->attrs.keepdim != b->attrs.keepdim)
+        return a->n_out == 1 && a->out[0]->type.dtype == b->out[0]->type.dtype && same_attrs(a->op, &a->attrs, &b->attrs);
     for (int o = 0; o < a->n_out; o++)
         if (!em_type_eq(&a->out[o]->type, &b->out[o]->type)) return false;
     return same_attrs(a->op, &a->attrs, &b->attrs);
+}
+
+/* What replaces n's result: first's, or for a keepdim twin a reshape of
+ * it to n's shape, made before n (NULL: out of memory). */
+static em_ir_value *merged_value(em_ir_node *first, em_ir_node *n) {
+    if (!kept_twin(first, n)) return first->out[0];
+    em_attrs a;
+    memset(&a, 0, sizeof a);
+    a.n_shape = n->out[0]->type.ndim;
+    memcpy(a.shape, n->out[0]->type.shape, (size_t)a.n_shape * sizeof a.shape[0]);
+    em_ir_node *r = em_ir_build_before(n, EM_OP_RESHAPE, &first->out[0], 1, &a, n->loc);
+    return r ? r->out[0] : NULL;
 }
 
 static bool mergeable(const em_ir_node *n) {
@@ -101,6 +126,20 @@ em_status em_pass_cse(em_ir_graph *g, em_strbuf *report) {
         for (int o = 0; o < n->n_out; o++)
             both_results |= to_result[n->out[o]->id] && (to_result[first->out[o]->id] || from_input[first->out[o]->id]);
         if (both_results) continue;
+        if (kept_twin(first, n)) {
+            em_ir_value *v = merged_value(first, n);
+            if (!v) {
+                free(table);
+                free(from_input);
+                free(to_result);
+                return em_error_prefix(em_last_status(), "cse");
+            }
+            em_ir_replace_uses(g->body, n->out[0], v);
+            to_result[first->out[0]->id] |= to_result[n->out[0]->id];
+            em_ir_remove(n);
+            merged++;
+            continue;
+        }
         for (int o = 0; o < n->n_out; o++) {
             em_ir_replace_uses(g->body, n->out[o], first->out[o]);
             to_result[first->out[o]->id] |= to_result[n->out[o]->id];
