@@ -233,6 +233,44 @@ static void conv_tile(const plan *p, const float *x, const float *wp, const floa
     }
 }
 
+/* The rest of a run, under TW positions (all of a 4x4 image's 16, which
+ * the wide tile would compute 48 for): 2 MR output channels, the packed
+ * blocks wp0 and wp1 (`two` false: wp0's only), x one vector of positions,
+ * `cols` <= VL of them kept. */
+static inline __attribute__((always_inline)) void narrow_tile(const plan *p, const float *x, const float *wp0,
+                                                              const float *wp1, bool two, const float *bias,
+                                                              int rows, int64_t cols, float *y, int64_t ldy) {
+    vf acc[2 * MR];
+    for (int i = 0; i < 2 * MR; i++) acc[i] = (vf){0} + (bias && i < rows ? bias[i] : 0.0f);
+    const int64_t *off = p->off, kk = p->kk;
+    for (int64_t c = 0; c < p->cg; c++, x += p->cstride)
+        for (int64_t t = 0; t < kk; t++, wp0 += MR, wp1 += MR) {
+            vf xv = vload_reg(x + off[t]);
+            for (int i = 0; i < MR; i++) acc[i] += wp0[i] * xv;
+            if (two)
+                for (int i = 0; i < MR; i++) acc[MR + i] += wp1[i] * xv;
+        }
+    float tmp[VL];
+    for (int i = 0; i < rows; i++) {
+        if (cols == VL) {
+            vstore(y + i * ldy, acc[i]);
+            continue;
+        }
+        vstore(tmp, acc[i]);
+        memcpy(y + i * ldy, tmp, (size_t)cols * sizeof(float));
+    }
+}
+
+static void narrow_tile_1(const plan *p, const float *x, const float *wp0, const float *bias, int rows,
+                          int64_t cols, float *y, int64_t ldy) {
+    narrow_tile(p, x, wp0, wp0, false, bias, rows, cols, y, ldy);
+}
+
+static void narrow_tile_2(const plan *p, const float *x, const float *wp0, const float *wp1, const float *bias,
+                          int rows, int64_t cols, float *y, int64_t ldy) {
+    narrow_tile(p, x, wp0, wp1, true, bias, rows, cols, y, ldy);
+}
+
 /* The weights of group gi, MR output channels at a time (zero past og):
  * wp[(ob * cg + c) * kk + tap][i] = w[gi og + ob MR + i, c, tap]. */
 static void pack_weights(const plan *p, int64_t gi, float *wp) {
@@ -269,13 +307,23 @@ static void conv_items(void *arg, int64_t i0, int64_t i1) {
         }
         int64_t len = (r1 - r0) * p->width, start = (plane * p->rows + r0) * p->width;
         int64_t b0 = ob_n * s / p->osplit, b1 = ob_n * (s + 1) / p->osplit;
-        for (int64_t ob = b0; ob < b1; ob++) {
-            int rows = (int)(p->og - ob * MR < MR ? p->og - ob * MR : MR);
-            int64_t o = gi * p->og + ob * MR;
+        int64_t wide = len / TW * TW; /* wide tiles up to here, narrow ones after */
+        for (int64_t ob = b0; ob < b1; ob += wide < len ? 2 : 1) {
+            int64_t o = gi * p->og + ob * MR, left = p->og - ob * MR;
             float *y = p->y + (n * p->cout + o) * L + start;
             const float *wp = p->wp + (gi * ob_n + ob) * ck * MR, *bias = p->b ? p->b + o : NULL;
-            for (int64_t q = 0; q < len; q += TW)
-                conv_tile(p, xs + q, wp, bias, rows, len - q < TW ? len - q : TW, y + q, L);
+            for (int64_t q = 0; q < wide; q += TW) conv_tile(p, xs + q, wp, bias, left < MR ? (int)left : MR, TW, y + q, L);
+            if (ob + 1 < b1 && wide < len)
+                for (int64_t q = 0; q < wide; q += TW)
+                    conv_tile(p, xs + q, wp + ck * MR, bias ? bias + MR : NULL, left - MR < MR ? (int)(left - MR) : MR,
+                              TW, y + MR * L + q, L);
+            for (int64_t q = wide; q < len; q += VL) {
+                int64_t cols = len - q < VL ? len - q : VL;
+                if (ob + 1 < b1)
+                    narrow_tile_2(p, xs + q, wp, wp + ck * MR, bias, left < 2 * MR ? (int)left : 2 * MR, cols, y + q, L);
+                else
+                    narrow_tile_1(p, xs + q, wp, bias, left < MR ? (int)left : MR, cols, y + q, L);
+            }
         }
     }
     em_cpu_free(xs, bytes);
