@@ -122,6 +122,26 @@ def test_max_pool_nan_and_ties():
     check(lambda m, F, x: F.max_pool2d(x, 2, return_indices=True), x)
 
 
+@pytest.mark.parametrize("shape,kw", [
+    ((2, 3, 8, 8), dict(kernel_size=2)),
+    ((1, 2, 9, 7), dict(kernel_size=3, stride=2)),
+    ((2, 1, 5, 33), dict(kernel_size=(2, 3), stride=(1, 2))),
+    ((3, 4, 4, 4), dict(kernel_size=2)),
+    ((1, 1, 40, 1), dict(kernel_size=(4, 1))),
+], ids=["2x2", "3x3_s2", "2x3_s12", "4x4", "column"])
+def test_max_pool_float32_whole_windows(shape, kw):
+    """float32 pools over whole windows take a vector path (gathers, 16
+    outputs of a plane at once, across its rows): values, indices, NaNs
+    (the last in a window wins), ties (the first) and the gradient, as
+    PyTorch; planes whose outputs are not a multiple of 16 included."""
+    rng = np.random.default_rng(0)
+    x = rng.integers(-3, 4, size=shape).astype(np.float32)  # many ties
+    x.flat[rng.choice(x.size, x.size // 10, replace=False)] = np.nan
+    check(lambda m, F, x: F.max_pool2d(x, return_indices=True, **kw), x)
+    x = rng.standard_normal(shape).astype(np.float32)
+    check(lambda m, F, x: F.max_pool2d(x, **kw), x, rtol=1e-6, atol=1e-6)
+
+
 def test_fold():
     cols = rnd((2, 3 * 2 * 3, 21))
     check(lambda m, F, c: F.fold(c, (6, 7), (2, 3), dilation=(2, 1), padding=1, stride=(2, 1)),
