@@ -120,6 +120,14 @@ typedef struct {
     int failed;
 } plan;
 
+/* Blocks of output channels (of ob_n) each of `items` pieces is cut into,
+ * for MIN_ITEMS items in all where there are fewer. */
+static int64_t split_for(int64_t items, int64_t ob_n) {
+    if (items >= MIN_ITEMS) return 1;
+    int64_t want = (MIN_ITEMS + items - 1) / items;
+    return want < ob_n ? want : ob_n;
+}
+
 /* Sizes the pieces: whole output rows, as many as PIECE_BYTES of copies
  * hold; with `units` (samples x groups) > 0, also enough pieces for
  * MIN_ITEMS items, halving them down to a few tiles each. */
@@ -129,7 +137,8 @@ static void size_pieces(plan *p, int64_t units) {
     int64_t fit = PIECE_BYTES / (per_row ? per_row : 1) - halo;
     p->piece_rows = fit < 1 ? 1 : fit < p->rows ? fit : p->rows;
     int64_t pieces = (p->rows + p->piece_rows - 1) / p->piece_rows;
-    while (units > 0 && units * p->planes < MIN_ITEMS && units * pieces * p->planes < MIN_ITEMS && p->piece_rows > 1 && p->piece_rows * p->width >= 4 * TW) {
+    while (units > 0 && units * pieces * p->planes < MIN_ITEMS && p->piece_rows > 1 &&
+           p->piece_rows * p->width >= 4 * TW) {
         p->piece_rows = (p->piece_rows + 1) / 2;
         pieces = (p->rows + p->piece_rows - 1) / p->piece_rows;
     }
@@ -138,7 +147,7 @@ static void size_pieces(plan *p, int64_t units) {
     p->cstride = p->kd * p->kw * p->copy_rows * p->width;
 }
 
-static bool init_plan(plan *p, const em_window_geom *g, int64_t groups, int64_t cin, int64_t cout) {
+static void init_plan(plan *p, const em_window_geom *g, int64_t groups, int64_t cin, int64_t cout) {
     memset(p, 0, sizeof *p);
     p->g = g;
     p->groups = groups;
@@ -151,7 +160,6 @@ static bool init_plan(plan *p, const em_window_geom *g, int64_t groups, int64_t 
     p->planes = g->out[0];
     p->rows = g->out[1];
     p->width = g->out[2];
-    return true;
 }
 
 /* The offsets of each tap's copy, in the weights' tap order (d, h, w). */
@@ -312,7 +320,8 @@ static void conv_items(void *arg, int64_t i0, int64_t i1) {
             int64_t o = gi * p->og + ob * MR, left = p->og - ob * MR;
             float *y = p->y + (n * p->cout + o) * L + start;
             const float *wp = p->wp + (gi * ob_n + ob) * ck * MR, *bias = p->b ? p->b + o : NULL;
-            for (int64_t q = 0; q < wide; q += TW) conv_tile(p, xs + q, wp, bias, left < MR ? (int)left : MR, TW, y + q, L);
+            for (int64_t q = 0; q < wide; q += TW)
+                conv_tile(p, xs + q, wp, bias, left < MR ? (int)left : MR, TW, y + q, L);
             if (ob + 1 < b1 && wide < len)
                 for (int64_t q = 0; q < wide; q += TW)
                     conv_tile(p, xs + q, wp + ck * MR, bias ? bias + MR : NULL, left - MR < MR ? (int)(left - MR) : MR,
@@ -320,7 +329,8 @@ static void conv_items(void *arg, int64_t i0, int64_t i1) {
             for (int64_t q = wide; q < len; q += VL) {
                 int64_t cols = len - q < VL ? len - q : VL;
                 if (ob + 1 < b1)
-                    narrow_tile_2(p, xs + q, wp, wp + ck * MR, bias, left < 2 * MR ? (int)left : 2 * MR, cols, y + q, L);
+                    narrow_tile_2(p, xs + q, wp, wp + ck * MR, bias, left < 2 * MR ? (int)left : 2 * MR, cols,
+                                  y + q, L);
                 else
                     narrow_tile_1(p, xs + q, wp, bias, left < MR ? (int)left : MR, cols, y + q, L);
             }
@@ -336,7 +346,7 @@ em_status em_conv_direct(const em_window_geom *g, int64_t n, int64_t groups, int
     p.x = x, p.w = w, p.b = b, p.y = y;
     size_pieces(&p, n * groups);
     int64_t ob_n = (p.og + MR - 1) / MR, items = n * groups * p.planes * p.pieces;
-    p.osplit = items >= MIN_ITEMS ? 1 : (MIN_ITEMS + items - 1) / items < ob_n ? (MIN_ITEMS + items - 1) / items : ob_n;
+    p.osplit = split_for(items, ob_n);
     size_t wbytes = (size_t)(groups * ob_n * p.cg * p.kk * MR) * sizeof(float);
     if (!make_offsets(&p)) return em_last_status();
     if (!(p.wp = em_cpu_alloc(wbytes))) {
@@ -427,7 +437,8 @@ static void weight_items(void *arg, int64_t i0, int64_t i1) {
         if (buf) em_cpu_free(buf, bytes);
         return;
     }
-    int64_t ck = p->cg * p->kk, wnumel = p->cout * ck, ob_n = (p->og + MO - 1) / MO, stride = (int64_t)(one / sizeof(float));
+    int64_t ck = p->cg * p->kk, wnumel = p->cout * ck, ob_n = (p->og + MO - 1) / MO;
+    int64_t stride = (int64_t)(one / sizeof(float));
     for (int64_t b = 0; b < p->batch; b++) memset(buf + b * stride + p->cg * p->cstride, 0, TW * sizeof(float));
     for (int64_t i = i0; i < i1; i++) {
         int64_t s = i % p->osplit, q = i / p->osplit % p->chunks, gi = i / (p->osplit * p->chunks);
@@ -468,7 +479,7 @@ static void plan_weight(plan *p, int64_t n) {
     p->chunks = want < most ? want : most;
     if (p->chunks > n) p->chunks = n > 0 ? n : 1;
     int64_t items = p->groups * p->chunks;
-    p->osplit = items >= MIN_ITEMS ? 1 : (MIN_ITEMS + items - 1) / items < ob_n ? (MIN_ITEMS + items - 1) / items : ob_n;
+    p->osplit = split_for(items, ob_n);
     /* Units (sample, plane, piece) a tile takes at once: runs of 1024
      * positions or more, as far as PIECE_BYTES of copies allow. */
     int64_t run = p->piece_rows * p->width, per_chunk = (n + p->chunks - 1) / p->chunks * p->planes * p->pieces;
@@ -484,6 +495,7 @@ static void plan_weight(plan *p, int64_t n) {
  * across positions, is faster (measured: 28x28 images of 128 channels take
  * twice the GEMM's time, 32x32 of 32 channels a third). */
 #define MIN_WEIGHT_RUN 512
+#define FEW_PAIRS 32
 
 bool em_conv_direct_fits(bool weight, em_dtype dt, const em_window_geom *g, int64_t n, int64_t groups, int64_t cin,
                          int64_t cout) {
@@ -498,7 +510,9 @@ bool em_conv_direct_fits(bool weight, em_dtype dt, const em_window_geom *g, int6
     plan p;
     init_plan(&p, g, groups, cin, cout);
     plan_weight(&p, n);
-    return p.batch * p.piece_rows * p.width >= MIN_WEIGHT_RUN;
+    /* (Few (channel, tap) pairs, as in a first layer's 1 or 3 channels, make
+     * a GEMM too narrow to be fast: direct whatever the runs.) */
+    return p.batch * p.piece_rows * p.width >= MIN_WEIGHT_RUN || p.cg * p.kk <= FEW_PAIRS;
 }
 
 em_status em_conv_direct_weight(const em_window_geom *g, int64_t n, int64_t groups, int64_t cin, int64_t cout,

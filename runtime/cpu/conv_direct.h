@@ -10,8 +10,8 @@
 
 /* Can a convolution of geometry g over n samples go direct, and is it
  * faster there? (float32, stride 1, enough work per position; with
- * `weight`, asked for conv_weight, also runs of positions long enough:
- * see MIN_WEIGHT_RUN.) */
+ * `weight`, asked for conv_weight, also runs of positions long enough or
+ * few (channel, tap) pairs: see MIN_WEIGHT_RUN.) */
 bool em_conv_direct_fits(bool weight, em_dtype dt, const em_window_geom *g, int64_t n, int64_t groups, int64_t cin,
                          int64_t cout);
 

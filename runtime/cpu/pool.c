@@ -430,7 +430,8 @@ static void max_gather_f32(void *arg, int64_t b, int64_t e) {
             int n = n_out - o < GATHER_LANES ? (int)(n_out - o) : GATHER_LANES;
             __mmask16 keep = (__mmask16)((1u << n) - 1);
             _mm512_mask_storeu_ps(y + o, keep, best);
-            _mm512_mask_storeu_epi64(iy + o, (__mmask8)(keep & 0xff), _mm512_cvtepi32_epi64(_mm512_castsi512_si256(best_at)));
+            _mm512_mask_storeu_epi64(iy + o, (__mmask8)(keep & 0xff),
+                                     _mm512_cvtepi32_epi64(_mm512_castsi512_si256(best_at)));
             if (n > 8)
                 _mm512_mask_storeu_epi64(iy + o + 8, (__mmask8)(keep >> 8),
                                          _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(best_at, 1)));
