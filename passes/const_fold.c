@@ -108,6 +108,7 @@ em_status em_pass_const_fold(em_ir_graph *g, em_strbuf *report) {
     free(from_input);
     free(to_result);
     if (st == EM_OK && report && folded_n)
-        em_strbuf_printf(report, "const-fold: %d node%s computed at compile time\n", folded_n, folded_n == 1 ? "" : "s");
+        em_strbuf_printf(report, "const-fold: %d node%s computed at compile time\n", folded_n,
+                         folded_n == 1 ? "" : "s");
     return st;
 }

@@ -68,7 +68,8 @@ static bool same_node(const em_ir_node *a, const em_ir_node *b) {
     for (int i = 0; i < a->n_in; i++)
         if (a->in[i] != b->in[i]) return false;
     if (em_op_get(a->op)->kind == EM_KIND_REDUCE && a->attrs.keepdim != b->attrs.keepdim)
-        return a->n_out == 1 && a->out[0]->type.dtype == b->out[0]->type.dtype && same_attrs(a->op, &a->attrs, &b->attrs);
+        return a->n_out == 1 && a->out[0]->type.dtype == b->out[0]->type.dtype &&
+               same_attrs(a->op, &a->attrs, &b->attrs);
     for (int o = 0; o < a->n_out; o++)
         if (!em_type_eq(&a->out[o]->type, &b->out[o]->type)) return false;
     return same_attrs(a->op, &a->attrs, &b->attrs);
