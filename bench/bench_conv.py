@@ -15,8 +15,10 @@ GEMMs alone, in one run. Prints Markdown tables for RESULTS.md.
    of 32x32, loss the mean square of the output.
 
 PyTorch runs in child processes with torch.set_num_threads(2), once with
-its defaults and once with OMP_WAIT_POLICY=PASSIVE. Times are medians; three
-rounds interleave the contenders and each keeps its best.
+its defaults and once with OMP_WAIT_POLICY=PASSIVE; ember's im2col + GEMM
+path (EMBER_CONV=gemm, what every convolution ran before the direct
+kernels) in a child process too. Times are medians; three rounds
+interleave the contenders and each keeps its best.
 """
 
 import json
@@ -135,6 +137,26 @@ print(json.dumps({{k: b.median_ms(f, n) for k, (f, n) in b.cases(torch).items()}
 """
 
 
+EMBER_GEMM = """
+import json, sys
+sys.path.insert(0, {here!r})
+import ember
+import bench_conv as b
+print(json.dumps({{k: b.median_ms(f, n) for k, (f, n) in b.cases(ember).items()}}))
+"""
+
+
+def ember_gemm_run():
+    """ember eager with every convolution on im2col + GEMM (EMBER_CONV=gemm)."""
+    env = dict(os.environ, EMBER_CONV="gemm")
+    try:
+        out = subprocess.run([sys.executable, "-c", EMBER_GEMM.format(here=os.path.dirname(os.path.abspath(__file__)))],
+                             capture_output=True, text=True, check=True, env=env)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (subprocess.CalledProcessError, ValueError, IndexError):
+        return {}
+
+
 def torch_run(passive):
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE") if passive else dict(os.environ)
     try:
@@ -156,21 +178,23 @@ def main():
     for _ in range(ROUNDS):
         keep("eager", {k: median_ms(f, n) for k, (f, n) in cases(ember).items()})
         keep("compiled", {k: median_ms(f, n) for k, (f, n) in cases(ember, ember.compile).items()})
+        keep("eager, im2col", ember_gemm_run())
         keep("torch", torch_run(False))
         keep("torch passive", torch_run(True))
         keep("GEMMs alone", {k: median_ms(f, n) for k, (f, n) in gemm_limit().items()})
     names = list(cases(ember))
     print(f"ember {ember.__version__}, {ember.get_num_threads()} threads, {platform.machine()}, "
           f"{os.cpu_count()} CPUs; NumPy {np.__version__}")
-    print("\n| | ember compiled | ember eager | PyTorch (2 threads) | PyTorch, PASSIVE | GEMMs alone "
-          "| ember eager / PyTorch best | eager / compiled |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
+    print("\n| | ember compiled | ember eager | ember eager, im2col + GEMM | PyTorch (2 threads) "
+          "| PyTorch, PASSIVE | GEMMs alone | ember eager / PyTorch best | eager / compiled |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     cell = lambda who, k: f"{best[(who, k)]:.2f} ms" if (who, k) in best else "-"  # noqa: E731
     for k in names:
         tbest = min(best.get(("torch", k), float("inf")), best.get(("torch passive", k), float("inf")))
         ratio = f"{best[('eager', k)] / tbest:.2f}x" if tbest < float("inf") else "-"
         speed = f"{best[('eager', k)] / best[('compiled', k)]:.2f}x" if ("compiled", k) in best else "-"
-        print(f"| {k} | {cell('compiled', k)} | {cell('eager', k)} | {cell('torch', k)} | "
+        print(f"| {k} | {cell('compiled', k)} | {cell('eager', k)} | {cell('eager, im2col', k)} | {cell('torch', k)} | "
               f"{cell('torch passive', k)} | {cell('GEMMs alone', k)} | {ratio} | {speed} |")
 
 
