@@ -77,6 +77,8 @@ typedef struct {
     const em_ir_graph *g;
     em_llvm_plan plan;
     em_llvm_graph_fn fn;
+    const void **refs; /* the table fn reads (em_llvm_emit_graph) */
+    int n_refs;
     em_interp *interp; /* for profiled runs */
     em_llvm_split *split; /* per node id: a kernel's split; grain 0: not compiled */
     char *refused;     /* why fused nodes worth a kernel run op by op (describe) */
@@ -346,6 +348,7 @@ static void exec_free(void *state) {
     if (!x) return;
     em_interp_free(x->interp);
     em_llvm_remove(x->rt);
+    free(x->refs);
     for (int i = 0; i < x->n_kernels; i++) {
         free(x->kernels[i].in_strides);
         free(x->kernels[i].shares);
@@ -569,7 +572,8 @@ static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts,
         (st = em_llvm_new_module(mname, &tsctx, &mod)) == EM_OK) {
         if ((st = emit_kernels(x, mod, m, opts, strides, kernel_of)) == EM_OK &&
             (st = plan_memory(x, kernel_of)) == EM_OK)
-            st = em_llvm_emit_graph(mod, graph_fn, g, &x->plan, &x->spec, kernel_of, launch_kernel);
+            st = em_llvm_emit_graph(mod, graph_fn, g, &x->plan, &x->spec, kernel_of, launch_kernel, &x->refs,
+                                    &x->n_refs);
         if (st == EM_OK) {
             st = finish(x, tsctx, mod, graph_fn, opts);
         } else {
@@ -596,7 +600,7 @@ static em_status llvm_run(void *state, em_tensor *const *in, int n_in, em_tensor
                         x->g->name, x->g->body->n_params, x->spec.n_outputs, n_in, n_out);
     /* A donation writes its input only when no other input shares that
      * memory (the same tensor passed twice, a view of it, a flat buffer). */
-    em_llvm_run run = {0, NULL};
+    em_llvm_run run = {0, NULL, x->refs};
     for (int d = 0; d < x->n_donations; d++) {
         int i = x->donated_input[d];
         bool alone = true;

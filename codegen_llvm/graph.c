@@ -16,7 +16,9 @@
  * released and the status returned, nothing written.
  *
  * The code calls the runtime and refers to the graph's nodes, kernels,
- * value guards and effects by address (it lives in this process's JIT).
+ * value guards and effects through a table of addresses it is handed at
+ * run time (run->refs), never by an address of its own: the machine code
+ * depends on the graph alone, as a compile cache or a shared object needs.
  * It is marked optnone: it is straight-line calls and loads, which O3
  * would not speed up, and big graphs would pay for trying.
  */
@@ -65,21 +67,40 @@ typedef struct {
     LLVMBuilderRef b;
     LLVMTypeRef i32, i64, ptr, vd;
     LLVMTypeRef t_node, t_check, t_unary, t_release_all, t_effects; /* the callees' types */
-    LLVMValueRef fn, in, out, run, slots, args, outs, res, status, planned;
+    LLVMValueRef fn, in, out, run, slots, args, outs, res, status, planned, refs_base;
+    const void **refs; /* the table the code reads (run->refs) */
+    int n_refs, cap_refs;
+    bool failed;       /* out of memory growing refs */
     LLVMBasicBlockRef fail;
     const em_llvm_plan *plan;
     const em_ir_graph *g;
 } emitter;
 
-static LLVMValueRef addr(const emitter *e, const void *p) {
-    return LLVMConstIntToPtr(LLVMConstInt(e->i64, (unsigned long long)(uintptr_t)p, 0), e->ptr);
+/* p, as the code reads it: its entry of the table (one per address). */
+static LLVMValueRef addr(emitter *e, const void *p) {
+    int i = 0;
+    while (i < e->n_refs && e->refs[i] != p) i++;
+    if (i == e->n_refs) {
+        if (e->n_refs == e->cap_refs) {
+            int cap = e->cap_refs ? 2 * e->cap_refs : 64;
+            const void **r = realloc(e->refs, (size_t)cap * sizeof *r);
+            if (!r) {
+                e->failed = true;
+                return LLVMConstNull(e->ptr);
+            }
+            e->refs = r;
+            e->cap_refs = cap;
+        }
+        e->refs[e->n_refs++] = p;
+    }
+    LLVMValueRef idx = LLVMConstInt(e->i32, (unsigned long long)i, 0);
+    return LLVMBuildLoad2(e->b, e->ptr, LLVMBuildGEP2(e->b, e->ptr, e->refs_base, &idx, 1, ""), "");
 }
 
-/* A call of C function fn (its address, FN(f)). */
-#define FN(f) ((uintptr_t)(f))
-static LLVMValueRef call(const emitter *e, LLVMTypeRef type, uintptr_t fn, LLVMValueRef *args, int n) {
-    LLVMValueRef callee = LLVMConstIntToPtr(LLVMConstInt(e->i64, (unsigned long long)fn, 0), e->ptr);
-    return LLVMBuildCall2(e->b, type, callee, args, (unsigned)n, "");
+/* A call of C function fn (FN(f)), through its table entry. */
+#define FN(f) ((const void *)(uintptr_t)(f))
+static LLVMValueRef call(emitter *e, LLVMTypeRef type, const void *fn, LLVMValueRef *args, int n) {
+    return LLVMBuildCall2(e->b, type, addr(e, fn), args, (unsigned)n, "");
 }
 
 static LLVMValueRef i32c(const emitter *e, int v) { return LLVMConstInt(e->i32, (unsigned long long)v, 1); }
@@ -184,7 +205,7 @@ static LLVMValueRef array(emitter *e, int n, const char *name) {
 
 em_status em_llvm_emit_graph(LLVMModuleRef mod, const char *name, const em_ir_graph *g,
                              const em_llvm_plan *plan, const em_run_spec *spec, void *const *kernels,
-                             em_llvm_launch_fn launch) {
+                             em_llvm_launch_fn launch, const void ***refs, int *n_refs) {
     emitter e = {.mod = mod, .plan = plan, .g = g};
     e.ctx = LLVMGetModuleContext(mod);
     e.i32 = LLVMInt32TypeInContext(e.ctx);
@@ -220,9 +241,11 @@ em_status em_llvm_emit_graph(LLVMModuleRef mod, const char *name, const em_ir_gr
     e.status = LLVMBuildAlloca(e.b, e.i32, "status");
     LLVMBuildMemSet(e.b, e.slots, LLVMConstInt(LLVMInt8TypeInContext(e.ctx), 0, 0),
                     LLVMConstInt(e.i64, (unsigned long long)(plan->n_slots ? plan->n_slots : 1) * 8, 0), 8);
-    /* run->planned (em_llvm_run: a uint64_t, then the pointer) */
+    /* run->planned and run->refs */
     LLVMValueRef field = LLVMConstInt(e.i64, offsetof(em_llvm_run, planned), 0);
     e.planned = load(&e, LLVMBuildGEP2(e.b, LLVMInt8TypeInContext(e.ctx), e.run, &field, 1, ""));
+    field = LLVMConstInt(e.i64, offsetof(em_llvm_run, refs), 0);
+    e.refs_base = load(&e, LLVMBuildGEP2(e.b, LLVMInt8TypeInContext(e.ctx), e.run, &field, 1, ""));
     if (spec && spec->expected) emit_checks(&e, spec, -1);
     for (int k = 0; k < plan->n_nodes; k++) {
         emit_node(&e, k, kernels, launch);
@@ -232,5 +255,11 @@ em_status em_llvm_emit_graph(LLVMModuleRef mod, const char *name, const em_ir_gr
     emit_epilogue(&e, spec);
     emit_failure_exit(&e);
     LLVMDisposeBuilder(e.b);
+    if (e.failed) {
+        free(e.refs);
+        return em_error(EM_ERR_NOMEM, "out of memory compiling @%s", g->name);
+    }
+    *refs = e.refs;
+    *n_refs = e.n_refs;
     return EM_OK;
 }

@@ -17,6 +17,7 @@
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 
+#include "ember/ops.h"
 #include "llvm_internal.h"
 
 extern const unsigned char em_scalar_bitcode[];
@@ -72,6 +73,22 @@ static em_status init_locked(void) {
                                                                NULL, NULL);
     if (err) return init_status = llvm_error("process symbols", err);
     LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(jit), gen);
+    /* The runtime functions generated code calls by name (ember's own
+     * symbols are hidden, so the process search above cannot find them). */
+    static const struct {
+        const char *name;
+        const void *fn;
+    } runtime[] = {{"em_reduce_row", (const void *)(uintptr_t)em_reduce_row}};
+    enum { N_RUNTIME = sizeof runtime / sizeof runtime[0] };
+    LLVMOrcCSymbolMapPair pairs[N_RUNTIME];
+    for (int i = 0; i < N_RUNTIME; i++) {
+        pairs[i].Name = LLVMOrcLLJITMangleAndIntern(jit, runtime[i].name);
+        pairs[i].Sym.Address = (LLVMOrcExecutorAddress)(uintptr_t)runtime[i].fn;
+        pairs[i].Sym.Flags.GenericFlags = LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable;
+        pairs[i].Sym.Flags.TargetFlags = 0;
+    }
+    err = LLVMOrcJITDylibDefine(LLVMOrcLLJITGetMainJITDylib(jit), LLVMOrcAbsoluteSymbols(pairs, N_RUNTIME));
+    if (err) return init_status = llvm_error("runtime symbols", err);
     return init_status = EM_OK;
 }
 

@@ -144,6 +144,7 @@ void em_llvm_plan_free(em_llvm_plan *p);
 typedef struct em_llvm_run {
     uint64_t allowed;    /* bit d: donation d may write its input this run */
     em_tensor **planned; /* per buffer of the plan: its tensor in this run's arena */
+    const void *const *refs; /* what the graph function refers to (em_llvm_emit_graph) */
 } em_llvm_run;
 
 /* The function a graph compiles to: in[] the graph inputs (borrowed),
@@ -159,10 +160,15 @@ typedef int32_t (*em_llvm_launch_fn)(void *kernel, em_tensor *const *in, em_tens
 /* Emits graph g as function `name` into mod, running its nodes in the
  * plan's order: per node id, kernels[id] (non-NULL) is launched with
  * `launch`, other fused nodes run their regions op by op, other nodes their
- * eager kernels (em_op_run_planned). The code refers to g, the kernels and
- * spec's expected values and effects by address: they must outlive it. */
+ * eager kernels (em_op_run_planned). The code holds no address: every
+ * object and runtime function it uses (g, its nodes, the kernels, spec's
+ * expected values and effects, the callees) is an entry of a table it
+ * reads from run->refs, so the same machine code serves another process
+ * (or a shared object) given that process's table. *refs receives this
+ * one (malloc'd, *n_refs entries): the caller owns it, and what it points
+ * to must outlive the code's runs. */
 em_status em_llvm_emit_graph(LLVMModuleRef mod, const char *name, const em_ir_graph *g,
                              const em_llvm_plan *plan, const em_run_spec *spec, void *const *kernels,
-                             em_llvm_launch_fn launch);
+                             em_llvm_launch_fn launch, const void ***refs, int *n_refs);
 
 #endif

@@ -508,6 +508,18 @@ static LLVMValueRef library_fold(const emit_ctx *c, const em_ir_node *n, bool *m
     return name ? LLVMGetNamedFunction(c->e.mod, name) : NULL;
 }
 
+/* n's attributes as a private constant of the module: em_attrs is plain
+ * data, and a copy in the code keeps it free of this process's addresses. */
+static LLVMValueRef attrs_constant(em_llvm_emitter *e, const em_attrs *a) {
+    LLVMValueRef init = LLVMConstStringInContext(e->ctx, (const char *)a, (unsigned)sizeof *a, 1);
+    LLVMValueRef g = LLVMAddGlobal(e->mod, LLVMTypeOf(init), "em.attrs");
+    LLVMSetInitializer(g, init);
+    LLVMSetGlobalConstant(g, 1);
+    LLVMSetLinkage(g, LLVMPrivateLinkage);
+    LLVMSetAlignment(g, 8);
+    return g;
+}
+
 /* After loop `level`: each reduction of a value of that level over the row,
  * by the eager kernels' code: the shared folds of ops_fold.h inline, the
  * rest through em_reduce_row. */
@@ -517,8 +529,9 @@ static void row_reductions(emit_ctx *c, int level) {
     LLVMTypeRef i32 = e->i32;
     LLVMTypeRef args[7] = {i32, e->ptr, i32, e->ptr, e->i64, i32, e->ptr};
     LLVMTypeRef fty = LLVMFunctionType(LLVMVoidTypeInContext(e->ctx), args, 7, 0);
-    LLVMValueRef callee = LLVMConstIntToPtr(
-        LLVMConstInt(e->i64, (unsigned long long)(uintptr_t)em_reduce_row, 0), e->ptr);
+    /* by name: the JIT defines it (jit.c), as a linker would */
+    LLVMValueRef callee = LLVMGetNamedFunction(e->mod, "em_reduce_row");
+    if (!callee) callee = LLVMAddFunction(e->mod, "em_reduce_row", fty);
     for (const em_ir_node *n = p->r->first; n; n = n->next) {
         const em_ir_value *x = n->in[0], *v = n->out[0];
         if (em_op_get(n->op)->kind != EM_KIND_REDUCE || p->level[x->id] != level) continue;
@@ -534,7 +547,7 @@ static void row_reductions(emit_ctx *c, int level) {
         }
         LLVMValueRef av[7] = {
             LLVMConstInt(i32, (unsigned long long)n->op, 0),
-            LLVMConstIntToPtr(LLVMConstInt(e->i64, (unsigned long long)(uintptr_t)&n->attrs, 0), e->ptr),
+            attrs_constant(e, &n->attrs),
             LLVMConstInt(i32, (unsigned long long)x->type.dtype, 0),
             row,
             em_llvm_i64(e, p->n),

@@ -211,6 +211,12 @@ def test_llvm_dumps(dumped):
     assert "@llvm." in opt or "define" in opt
     # The 64K-element GELU kernel is vectorised after O3.
     assert re.search(r"<\d+ x float>", opt), "no vector type in kernels.opt.ll"
+    # The code holds no address of this process (the graph function reads
+    # its nodes, kernels and callees from a table it is handed), so the same
+    # object code could serve another process.
+    for name, path in paths.items():
+        with open(os.path.join(path, "kernels.opt.ll")) as f:
+            assert "inttoptr" not in f.read(), name
 
 
 def test_no_dump_without_ember_dump(tmp_path):
