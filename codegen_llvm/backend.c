@@ -82,7 +82,9 @@ typedef struct {
     em_interp *interp; /* for profiled runs */
     em_llvm_split *split; /* per node id: a kernel's split; grain 0: not compiled */
     char *refused;     /* why fused nodes worth a kernel run op by op (describe) */
-    LLVMOrcResourceTrackerRef rt;
+    em_llvm_code *code; /* the machine code (code.c) */
+    em_llvm_code_source source;
+    char key[EM_LLVM_KEY_LEN + 1];
     int n_kernels;
     kernel *kernels;
     int n_donations;
@@ -93,8 +95,6 @@ typedef struct {
     em_effect *effects;
     frame *frame; /* the executable's own, when no run has it (atomic) */
 } executable;
-
-static int64_t module_counter;
 
 static int64_t jit_min_elements(void) {
     const char *v = getenv("EMBER_JIT_MIN_ELEMENTS");
@@ -347,7 +347,7 @@ static void exec_free(void *state) {
     executable *x = state;
     if (!x) return;
     em_interp_free(x->interp);
-    em_llvm_remove(x->rt);
+    em_llvm_code_release(x->code);
     free(x->refs);
     for (int i = 0; i < x->n_kernels; i++) {
         free(x->kernels[i].in_strides);
@@ -389,7 +389,11 @@ static char *print_kernels(executable *x, LLVMModuleRef mod, const char *graph_f
     em_strbuf s;
     em_strbuf_init(&s);
     for (int i = 0; i <= x->n_kernels; i++) {
-        const char *name = i < x->n_kernels ? x->kernels[i].name : graph_fn;
+        char name[128];
+        if (i < x->n_kernels)
+            em_llvm_code_name(x->key, x->kernels[i].name, name, sizeof name);
+        else
+            snprintf(name, sizeof name, "%s", graph_fn);
         char *t = LLVMPrintValueToString(LLVMGetNamedFunction(mod, name));
         em_strbuf_puts(&s, t);
         em_strbuf_puts(&s, "\n");
@@ -400,7 +404,7 @@ static char *print_kernels(executable *x, LLVMModuleRef mod, const char *graph_f
 
 /* Emits a kernel for every fused node worth one, deciding its donations;
  * kernel_of[node id] points at each. */
-static em_status emit_kernels(executable *x, LLVMModuleRef mod, int64_t m, const em_backend_opts *opts,
+static em_status emit_kernels(executable *x, LLVMModuleRef mod, const em_backend_opts *opts,
                               int64_t (*strides)[EM_MAX_DIMS], void **kernel_of) {
     const em_ir_graph *g = x->g;
     bool *aliases = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *aliases);
@@ -421,7 +425,7 @@ static em_status emit_kernels(executable *x, LLVMModuleRef mod, int64_t m, const
         kernel *k = &x->kernels[x->n_kernels];
         kernel_of[n->id] = k;
         k->node = n;
-        snprintf(k->name, sizeof k->name, "em_g%lld_k%d", (long long)m, n->id);
+        snprintf(k->name, sizeof k->name, EM_LLVM_PLACEHOLDER "k%d", n->id);
         k->in_strides = calloc((size_t)(n->n_in ? n->n_in : 1), sizeof *k->in_strides);
         k->shares = malloc((size_t)n->n_out * sizeof *k->shares);
         k->donation = malloc((size_t)n->n_out * sizeof *k->donation);
@@ -476,8 +480,10 @@ static em_status plan_memory(executable *x, void *const *kernel_of) {
     return st;
 }
 
-/* Verifies, dumps and optimises mod, hands it to the JIT and finds the
- * functions in it. Consumes mod and tsctx. */
+/* Verifies and dumps mod, gets its machine code (code.c: this process's
+ * copy, the disk cache's, or compiled here) and finds the functions in it.
+ * A dumped compile is always compiled here, so its dumps are whole.
+ * Consumes mod and tsctx. */
 static em_status finish(executable *x, LLVMOrcThreadSafeContextRef tsctx, LLVMModuleRef mod,
                         const char *graph_fn, const em_backend_opts *opts) {
     char *msg = NULL;
@@ -485,30 +491,36 @@ static em_status finish(executable *x, LLVMOrcThreadSafeContextRef tsctx, LLVMMo
     if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg))
         st = em_error(EM_ERR_INTERNAL, "llvm: generated code does not verify: %s", msg);
     LLVMDisposeMessage(msg);
+    char name[128];
+    if (st == EM_OK) st = em_llvm_code_key(mod, x->key);
     if (st == EM_OK && opts->dump) {
-        char *text = print_kernels(x, mod, graph_fn);
+        em_llvm_code_name(x->key, graph_fn, name, sizeof name);
+        char *text = print_kernels(x, mod, name);
         if (text) opts->dump(opts->dump_ctx, "kernels.ll", text);
         free(text);
-    }
-    if (st == EM_OK) st = em_llvm_optimize(mod);
-    if (st == EM_OK && opts->dump) {
-        char *text = LLVMPrintModuleToString(mod);
-        opts->dump(opts->dump_ctx, "kernels.opt.ll", text);
-        LLVMDisposeMessage(text);
+        st = em_llvm_optimize(mod);
+        if (st == EM_OK) {
+            text = LLVMPrintModuleToString(mod);
+            opts->dump(opts->dump_ctx, "kernels.opt.ll", text);
+            LLVMDisposeMessage(text);
+        }
     }
     if (st != EM_OK) {
         LLVMDisposeModule(mod);
         LLVMOrcDisposeThreadSafeContext(tsctx);
         return st;
     }
-    if ((st = em_llvm_add_module(tsctx, mod, &x->rt)) != EM_OK) return st;
+    if ((st = em_llvm_code_get(x->key, tsctx, mod, !opts->dump, opts->dump != NULL, &x->code, &x->source)) != EM_OK)
+        return st;
     void *addr;
     for (int i = 0; i < x->n_kernels; i++) {
-        if ((st = em_llvm_lookup(x->kernels[i].name, &addr)) != EM_OK) return st;
+        em_llvm_code_name(x->key, x->kernels[i].name, name, sizeof name);
+        if ((st = em_llvm_lookup(name, &addr)) != EM_OK) return st;
         x->kernels[i].fn = (em_llvm_kernel_fn)addr;
         em_interp_set_kernel(x->interp, x->kernels[i].node, interp_kernel, &x->kernels[i]);
     }
-    if ((st = em_llvm_lookup(graph_fn, &addr)) != EM_OK) return st;
+    em_llvm_code_name(x->key, graph_fn, name, sizeof name);
+    if ((st = em_llvm_lookup(name, &addr)) != EM_OK) return st;
     x->fn = (em_llvm_graph_fn)addr;
     return EM_OK;
 }
@@ -562,15 +574,14 @@ static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts,
         exec_free(x);
         return em_error(EM_ERR_NOMEM, "out of memory compiling @%s", g->name);
     }
-    int64_t m = __atomic_fetch_add(&module_counter, 1, __ATOMIC_RELAXED);
-    char mname[64], graph_fn[64];
-    snprintf(mname, sizeof mname, "ember_%s_%lld", g->name, (long long)m);
-    snprintf(graph_fn, sizeof graph_fn, "em_g%lld_graph", (long long)m);
+    /* Fixed names: code.c names the code by its contents, so graphs that
+     * differ only in their functions' names share it */
+    const char *mname = "ember_graph", *graph_fn = EM_LLVM_PLACEHOLDER "graph";
     LLVMOrcThreadSafeContextRef tsctx;
     LLVMModuleRef mod = NULL;
     if ((st = em_llvm_plan_schedule(g, &x->spec, &x->plan)) == EM_OK &&
         (st = em_llvm_new_module(mname, &tsctx, &mod)) == EM_OK) {
-        if ((st = emit_kernels(x, mod, m, opts, strides, kernel_of)) == EM_OK &&
+        if ((st = emit_kernels(x, mod, opts, strides, kernel_of)) == EM_OK &&
             (st = plan_memory(x, kernel_of)) == EM_OK)
             st = em_llvm_emit_graph(mod, graph_fn, g, &x->plan, &x->spec, kernel_of, launch_kernel, &x->refs,
                                     &x->n_refs);
@@ -635,6 +646,9 @@ static char *llvm_describe(void *state) {
     em_strbuf_printf(&s, "llvm backend: %d fused kernel%s compiled for %s; other nodes run their "
                          "eager kernels\n",
                      x->n_kernels, x->n_kernels == 1 ? "" : "s", em_llvm_host_cpu());
+    static const char *const source[] = {"compiled now", "shared with an identical graph compiled before",
+                                         "loaded from the compile cache"};
+    em_strbuf_printf(&s, "  machine code %s (key %s)\n", source[x->source], x->key);
     em_strbuf_printf(&s, "  one compiled function runs the graph's %d nodes; memory plan: %d "
                          "intermediate value%s in one %lld-byte arena per run\n",
                      x->plan.n_nodes, x->plan.n_buffers, x->plan.n_buffers == 1 ? "" : "s",
@@ -685,6 +699,7 @@ static char *llvm_describe(void *state) {
 static char *llvm_profile(void *state) { return em_interp_profile(((executable *)state)->interp); }
 
 static const em_backend llvm_backend = {"llvm",        llvm_compile, llvm_run,
-                                        llvm_describe, llvm_profile, exec_free};
+                                        llvm_describe, llvm_profile, exec_free,
+                                        em_llvm_cache_clear};
 
 const em_backend *em_llvm_backend(void) { return &llvm_backend; }

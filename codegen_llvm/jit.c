@@ -102,6 +102,7 @@ em_status em_llvm_init(void) {
 
 LLVMTargetMachineRef em_llvm_host_tm(void) { return host_tm; }
 const char *em_llvm_host_cpu(void) { return host_cpu; }
+const char *em_llvm_host_triple(void) { return host_triple; }
 const char *em_llvm_host_features(void) { return host_features; }
 
 em_status em_llvm_new_module(const char *name, LLVMOrcThreadSafeContextRef *tsctx,
@@ -196,6 +197,38 @@ em_status em_llvm_lookup(const char *name, void **addr) {
     pthread_mutex_unlock(&lock);
     if (err) return llvm_error("looking up a kernel", err);
     *addr = (void *)(uintptr_t)a;
+    return EM_OK;
+}
+
+em_status em_llvm_emit_object(LLVMModuleRef mod, void **obj, size_t *n) {
+    char *msg = NULL;
+    LLVMMemoryBufferRef buf = NULL;
+    pthread_mutex_lock(&lock);
+    LLVMBool failed = LLVMTargetMachineEmitToMemoryBuffer(host_tm, mod, LLVMObjectFile, &msg, &buf);
+    pthread_mutex_unlock(&lock);
+    if (failed) {
+        em_status st = em_error(EM_ERR_RUNTIME, "llvm: generating code: %s", msg ? msg : "?");
+        LLVMDisposeMessage(msg);
+        return st;
+    }
+    *n = LLVMGetBufferSize(buf);
+    *obj = malloc(*n ? *n : 1);
+    if (*obj) memcpy(*obj, LLVMGetBufferStart(buf), *n);
+    LLVMDisposeMemoryBuffer(buf);
+    return *obj ? EM_OK : em_error(EM_ERR_NOMEM, "out of memory generating code");
+}
+
+em_status em_llvm_add_object(const void *obj, size_t n, const char *name, LLVMOrcResourceTrackerRef *rt) {
+    LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(obj, n, name);
+    pthread_mutex_lock(&lock);
+    *rt = LLVMOrcJITDylibCreateResourceTracker(LLVMOrcLLJITGetMainJITDylib(jit));
+    LLVMErrorRef err = LLVMOrcLLJITAddObjectFileWithRT(jit, *rt, buf); /* (takes buf) */
+    pthread_mutex_unlock(&lock);
+    if (err) {
+        LLVMOrcReleaseResourceTracker(*rt);
+        *rt = NULL;
+        return llvm_error("adding object code", err);
+    }
     return EM_OK;
 }
 

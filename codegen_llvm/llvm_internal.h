@@ -33,6 +33,34 @@ em_status em_llvm_add_module(LLVMOrcThreadSafeContextRef tsctx, LLVMModuleRef mo
 em_status em_llvm_lookup(const char *name, void **addr);
 /* Frees the code added under rt. */
 void em_llvm_remove(LLVMOrcResourceTrackerRef rt);
+const char *em_llvm_host_triple(void);
+/* mod's object code for the host (malloc'd, *n bytes). */
+em_status em_llvm_emit_object(LLVMModuleRef mod, void **obj, size_t *n);
+/* Hands object code (copied) to the JIT under a new resource tracker. */
+em_status em_llvm_add_object(const void *obj, size_t n, const char *name, LLVMOrcResourceTrackerRef *rt);
+
+/* ---- code.c ---- */
+
+/* The prefix of the names a graph's module is emitted with; em_llvm_code_key
+ * renames them em_<key>_... */
+#define EM_LLVM_PLACEHOLDER "em_P_"
+#define EM_LLVM_KEY_LEN 32
+/* mod's key (hex), its placeholder names replaced by the key's. */
+em_status em_llvm_code_key(LLVMModuleRef mod, char key[EM_LLVM_KEY_LEN + 1]);
+/* The name placeholder_name has in the code of key. */
+void em_llvm_code_name(const char *key, const char *placeholder_name, char *out, size_t n);
+
+typedef struct em_llvm_code em_llvm_code;
+typedef enum { EM_CODE_COMPILED, EM_CODE_SHARED, EM_CODE_FROM_DISK } em_llvm_code_source;
+/* The machine code of mod (keyed by em_llvm_code_key): the copy this
+ * process has loaded already, else the disk cache's (use_cache), else mod
+ * optimised (unless `optimized`) and compiled here, and stored. Consumes
+ * mod and tsctx. Release with em_llvm_code_release. */
+em_status em_llvm_code_get(const char *key, LLVMOrcThreadSafeContextRef tsctx, LLVMModuleRef mod, bool use_cache,
+                           bool optimized, em_llvm_code **code, em_llvm_code_source *source);
+void em_llvm_code_release(em_llvm_code *code);
+/* Empties the disk cache's directory of its entries. */
+em_status em_llvm_cache_clear(void);
 
 /* ---- kernel.c ---- */
 

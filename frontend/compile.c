@@ -65,7 +65,8 @@ static char *interp_profile(void *state) { return em_interp_profile(state); }
 static void interp_free(void *state) { em_interp_free(state); }
 
 static const em_backend interp_backend = {"interp",        interp_compile, interp_run,
-                                          interp_describe, interp_profile, interp_free};
+                                          interp_describe, interp_profile, interp_free,
+                                          NULL /* (no code to cache) */};
 
 const em_backend *em_interp_backend(void) { return &interp_backend; }
 

@@ -50,6 +50,9 @@ typedef struct em_backend {
     /* Per-node times of the profiled runs (em_interp_profile), or NULL. */
     char *(*profile)(void *state);
     void (*free)(void *state);
+    /* Empties the backend's on-disk cache of compiled code (NULL: it has
+     * none). */
+    em_status (*clear_cache)(void);
 } em_backend;
 
 /* The LLVM CPU backend, or NULL when ember was built without LLVM. */

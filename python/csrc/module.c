@@ -248,6 +248,14 @@ static PyObject *f_has_llvm(PyObject *self, PyObject *unused) {
     return PyBool_FromLong(em_llvm_backend() != NULL);
 }
 
+static PyObject *f_clear_cache(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    const em_backend *b = em_llvm_backend();
+    if (b && b->clear_cache && b->clear_cache() != EM_OK) return em_py_raise();
+    Py_RETURN_NONE;
+}
+
 #define KW (PyCFunction)(void (*)(void))
 static PyMethodDef module_methods[] = {
     {"contiguous", f_contiguous, METH_O, "contiguous copy unless already contiguous"},
@@ -276,6 +284,7 @@ static PyMethodDef module_methods[] = {
      "start a new peak_in_use from the bytes in use now"},
     {"_set_tensor_class", f_set_tensor_class, METH_O, NULL},
     {"_has_llvm", f_has_llvm, METH_NOARGS, NULL},
+    {"_clear_cache", f_clear_cache, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 

@@ -90,6 +90,12 @@ def profile_report(fn):
     return "\n".join(blocks)
 
 
+def clear_cache():
+    """Empties the on-disk cache of compiled code (EMBER_CACHE_DIR, else
+    ~/.cache/ember). Functions compiled in this process keep their code."""
+    _C._clear_cache()
+
+
 def disable():
     """Run every compiled function eagerly (like EMBER_COMPILE=0)."""
     _C._set_compile_enabled(False)

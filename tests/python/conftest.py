@@ -8,10 +8,14 @@
 - `NP_DTYPES` / `EM_DTYPES` map dtype names to NumPy and ember dtypes.
 - `subprocess_env(**overrides)`: an environment for running a script that
   imports this same ember build.
-- EMBER_JIT_MIN_ELEMENTS is 0 for the tests (see below).
+- EMBER_JIT_MIN_ELEMENTS is 0 for the tests, and EMBER_CACHE_DIR a
+  directory of their own (see below).
 """
 
+import atexit
 import os
+import shutil
+import tempfile
 
 import numpy as np
 import pytest
@@ -22,6 +26,12 @@ import ember
 # under 2048 elements, not worth LLVM's time), so the code generator sees
 # all of the tests' tiny graphs; test_compile_training checks the default.
 os.environ["EMBER_JIT_MIN_ELEMENTS"] = "0"
+
+# Compiled code goes to a cache directory of this run's own (the user's
+# stays untouched); later compiles of the same graphs in the run load it.
+if "EMBER_CACHE_DIR" not in os.environ:
+    os.environ["EMBER_CACHE_DIR"] = tempfile.mkdtemp(prefix="ember-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["EMBER_CACHE_DIR"], True)
 
 try:
     import torch
@@ -69,11 +79,12 @@ def assert_close(t, expected, rtol=0.0, atol=0.0):
 
 
 def subprocess_env(**overrides):
-    """os.environ without EMBER_* switches (but the tests' EMBER_JIT_MIN_ELEMENTS),
+    """os.environ without EMBER_* switches (but the tests' EMBER_JIT_MIN_ELEMENTS
+    and EMBER_CACHE_DIR),
     with PYTHONPATH reaching the same ember package and extension this process
     uses, plus `overrides`."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith("EMBER_") or k == "EMBER_JIT_MIN_ELEMENTS"}
+           if not k.startswith("EMBER_") or k in ("EMBER_JIT_MIN_ELEMENTS", "EMBER_CACHE_DIR")}
     pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(ember.__file__)))
     ext_parent = os.path.dirname(os.path.dirname(os.path.abspath(ember._C.__file__)))
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([pkg_parent, ext_parent]))

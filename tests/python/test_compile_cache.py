@@ -1,0 +1,147 @@
+"""The on-disk cache of compiled code (codegen_llvm/code.c): a fresh
+process's compile of a graph compiled before loads the stored object code
+and gives the same results; damaged entries are ignored with one warning
+and replaced; an unusable directory costs one warning and nothing else;
+EMBER_CACHE=0 writes nothing; clear_cache() empties it; the size bound
+keeps the newest entries; racing processes leave a valid entry. Each test
+runs its compiles in child processes against a directory of its own."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import ember
+from conftest import subprocess_env
+
+pytestmark = pytest.mark.skipif(not ember.compiler.has_llvm(), reason="ember was built without LLVM")
+
+# Compiles f (and, with "more", two other graphs), checks the result against
+# eager to the bit, prints how the code came and the result's checksum.
+SCRIPT = r"""
+import sys
+import ember
+F = ember.nn.functional
+
+def f(x, w):
+    return F.gelu(x @ w).sum(1) * 2
+
+def g(x):
+    return (x * 3 + 1).relu()
+
+def h(x):
+    return x.exp().mean(0)
+
+x = ember.tensor(np.linspace(-2, 2, 64 * 64, dtype=np.float32).reshape(64, 64))
+w = ember.tensor(np.linspace(1, -1, 64 * 64, dtype=np.float32).reshape(64, 64))
+fns = [(ember.compile(f), (x, w))]
+if "more" in sys.argv:
+    fns += [(ember.compile(g), (x,)), (ember.compile(h), (x,))]
+for fn, args in fns:
+    got = fn(*args)
+    with ember.compiler.disabled():
+        want = fn(*args)
+    assert np.array_equal(got.numpy(), want.numpy()), "compiled differs from eager"
+    text = ember.compiler.explain(fn, *args, print_report=False).text
+    line = [l.strip() for l in text.splitlines() if "machine code" in l]
+    print(line[0] if line else "no machine code line")
+print("ok", float(got.sum()))
+"""
+
+
+def run(cache_dir, *args, **env):
+    e = subprocess_env(EMBER_CACHE_DIR=str(cache_dir), **env)
+    out = subprocess.run([sys.executable, "-c", SCRIPT, *args], env=e, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout, out.stderr
+
+
+def entries(cache_dir):
+    return sorted(p for p in os.listdir(cache_dir) if p.endswith(".o"))
+
+
+def test_a_fresh_process_loads_what_an_earlier_one_compiled(tmp_path):
+    out1, err1 = run(tmp_path)
+    assert "compiled now" in out1 and err1 == ""
+    assert len(entries(tmp_path)) == 1
+    out2, err2 = run(tmp_path)
+    assert "loaded from the compile cache" in out2 and err2 == ""
+    assert out1.splitlines()[-1] == out2.splitlines()[-1]  # the same result
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "foreign"])
+def test_a_damaged_entry_is_ignored_with_one_warning_and_replaced(tmp_path, damage):
+    run(tmp_path)
+    (name,) = entries(tmp_path)
+    path = tmp_path / name
+    data = bytearray(path.read_bytes())
+    if damage == "flip":
+        data[len(data) // 2] ^= 0x40
+    elif damage == "truncate":
+        data = data[:len(data) // 3]
+    elif damage == "empty":
+        data = bytearray()
+    else:
+        data = bytearray(b"\x7fELF" + bytes(100))
+    path.write_bytes(bytes(data))
+    out, err = run(tmp_path)
+    assert "compiled now" in out
+    assert err.count("ember: compile cache: ignoring the damaged entry") == 1, err
+    out, err = run(tmp_path)  # replaced by a good one
+    assert "loaded from the compile cache" in out and err == ""
+
+
+def test_an_unusable_directory_costs_one_warning(tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    out, err = run(blocked / "cache", "more")
+    assert out.count("compiled now") == 3
+    assert err.count("ember: compile cache:") == 1, err
+    if os.geteuid() != 0:  # (root writes anywhere)
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        out, err = run(ro, "more")
+        assert out.count("compiled now") == 3 and err.count("ember: compile cache:") == 1, err
+
+
+def test_cache_off_writes_nothing_and_clear_cache_empties(tmp_path):
+    out, _ = run(tmp_path, EMBER_CACHE="0")
+    assert "compiled now" in out and entries(tmp_path) == []
+    run(tmp_path, "more")
+    assert len(entries(tmp_path)) == 3
+    code = "import ember; ember.compiler.clear_cache()"
+    subprocess.run([sys.executable, "-c", code], env=subprocess_env(EMBER_CACHE_DIR=str(tmp_path)), check=True)
+    assert entries(tmp_path) == []
+
+
+def test_the_size_bound_keeps_the_newest(tmp_path):
+    run(tmp_path, "more", EMBER_CACHE_MAX_MB="0")
+    assert len(entries(tmp_path)) == 1  # the last stored
+    out, _ = run(tmp_path, "more")
+    assert out.count("loaded from the compile cache") == 1
+
+
+def test_racing_processes_leave_a_valid_entry(tmp_path):
+    env = subprocess_env(EMBER_CACHE_DIR=str(tmp_path))
+    procs = [subprocess.Popen([sys.executable, "-c", SCRIPT, "more"], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    for p in procs:
+        out, err = p.communicate(timeout=180)
+        assert p.returncode == 0 and "ok" in out, err[-2000:]
+    assert len(entries(tmp_path)) == 3
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]  # no temporary left
+    out, err = run(tmp_path, "more")
+    assert out.count("loaded from the compile cache") == 3 and err == ""
+
+
+def test_identical_graphs_in_one_process_share_their_code(tmp_path):
+    code = SCRIPT.replace('print("ok"', 'f2 = ember.compile(lambda x, w: f(x, w)); f2(x, w)\n'
+                          'print([l.strip() for l in ember.compiler.explain(f2, x, w, print_report=False)'
+                          '.text.splitlines() if "machine code" in l][0])\nprint("ok"')
+    out = subprocess.run([sys.executable, "-c", code], env=subprocess_env(EMBER_CACHE_DIR=str(tmp_path)),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "shared with an identical graph compiled before" in out.stdout, out.stdout
