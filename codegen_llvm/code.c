@@ -68,19 +68,35 @@ static void find_build(void) {
         snprintf(build_id, sizeof build_id, "unknown build %s %s", __DATE__, __TIME__);
 }
 
+/* Hashes text into the key's two halves (its terminator separating it
+ * from the next part). */
+static void mix(uint64_t *a, uint64_t *b, const char *text) {
+    size_t n = strlen(text) + 1;
+    *a = fnv(*a, text, n);
+    *b = fnv(*b ^ 0x9E3779B97F4A7C15ull, text, n);
+}
+
 em_status em_llvm_code_key(LLVMModuleRef mod, char key[EM_LLVM_KEY_LEN + 1]) {
     pthread_once(&build_once, find_build);
-    char *text = LLVMPrintModuleToString(mod);
-    if (!text) return em_error(EM_ERR_NOMEM, "out of memory naming compiled code");
-    const char *parts[] = {text, em_llvm_host_triple(), em_llvm_host_cpu(), em_llvm_host_features(),
-                           LLVM_VERSION_STRING, build_id};
     uint64_t a = 0xCBF29CE484222325ull, b = 0x84222325CBF29CE4ull;
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-        size_t n = strlen(parts[i]) + 1; /* (the terminator separates the parts) */
-        a = fnv(a, parts[i], n);
-        b = fnv(b ^ 0x9E3779B97F4A7C15ull, parts[i], n);
+    const char *parts[] = {em_llvm_host_triple(), em_llvm_host_cpu(), em_llvm_host_features(), LLVM_VERSION_STRING,
+                           build_id};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) mix(&a, &b, parts[i]);
+    /* The module's own code: its globals and the functions it defines that
+     * are not the scalar library's (private: the build fixes those), in
+     * order. Printing the whole module, library included, took 9 ms of a
+     * cached GELU's 21. */
+    for (LLVMValueRef v = LLVMGetFirstGlobal(mod); v; v = LLVMGetNextGlobal(v)) {
+        char *t = LLVMPrintValueToString(v);
+        mix(&a, &b, t);
+        LLVMDisposeMessage(t);
     }
-    LLVMDisposeMessage(text);
+    for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f)) {
+        if (LLVMIsDeclaration(f) || LLVMGetLinkage(f) == LLVMPrivateLinkage) continue;
+        char *t = LLVMPrintValueToString(f);
+        mix(&a, &b, t);
+        LLVMDisposeMessage(t);
+    }
     snprintf(key, EM_LLVM_KEY_LEN + 1, "%016llx%016llx", (unsigned long long)a, (unsigned long long)b);
     /* the placeholder names become the key's */
     size_t ph = strlen(EM_LLVM_PLACEHOLDER);

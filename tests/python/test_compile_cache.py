@@ -21,6 +21,7 @@ pytestmark = pytest.mark.skipif(not ember.compiler.has_llvm(), reason="ember was
 # eager to the bit, prints how the code came and the result's checksum.
 SCRIPT = r"""
 import sys
+import numpy as np
 import ember
 F = ember.nn.functional
 
