@@ -18,17 +18,15 @@ em_status em_llvm_init(void);
 LLVMTargetMachineRef em_llvm_host_tm(void);
 const char *em_llvm_host_cpu(void);
 const char *em_llvm_host_features(void);
-/* A fresh context-owning module with the scalar library linked in, ready
- * for kernels. *tsctx receives the thread-safe context to hand back with
- * em_llvm_add_module (or dispose). */
+/* A fresh context-owning module holding declarations of the scalar
+ * library's functions, ready for kernels to call them. *tsctx receives the
+ * thread-safe context (the caller disposes it, em_llvm_code_get does). */
 em_status em_llvm_new_module(const char *name, LLVMOrcThreadSafeContextRef *tsctx,
                              LLVMModuleRef *mod);
-/* Optimises `mod` at O3 for the host. */
+/* Links the scalar library into `mod` (its functions private and always
+ * inlined: each kernel keeps what it uses, compiled for this CPU) and
+ * optimises at O3 for the host. */
 em_status em_llvm_optimize(LLVMModuleRef mod);
-/* Hands `mod` to the JIT under a new resource tracker (*rt, release it with
- * em_llvm_remove); the module and the context are consumed. */
-em_status em_llvm_add_module(LLVMOrcThreadSafeContextRef tsctx, LLVMModuleRef mod,
-                             LLVMOrcResourceTrackerRef *rt);
 /* Address of a JIT-compiled symbol. */
 em_status em_llvm_lookup(const char *name, void **addr);
 /* Frees the code added under rt. */
