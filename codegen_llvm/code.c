@@ -135,11 +135,15 @@ static bool cache_enabled(void) {
 /* The cache directory (made if missing), or false. */
 static bool cache_dir(char *dir, size_t n) {
     const char *env = getenv("EMBER_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    snprintf(dir, n, "(none: neither EMBER_CACHE_DIR, XDG_CACHE_HOME nor HOME is set)");
     int w = env && *env   ? snprintf(dir, n, "%s", env)
             : xdg && *xdg ? snprintf(dir, n, "%s/ember", xdg)
             : home && *home ? snprintf(dir, n, "%s/.cache/ember", home)
                             : -1;
-    if (w < 0 || (size_t)w >= n) return false;
+    if (w < 0 || (size_t)w >= n) {
+        errno = w < 0 ? ENOENT : ENAMETOOLONG;
+        return false;
+    }
     /* make it and its parents (mkdir -p) */
     for (char *p = dir + 1; *p; p++) {
         if (*p != '/') continue;
