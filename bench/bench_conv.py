@@ -146,25 +146,24 @@ print(json.dumps({{k: b.median_ms(f, n) for k, (f, n) in b.cases(ember).items()}
 """
 
 
-def ember_gemm_run():
-    """ember eager with every convolution on im2col + GEMM (EMBER_CONV=gemm)."""
-    env = dict(os.environ, EMBER_CONV="gemm")
+def child_run(script, **env):
+    """Medians from a child process running `script` with env added, or {}."""
+    full = dict(os.environ, **env)
     try:
-        out = subprocess.run([sys.executable, "-c", EMBER_GEMM.format(here=os.path.dirname(os.path.abspath(__file__)))],
-                             capture_output=True, text=True, check=True, env=env)
+        out = subprocess.run([sys.executable, "-c", script.format(here=os.path.dirname(os.path.abspath(__file__)))],
+                             capture_output=True, text=True, check=True, env=full)
         return json.loads(out.stdout.strip().splitlines()[-1])
     except (subprocess.CalledProcessError, ValueError, IndexError):
         return {}
+
+
+def ember_gemm_run():
+    """ember eager with every convolution on im2col + GEMM (EMBER_CONV=gemm)."""
+    return child_run(EMBER_GEMM, EMBER_CONV="gemm")
 
 
 def torch_run(passive):
-    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE") if passive else dict(os.environ)
-    try:
-        out = subprocess.run([sys.executable, "-c", TORCH.format(here=os.path.dirname(os.path.abspath(__file__)))],
-                             capture_output=True, text=True, check=True, env=env)
-        return json.loads(out.stdout.strip().splitlines()[-1])
-    except (subprocess.CalledProcessError, ValueError, IndexError):
-        return {}
+    return child_run(TORCH, **({"OMP_WAIT_POLICY": "PASSIVE"} if passive else {}))
 
 
 def main():

@@ -23,6 +23,26 @@ def _self_attention(layer, x, attn_mask, key_padding_mask):
     return layer.dropout1(x)
 
 
+def _feed_forward_parts(layer, d_model, dim_feedforward, dropout, activation, layer_norm_eps, norm_first, dtype,
+                        n_blocks):
+    """What both layers hold besides attention, in PyTorch's order (the
+    state_dict's): linear1, dropout, linear2, then one LayerNorm and one
+    Dropout per block (norm1.., dropout1..)."""
+    layer.linear1 = Linear(d_model, dim_feedforward, dtype=dtype)
+    layer.dropout = Dropout(dropout)
+    layer.linear2 = Linear(dim_feedforward, d_model, dtype=dtype)
+    layer.norm_first = norm_first
+    for i in range(1, n_blocks + 1):
+        setattr(layer, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps, dtype=dtype))
+    for i in range(1, n_blocks + 1):
+        setattr(layer, f"dropout{i}", Dropout(dropout))
+    layer.activation = _activation(activation)
+
+
+def _feed_forward(layer, x, last_dropout):
+    return last_dropout(layer.linear2(layer.dropout(layer.activation(layer.linear1(x)))))
+
+
 def _activation(activation):
     if callable(activation):
         return activation
@@ -38,18 +58,10 @@ class TransformerEncoderLayer(Module):
                  batch_first=False, norm_first=False, device=None, dtype=None):
         super().__init__()
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, batch_first=batch_first, dtype=dtype)
-        self.linear1 = Linear(d_model, dim_feedforward, dtype=dtype)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, dtype=dtype)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, dtype=dtype)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, dtype=dtype)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.activation = _activation(activation)
+        _feed_forward_parts(self, d_model, dim_feedforward, dropout, activation, layer_norm_eps, norm_first, dtype, 2)
 
     def _ff_block(self, x):
-        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        return _feed_forward(self, x, self.dropout2)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         x = src
@@ -67,17 +79,7 @@ class TransformerDecoderLayer(Module):
         self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, batch_first=batch_first, dtype=dtype)
         self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, batch_first=batch_first,
                                                  dtype=dtype)
-        self.linear1 = Linear(d_model, dim_feedforward, dtype=dtype)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, dtype=dtype)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, dtype=dtype)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, dtype=dtype)
-        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, dtype=dtype)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.dropout3 = Dropout(dropout)
-        self.activation = _activation(activation)
+        _feed_forward_parts(self, d_model, dim_feedforward, dropout, activation, layer_norm_eps, norm_first, dtype, 3)
 
     def _mha_block(self, x, mem, attn_mask, key_padding_mask):
         x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
@@ -85,7 +87,7 @@ class TransformerDecoderLayer(Module):
         return self.dropout2(x)
 
     def _ff_block(self, x):
-        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        return _feed_forward(self, x, self.dropout3)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
