@@ -81,9 +81,15 @@ def test_each_path_forced(mode):
     """EMBER_CONV=direct sends every convolution the direct kernels can do to
     them (conv_weight too where its runs are short, which it otherwise
     leaves to the GEMM: pieces of rows, tails of part vectors, batches of
-    small samples); EMBER_CONV=gemm none. Both agree with PyTorch."""
+    small samples); EMBER_CONV=gemm none. Both agree with PyTorch, pass
+    non-finite inputs through as PyTorch does, and give the same bits on
+    any thread count."""
     env = subprocess_env(EMBER_CONV=mode)
-    code = "import sys\nsys.path.insert(0, '.')\nimport test_conv_direct as t\nfor s in t.SHAPES: t.check_shape(s)\nprint('ok')"
+    code = ("import sys\nsys.path.insert(0, '.')\nimport test_conv_direct as t\n"
+            "for s in t.SHAPES: t.check_shape(s)\n"
+            "t.test_non_finite_inputs_match_pytorch()\n"
+            "for s in BITS: t.test_bits_do_not_depend_on_the_thread_count(s)\n".replace("BITS", repr(BITS)) +
+            "print('ok')")
     out = subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(os.path.abspath(__file__)), env=env,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
@@ -108,7 +114,10 @@ def test_non_finite_inputs_match_pytorch():
         np.testing.assert_allclose(a[fin], r[fin], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("shape", [(1, 64, 16, 20, 20), (3, 16, 24, 9, 9), (16, 8, 8, 6, 6)])
+BITS = [(1, 64, 16, 20, 20), (3, 16, 24, 9, 9), (16, 8, 8, 6, 6)]
+
+
+@pytest.mark.parametrize("shape", BITS)
 def test_bits_do_not_depend_on_the_thread_count(shape):
     n, cin, cout, h, wd = shape
     rng = np.random.default_rng(2)
