@@ -29,12 +29,6 @@
  * kernel, directly or through a view; every value guard is compared before
  * it; and, checked per call, no other input shares the input's memory.
  *
- * The arena: each executable keeps one frame (an arena and a tensor per
- * planned buffer) that a run borrows; a run that finds it taken (another
- * thread is running the same graph) makes its own. A frame whose tensors
- * someone kept after a run is let go (the plan says that cannot happen;
- * this keeps memory safe if it did) and a new one made.
- *
  * Fused nodes over fewer than EMBER_JIT_MIN_ELEMENTS elements (default
  * 2048: a bias update, a loss, a 0-d step counter) are not compiled: LLVM
  * takes ~9 ms per kernel here, while running such a region op by op on the
@@ -53,47 +47,16 @@
 #include "ember/strbuf.h"
 #include "llvm_internal.h"
 
-#define MAX_DONATIONS 64 /* per graph: a bit each in the per-call mask */
-
+/* A graph compiled here: the program that runs it (program.h) and what
+ * explain and profiling need besides. */
 typedef struct {
-    const em_ir_node *node;
-    em_llvm_kernel_fn fn;
-    char name[64];
-    int64_t (*in_strides)[EM_MAX_DIMS]; /* compiled-for strides, per input */
-    int *shares;    /* per output: the node input whose memory it is written into, or -1 */
-    int *donation;  /* per output: its index among the executable's donations, or -1 */
-    em_llvm_split split; /* how a launch splits across threads */
-    int64_t eager_runs; /* launches that fell back (strides differed) */
-} kernel;
-
-/* An arena and the tensors of the plan's buffers in it. */
-typedef struct {
-    em_storage *arena;
-    em_tensor **tensors;
-    int n;
-} frame;
-
-typedef struct {
-    const em_ir_graph *g;
-    em_llvm_plan plan;
-    em_llvm_graph_fn fn;
-    const void **refs; /* the table fn reads (em_llvm_emit_graph) */
-    int n_refs;
-    em_interp *interp; /* for profiled runs */
+    em_llvm_program prog;
+    em_interp *interp;    /* for profiled runs */
     em_llvm_split *split; /* per node id: a kernel's split; grain 0: not compiled */
-    char *refused;     /* why fused nodes worth a kernel run op by op (describe) */
-    em_llvm_code *code; /* the machine code (code.c) */
+    char *refused;        /* why fused nodes worth a kernel run op by op (describe) */
+    em_llvm_code *code;   /* the machine code (code.c) */
     em_llvm_code_source source;
     char key[EM_LLVM_KEY_LEN + 1];
-    int n_kernels;
-    kernel *kernels;
-    int n_donations;
-    int donated_input[MAX_DONATIONS]; /* graph input index of each donation */
-    /* the run spec, copied: the graph function refers to these */
-    em_run_spec spec;
-    em_tensor **expected;
-    em_effect *effects;
-    frame *frame; /* the executable's own, when no run has it (atomic) */
 } executable;
 
 static int64_t jit_min_elements(void) {
@@ -135,81 +98,11 @@ static void propagate_layouts(const em_ir_graph *g, em_tensor *const *examples, 
     }
 }
 
-static bool same_layout(const em_tensor *t, const int64_t *want) {
-    for (int d = 0; d < t->ndim; d++)
-        if (t->shape[d] > 1 && t->strides[d] != want[d]) return false;
-    return true;
-}
-
-typedef struct {
-    em_llvm_kernel_fn fn;
-    char **ptrs;
-} launch;
-
-static void run_range(void *arg, int64_t begin, int64_t end) {
-    const launch *l = arg;
-    l->fn(begin, end, l->ptrs);
-}
-
-/* Launches kernel k (em_llvm_launch_fn): out[i] NULL or a planned tensor to
- * compute result i into. */
-static int32_t launch_kernel(void *ctx, em_tensor *const *in, em_tensor **out, const em_llvm_run *run) {
-    kernel *k = ctx;
-    const em_ir_node *node = k->node;
-    for (int i = 0; i < node->n_in; i++)
-        if (!same_layout(in[i], k->in_strides[i])) {
-            __atomic_fetch_add(&k->eager_runs, 1, __ATOMIC_RELAXED);
-            em_status st = em_interp_run_region(node, in, out);
-            return st == EM_OK ? EM_OK : em_ir_node_error(node);
-        }
-    char *ptrs[80];
-    for (int i = 0; i < node->n_in; i++) ptrs[node->n_out + i] = em_tensor_data(in[i]);
-    for (int i = 0; i < node->n_out; i++) {
-        int j = k->shares[i];
-        if (j >= 0 && (k->donation[i] < 0 || (run->allowed >> k->donation[i] & 1))) {
-            out[i] = in[j]; /* the input is the result: a dying intermediate, or a donated graph input */
-        } else if (!out[i]) {
-            const em_type *t = &node->out[i]->type;
-            /* (a donation not allowed this call: the kernel still works in place, on a copy) */
-            out[i] = j >= 0 ? em_clone(in[j]) : em_tensor_empty(t->shape, t->ndim, t->dtype, t->device);
-            if (!out[i]) {
-                for (int m = 0; m < i; m++) em_tensor_release(out[m]);
-                return em_ir_node_error(node);
-            }
-            ptrs[i] = em_tensor_data(out[i]);
-            if (j >= 0) ptrs[node->n_out + j] = ptrs[i];
-            continue;
-        }
-        em_tensor_retain(out[i]);
-        ptrs[i] = em_tensor_data(out[i]);
-    }
-    launch l = {k->fn, ptrs};
-    const em_ir_node *mm = em_llvm_gemm_of(node);
-    if (!mm) {
-        em_parallel_for(k->split.units, k->split.grain, run_range, &l);
-        return EM_OK;
-    }
-    /* a GEMM epilogue: the kernel runs on each block of the product, which
-     * BLAS writes into result 0 (its operands are region parameters) */
-    em_tensor *operand[2];
-    for (int i = 0; i < 2; i++)
-        for (int p = 0; p < node->n_in; p++)
-            if (node->region->params[p] == mm->in[i]) operand[i] = in[p];
-    if (em_matmul_epilogue(operand[0], operand[1], mm->attrs.alpha, out[0], run_range, &l) != EM_OK) {
-        for (int i = 0; i < node->n_out; i++) {
-            em_tensor_release(out[i]);
-            out[i] = NULL;
-        }
-        return em_ir_node_error(node);
-    }
-    return EM_OK;
-}
-
 /* The same as the interpreter's kernel for a node (profiled runs). */
 static em_status interp_kernel(void *ctx, void *run_ctx, const em_ir_node *node, em_tensor *const *in,
                                em_tensor **out) {
     for (int i = 0; i < node->n_out; i++) out[i] = NULL;
-    return launch_kernel(ctx, in, out, run_ctx);
+    return em_llvm_launch(ctx, in, out, run_ctx);
 }
 
 /* Can the outputs of body node m share memory with its inputs? (Views,
@@ -302,45 +195,6 @@ static int *writes_of(const em_ir_graph *g, const em_run_spec *spec) {
     return w;
 }
 
-/* ---- frames ---- */
-
-static void frame_free(frame *f) {
-    if (!f) return;
-    for (int i = 0; i < f->n; i++) em_tensor_release(f->tensors[i]);
-    free(f->tensors);
-    em_storage_release(f->arena);
-    free(f);
-}
-
-/* A frame for plan p: its arena and one tensor per buffer. */
-static frame *frame_new(const em_llvm_plan *p) {
-    frame *f = calloc(1, sizeof *f);
-    if (!f || !(f->tensors = calloc((size_t)p->n_buffers, sizeof *f->tensors)) ||
-        !(f->arena = em_storage_new(em_cpu(), (size_t)(p->arena_bytes ? p->arena_bytes : 64)))) {
-        frame_free(f);
-        em_error(EM_ERR_NOMEM, "out of memory for a compiled run's buffers (%lld bytes)", (long long)p->arena_bytes);
-        return NULL;
-    }
-    for (int i = 0; i < p->n_buffers; i++, f->n++) {
-        const em_type *t = p->buffers[i].type;
-        int64_t strides[EM_MAX_DIMS];
-        em_ir_value_strides(p->buffers[i].def, strides);
-        int64_t offset = p->buffers[i].offset / (int64_t)em_dtype_size(t->dtype);
-        if (!(f->tensors[i] = em_tensor_from_storage(f->arena, t->dtype, offset, t->shape, strides, t->ndim))) {
-            frame_free(f);
-            return NULL;
-        }
-    }
-    return f;
-}
-
-/* After a run: does the frame hold the only reference to each tensor? */
-static bool frame_intact(const frame *f) {
-    for (int i = 0; i < f->n; i++)
-        if (__atomic_load_n(&f->tensors[i]->refcount, __ATOMIC_ACQUIRE) != 1) return false;
-    return true;
-}
-
 /* ---- compiling ---- */
 
 static void exec_free(void *state) {
@@ -348,50 +202,20 @@ static void exec_free(void *state) {
     if (!x) return;
     em_interp_free(x->interp);
     em_llvm_code_release(x->code);
-    free(x->refs);
-    for (int i = 0; i < x->n_kernels; i++) {
-        free(x->kernels[i].in_strides);
-        free(x->kernels[i].shares);
-        free(x->kernels[i].donation);
-    }
-    free(x->kernels);
     free(x->split);
     free(x->refused);
-    em_llvm_plan_free(&x->plan);
-    for (int r = 0; x->expected && r < x->g->body->n_results; r++) em_tensor_release(x->expected[r]);
-    free(x->expected);
-    free(x->effects);
-    frame_free(x->frame);
+    em_llvm_program_clear(&x->prog);
     free(x);
-}
-
-/* x->spec: a copy of `spec` (every body result returned when NULL) whose
- * arrays the executable owns, the expected values retained. */
-static em_status copy_spec(executable *x, const em_run_spec *spec) {
-    int nr = x->g->body->n_results;
-    x->spec = spec ? *spec : (em_run_spec){nr, NULL, NULL, 0};
-    if (spec && spec->expected) {
-        if (!(x->expected = calloc((size_t)(nr ? nr : 1), sizeof *x->expected))) return EM_ERR_NOMEM;
-        for (int r = 0; r < nr; r++)
-            if ((x->expected[r] = spec->expected[r])) em_tensor_retain(x->expected[r]);
-        x->spec.expected = x->expected;
-    }
-    if (spec && spec->n_effects) {
-        if (!(x->effects = malloc((size_t)spec->n_effects * sizeof *x->effects))) return EM_ERR_NOMEM;
-        memcpy(x->effects, spec->effects, (size_t)spec->n_effects * sizeof *x->effects);
-        x->spec.effects = x->effects;
-    }
-    return EM_OK;
 }
 
 /* The kernels and the graph function as generated (the dump's kernels.ll). */
 static char *print_kernels(executable *x, LLVMModuleRef mod, const char *graph_fn) {
     em_strbuf s;
     em_strbuf_init(&s);
-    for (int i = 0; i <= x->n_kernels; i++) {
+    for (int i = 0; i <= x->prog.n_kernels; i++) {
         char name[128];
-        if (i < x->n_kernels)
-            em_llvm_code_name(x->key, x->kernels[i].name, name, sizeof name);
+        if (i < x->prog.n_kernels)
+            em_llvm_code_name(x->key, x->prog.kernels[i].name, name, sizeof name);
         else
             snprintf(name, sizeof name, "%s", graph_fn);
         char *t = LLVMPrintValueToString(LLVMGetNamedFunction(mod, name));
@@ -403,33 +227,33 @@ static char *print_kernels(executable *x, LLVMModuleRef mod, const char *graph_f
 }
 
 /* Emits a kernel for every fused node worth one, deciding its donations;
- * kernel_of[node id] points at each. */
+ * kernel_of[node id] is the index of each (-1 elsewhere). */
 static em_status emit_kernels(executable *x, LLVMModuleRef mod, const em_backend_opts *opts,
-                              int64_t (*strides)[EM_MAX_DIMS], void **kernel_of) {
-    const em_ir_graph *g = x->g;
+                              int64_t (*strides)[EM_MAX_DIMS], int *kernel_of) {
+    const em_ir_graph *g = x->prog.g;
     bool *aliases = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *aliases);
     bool *donated = calloc((size_t)(g->body->n_params ? g->body->n_params : 1), sizeof *donated);
     int *writes_into = writes_of(g, opts->spec), *uses = malloc((size_t)(g->n_values + 1) * sizeof *uses);
     bool *from_input = malloc((size_t)(g->n_values + 1)), *to_result = malloc((size_t)(g->n_values + 1));
-    x->plan.in_place = em_malloc((size_t)(g->n_values + 1) * sizeof *x->plan.in_place);
-    em_status st = aliases && donated && writes_into && uses && from_input && to_result && x->plan.in_place
+    x->prog.plan.in_place = em_malloc((size_t)(g->n_values + 1) * sizeof *x->prog.plan.in_place);
+    em_status st = aliases && donated && writes_into && uses && from_input && to_result && x->prog.plan.in_place
                        ? EM_OK
                        : EM_ERR_NOMEM;
     if (st == EM_OK) {
         em_ir_count_uses(g, uses);
         em_ir_shared_memory(g, from_input, to_result);
-        for (int v = 0; v < g->n_values; v++) x->plan.in_place[v] = -1;
+        for (int v = 0; v < g->n_values; v++) x->prog.plan.in_place[v] = -1;
     }
     for (const em_ir_node *n = g->body->first; n && st == EM_OK; n = n->next) {
         if (x->split[n->id].grain == 0) continue; /* (run op by op) */
-        kernel *k = &x->kernels[x->n_kernels];
-        kernel_of[n->id] = k;
+        em_llvm_kernel *k = &x->prog.kernels[x->prog.n_kernels];
+        kernel_of[n->id] = x->prog.n_kernels;
         k->node = n;
         snprintf(k->name, sizeof k->name, EM_LLVM_PLACEHOLDER "k%d", n->id);
         k->in_strides = calloc((size_t)(n->n_in ? n->n_in : 1), sizeof *k->in_strides);
         k->shares = malloc((size_t)n->n_out * sizeof *k->shares);
         k->donation = malloc((size_t)n->n_out * sizeof *k->donation);
-        x->n_kernels++;
+        x->prog.n_kernels++;
         if (!k->in_strides || !k->shares || !k->donation) {
             st = EM_ERR_NOMEM;
             break;
@@ -440,18 +264,18 @@ static em_status emit_kernels(executable *x, LLVMModuleRef mod, const em_backend
         for (int o = 0; o < n->n_out; o++) {
             int param = -1;
             k->shares[o] = k->donation[o] = -1;
-            if (x->n_donations == MAX_DONATIONS || !in_place) continue;
-            int j = donatable(g, &x->plan, n, o, writes_into, strides, x->split, aliases, &param);
+            if (x->prog.n_donations == EM_LLVM_MAX_DONATIONS || !in_place) continue;
+            int j = donatable(g, &x->prog.plan, n, o, writes_into, strides, x->split, aliases, &param);
             if (j < 0 || donated[param]) continue;
             donated[param] = true;
             k->shares[o] = j;
-            k->donation[o] = x->n_donations;
-            x->donated_input[x->n_donations++] = param;
+            k->donation[o] = x->prog.n_donations;
+            x->prog.donated_input[x->prog.n_donations++] = param;
         }
         int j = in_place && k->shares[0] < 0 ? dying_input(n, uses, to_result, strides, x->split) : -1;
         if (j >= 0) { /* (donation -1: an intermediate's memory, not a graph input's) */
             k->shares[0] = j;
-            x->plan.in_place[n->out[0]->id] = n->in[j]->id;
+            x->prog.plan.in_place[n->out[0]->id] = n->in[j]->id;
         }
         st = em_llvm_emit_kernel(mod, k->name, n, k->in_strides, k->shares);
     }
@@ -465,17 +289,17 @@ static em_status emit_kernels(executable *x, LLVMModuleRef mod, const em_backend
 }
 
 /* Plans the arena: per node, may its results share its inputs' memory? */
-static em_status plan_memory(executable *x, void *const *kernel_of) {
-    const em_ir_graph *g = x->g;
+static em_status plan_memory(executable *x, const int *kernel_of) {
+    const em_ir_graph *g = x->prog.g;
     bool *aliases_inputs = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *aliases_inputs);
     if (!aliases_inputs) return em_error(EM_ERR_NOMEM, "out of memory planning @%s", g->name);
     for (const em_ir_node *n = g->body->first; n; n = n->next) {
-        const kernel *k = kernel_of[n->id];
+        const em_llvm_kernel *k = kernel_of[n->id] >= 0 ? &x->prog.kernels[kernel_of[n->id]] : NULL;
         bool donates = false;
         for (int o = 0; k && o < n->n_out; o++) donates |= k->shares[o] >= 0 && k->donation[o] >= 0;
         aliases_inputs[n->id] = k ? donates : may_alias_inputs(n, x->split); /* (in place: plan.in_place) */
     }
-    em_status st = em_llvm_plan_buffers(&x->plan, aliases_inputs);
+    em_status st = em_llvm_plan_buffers(&x->prog.plan, aliases_inputs);
     free(aliases_inputs);
     return st;
 }
@@ -513,16 +337,16 @@ static em_status finish(executable *x, LLVMOrcThreadSafeContextRef tsctx, LLVMMo
     if ((st = em_llvm_code_get(x->key, tsctx, mod, !opts->dump, opts->dump != NULL, &x->code, &x->source)) != EM_OK)
         return st;
     void *addr;
-    for (int i = 0; i < x->n_kernels; i++) {
-        em_llvm_code_name(x->key, x->kernels[i].name, name, sizeof name);
+    for (int i = 0; i < x->prog.n_kernels; i++) {
+        em_llvm_code_name(x->key, x->prog.kernels[i].name, name, sizeof name);
         if ((st = em_llvm_lookup(name, &addr)) != EM_OK) return st;
-        x->kernels[i].fn = (em_llvm_kernel_fn)addr;
-        em_interp_set_kernel(x->interp, x->kernels[i].node, interp_kernel, &x->kernels[i]);
+        x->prog.kernels[i].fn = (em_llvm_kernel_fn)addr;
+        em_interp_set_kernel(x->interp, x->prog.kernels[i].node, interp_kernel, &x->prog.kernels[i]);
     }
     em_llvm_code_name(x->key, graph_fn, name, sizeof name);
     if ((st = em_llvm_lookup(name, &addr)) != EM_OK) return st;
-    x->fn = (em_llvm_graph_fn)addr;
-    return EM_OK;
+    x->prog.fn = (em_llvm_graph_fn)addr;
+    return em_llvm_program_resolve(&x->prog);
 }
 
 /* Decides which fused nodes become kernels: those big enough that the
@@ -533,7 +357,7 @@ static int choose_kernels(executable *x, int64_t (*strides)[EM_MAX_DIMS]) {
     int64_t min_elements = jit_min_elements();
     em_strbuf why;
     em_strbuf_init(&why);
-    for (const em_ir_node *n = x->g->body->first; n; n = n->next) {
+    for (const em_ir_node *n = x->prog.g->body->first; n; n = n->next) {
         if (!worth_compiling(n, min_elements)) continue;
         int64_t (*ins)[EM_MAX_DIMS] = calloc((size_t)(n->n_in ? n->n_in : 1), sizeof *ins);
         if (!ins) {
@@ -552,44 +376,47 @@ static int choose_kernels(executable *x, int64_t (*strides)[EM_MAX_DIMS]) {
     return n_fused;
 }
 
-static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts, void **state) {
+/* Fixed names: code.c names the code by its contents, so graphs that
+ * differ only in their functions' names share it */
+#define MODULE_NAME "ember_graph"
+#define GRAPH_FN EM_LLVM_PLACEHOLDER "graph"
+
+/* Everything but the machine code: chooses the kernels, plans the run and
+ * emits the kernels and the graph function (GRAPH_FN) into *mod. */
+static em_status build(const em_ir_graph *g, const em_backend_opts *opts, executable **xp,
+                       LLVMOrcThreadSafeContextRef *tsctx, LLVMModuleRef *mod) {
     em_status st = em_llvm_init();
     if (st != EM_OK) return st;
     executable *x = calloc(1, sizeof *x);
-    void **kernel_of = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *kernel_of);
+    int *kernel_of = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *kernel_of);
     int64_t (*strides)[EM_MAX_DIMS] = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *strides);
     int n_fused = -1;
     if (x && strides) {
-        x->g = g;
+        x->prog.g = g;
+        for (int i = 0; kernel_of && i < g->n_nodes; i++) kernel_of[i] = -1;
         x->split = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *x->split);
         propagate_layouts(g, opts->examples, opts->n_examples, strides);
         if (x->split) n_fused = choose_kernels(x, strides);
-        x->kernels = calloc((size_t)(n_fused > 0 ? n_fused : 1), sizeof *x->kernels);
+        x->prog.kernels = calloc((size_t)(n_fused > 0 ? n_fused : 1), sizeof *x->prog.kernels);
         x->interp = em_interp_new(g, opts->spec);
     }
-    if (!x || !kernel_of || !strides || n_fused < 0 || !x->kernels || !x->interp ||
-        copy_spec(x, opts->spec) != EM_OK) {
+    if (!x || !kernel_of || !strides || n_fused < 0 || !x->prog.kernels || !x->interp ||
+        em_llvm_program_copy_spec(&x->prog, opts->spec) != EM_OK) {
         free(kernel_of);
         free(strides);
         exec_free(x);
         return em_error(EM_ERR_NOMEM, "out of memory compiling @%s", g->name);
     }
-    /* Fixed names: code.c names the code by its contents, so graphs that
-     * differ only in their functions' names share it */
-    const char *mname = "ember_graph", *graph_fn = EM_LLVM_PLACEHOLDER "graph";
-    LLVMOrcThreadSafeContextRef tsctx;
-    LLVMModuleRef mod = NULL;
-    if ((st = em_llvm_plan_schedule(g, &x->spec, &x->plan)) == EM_OK &&
-        (st = em_llvm_new_module(mname, &tsctx, &mod)) == EM_OK) {
-        if ((st = emit_kernels(x, mod, opts, strides, kernel_of)) == EM_OK &&
+    *mod = NULL;
+    if ((st = em_llvm_plan_schedule(g, &x->prog.spec, &x->prog.plan)) == EM_OK &&
+        (st = em_llvm_new_module(MODULE_NAME, tsctx, mod)) == EM_OK) {
+        if ((st = emit_kernels(x, *mod, opts, strides, kernel_of)) == EM_OK &&
             (st = plan_memory(x, kernel_of)) == EM_OK)
-            st = em_llvm_emit_graph(mod, graph_fn, g, &x->plan, &x->spec, kernel_of, launch_kernel, &x->refs,
-                                    &x->n_refs);
-        if (st == EM_OK) {
-            st = finish(x, tsctx, mod, graph_fn, opts);
-        } else {
-            LLVMDisposeModule(mod);
-            LLVMOrcDisposeThreadSafeContext(tsctx);
+            st = em_llvm_emit_graph(*mod, GRAPH_FN, g, &x->prog.plan, &x->prog.spec, kernel_of, &x->prog.ref_kinds,
+                                    &x->prog.n_refs);
+        if (st != EM_OK) {
+            LLVMDisposeModule(*mod);
+            LLVMOrcDisposeThreadSafeContext(*tsctx);
         }
     }
     free(kernel_of);
@@ -598,41 +425,73 @@ static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts,
         exec_free(x);
         return st;
     }
-    *state = x;
+    *xp = x;
     return EM_OK;
+}
+
+static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts, void **state) {
+    executable *x;
+    LLVMOrcThreadSafeContextRef tsctx;
+    LLVMModuleRef mod;
+    em_status st = build(g, opts, &x, &tsctx, &mod);
+    if (st == EM_OK && (st = finish(x, tsctx, mod, GRAPH_FN, opts)) != EM_OK) exec_free(x);
+    if (st == EM_OK) *state = x;
+    return st;
+}
+
+/* Ahead of time: the module as llvm_compile builds it, its functions hidden
+ * (a shared object exports its C ABI only) and listed in the table `table`
+ * (the graph function, then the kernels in the description's order),
+ * optimised and written as position-independent object code. */
+static em_status llvm_compile_object(const em_ir_graph *g, const em_backend_opts *opts, const char *obj_path,
+                                     const char *table, char **description) {
+    executable *x;
+    LLVMOrcThreadSafeContextRef tsctx;
+    LLVMModuleRef mod;
+    em_status st = build(g, opts, &x, &tsctx, &mod);
+    if (st != EM_OK) return st;
+    LLVMContextRef ctx = LLVMGetModuleContext(mod);
+    LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
+    int n = 1 + x->prog.n_kernels;
+    LLVMValueRef *fns = malloc((size_t)n * sizeof *fns);
+    if (!fns) st = em_error(EM_ERR_NOMEM, "out of memory compiling @%s", g->name);
+    for (int i = 0; st == EM_OK && i < n; i++)
+        fns[i] = LLVMGetNamedFunction(mod, i ? x->prog.kernels[i - 1].name : GRAPH_FN);
+    if (st == EM_OK) {
+        for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f))
+            if (!LLVMIsDeclaration(f)) LLVMSetVisibility(f, LLVMHiddenVisibility);
+        LLVMValueRef t = LLVMAddGlobal(mod, LLVMArrayType2(ptr, (uint64_t)n), table);
+        LLVMSetInitializer(t, LLVMConstArray2(ptr, fns, (uint64_t)n));
+        LLVMSetGlobalConstant(t, 1);
+        LLVMSetVisibility(t, LLVMHiddenVisibility);
+        char *msg = NULL;
+        if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg))
+            st = em_error(EM_ERR_INTERNAL, "llvm: generated code does not verify: %s", msg);
+        LLVMDisposeMessage(msg);
+    }
+    free(fns);
+    if (st == EM_OK) st = em_llvm_optimize(mod);
+    if (st == EM_OK) st = em_llvm_emit_object_file(mod, obj_path);
+    if (st == EM_OK && !(*description = em_llvm_program_save(&x->prog)))
+        st = em_error(EM_ERR_NOMEM, "out of memory compiling @%s", g->name);
+    LLVMDisposeModule(mod);
+    LLVMOrcDisposeThreadSafeContext(tsctx);
+    exec_free(x);
+    return st;
 }
 
 /* ---- running ---- */
 
 static em_status llvm_run(void *state, em_tensor *const *in, int n_in, em_tensor **out, int n_out) {
     executable *x = state;
-    if (n_in != x->g->body->n_params || n_out != x->spec.n_outputs)
+    if (n_in != x->prog.g->body->n_params || n_out != x->prog.spec.n_outputs)
         return em_error(EM_ERR_VALUE, "@%s takes %d inputs and returns %d results, got %d and %d",
-                        x->g->name, x->g->body->n_params, x->spec.n_outputs, n_in, n_out);
-    /* A donation writes its input only when no other input shares that
-     * memory (the same tensor passed twice, a view of it, a flat buffer). */
-    em_llvm_run run = {0, NULL, x->refs};
-    for (int d = 0; d < x->n_donations; d++) {
-        int i = x->donated_input[d];
-        bool alone = true;
-        for (int j = 0; j < n_in && alone; j++) alone = j == i || in[j]->storage != in[i]->storage;
-        if (alone) run.allowed |= (uint64_t)1 << d;
+                        x->prog.g->name, x->prog.g->body->n_params, x->prog.spec.n_outputs, n_in, n_out);
+    if (em_interp_profiling()) {
+        em_llvm_run run = {em_llvm_program_allowed(&x->prog, in, n_in), NULL, x->prog.refs};
+        return em_interp_run(x->interp, &run, in, n_in, out, n_out);
     }
-    if (em_interp_profiling()) return em_interp_run(x->interp, &run, in, n_in, out, n_out);
-    frame *f = NULL;
-    if (x->plan.n_buffers) {
-        f = __atomic_exchange_n(&x->frame, NULL, __ATOMIC_ACQ_REL);
-        if (!f && !(f = frame_new(&x->plan))) return em_last_status();
-        run.planned = f->tensors;
-    }
-    em_status st = (em_status)x->fn(in, out, &run);
-    if (f) {
-        frame *none = NULL;
-        if (!frame_intact(f) ||
-            !__atomic_compare_exchange_n(&x->frame, &none, f, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-            frame_free(f);
-    }
-    return st;
+    return em_llvm_program_run(&x->prog, in, out);
 }
 
 static char *llvm_describe(void *state) {
@@ -641,39 +500,39 @@ static char *llvm_describe(void *state) {
     em_strbuf_init(&s);
     int small = 0;
     int64_t min_elements = jit_min_elements();
-    for (const em_ir_node *n = x->g->body->first; n; n = n->next)
+    for (const em_ir_node *n = x->prog.g->body->first; n; n = n->next)
         small += n->region && !worth_compiling(n, min_elements);
     em_strbuf_printf(&s, "llvm backend: %d fused kernel%s compiled for %s; other nodes run their "
                          "eager kernels\n",
-                     x->n_kernels, x->n_kernels == 1 ? "" : "s", em_llvm_host_cpu());
+                     x->prog.n_kernels, x->prog.n_kernels == 1 ? "" : "s", em_llvm_host_cpu());
     static const char *const source[] = {"compiled now", "shared with an identical graph compiled before",
                                          "loaded from the compile cache"};
     em_strbuf_printf(&s, "  machine code %s (key %s)\n", source[x->source], x->key);
     em_strbuf_printf(&s, "  one compiled function runs the graph's %d nodes; memory plan: %d "
                          "intermediate value%s in one %lld-byte arena per run\n",
-                     x->plan.n_nodes, x->plan.n_buffers, x->plan.n_buffers == 1 ? "" : "s",
-                     (long long)x->plan.arena_bytes);
+                     x->prog.plan.n_nodes, x->prog.plan.n_buffers, x->prog.plan.n_buffers == 1 ? "" : "s",
+                     (long long)x->prog.plan.arena_bytes);
     if (small)
         em_strbuf_printf(&s, "  (%d fused node%s under %lld elements run op by op: not worth "
                              "compiling; EMBER_JIT_MIN_ELEMENTS)\n",
                          small, small == 1 ? "" : "s", (long long)min_elements);
     if (x->refused) em_strbuf_puts(&s, x->refused);
-    if (x->plan.n_buffers) /* which value lives in which buffer, and when */
+    if (x->prog.plan.n_buffers) /* which value lives in which buffer, and when */
         em_strbuf_printf(&s, "  memory plan (arena offset, bytes: value, made at node .. last used at node, of %d):\n",
-                         x->plan.n_nodes);
-    for (int i = 0; i < x->plan.n_buffers; i++) {
-        const struct em_llvm_buffer *bf = &x->plan.buffers[i];
+                         x->prog.plan.n_nodes);
+    for (int i = 0; i < x->prog.plan.n_buffers; i++) {
+        const struct em_llvm_buffer *bf = &x->prog.plan.buffers[i];
         char t[256];
         em_type_str(bf->type, t, sizeof t);
         em_strbuf_printf(&s, "    %10lld %10lld: %%%d %s, %d .. %d\n", (long long)bf->offset, (long long)bf->nbytes,
-                         bf->value, t, x->plan.pos[bf->value], x->plan.last[bf->value]);
-        for (int v = bf->value; v < x->g->n_values; v++) /* (results computed in place in it come later) */
-            if (x->plan.in_place[v] >= 0 && x->plan.buffer[v] == i)
-                em_strbuf_printf(&s, "    %21s  then %%%d, in place, %d .. %d\n", "", v, x->plan.pos[v],
-                                 x->plan.last[v]);
+                         bf->value, t, x->prog.plan.pos[bf->value], x->prog.plan.last[bf->value]);
+        for (int v = bf->value; v < x->prog.g->n_values; v++) /* (results computed in place in it come later) */
+            if (x->prog.plan.in_place[v] >= 0 && x->prog.plan.buffer[v] == i)
+                em_strbuf_printf(&s, "    %21s  then %%%d, in place, %d .. %d\n", "", v, x->prog.plan.pos[v],
+                                 x->prog.plan.last[v]);
     }
-    for (int i = 0; i < x->n_kernels; i++) {
-        const kernel *k = &x->kernels[i];
+    for (int i = 0; i < x->prog.n_kernels; i++) {
+        const em_llvm_kernel *k = &x->prog.kernels[i];
         int ops = 0;
         for (const em_ir_node *n = k->node->region->first; n; n = n->next) ops++;
         char t[256];
@@ -686,7 +545,7 @@ static char *llvm_describe(void *state) {
         for (int o = 0; o < k->node->n_out; o++)
             if (k->shares[o] >= 0 && k->donation[o] >= 0)
                 em_strbuf_printf(&s, "; result %d written in place into graph input %d", o,
-                                 x->donated_input[k->donation[o]]);
+                                 x->prog.donated_input[k->donation[o]]);
             else if (k->shares[o] >= 0)
                 em_strbuf_printf(&s, "; result %d written in place into %%%d, which dies here", o,
                                  k->node->in[k->shares[o]]->id);
@@ -698,8 +557,7 @@ static char *llvm_describe(void *state) {
 
 static char *llvm_profile(void *state) { return em_interp_profile(((executable *)state)->interp); }
 
-static const em_backend llvm_backend = {"llvm",        llvm_compile, llvm_run,
-                                        llvm_describe, llvm_profile, exec_free,
-                                        em_llvm_cache_clear};
+static const em_backend llvm_backend = {"llvm",        llvm_compile, llvm_run,           llvm_describe,
+                                        llvm_profile, exec_free,    em_llvm_cache_clear, llvm_compile_object};
 
 const em_backend *em_llvm_backend(void) { return &llvm_backend; }

@@ -15,10 +15,12 @@
  * outputs. A failing call stops the run: every value still held is
  * released and the status returned, nothing written.
  *
- * The code calls the runtime and refers to the graph's nodes, kernels,
- * value guards and effects through a table of addresses it is handed at
- * run time (run->refs), never by an address of its own: the machine code
- * depends on the graph alone, as a compile cache or a shared object needs.
+ * The code calls the runtime (program.c's callees) and refers to the
+ * graph's nodes, kernels, value guards and effects through a table of
+ * addresses it is handed at run time (run->refs), never by an address of
+ * its own: the machine code depends on the graph alone, as a compile cache
+ * or a shared object needs. What each entry stands for is recorded as an
+ * em_llvm_ref, which the program resolves in whichever process runs it.
  * It is marked optnone: it is straight-line calls and loads, which O3
  * would not speed up, and big graphs would pay for trying.
  */
@@ -27,37 +29,6 @@
 #include <string.h>
 
 #include "llvm_internal.h"
-
-/* ---- what the generated code calls ---- */
-
-static int32_t rt_op(const em_ir_node *n, em_tensor *const *in, em_tensor **out) {
-    em_type types[16];
-    if (n->n_out > 16) return em_error(EM_ERR_INTERNAL, "%s: too many results", em_op_name(n->op));
-    for (int i = 0; i < n->n_out; i++) types[i] = n->out[i]->type;
-    em_status st = em_op_run_planned(n->op, in, n->n_in, &n->attrs, types, out, n->n_out);
-    return st == EM_OK ? EM_OK : em_ir_node_error(n);
-}
-
-static int32_t rt_region(const em_ir_node *n, em_tensor *const *in, em_tensor **out) {
-    em_status st = em_interp_run_region(n, in, out);
-    return st == EM_OK ? EM_OK : em_ir_node_error(n);
-}
-
-static int32_t rt_check(em_tensor *got, em_tensor *want, const em_ir_graph *g, int32_t r) {
-    if (em_equal_bits(got, want)) return EM_OK;
-    return em_error(EM_ERR_GUARD, "@%s: result %d differs from the value the trace saw", g->name, r);
-}
-
-static void rt_retain(em_tensor *t) { em_tensor_retain(t); }
-static void rt_release(em_tensor *t) { em_tensor_release(t); }
-
-static void rt_release_all(em_tensor **slots, int32_t n) {
-    for (int32_t i = 0; i < n; i++) em_tensor_release(slots[i]);
-}
-
-static int32_t rt_effects(const em_effect *effects, int32_t n, em_tensor *const *in, em_tensor *const *values) {
-    return em_effects_apply(effects, n, in, values);
-}
 
 /* ---- emitting ---- */
 
@@ -68,7 +39,7 @@ typedef struct {
     LLVMTypeRef i32, i64, ptr, vd;
     LLVMTypeRef t_node, t_check, t_unary, t_release_all, t_effects; /* the callees' types */
     LLVMValueRef fn, in, out, run, slots, args, outs, res, status, planned, refs_base;
-    const void **refs; /* the table the code reads (run->refs) */
+    em_llvm_ref *refs; /* what each entry of the table the code reads stands for */
     int n_refs, cap_refs;
     bool failed;       /* out of memory growing refs */
     LLVMBasicBlockRef fail;
@@ -76,14 +47,15 @@ typedef struct {
     const em_ir_graph *g;
 } emitter;
 
-/* p, as the code reads it: its entry of the table (one per address). */
-static LLVMValueRef addr(emitter *e, const void *p) {
+/* The address ref stands for, as the code reads it: its entry of the
+ * table (one per address). */
+static LLVMValueRef addr(emitter *e, em_llvm_ref_kind kind, int index) {
     int i = 0;
-    while (i < e->n_refs && e->refs[i] != p) i++;
+    while (i < e->n_refs && (e->refs[i].kind != (int32_t)kind || e->refs[i].index != index)) i++;
     if (i == e->n_refs) {
         if (e->n_refs == e->cap_refs) {
             int cap = e->cap_refs ? 2 * e->cap_refs : 64;
-            const void **r = realloc(e->refs, (size_t)cap * sizeof *r);
+            em_llvm_ref *r = realloc(e->refs, (size_t)cap * sizeof *r);
             if (!r) {
                 e->failed = true;
                 return LLVMConstNull(e->ptr);
@@ -91,16 +63,15 @@ static LLVMValueRef addr(emitter *e, const void *p) {
             e->refs = r;
             e->cap_refs = cap;
         }
-        e->refs[e->n_refs++] = p;
+        e->refs[e->n_refs++] = (em_llvm_ref){(int32_t)kind, index};
     }
     LLVMValueRef idx = LLVMConstInt(e->i32, (unsigned long long)i, 0);
     return LLVMBuildLoad2(e->b, e->ptr, LLVMBuildGEP2(e->b, e->ptr, e->refs_base, &idx, 1, ""), "");
 }
 
-/* A call of C function fn (FN(f)), through its table entry. */
-#define FN(f) ((const void *)(uintptr_t)(f))
-static LLVMValueRef call(emitter *e, LLVMTypeRef type, const void *fn, LLVMValueRef *args, int n) {
-    return LLVMBuildCall2(e->b, type, addr(e, fn), args, (unsigned)n, "");
+/* A call of runtime function `callee`, through its table entry. */
+static LLVMValueRef call(emitter *e, LLVMTypeRef type, em_llvm_callee callee, LLVMValueRef *args, int n) {
+    return LLVMBuildCall2(e->b, type, addr(e, EM_REF_CALLEE, callee), args, (unsigned)n, "");
 }
 
 static LLVMValueRef i32c(const emitter *e, int v) { return LLVMConstInt(e->i32, (unsigned long long)v, 1); }
@@ -135,13 +106,13 @@ static void emit_checks(emitter *e, const em_run_spec *spec, int k) {
     const em_llvm_plan *p = e->plan;
     for (int j = p->check_start[k + 1]; j < p->check_start[k + 2]; j++) {
         int r = p->check_ids[j];
-        LLVMValueRef args[4] = {value(e, e->g->body->results[r]), addr(e, spec->expected[r]), addr(e, e->g),
-                                i32c(e, r)};
-        check_status(e, call(e, e->t_check, FN(rt_check), args, 4));
+        LLVMValueRef args[4] = {value(e, e->g->body->results[r]), addr(e, EM_REF_EXPECTED, r),
+                                addr(e, EM_REF_GRAPH, 0), i32c(e, r)};
+        check_status(e, call(e, e->t_check, EM_CALLEE_CHECK, args, 4));
     }
 }
 
-static void emit_node(emitter *e, int k, void *const *kernels, em_llvm_launch_fn launch) {
+static void emit_node(emitter *e, int k, const int *kernel_of) {
     const em_llvm_plan *p = e->plan;
     const em_ir_node *n = p->order[k];
     for (int i = 0; i < n->n_in; i++) LLVMBuildStore(e->b, value(e, n->in[i]), at(e, e->args, i));
@@ -151,13 +122,13 @@ static void emit_node(emitter *e, int k, void *const *kernels, em_llvm_launch_fn
         LLVMBuildStore(e->b, t, at(e, e->outs, o));
     }
     LLVMValueRef st;
-    if (kernels[n->id]) {
-        LLVMValueRef args[4] = {addr(e, kernels[n->id]), e->args, e->outs, e->run};
+    if (kernel_of[n->id] >= 0) {
+        LLVMValueRef args[4] = {addr(e, EM_REF_KERNEL, kernel_of[n->id]), e->args, e->outs, e->run};
         st = call(e, LLVMFunctionType(e->i32, (LLVMTypeRef[]){e->ptr, e->ptr, e->ptr, e->ptr}, 4, 0),
-                  FN(launch), args, 4);
+                  EM_CALLEE_LAUNCH, args, 4);
     } else {
-        LLVMValueRef args[3] = {addr(e, n), e->args, e->outs};
-        st = call(e, e->t_node, n->region ? FN(rt_region) : FN(rt_op), args, 3);
+        LLVMValueRef args[3] = {addr(e, EM_REF_NODE, n->id), e->args, e->outs};
+        st = call(e, e->t_node, n->region ? EM_CALLEE_REGION : EM_CALLEE_OP, args, 3);
     }
     check_status(e, st);
     for (int o = 0; o < n->n_out; o++)
@@ -168,7 +139,7 @@ static void emit_releases(emitter *e, int k) {
     const em_llvm_plan *p = e->plan;
     for (int j = p->release_start[k]; j < p->release_start[k + 1]; j++) {
         LLVMValueRef slot = at(e, e->slots, p->slot[p->release_ids[j]]), t = load(e, slot);
-        call(e, e->t_unary, FN(rt_release), &t, 1);
+        call(e, e->t_unary, EM_CALLEE_RELEASE, &t, 1);
         LLVMBuildStore(e->b, LLVMConstNull(e->ptr), slot);
     }
 }
@@ -178,24 +149,24 @@ static void emit_epilogue(emitter *e, const em_run_spec *spec) {
     const em_ir_block *b = e->g->body;
     for (int r = 0; r < b->n_results; r++) LLVMBuildStore(e->b, value(e, b->results[r]), at(e, e->res, r));
     if (spec && spec->n_effects) {
-        LLVMValueRef args[4] = {addr(e, spec->effects), i32c(e, spec->n_effects), e->in, e->res};
-        check_status(e, call(e, e->t_effects, FN(rt_effects), args, 4));
+        LLVMValueRef args[4] = {addr(e, EM_REF_EFFECTS, 0), i32c(e, spec->n_effects), e->in, e->res};
+        check_status(e, call(e, e->t_effects, EM_CALLEE_EFFECTS, args, 4));
     }
     int n_out = spec ? spec->n_outputs : b->n_results;
     for (int i = 0; i < n_out; i++) {
         LLVMValueRef t = load(e, at(e, e->res, i));
-        call(e, e->t_unary, FN(rt_retain), &t, 1);
+        call(e, e->t_unary, EM_CALLEE_RETAIN, &t, 1);
         LLVMBuildStore(e->b, t, at(e, e->out, i));
     }
     LLVMValueRef args[2] = {e->slots, i32c(e, e->plan->n_slots)};
-    call(e, e->t_release_all, FN(rt_release_all), args, 2);
+    call(e, e->t_release_all, EM_CALLEE_RELEASE_ALL, args, 2);
     LLVMBuildRet(e->b, i32c(e, 0));
 }
 
 static void emit_failure_exit(emitter *e) {
     LLVMPositionBuilderAtEnd(e->b, e->fail);
     LLVMValueRef args[2] = {e->slots, i32c(e, e->plan->n_slots)};
-    call(e, e->t_release_all, FN(rt_release_all), args, 2);
+    call(e, e->t_release_all, EM_CALLEE_RELEASE_ALL, args, 2);
     LLVMBuildRet(e->b, LLVMBuildLoad2(e->b, e->i32, e->status, ""));
 }
 
@@ -204,8 +175,8 @@ static LLVMValueRef array(emitter *e, int n, const char *name) {
 }
 
 em_status em_llvm_emit_graph(LLVMModuleRef mod, const char *name, const em_ir_graph *g,
-                             const em_llvm_plan *plan, const em_run_spec *spec, void *const *kernels,
-                             em_llvm_launch_fn launch, const void ***refs, int *n_refs) {
+                             const em_llvm_plan *plan, const em_run_spec *spec, const int *kernel_of,
+                             em_llvm_ref **refs, int *n_refs) {
     emitter e = {.mod = mod, .plan = plan, .g = g};
     e.ctx = LLVMGetModuleContext(mod);
     e.i32 = LLVMInt32TypeInContext(e.ctx);
@@ -248,7 +219,7 @@ em_status em_llvm_emit_graph(LLVMModuleRef mod, const char *name, const em_ir_gr
     e.refs_base = load(&e, LLVMBuildGEP2(e.b, LLVMInt8TypeInContext(e.ctx), e.run, &field, 1, ""));
     if (spec && spec->expected) emit_checks(&e, spec, -1);
     for (int k = 0; k < plan->n_nodes; k++) {
-        emit_node(&e, k, kernels, launch);
+        emit_node(&e, k, kernel_of);
         if (spec && spec->expected) emit_checks(&e, spec, k);
         emit_releases(&e, k);
     }

@@ -29,6 +29,7 @@ static LLVMTargetMachineRef host_tm;
 static char *host_cpu, *host_features, *host_triple, *host_layout;
 static em_status init_status = EM_OK;
 static bool initialised;
+static LLVMTargetMachineRef pic_tm;
 
 static em_status llvm_error(const char *what, LLVMErrorRef err) {
     char *msg = LLVMGetErrorMessage(err);
@@ -55,6 +56,9 @@ static em_status init_locked(void) {
     host_tm = LLVMCreateTargetMachine(target, host_triple, host_cpu, host_features,
                                       LLVMCodeGenLevelAggressive, LLVMRelocDefault,
                                       LLVMCodeModelJITDefault);
+    /* Code for shared objects (ahead of time): position independent. */
+    pic_tm = LLVMCreateTargetMachine(target, host_triple, host_cpu, host_features, LLVMCodeGenLevelAggressive,
+                                     LLVMRelocPIC, LLVMCodeModelDefault);
     LLVMTargetDataRef td = LLVMCreateTargetDataLayout(host_tm);
     host_layout = LLVMCopyStringRepOfTargetData(td);
     LLVMDisposeTargetData(td);
@@ -240,6 +244,17 @@ em_status em_llvm_emit_object(LLVMModuleRef mod, void **obj, size_t *n) {
     if (*obj) memcpy(*obj, LLVMGetBufferStart(buf), *n);
     LLVMDisposeMemoryBuffer(buf);
     return *obj ? EM_OK : em_error(EM_ERR_NOMEM, "out of memory generating code");
+}
+
+em_status em_llvm_emit_object_file(LLVMModuleRef mod, const char *path) {
+    char *msg = NULL;
+    pthread_mutex_lock(&lock);
+    LLVMBool failed = LLVMTargetMachineEmitToFile(pic_tm, mod, path, LLVMObjectFile, &msg);
+    pthread_mutex_unlock(&lock);
+    if (!failed) return EM_OK;
+    em_status st = em_error(EM_ERR_RUNTIME, "llvm: writing %s: %s", path, msg ? msg : "?");
+    LLVMDisposeMessage(msg);
+    return st;
 }
 
 em_status em_llvm_add_object(const void *obj, size_t n, const char *name, LLVMOrcResourceTrackerRef *rt) {

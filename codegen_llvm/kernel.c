@@ -179,12 +179,6 @@ em_status em_llvm_emit_element(const emitter *e, const em_ir_node *n, LLVMValueR
     return EM_OK;
 }
 
-const em_ir_node *em_llvm_gemm_of(const em_ir_node *node) {
-    for (const em_ir_node *n = node->region ? node->region->first : NULL; n; n = n->next)
-        if (n->op == EM_OP_MATMUL) return n;
-    return NULL;
-}
-
 /* Is region parameter p read only by the node's matmul (not per element)? */
 static bool gemm_operand_only(const em_ir_node *node, const em_ir_value *p) {
     const em_ir_node *mm = em_llvm_gemm_of(node);

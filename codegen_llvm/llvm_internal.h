@@ -9,6 +9,7 @@
 #include <llvm-c/TargetMachine.h>
 
 #include "ember/ir.h"
+#include "program.h"
 
 /* ---- jit.c ---- */
 
@@ -34,6 +35,9 @@ void em_llvm_remove(LLVMOrcResourceTrackerRef rt);
 const char *em_llvm_host_triple(void);
 /* mod's object code for the host (malloc'd, *n bytes). */
 em_status em_llvm_emit_object(LLVMModuleRef mod, void **obj, size_t *n);
+/* Writes mod's position-independent object code (for a shared object) to
+ * the file at path. */
+em_status em_llvm_emit_object_file(LLVMModuleRef mod, const char *path);
 /* Hands object code (copied) to the JIT under a new resource tracker. */
 em_status em_llvm_add_object(const void *obj, size_t n, const char *name, LLVMOrcResourceTrackerRef *rt);
 
@@ -62,27 +66,11 @@ em_status em_llvm_cache_clear(void);
 
 /* ---- kernel.c ---- */
 
-/* Signature of every generated kernel: processes the units [begin, end) of
- * its iteration space (elements of an elementwise kernel, rows of a row
- * kernel); ptrs = outputs then inputs. */
-typedef void (*em_llvm_kernel_fn)(int64_t begin, int64_t end, char **ptrs);
-
-/* How a kernel's launch splits: units [0, units), at least grain a task. */
-typedef struct em_llvm_split {
-    int64_t units, grain;
-} em_llvm_split;
-
 /* Can fused node `node` be compiled for inputs with these strides, and how
  * does its launch split? EM_OK, or EM_ERR_NOT_IMPLEMENTED saying why (the
  * node then runs op by op on the eager kernels). */
 em_status em_llvm_kernel_split(const em_ir_node *node, int64_t (*const in_strides)[EM_MAX_DIMS],
                                em_llvm_split *split);
-
-/* The matmul of a fused node holding a GEMM epilogue (the rest of its
- * region, applied to each block of the product in the memory of result 0),
- * or NULL. Its launch runs em_matmul_epilogue with the kernel as the
- * epilogue. */
-const em_ir_node *em_llvm_gemm_of(const em_ir_node *node);
 
 /* What the kernel files share to emit per-element code. */
 typedef struct em_llvm_emitter {
@@ -127,74 +115,20 @@ em_status em_llvm_emit_row_kernel(LLVMModuleRef mod, const char *name, const em_
 em_status em_llvm_emit_kernel(LLVMModuleRef mod, const char *name, const em_ir_node *node,
                               int64_t (*const in_strides)[EM_MAX_DIMS], const int *shares);
 
-/* ---- plan.c ---- */
-
-/* How a whole-graph function runs its graph (see plan.c). Positions count
- * body nodes in order. */
-typedef struct em_llvm_plan {
-    const em_ir_graph *g;
-    int n_nodes;
-    const em_ir_node **order; /* the body's nodes */
-    int *pos;                 /* per value: its node's position; -1: a graph input */
-    int *last;                /* per value: position of its last use (n_nodes: a result) */
-    int *slot;                /* per value: its frame slot; -1: a graph input */
-    int n_slots;
-    int *release_start, *release_ids; /* values dying after position k:
-                                         release_ids[release_start[k]..[k+1]) */
-    int *check_start, *check_ids;     /* results whose value guard is compared at
-                                         position + 1 (0: on entry), likewise */
-    int checked_by; /* position after which every value guard is compared */
-    int *buffer;    /* per value: its buffer in the arena, or -1 */
-    int *in_place;  /* per value, or NULL: the dying input whose memory a kernel computes it in, or -1 */
-    struct em_llvm_buffer {
-        int value;            /* whose */
-        const em_type *type;  /* the value's */
-        const em_ir_value *def; /* the value */
-        int64_t offset, nbytes;
-    } *buffers;
-    int n_buffers;
-    int64_t arena_bytes;
-} em_llvm_plan;
-
-/* The schedule: order, positions, slots, releases and value-guard checks.
- * spec may be NULL. */
-em_status em_llvm_plan_schedule(const em_ir_graph *g, const em_run_spec *spec, em_llvm_plan *p);
-/* The memory plan, given per node id whether its results may share memory
- * with its inputs (views, copies, regions run op by op, donated kernels). */
-em_status em_llvm_plan_buffers(em_llvm_plan *p, const bool *aliases_inputs);
-void em_llvm_plan_free(em_llvm_plan *p);
-
 /* ---- graph.c ---- */
 
-/* What a whole-graph function gets per run besides its inputs and outputs. */
-typedef struct em_llvm_run {
-    uint64_t allowed;    /* bit d: donation d may write its input this run */
-    em_tensor **planned; /* per buffer of the plan: its tensor in this run's arena */
-    const void *const *refs; /* what the graph function refers to (em_llvm_emit_graph) */
-} em_llvm_run;
-
-/* The function a graph compiles to: in[] the graph inputs (borrowed),
- * out[] receives the spec's outputs (new references); applies the effects.
- * Returns an em_status. */
-typedef int32_t (*em_llvm_graph_fn)(em_tensor *const *in, em_tensor **out, em_llvm_run *run);
-
-/* A compiled kernel's launch: in[] the node's inputs; out[i] NULL or a
- * planned tensor to write result i into; receives new references. */
-typedef int32_t (*em_llvm_launch_fn)(void *kernel, em_tensor *const *in, em_tensor **out,
-                                     const em_llvm_run *run);
-
 /* Emits graph g as function `name` into mod, running its nodes in the
- * plan's order: per node id, kernels[id] (non-NULL) is launched with
- * `launch`, other fused nodes run their regions op by op, other nodes their
- * eager kernels (em_op_run_planned). The code holds no address: every
- * object and runtime function it uses (g, its nodes, the kernels, spec's
- * expected values and effects, the callees) is an entry of a table it
- * reads from run->refs, so the same machine code serves another process
- * (or a shared object) given that process's table. *refs receives this
- * one (malloc'd, *n_refs entries): the caller owns it, and what it points
- * to must outlive the code's runs. */
+ * plan's order: per node id, kernel_of[id] >= 0 is the index of the kernel
+ * it launches (em_llvm_launch), other fused nodes run their regions op by
+ * op, other nodes their eager kernels (em_op_run_planned). The code holds
+ * no address: every object and runtime function it uses (the graph, its
+ * nodes, the kernels, spec's expected values and effects, the callees) is
+ * an entry of a table it reads from run->refs, so the same machine code
+ * serves another process (or a shared object) given that process's table.
+ * *refs receives what each entry stands for (malloc'd, *n_refs entries;
+ * em_llvm_program_resolve makes the table from them). */
 em_status em_llvm_emit_graph(LLVMModuleRef mod, const char *name, const em_ir_graph *g,
-                             const em_llvm_plan *plan, const em_run_spec *spec, void *const *kernels,
-                             em_llvm_launch_fn launch, const void ***refs, int *n_refs);
+                             const em_llvm_plan *plan, const em_run_spec *spec, const int *kernel_of,
+                             em_llvm_ref **refs, int *n_refs);
 
 #endif

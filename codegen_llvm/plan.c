@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "ember/alloc.h"
-#include "llvm_internal.h"
+#include "program.h"
 
 void em_llvm_plan_free(em_llvm_plan *p) {
     em_free(p->order);

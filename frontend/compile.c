@@ -66,7 +66,7 @@ static void interp_free(void *state) { em_interp_free(state); }
 
 static const em_backend interp_backend = {"interp",        interp_compile, interp_run,
                                           interp_describe, interp_profile, interp_free,
-                                          NULL /* (no code to cache) */};
+                                          NULL /* (no code to cache) */, NULL /* (nor ahead of time) */};
 
 const em_backend *em_interp_backend(void) { return &interp_backend; }
 

@@ -1,6 +1,7 @@
 /*
  * strbuf.c - growable strings and round-trip number formatting.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -82,3 +83,93 @@ static const char *format_shortest(double v, bool as_float, char *buf) {
 
 const char *em_format_double(double v, char *buf) { return format_shortest(v, false, buf); }
 const char *em_format_float(float v, char *buf) { return format_shortest(v, true, buf); }
+
+/* ---- em_words ---- */
+
+void em_words_init(em_words *s, const char *text, size_t n, const char *what) {
+    s->text = s->at = text;
+    s->end = text + n;
+    s->what = what;
+    s->failed = false;
+}
+
+static bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+/* The next word: [*begin, return value), or NULL at the end. */
+static const char *next_word(em_words *s, const char **begin) {
+    while (s->at < s->end && is_space(*s->at)) s->at++;
+    *begin = s->at;
+    while (s->at < s->end && !is_space(*s->at) && *s->at) s->at++;
+    return s->at > *begin ? s->at : NULL;
+}
+
+static void scan_fail(em_words *s, const char *at, const char *fmt, const char *word, size_t n) {
+    if (s->failed) return;
+    s->failed = true;
+    em_error(EM_ERR_PARSE, "%s: at byte %lld: %s '%.*s'", s->what, (long long)(at - s->text), fmt,
+             (int)(n > 40 ? 40 : n), word);
+}
+
+long long em_words_int(em_words *s, long long lo, long long hi) {
+    if (s->failed) return 0;
+    const char *b, *e = next_word(s, &b);
+    if (!e) {
+        scan_fail(s, b, "expected a number, found the end", "", 0);
+        return 0;
+    }
+    char buf[32];
+    size_t n = (size_t)(e - b);
+    if (n >= sizeof buf) {
+        scan_fail(s, b, "number too long:", b, n);
+        return 0;
+    }
+    memcpy(buf, b, n);
+    buf[n] = 0;
+    char *stop;
+    errno = 0;
+    long long v = strtoll(buf, &stop, 10);
+    if (*stop || errno || v < lo || v > hi) {
+        char why[96];
+        snprintf(why, sizeof why, "expected an integer in [%lld, %lld], found", lo, hi);
+        scan_fail(s, b, why, b, n);
+        return 0;
+    }
+    return v;
+}
+
+void em_words_word(em_words *s, char *buf, size_t cap) {
+    buf[0] = 0;
+    if (s->failed) return;
+    const char *b, *e = next_word(s, &b);
+    if (!e) {
+        scan_fail(s, b, "expected a word, found the end", "", 0);
+        return;
+    }
+    size_t n = (size_t)(e - b);
+    if (n >= cap) {
+        scan_fail(s, b, "word too long:", b, n);
+        return;
+    }
+    memcpy(buf, b, n);
+    buf[n] = 0;
+}
+
+void em_words_expect(em_words *s, const char *word) {
+    char buf[64];
+    const char *at = s->at;
+    em_words_word(s, buf, sizeof buf);
+    if (!s->failed && strcmp(buf, word) != 0) {
+        char why[96];
+        snprintf(why, sizeof why, "expected '%s', found", word);
+        scan_fail(s, at, why, buf, strlen(buf));
+    }
+}
+
+const char *em_words_rest(em_words *s, size_t *n) {
+    while (s->at < s->end && *s->at != '\n') s->at++;
+    if (s->at < s->end) s->at++;
+    *n = (size_t)(s->end - s->at);
+    return s->at;
+}
+
+em_status em_words_status(const em_words *s) { return s->failed ? EM_ERR_PARSE : EM_OK; }

@@ -53,6 +53,13 @@ typedef struct em_backend {
     /* Empties the backend's on-disk cache of compiled code (NULL: it has
      * none). */
     em_status (*clear_cache)(void);
+    /* Ahead of time (NULL: the backend cannot): compiles g as `compile`
+     * would, into position-independent object code written to obj_path
+     * for a shared object, with its functions in a table named `table`;
+     * *description receives (malloc'd) the text the shared object's
+     * runtime rebuilds the executable from, given g's text parsed back. */
+    em_status (*compile_object)(const em_ir_graph *g, const em_backend_opts *opts, const char *obj_path,
+                                const char *table, char **description);
 } em_backend;
 
 /* The LLVM CPU backend, or NULL when ember was built without LLVM. */
