@@ -175,7 +175,8 @@ void em_llvm_program_clear(em_llvm_program *p);
 char *em_llvm_program_save(const em_llvm_program *p);
 /* The program text[0..len) describes, for graph g (parsed from the text the
  * described program was compiled from) and the code's graph function and
- * kernels (in the description's order). Checks everything against g. The
+ * kernels (in the description's order; n_kernels < 0: as many as it
+ * describes, the table being the code's own). Checks everything against g. The
  * spec is not part of it: set it (em_llvm_program_copy_spec), then
  * em_llvm_program_resolve. On failure p holds what was loaded: clear it. */
 em_status em_llvm_program_load(const char *text, size_t len, const em_ir_graph *g, em_llvm_graph_fn fn,

@@ -100,7 +100,7 @@ em_status em_llvm_program_load(const char *text, size_t len, const em_ir_graph *
     p->plan.arena_bytes = em_words_int(&sc, 0, INT64_MAX / 2);
     int nr = (int)em_words_int(&sc, 0, 1 << 24);
     if (sc.failed) return em_words_status(&sc);
-    if (nk != n_kernels)
+    if (n_kernels >= 0 && nk != n_kernels)
         return em_error(EM_ERR_PARSE, "program: %d kernels described, %d in the code", nk, n_kernels);
     p->kernels = calloc((size_t)(nk ? nk : 1), sizeof *p->kernels);
     p->plan.buffers = calloc((size_t)(nb ? nb : 1), sizeof *p->plan.buffers);

@@ -40,6 +40,7 @@
 #include "ember/passes.h"
 #include "ember/random.h"
 #include "ember/strbuf.h"
+#include "aot_export.h"
 
 #define MAX_CAPTURED 4096 /* graph inputs besides the arguments */
 #define MAX_IN (EM_FUNCTION_MAX_ARGS + 1 + MAX_CAPTURED)
@@ -130,6 +131,20 @@ struct em_function {
     char last_reason[1024];
     char warning[1200];
     char **passes; /* NULL-terminated; NULL: the default pipeline */
+    /* em_function_export_next: the export asked for (NULL: none), the
+     * random stream before its call, and how it went */
+    struct export_request *export;
+};
+
+/* An export ahead of time asked for, with its own copies of the options. */
+struct export_request {
+    em_aot_opts opts;
+    em_tensor **named;
+    char **names;
+    bool traced;      /* its call began tracing */
+    bool done;        /* the shared object was written */
+    em_rng_state rng; /* before the traced call */
+    char why[1024];   /* why not, when it was not */
 };
 
 /* A trace in progress between em_function_call and its end. The arguments
@@ -174,7 +189,10 @@ static void spec_clear(em_function *f, spec *s) {
     free(s->traced_ir);
     em_guards_free(s->guards);
     em_compiled_free(s->compiled);
-    for (int i = 0; i < s->n_captured; i++) em_tensor_release(s->captured[i].tensor);
+    for (int i = 0; i < s->n_captured; i++) {
+        em_tensor_release(s->captured[i].tensor);
+        em_tensor_release(s->captured[i].snapshot);
+    }
     em_free(s->captured);
     memset(s, 0, sizeof *s);
 }
@@ -216,9 +234,25 @@ em_status em_function_set_passes(em_function *f, const char *const *names, int n
     return EM_OK;
 }
 
+static void export_free(struct export_request *x) {
+    if (!x) return;
+    for (int i = 0; i < x->opts.n_named; i++) {
+        em_tensor_release(x->named[i]);
+        free(x->names[i]);
+    }
+    free(x->named);
+    free(x->names);
+    free((char *)x->opts.path);
+    free((char *)x->opts.runtime_dir);
+    free((char *)x->opts.cc);
+    free((char *)x->opts.link_flags);
+    free(x);
+}
+
 void em_function_free(em_function *f) {
     if (!f) return;
     em_function_reset(f);
+    export_free(f->export);
     free_passes(f->passes);
     free(f->specs);
     free(f->fallbacks);
@@ -302,21 +336,16 @@ void em_function_eager(em_function *f, const char *reason, em_call *call) {
 
 /* ---- compiling a traced specialisation ---- */
 
-/* Compiles s's traced graph (taking it) for inputs shaped like `examples`;
- * when that fails, s runs eagerly from now on and says why. */
-static em_status compile_spec(em_function *f, spec *s, em_call *call, em_ir_graph *graph,
-                              em_tensor *const *examples, int k) {
-    /* per graph result: the value guards' traced values; then the effects:
-     * write-backs, then the .grad slots that change */
-    int n_results = graph->body->n_results;
+/* How s's graph (of n_results results) runs: the value guards' traced
+ * values, then the effects (write-backs, then the .grad slots that
+ * change). Free run->expected and run->effects. */
+static em_status run_spec_of(const spec *s, int n_results, em_run_spec *run) {
     em_tensor **expected = em_calloc((size_t)(n_results ? n_results : 1), sizeof *expected);
     em_effect *effects = em_malloc((size_t)(s->n_writes + s->n_slots + 1) * sizeof *effects);
     if (!expected || !effects) {
         em_free(expected);
         em_free(effects);
-        em_ir_graph_free(graph);
-        snprintf(s->reason, sizeof s->reason, "out of memory compiling");
-        return em_error(EM_ERR_NOMEM, "%s: out of memory compiling", f->name);
+        return EM_ERR_NOMEM;
     }
     for (int j = 0; j < s->n_value_guards; j++) expected[s->n_out + j] = s->value_guards[j];
     int n_effects = 0;
@@ -326,12 +355,25 @@ static em_status compile_spec(em_function *f, spec *s, em_call *call, em_ir_grap
         if (s->slots[j].final != EM_SLOT_KEEP)
             effects[n_effects++] =
                 (em_effect){EM_EFFECT_GRAD, s->slots[j].owner, s->slots[j].final >= 0 ? s->slots[j].final : -1};
-    em_run_spec run = {s->n_out, expected, effects, n_effects};
+    *run = (em_run_spec){s->n_out, expected, effects, n_effects};
+    return EM_OK;
+}
+
+/* Compiles s's traced graph (taking it) for inputs shaped like `examples`;
+ * when that fails, s runs eagerly from now on and says why. */
+static em_status compile_spec(em_function *f, spec *s, em_call *call, em_ir_graph *graph,
+                              em_tensor *const *examples, int k) {
+    em_run_spec run;
+    if (run_spec_of(s, graph->body->n_results, &run) != EM_OK) {
+        em_ir_graph_free(graph);
+        snprintf(s->reason, sizeof s->reason, "out of memory compiling");
+        return em_error(EM_ERR_NOMEM, "%s: out of memory compiling", f->name);
+    }
     em_compile_opts opts = {em_dump_mask_from_env(), em_dump_dir_from_env(), getenv("EMBER_BACKEND"),
                             s->guards, &run, (const char *const *)f->passes};
     em_status st = em_compile(graph, examples, k, &opts, &s->compiled); /* (graph taken) */
-    em_free(expected);
-    em_free(effects);
+    em_free((void *)run.expected);
+    em_free((void *)run.effects);
     if (st != EM_OK) {
         s->compiled = NULL;
         snprintf(s->reason, sizeof s->reason, "compiling failed: %s", em_last_error());
@@ -342,6 +384,76 @@ static em_status compile_spec(em_function *f, spec *s, em_call *call, em_ir_grap
     for (const em_ir_node *node = em_compiled_graph(s->compiled)->body->first; node; node = node->next)
         s->draws_random |= (em_op_get(node->op)->flags & EM_F_RANDOM) != 0;
     return EM_OK;
+}
+
+/* ---- exporting ahead of time ---- */
+
+em_status em_function_export_next(em_function *f, const em_aot_opts *opts) {
+    struct export_request *x = calloc(1, sizeof *x);
+    int n = opts->n_named;
+    if (!x || !(x->named = calloc((size_t)(n ? n : 1), sizeof *x->named)) ||
+        !(x->names = calloc((size_t)(n ? n : 1), sizeof *x->names))) {
+        export_free(x);
+        return em_error(EM_ERR_NOMEM, "out of memory");
+    }
+    x->opts = *opts;
+    x->opts.path = strdup(opts->path);
+    x->opts.runtime_dir = strdup(opts->runtime_dir ? opts->runtime_dir : "");
+    x->opts.cc = opts->cc ? strdup(opts->cc) : NULL;
+    x->opts.link_flags = opts->link_flags ? strdup(opts->link_flags) : NULL;
+    bool ok = x->opts.path && x->opts.runtime_dir && (!opts->cc || x->opts.cc) &&
+              (!opts->link_flags || x->opts.link_flags);
+    x->opts.n_named = 0;
+    for (int i = 0; i < n && ok; i++, x->opts.n_named++) {
+        em_tensor_retain(x->named[i] = opts->named[i]);
+        ok = (x->names[i] = strdup(opts->names[i])) != NULL;
+    }
+    x->opts.named = x->named;
+    x->opts.names = (const char *const *)x->names;
+    if (!ok) {
+        export_free(x);
+        return em_error(EM_ERR_NOMEM, "out of memory");
+    }
+    snprintf(x->why, sizeof x->why, "the function was not called");
+    export_free(f->export);
+    f->export = x;
+    return EM_OK;
+}
+
+em_status em_function_export_status(const em_function *f) {
+    if (!f->export) return em_error(EM_ERR_VALUE, "%s: no export was asked for", f->name);
+    if (f->export->done) return EM_OK;
+    return em_error(EM_ERR_NOT_IMPLEMENTED, "ember.aot.compile(%s): %s", f->name, f->export->why);
+}
+
+/* install's export: s's trace (graph taken) becomes a shared object, then
+ * the state the traced call changed is put back. */
+static em_status export_spec(em_function *f, spec *s, const struct em_pending_trace *pt, em_ir_graph *graph,
+                             em_tensor *const *inputs, int k) {
+    struct export_request *x = f->export;
+    const char *arg_names[EM_FUNCTION_MAX_ARGS + 1];
+    int n_args = 0;
+    for (int i = 0; i < pt->n; i++)
+        if (pt->args[i].kind == EM_ARG_TENSOR) arg_names[n_args++] = pt->args[i].name;
+    em_run_spec run;
+    if (run_spec_of(s, graph->body->n_results, &run) != EM_OK) {
+        em_ir_graph_free(graph);
+        return em_error(EM_ERR_NOMEM, "%s: out of memory exporting", f->name);
+    }
+    em_aot_trace t = {graph,         inputs,       k,
+                      n_args,        arg_names,    s->captured,
+                      s->n_captured, s->n_out,     s->slots,
+                      s->n_slots,    (const char *const *)s->value_guard_what,
+                      &run,          (const char *const *)f->passes};
+    em_status st = em_aot_export(&x->opts, &t); /* (graph taken) */
+    em_aot_restore(&t);
+    em_rng_set_state(x->rng);
+    em_free((void *)run.expected);
+    em_free((void *)run.effects);
+    x->done = st == EM_OK;
+    if (st != EM_OK) snprintf(x->why, sizeof x->why, "%s", em_last_error());
+    snprintf(s->reason, sizeof s->reason, "exported ahead of time, not compiled here");
+    return st;
 }
 
 /* ---- does a specialisation accept a call? ---- */
@@ -546,6 +658,12 @@ static em_status begin_trace(em_function *f, const em_arg *all, int n, em_call *
         pending_free(pt);
         return em_last_status();
     }
+    if (f->export && !f->export->done) {
+        if (em_trace_snapshot_captures(pt->tr, f->export->opts.named, f->export->opts.n_named) != EM_OK)
+            em_trace_fail(pt->tr, "out of memory copying the state");
+        f->export->traced = true;
+        f->export->rng = em_rng_get_state();
+    }
     f->n_traces++;
     note_call(f, "traced", f->n_specs, NULL);
     clock_gettime(CLOCK_MONOTONIC, &pt->t0);
@@ -652,8 +770,11 @@ static em_status install(em_function *f, spec *s, em_call *call, const struct em
     for (int i = 0; i < tres->n_slots; i++)
         defer |= tres->slots[i].initial == EM_SLOT_NONE && tres->slots[i].final >= 0;
     em_status st = EM_OK;
-    if (!adopt_trace(s, tres))
+    if (!adopt_trace(s, tres)) {
         em_ir_graph_free(graph);
+        if (f->export) snprintf(f->export->why, sizeof f->export->why, "%s", s->reason);
+    } else if (f->export && f->export->traced && !f->export->done)
+        st = export_spec(f, s, pt, graph, examples, k);
     else if (defer)
         s->pending = graph;
     else
@@ -681,6 +802,8 @@ em_status em_function_trace_end(em_function *f, em_call *call, em_tensor *const 
     em_trace_result tres;
     em_status st = em_trace_end(pt->tr, outs, n_out, &tres);
     double trace_ms = ms_since(&pt->t0);
+    if (st != EM_OK && f->export && !f->export->done)
+        snprintf(f->export->why, sizeof f->export->why, "it cannot be captured as one graph: %s", em_last_error());
     if (st != EM_OK && tres.retry && f->n_retries < MAX_RETRIES) { /* no spec: trace again next call */
         f->n_retries++;
         snprintf(f->last_reason, sizeof f->last_reason, "%s", em_last_error());

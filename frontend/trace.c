@@ -52,6 +52,9 @@ struct em_tracer {
     uint64_t serial_start;
     em_trace_hook hook;
     const em_trace_hook *prev_hook;
+    bool snapshots; /* em_trace_snapshot_captures */
+    em_tensor **pre, **pre_copy; /* tensors copied when the trace began, and their copies */
+    int n_pre;
     em_loc_fn loc_fn;
     void *loc_ctx;
     em_ir_value **values; /* value id -> value */
@@ -285,8 +288,17 @@ static em_ir_value *capture(em_tracer *tr, em_tensor *t, em_capture_kind kind, i
     em_type ty = em_tensor_type(t);
     em_ir_value *v = em_ir_add_param(tr->g->body, &ty, name);
     if (!v || !remember(tr, v)) return NULL;
+    em_tensor *snapshot = NULL;
+    for (int i = 0; tr->snapshots && i < tr->n_pre && !snapshot; i++)
+        if (tr->pre[i] == t) em_tensor_retain(snapshot = tr->pre_copy[i]);
+    if (tr->snapshots && !snapshot) { /* (a copy the trace does not see: the hook is off meanwhile) */
+        const em_trace_hook *h = em_set_trace_hook(tr->prev_hook);
+        snapshot = em_clone(t);
+        em_set_trace_hook(h);
+        if (!snapshot) return NULL;
+    }
     em_tensor_retain(t);
-    tr->captured[tr->n_captured++] = (em_capture){kind, t, owner};
+    tr->captured[tr->n_captured++] = (em_capture){kind, t, owner, snapshot};
     bind(tr, t, v);
     born_remove(tr, t); /* (an external is new, but an input, not state the function keeps) */
     if (!note_source(tr, t, v->index)) return NULL;
@@ -586,6 +598,20 @@ em_tracer *em_trace_begin(const char *name, em_loc_fn loc, void *loc_ctx) {
     return tr;
 }
 
+em_status em_trace_snapshot_captures(em_tracer *tr, em_tensor *const *known, int n) {
+    tr->snapshots = true;
+    tr->pre = em_calloc((size_t)n + 1, sizeof *tr->pre);
+    tr->pre_copy = em_calloc((size_t)n + 1, sizeof *tr->pre_copy);
+    if (!tr->pre || !tr->pre_copy) return em_error(EM_ERR_NOMEM, "out of memory copying the state");
+    const em_trace_hook *h = em_set_trace_hook(tr->prev_hook);
+    for (int i = 0; i < n; i++, tr->n_pre++) {
+        if (!(tr->pre_copy[i] = em_clone(known[i]))) break;
+        em_tensor_retain(tr->pre[i] = known[i]);
+    }
+    em_set_trace_hook(h);
+    return tr->n_pre == n ? EM_OK : em_last_status();
+}
+
 em_status em_trace_add_input(em_tracer *tr, em_tensor *t, const char *name, const em_tensor *original) {
     if (tr->n_captured) return em_error(EM_ERR_INTERNAL, "trace: arguments come before captured tensors");
     em_type ty = em_tensor_type(t);
@@ -614,7 +640,10 @@ void em_trace_result_clear(em_trace_result *res) {
     em_ir_graph_free(res->graph);
     em_free(res->writes);
     em_free(res->returned_writes);
-    for (int i = 0; i < res->n_captured; i++) em_tensor_release(res->captured[i].tensor);
+    for (int i = 0; i < res->n_captured; i++) {
+        em_tensor_release(res->captured[i].tensor);
+        em_tensor_release(res->captured[i].snapshot);
+    }
     em_free(res->captured);
     for (int i = 0; i < res->n_value_guards; i++) {
         em_tensor_release(res->value_guards[i]);
@@ -628,7 +657,16 @@ void em_trace_result_clear(em_trace_result *res) {
 
 static void tracer_free(em_tracer *tr) {
     em_ir_graph_free(tr->g);
-    for (int i = 0; i < tr->n_captured; i++) em_tensor_release(tr->captured[i].tensor);
+    for (int i = 0; i < tr->n_captured; i++) {
+        em_tensor_release(tr->captured[i].tensor);
+        em_tensor_release(tr->captured[i].snapshot);
+    }
+    for (int i = 0; i < tr->n_pre; i++) {
+        em_tensor_release(tr->pre[i]);
+        em_tensor_release(tr->pre_copy[i]);
+    }
+    em_free(tr->pre);
+    em_free(tr->pre_copy);
     em_free(tr->captured);
     em_free(tr->originals);
     em_free(tr->values);

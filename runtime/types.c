@@ -21,6 +21,30 @@ size_t em_dtype_size(em_dtype dt) { return dtype_info[dt].size; }
 em_dtype_category em_dtype_category_of(em_dtype dt) { return dtype_info[dt].cat; }
 bool em_dtype_is_float(em_dtype dt) { return dtype_info[dt].cat == EM_CAT_FLOAT; }
 bool em_dtype_is_signed(em_dtype dt) { return dt != EM_DTYPE_U8 && dt != EM_DTYPE_BOOL; }
+/* ember dtype -> DLPack (code, bits). ORDER DTYPE */
+static const struct {
+    uint8_t code, bits;
+} dl_types[EM_DTYPE_COUNT] = {
+    [EM_DTYPE_F32] = {kDLFloat, 32}, [EM_DTYPE_F64] = {kDLFloat, 64},
+    [EM_DTYPE_F16] = {kDLFloat, 16}, [EM_DTYPE_BF16] = {kDLBfloat, 16},
+    [EM_DTYPE_I64] = {kDLInt, 64},   [EM_DTYPE_I32] = {kDLInt, 32},
+    [EM_DTYPE_I16] = {kDLInt, 16},   [EM_DTYPE_I8] = {kDLInt, 8},
+    [EM_DTYPE_U8] = {kDLUInt, 8},    [EM_DTYPE_BOOL] = {kDLBool, 8},
+};
+_Static_assert(EM_DTYPE_COUNT == 10, "a new dtype needs a DLPack code here");
+
+DLDataType em_dtype_to_dlpack(em_dtype dt) { return (DLDataType){dl_types[dt].code, dl_types[dt].bits, 1}; }
+
+bool em_dtype_from_dlpack(DLDataType d, em_dtype *out) {
+    if (d.lanes != 1) return false;
+    for (int i = 0; i < EM_DTYPE_COUNT; i++)
+        if (dl_types[i].code == d.code && dl_types[i].bits == d.bits) {
+            *out = (em_dtype)i;
+            return true;
+        }
+    return false;
+}
+
 const char *em_dtype_name(em_dtype dt) {
     return (unsigned)dt < EM_DTYPE_COUNT ? dtype_info[dt].name : "?";
 }

@@ -52,6 +52,12 @@ em_status em_trace_add_input(em_tracer *tr, em_tensor *t, const char *name, cons
  * the caller supplies anew at every call (a learning rate read from an
  * optimizer's param group). Its index among the captures, or -1. */
 int em_trace_add_external(em_tracer *tr, em_tensor *t);
+/* Keeps a copy of every captured tensor as it was before the call
+ * (em_capture.snapshot: the state an ahead-of-time export embeds and puts
+ * back): known[0..n) (a model's parameters and buffers, an optimizer's
+ * state) are copied now, since the function may write one before reading
+ * it; any other when the trace first meets it. */
+em_status em_trace_snapshot_captures(em_tracer *tr, em_tensor *const *known, int n);
 /* Marks the trace as failed; the first reason given is kept. */
 void em_trace_fail(em_tracer *tr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* How many tensors created during the trace are still alive besides
@@ -69,8 +75,10 @@ typedef enum em_capture_kind {
 
 typedef struct em_capture {
     em_capture_kind kind;
-    em_tensor *tensor; /* a reference: the tensor as traced */
-    int owner;         /* EM_CAPTURE_GRAD: graph input index of the tensor it is the .grad of */
+    em_tensor *tensor;   /* a reference: the tensor as traced */
+    int owner;           /* EM_CAPTURE_GRAD: graph input index of the tensor it is the .grad of */
+    em_tensor *snapshot; /* a copy of its values when the trace first met it, or NULL
+                            (em_trace_snapshot_captures) */
 } em_capture;
 
 /* A .grad the function read or replaced: of graph input `owner`. */
@@ -353,6 +361,37 @@ em_status em_function_spec(const em_function *f, int i, em_spec_info *info);
 void em_spec_info_clear(em_spec_info *info);
 /* Forgets every specialisation and counter. */
 void em_function_reset(em_function *f);
+
+/* ---- ahead of time (frontend/aot.c) ---- */
+
+/* What ember.aot.compile asks for. */
+typedef struct em_aot_opts {
+    const char *path; /* the shared object, "out/model.so"; its header is
+                         "out/model.h", external weights "out/model.safetensors" */
+    bool external_weights;
+    /* names of the state, by identity: tensor named[i] is names[i] (a
+     * state_dict key, "optimizer.state.fc.weight.exp_avg"); others are
+     * called "captured.<i>" */
+    em_tensor *const *named;
+    const char *const *names;
+    int n_named;
+    const char *runtime_dir; /* the AOT runtime's libraries and headers (libember_aot.a ...,
+                                include/ember/aot.h) */
+    const char *cc;          /* the C compiler driver that links (NULL: $CC, else cc) */
+    const char *link_flags;  /* extra flags for the link, or NULL */
+} em_aot_opts;
+
+/* Makes the next traced call of f an export ahead of time: the call runs
+ * eagerly, as a first call does, while its trace is recorded; then,
+ * instead of compiling the graph for this process, writes the shared
+ * object opts->path and its header, and puts the state the call changed
+ * back as it was (the captured tensors' values, .grads, the random
+ * stream): the shared object embeds that state, from before the call.
+ * opts is copied. */
+em_status em_function_export_next(em_function *f, const em_aot_opts *opts);
+/* After that call: EM_OK when the shared object was written; else an
+ * error saying why not (the trace's reason, or the export's). */
+em_status em_function_export_status(const em_function *f);
 
 /* The interpreter as a backend (always available). */
 const em_backend *em_interp_backend(void);

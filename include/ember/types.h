@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ember/dlpack.h"
+
 #include "ember/status.h"
 
 #ifdef __cplusplus
@@ -88,6 +90,12 @@ const char *em_dtype_name(em_dtype dt);
 const char *em_dtype_long_name(em_dtype dt);
 /* Parses an IR short name; returns false if unknown. */
 bool em_dtype_from_name(const char *name, size_t len, em_dtype *out);
+/* The DLPack dtype of dt (one lane), and back: false when ember has none.
+ * kDLUInt bits 8 is uint8 (never bool: older producers such as PyTorch 1.x
+ * export bool that way, and the bytes are then read as the 0/1 values
+ * they are). */
+DLDataType em_dtype_to_dlpack(em_dtype dt);
+bool em_dtype_from_dlpack(DLDataType d, em_dtype *out);
 
 /* The dtype of floating-point results computed from integer inputs (exp of an
  * int tensor, true division). float32, like PyTorch's default. */

@@ -729,7 +729,52 @@ static PyObject *cf_reset(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* _export_next(path, external, tensors, names, runtime_dir, link_flags):
+ * the next traced call exports the function ahead of time
+ * (em_function_export_next); ember.aot.compile drives it. */
+static PyObject *cf_export_next(PyObject *self, PyObject *args) {
+    const char *path, *runtime_dir, *flags;
+    int external;
+    PyObject *tensors, *names;
+    if (!PyArg_ParseTuple(args, "spO!O!ss:_export_next", &path, &external, &PyList_Type, &tensors, &PyList_Type,
+                          &names, &runtime_dir, &flags))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(tensors);
+    if (PyList_GET_SIZE(names) != n) return em_py_error(PyExc_ValueError, "_export_next: one name per tensor");
+    em_tensor **named = PyMem_Calloc((size_t)n + 1, sizeof *named);
+    const char **nm = PyMem_Calloc((size_t)n + 1, sizeof *nm);
+    PyObject *r = named && nm ? NULL : PyErr_NoMemory();
+    for (Py_ssize_t i = 0; !r && i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(tensors, i);
+        if (!em_py_is_tensor(t)) {
+            r = em_py_error(PyExc_TypeError, "_export_next: tensors must be ember tensors");
+            break;
+        }
+        named[i] = em_py_tensor_of(t);
+        if (!(nm[i] = PyUnicode_AsUTF8(PyList_GET_ITEM(names, i)))) r = Py_None; /* (error set) */
+    }
+    if (!r) {
+        em_aot_opts o = {path, external != 0, named, nm, (int)n, runtime_dir, NULL, flags};
+        r = em_function_export_next(((compiled_fn *)self)->f, &o) == EM_OK ? Py_None : em_py_raise();
+        Py_XINCREF(r);
+    } else {
+        r = NULL;
+    }
+    PyMem_Free(named);
+    PyMem_Free(nm);
+    return r;
+}
+
+/* _export_status(): None once the export was written, else raises why not. */
+static PyObject *cf_export_status(PyObject *self, PyObject *unused) {
+    (void)unused;
+    if (em_function_export_status(((compiled_fn *)self)->f) != EM_OK) return em_py_raise();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef cf_methods[] = {
+    {"_export_next", cf_export_next, METH_VARARGS, "export the next traced call ahead of time"},
+    {"_export_status", cf_export_status, METH_NOARGS, "whether the export was written"},
     {"_specializations", cf_specializations, METH_NOARGS, "the cached specialisations"},
     {"_graph", cf_graph, METH_O, "the optimised IR of specialisation i"},
     {"_stats", cf_stats, METH_NOARGS, "call counters"},

@@ -18,62 +18,12 @@
  */
 #include "ember_py.h"
 
-/* ---- DLPack v0.8 (https://github.com/dmlc/dlpack, include/dlpack/dlpack.h) ----
- * Declared here rather than vendored: these few structs are the whole ABI. */
-
-enum { kDLCPU = 1, kDLCUDA = 2 };
-enum {
-    kDLInt = 0,
-    kDLUInt = 1,
-    kDLFloat = 2,
-    kDLOpaqueHandle = 3,
-    kDLBfloat = 4,
-    kDLComplex = 5,
-    kDLBool = 6
-};
-
-typedef struct {
-    int32_t device_type; /* DLDeviceType: an enum the size of int32_t */
-    int32_t device_id;
-} DLDevice;
-
-typedef struct {
-    uint8_t code; /* DLDataTypeCode */
-    uint8_t bits;
-    uint16_t lanes;
-} DLDataType;
-
-typedef struct {
-    void *data; /* the first element is at (char *)data + byte_offset */
-    DLDevice device;
-    int32_t ndim;
-    DLDataType dtype;
-    int64_t *shape;
-    int64_t *strides; /* in elements; NULL means compact row-major */
-    uint64_t byte_offset;
-} DLTensor;
-
-typedef struct DLManagedTensor {
-    DLTensor dl_tensor;
-    void *manager_ctx;
-    void (*deleter)(struct DLManagedTensor *self);
-} DLManagedTensor;
+#include "ember/dlpack.h"
 
 static const char CAPSULE_NAME[] = "dltensor";
 static const char USED_CAPSULE_NAME[] = "used_dltensor";
 
-_Static_assert(EM_DTYPE_COUNT == 10, "a new dtype needs a DLPack code and a PEP 3118 format here");
-
-/* ember dtype -> DLPack (code, bits); lanes are always 1. Read both ways. */
-static const struct {
-    uint8_t code, bits;
-} dl_types[EM_DTYPE_COUNT] = {
-    [EM_DTYPE_F32] = {kDLFloat, 32}, [EM_DTYPE_F64] = {kDLFloat, 64},
-    [EM_DTYPE_F16] = {kDLFloat, 16}, [EM_DTYPE_BF16] = {kDLBfloat, 16},
-    [EM_DTYPE_I64] = {kDLInt, 64},   [EM_DTYPE_I32] = {kDLInt, 32},
-    [EM_DTYPE_I16] = {kDLInt, 16},   [EM_DTYPE_I8] = {kDLInt, 8},
-    [EM_DTYPE_U8] = {kDLUInt, 8},    [EM_DTYPE_BOOL] = {kDLBool, 8},
-};
+_Static_assert(EM_DTYPE_COUNT == 10, "a new dtype needs a PEP 3118 format here");
 
 /* ember dtype -> PEP 3118 (struct module) format, native order and size.
  * bfloat16 has none. */
@@ -82,19 +32,6 @@ static const char *const buffer_formats[EM_DTYPE_COUNT] = {
     [EM_DTYPE_I64] = "q", [EM_DTYPE_I32] = "i",  [EM_DTYPE_I16] = "h", [EM_DTYPE_I8] = "b",
     [EM_DTYPE_U8] = "B",  [EM_DTYPE_BOOL] = "?",
 };
-
-/* The ember dtype of a DLPack dtype; false if ember has none. kDLUInt bits 8
- * is uint8 (never bool: older producers such as PyTorch 1.x export bool that
- * way, and the bytes are then read as the 0/1 values they are). */
-static bool dtype_from_dl(DLDataType d, em_dtype *out) {
-    if (d.lanes != 1) return false;
-    for (int i = 0; i < EM_DTYPE_COUNT; i++)
-        if (dl_types[i].code == d.code && dl_types[i].bits == d.bits) {
-            *out = (em_dtype)i;
-            return true;
-        }
-    return false;
-}
 
 /* "float64", "complex64", "int4x2"... for error messages ("unknown8" for a code
  * DLPack 0.8 does not define; the caller prints the numbers too). */
@@ -194,7 +131,7 @@ PyObject *em_py_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs) 
     dl->data = t->storage->data ? em_tensor_data(t) : (void *)&no_data;
     dl->device = (DLDevice){kDLCPU, 0};
     dl->ndim = t->ndim;
-    dl->dtype = (DLDataType){dl_types[t->dtype].code, dl_types[t->dtype].bits, 1};
+    dl->dtype = em_dtype_to_dlpack(t->dtype);
     dl->shape = e->shape;
     dl->strides = e->strides;
     dl->byte_offset = 0;
@@ -301,7 +238,7 @@ static em_tensor *import_managed(PyObject *capsule, DLManagedTensor *m) {
         return NULL;
     }
     em_dtype dt;
-    if (!dtype_from_dl(dl->dtype, &dt)) {
+    if (!em_dtype_from_dlpack(dl->dtype, &dt)) {
         char name[40];
         dl_dtype_str(dl->dtype, name, sizeof name);
         em_py_error(PyExc_TypeError,

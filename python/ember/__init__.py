@@ -68,4 +68,5 @@ short = int16
 __version__ = "0.1.0"
 from .serialization import load, save  # noqa: E402,F401
 from . import utils  # noqa: E402,F401
+from . import aot  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401

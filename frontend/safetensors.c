@@ -1,0 +1,360 @@
+/*
+ * safetensors.c - safetensors files in C (safetensors.h).
+ *
+ * The header is a JSON object; the reader here takes exactly the JSON that
+ * format allows (objects, strings, non-negative integers in arrays, and
+ * the __metadata__ object of strings), nested at most three deep, and
+ * refuses anything else with the file name and the byte offset.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ember/strbuf.h"
+#include "safetensors.h"
+
+#define MAX_HEADER (100u * 1000u * 1000u) /* the reference reader's limit */
+#define ALIGN 8
+
+/* ORDER DTYPE */
+static const char *const codes[EM_DTYPE_COUNT] = {
+    [EM_DTYPE_F32] = "F32", [EM_DTYPE_F64] = "F64", [EM_DTYPE_F16] = "F16", [EM_DTYPE_BF16] = "BF16",
+    [EM_DTYPE_I64] = "I64", [EM_DTYPE_I32] = "I32", [EM_DTYPE_I16] = "I16", [EM_DTYPE_I8] = "I8",
+    [EM_DTYPE_U8] = "U8",   [EM_DTYPE_BOOL] = "BOOL",
+};
+
+/* ---- writing ---- */
+
+static void put_string(em_strbuf *b, const char *s) {
+    em_strbuf_puts(b, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            em_strbuf_printf(b, "\\%c", c);
+        else if (c < 0x20)
+            em_strbuf_printf(b, "\\u%04x", c);
+        else
+            em_strbuf_add(b, s, 1);
+    }
+    em_strbuf_puts(b, "\"");
+}
+
+em_status em_st_write(const char *path, const em_st_tensor *tensors, int n) {
+    em_strbuf h;
+    em_strbuf_init(&h);
+    em_strbuf_puts(&h, "{");
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        const em_st_tensor *t = &tensors[i];
+        if (i) em_strbuf_puts(&h, ",");
+        put_string(&h, t->name);
+        em_strbuf_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", codes[t->dtype]);
+        for (int d = 0; d < t->ndim; d++) em_strbuf_printf(&h, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+        em_strbuf_printf(&h, "],\"data_offsets\":[%zu,%zu]}", at, at + t->nbytes);
+        at += t->nbytes;
+    }
+    em_strbuf_puts(&h, "}");
+    while (!h.failed && h.len % ALIGN) em_strbuf_puts(&h, " ");
+    size_t hlen = h.len;
+    char *header = em_strbuf_take(&h);
+    if (!header) return em_error(EM_ERR_NOMEM, "%s: out of memory writing", path);
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    em_status st = EM_OK;
+    if (!f) {
+        st = em_error(EM_ERR_RUNTIME, "%s: cannot write: %s", path, strerror(errno));
+    } else {
+        unsigned char len8[8];
+        for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+        bool ok = fwrite(len8, 1, 8, f) == 8 && fwrite(header, 1, hlen, f) == hlen;
+        for (int i = 0; ok && i < n; i++)
+            ok = tensors[i].nbytes == 0 || fwrite(tensors[i].data, 1, tensors[i].nbytes, f) == tensors[i].nbytes;
+        ok &= fclose(f) == 0;
+        if (!ok || rename(tmp, path) != 0) {
+            st = em_error(EM_ERR_RUNTIME, "%s: cannot write: %s", path, strerror(errno));
+            unlink(tmp);
+        }
+    }
+    free(header);
+    return st;
+}
+
+/* ---- reading the header's JSON ---- */
+
+typedef struct {
+    const char *file;
+    const unsigned char *p, *end, *start;
+    bool failed;
+} json;
+
+static void jfail(json *j, const char *what) {
+    if (j->failed) return;
+    j->failed = true;
+    em_error(EM_ERR_VALUE, "%s: malformed safetensors header at byte %lld: %s", j->file,
+             (long long)(8 + (j->p - j->start)), what);
+}
+
+static void skip_ws(json *j) {
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\n' || *j->p == '\t' || *j->p == '\r')) j->p++;
+}
+
+static bool take(json *j, char c) {
+    skip_ws(j);
+    if (j->p < j->end && *j->p == c) {
+        j->p++;
+        return true;
+    }
+    return false;
+}
+
+static void expect(json *j, char c) {
+    if (!take(j, c)) {
+        char what[32];
+        snprintf(what, sizeof what, "expected '%c'", c);
+        jfail(j, what);
+    }
+}
+
+/* A string into b (UTF-8, escapes decoded; \u0000 refused). */
+static void string(json *j, em_strbuf *b) {
+    expect(j, '"');
+    while (!j->failed) {
+        if (j->p >= j->end) return jfail(j, "unterminated string");
+        unsigned char c = *j->p++;
+        if (c == '"') return;
+        if (c < 0x20) return jfail(j, "control character in a string");
+        if (c != '\\') {
+            em_strbuf_add(b, (const char *)&c, 1);
+            continue;
+        }
+        if (j->p >= j->end) return jfail(j, "unterminated escape");
+        c = *j->p++;
+        const char *simple = strchr("\"\\/bfnrt", c);
+        if (simple && c) {
+            static const char out[] = "\"\\/\b\f\n\r\t";
+            em_strbuf_add(b, &out[simple - "\"\\/bfnrt"], 1);
+            continue;
+        }
+        if (c != 'u' || j->end - j->p < 4) return jfail(j, "bad escape");
+        unsigned v = 0;
+        for (int i = 0; i < 4; i++) {
+            unsigned char h = *j->p++;
+            v = v * 16 + (unsigned)(h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                                    : h >= 'A' && h <= 'F' ? h - 'A' + 10 : 99);
+            if (v > 0xFFFF) return jfail(j, "bad \\u escape");
+        }
+        if (v == 0 || (v >= 0xD800 && v <= 0xDFFF)) return jfail(j, "unsupported \\u escape");
+        char u[3];
+        if (v < 0x80) {
+            u[0] = (char)v;
+            em_strbuf_add(b, u, 1);
+        } else if (v < 0x800) {
+            u[0] = (char)(0xC0 | v >> 6), u[1] = (char)(0x80 | (v & 0x3F));
+            em_strbuf_add(b, u, 2);
+        } else {
+            u[0] = (char)(0xE0 | v >> 12), u[1] = (char)(0x80 | (v >> 6 & 0x3F)), u[2] = (char)(0x80 | (v & 0x3F));
+            em_strbuf_add(b, u, 3);
+        }
+    }
+}
+
+static uint64_t integer(json *j) {
+    skip_ws(j);
+    uint64_t v = 0;
+    const unsigned char *s = j->p;
+    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
+        if (v > (UINT64_MAX - 9) / 10) {
+            jfail(j, "integer too large");
+            return 0;
+        }
+        v = v * 10 + (uint64_t)(*j->p++ - '0');
+    }
+    if (j->p == s) jfail(j, "expected a non-negative integer");
+    return v;
+}
+
+/* [int, ...] into v (at most cap); returns the count. */
+static int int_array(json *j, uint64_t *v, int cap) {
+    expect(j, '[');
+    int n = 0;
+    if (take(j, ']')) return 0;
+    do {
+        uint64_t x = integer(j);
+        if (n == cap) {
+            jfail(j, "array too long");
+            return n;
+        }
+        v[n++] = x;
+    } while (!j->failed && take(j, ','));
+    expect(j, ']');
+    return n;
+}
+
+/* One tensor's entry {"dtype": ..., "shape": [...], "data_offsets": [a, b]}. */
+static void entry(json *j, em_st_tensor *t, uint64_t *range, size_t data_size) {
+    bool seen[3] = {false, false, false};
+    expect(j, '{');
+    do {
+        em_strbuf key;
+        em_strbuf_init(&key);
+        string(j, &key);
+        char *k = em_strbuf_take(&key);
+        if (!k) return jfail(j, "out of memory");
+        expect(j, ':');
+        if (strcmp(k, "dtype") == 0) {
+            em_strbuf v;
+            em_strbuf_init(&v);
+            string(j, &v);
+            char *code = em_strbuf_take(&v);
+            int d = 0;
+            while (d < EM_DTYPE_COUNT && (!code || strcmp(code, codes[d]) != 0)) d++;
+            if (d == EM_DTYPE_COUNT && !j->failed) jfail(j, "a dtype ember does not have");
+            t->dtype = (em_dtype)d;
+            seen[0] = true;
+            free(code);
+        } else if (strcmp(k, "shape") == 0) {
+            uint64_t s[EM_MAX_DIMS];
+            t->ndim = int_array(j, s, EM_MAX_DIMS);
+            for (int d = 0; d < t->ndim; d++) {
+                if (s[d] > (uint64_t)INT64_MAX) jfail(j, "dimension too large");
+                t->shape[d] = (int64_t)s[d];
+            }
+            seen[1] = true;
+        } else if (strcmp(k, "data_offsets") == 0) {
+            if (int_array(j, range, 2) != 2) jfail(j, "data_offsets needs two numbers");
+            seen[2] = true;
+        } else {
+            jfail(j, "unknown key in a tensor's entry");
+        }
+        free(k);
+    } while (!j->failed && take(j, ','));
+    expect(j, '}');
+    if (j->failed) return;
+    if (!seen[0] || !seen[1] || !seen[2]) return jfail(j, "a tensor needs dtype, shape and data_offsets");
+    if (range[0] > range[1] || range[1] > data_size) return jfail(j, "data_offsets outside the data");
+    uint64_t numel = 1;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] && numel > UINT64_MAX / (uint64_t)t->shape[d] / 8)
+            return jfail(j, "shape too large");
+        else
+            numel *= (uint64_t)t->shape[d];
+    if (numel * em_dtype_size(t->dtype) != range[1] - range[0])
+        return jfail(j, "data_offsets do not hold the shape");
+    t->nbytes = (size_t)(range[1] - range[0]);
+}
+
+/* The __metadata__ object: strings only, skipped. */
+static void metadata(json *j) {
+    expect(j, '{');
+    if (take(j, '}')) return;
+    do {
+        em_strbuf s;
+        em_strbuf_init(&s);
+        string(j, &s);
+        expect(j, ':');
+        string(j, &s);
+        em_strbuf_free(&s);
+    } while (!j->failed && take(j, ','));
+    expect(j, '}');
+}
+
+static em_status parse_header(em_st_file *f, const char *path, size_t hlen) {
+    json j = {path, f->bytes + 8, f->bytes + 8 + hlen, f->bytes + 8, false};
+    const unsigned char *data = f->bytes + 8 + hlen;
+    size_t data_size = f->size - 8 - hlen;
+    em_strbuf names;
+    em_strbuf_init(&names);
+    int cap = 0;
+    size_t *name_at = NULL;
+    expect(&j, '{');
+    if (!take(&j, '}')) do {
+            em_strbuf key;
+            em_strbuf_init(&key);
+            string(&j, &key);
+            char *k = em_strbuf_take(&key);
+            if (!k) {
+                jfail(&j, "out of memory");
+                break;
+            }
+            expect(&j, ':');
+            if (strcmp(k, "__metadata__") == 0) {
+                metadata(&j);
+            } else {
+                if (f->n == cap) {
+                    cap = cap ? 2 * cap : 16;
+                    em_st_tensor *nt = realloc(f->tensors, (size_t)cap * sizeof *nt);
+                    size_t *na = realloc(name_at, (size_t)cap * sizeof *na);
+                    if (nt) f->tensors = nt;
+                    if (na) name_at = na;
+                    if (!nt || !na) {
+                        free(k);
+                        jfail(&j, "out of memory");
+                        break;
+                    }
+                }
+                em_st_tensor *t = &f->tensors[f->n];
+                memset(t, 0, sizeof *t);
+                uint64_t range[2] = {0, 0};
+                entry(&j, t, range, data_size);
+                t->data = data + range[0];
+                name_at[f->n++] = names.len;
+                em_strbuf_add(&names, k, strlen(k) + 1);
+            }
+            free(k);
+        } while (!j.failed && take(&j, ','));
+    if (!j.failed) expect(&j, '}');
+    skip_ws(&j);
+    if (!j.failed && j.p != j.end) jfail(&j, "text after the header's object");
+    f->names = names.failed ? NULL : names.data;
+    if (!j.failed && names.failed) jfail(&j, "out of memory");
+    for (int i = 0; !j.failed && i < f->n; i++) f->tensors[i].name = f->names + name_at[i];
+    free(name_at);
+    return j.failed ? em_last_status() : EM_OK;
+}
+
+em_status em_st_read(const char *path, em_st_file *f) {
+    memset(f, 0, sizeof *f);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return em_error(EM_ERR_RUNTIME, "%s: cannot open: %s", path, strerror(errno));
+    long size = fseek(fp, 0, SEEK_END) == 0 ? ftell(fp) : -1;
+    em_status st = EM_OK;
+    if (size < 8) {
+        st = em_error(EM_ERR_VALUE, "%s: not a safetensors file (%ld bytes, the header alone takes 8)", path, size);
+    } else if (!(f->bytes = malloc((size_t)size))) {
+        st = em_error(EM_ERR_NOMEM, "%s: out of memory reading %ld bytes", path, size);
+    } else {
+        rewind(fp);
+        if (fread(f->bytes, 1, (size_t)size, fp) != (size_t)size)
+            st = em_error(EM_ERR_RUNTIME, "%s: read failed: %s", path, strerror(errno));
+    }
+    fclose(fp);
+    if (st == EM_OK) {
+        f->size = (size_t)size;
+        uint64_t hlen = 0;
+        for (int i = 7; i >= 0; i--) hlen = hlen << 8 | f->bytes[i];
+        if (hlen > MAX_HEADER || hlen > f->size - 8)
+            st = em_error(EM_ERR_VALUE, "%s: at byte 0: the header claims %llu bytes, the file has %zu after it",
+                          path, (unsigned long long)hlen, f->size - 8);
+        else
+            st = parse_header(f, path, (size_t)hlen);
+    }
+    if (st != EM_OK) em_st_close(f);
+    return st;
+}
+
+const em_st_tensor *em_st_find(const em_st_file *f, const char *name) {
+    for (int i = 0; i < f->n; i++)
+        if (strcmp(f->tensors[i].name, name) == 0) return &f->tensors[i];
+    return NULL;
+}
+
+void em_st_close(em_st_file *f) {
+    free(f->bytes);
+    free(f->tensors);
+    free(f->names);
+    memset(f, 0, sizeof *f);
+}
