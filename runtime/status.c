@@ -16,7 +16,9 @@ static _Thread_local char last_msg[MSG_SIZE];
 static _Thread_local em_status last_status;
 
 em_status em_verror(em_status status, const char *fmt, va_list ap) {
-    vsnprintf(last_msg, sizeof last_msg, fmt, ap);
+    char msg[MSG_SIZE]; /* (an argument may be the last message itself: em_last_error()) */
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    memcpy(last_msg, msg, sizeof msg);
     last_status = status;
     return status;
 }

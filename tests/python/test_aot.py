@@ -1,0 +1,271 @@
+"""ember.aot: shared objects compiled ahead of time, run from Python (ember.aot.load)
+and from a C program over the installed header alone (tests/c/aot_run.c), against
+eager ember."""
+
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import ember
+from ember import nn
+
+pytestmark = pytest.mark.skipif(not ember.compiler.has_llvm(),
+                                reason="ember.aot.compile needs the LLVM backend (this build has none)")
+
+BUILD = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(ember._C.__file__))))
+AOT_RUN = os.path.join(BUILD, "tests", "aot_run")
+
+
+def c_program(*args, check=True):
+    if not os.path.exists(AOT_RUN):
+        pytest.skip(f"{AOT_RUN} is not built")
+    r = subprocess.run([AOT_RUN, *map(str, args)], capture_output=True, text=True, timeout=300)
+    if check:
+        assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+def write_inputs(path, *tensors):
+    with open(path, "wb") as f:
+        for t in tensors:
+            f.write(np.ascontiguousarray(t.numpy()).tobytes())
+
+
+def mlp():
+    ember.manual_seed(0)
+    return nn.Sequential(nn.Linear(64, 48), nn.ReLU(), nn.Linear(48, 10))
+
+
+def cnn():
+    ember.manual_seed(1)
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(8, 16, 3), nn.ReLU(), nn.Flatten(), nn.Linear(16 * 2 * 2, 10))
+
+
+@pytest.fixture(scope="module")
+def mlp_so(tmp_path_factory):
+    d = tmp_path_factory.mktemp("mlp")
+    model = mlp().eval()
+    x = ember.randn(8, 64)
+    path = ember.aot.compile(model, (x,), d / "mlp.so")
+    write_inputs(d / "in.bin", x)
+    return model, x, path, d
+
+
+def test_mlp_forward_matches_eager_from_python_and_c(mlp_so):
+    model, x, path, d = mlp_so
+    m = ember.aot.load(path)
+    assert m.inputs == [("input", "float32", (8, 64))] and m.outputs == [("out0", "float32", (8, 10))]
+    assert [s[0] for s in m.states()] == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    with ember.no_grad():
+        want = model(x).numpy()
+    got = m(x).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    c_program("run", path, d / "in.bin", d / "out.bin")
+    from_c = np.fromfile(d / "out.bin", dtype=np.float32).reshape(8, 10)
+    np.testing.assert_array_equal(from_c, got)  # (the same code, the same bits)
+    header = open(str(path)[:-3] + ".h").read()
+    assert "static inline ember_status mlp_run(ember_model *m, const float *in_input, float *out0)" in header
+
+
+def test_any_strides_are_taken(mlp_so):
+    model, x, path, _ = mlp_so
+    m = ember.aot.load(path)
+    xt = ember.randn(64, 8).t()  # (a transposed view: not contiguous)
+    with ember.no_grad():
+        want = model(xt.contiguous()).numpy()
+    np.testing.assert_allclose(m(xt).numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_shared_object_needs_libc_libm_and_blas_only(mlp_so):
+    path = mlp_so[2]
+
+    def needed(p):
+        out = subprocess.run(["readelf", "-d", str(p)], capture_output=True, text=True, check=True).stdout
+        return {line.split("[")[1].split("]")[0] for line in out.splitlines() if "(NEEDED)" in line}
+    sanitizers = {n for n in needed(ember._C.__file__) if n.startswith(("libasan", "libubsan"))}
+    libs = needed(path) - sanitizers
+    allowed = ("libc.so", "libm.so", "libopenblas", "ld-linux", "libblas")
+    assert libs and all(n.startswith(allowed) for n in libs), libs
+    exported = subprocess.run(["nm", "-D", "--defined-only", str(path)], capture_output=True, text=True,
+                              check=True).stdout.split()
+    assert "ember_model_run" in exported and not [s for s in exported if s.startswith("em_")]
+
+
+def test_cnn_forward(tmp_path):
+    model = cnn().eval()
+    x = ember.randn(4, 1, 8, 8)
+    path = ember.aot.compile(model, x, tmp_path / "cnn.so")
+    with ember.no_grad():
+        want = model(x).numpy()
+    np.testing.assert_allclose(ember.aot.load(path)(x).numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_transformer_block_forward(tmp_path):
+    ember.manual_seed(2)
+    block = nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, batch_first=True).eval()
+    x = ember.randn(2, 5, 32)
+    path = ember.aot.compile(block, x, tmp_path / "block.so")
+    with ember.no_grad():
+        want = block(x).numpy()
+    np.testing.assert_allclose(ember.aot.load(path)(x).numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_external_weights(tmp_path):
+    model = mlp().eval()
+    x = ember.randn(8, 64)
+    path = ember.aot.compile(model, x, tmp_path / "ext.so", weights="external")
+    st = ember.load(tmp_path / "ext.safetensors")
+    assert sorted(st) == ["0.bias", "0.weight", "2.bias", "2.weight"]
+    assert os.path.getsize(path) < os.path.getsize(ember.aot.compile(model, x, tmp_path / "emb.so"))
+    with ember.no_grad():
+        want = model(x).numpy()
+    np.testing.assert_allclose(ember.aot.load(path)(x).numpy(), want, rtol=1e-5, atol=1e-6)
+    # other weights, from a file named at creation
+    with ember.no_grad():
+        model[0].weight.mul_(0.5)
+        want = model(x).numpy()
+    ember.save(dict(model.state_dict()), tmp_path / "half.safetensors")
+    np.testing.assert_allclose(ember.aot.load(path, weights=tmp_path / "half.safetensors")(x).numpy(), want,
+                               rtol=1e-5, atol=1e-6)
+    os.remove(tmp_path / "ext.safetensors")
+    with pytest.raises(ember.aot.AOTError, match="ext.safetensors"):
+        ember.aot.load(path)
+    ember.save({"0.weight": ember.zeros(3, 3)}, tmp_path / "bad.safetensors")
+    with pytest.raises(ember.aot.AOTError, match=r"'0.weight' has shape \[3, 3\]; the model's has \[48, 64\]"):
+        ember.aot.load(path, weights=tmp_path / "bad.safetensors")
+
+
+def test_bad_inputs_are_errors_that_name_the_input(mlp_so):
+    _, x, path, d = mlp_so
+    r = c_program("bad", path, d / "in.bin")
+    assert "0 unexpected" in r.stdout
+    assert "shape: 3 input 0 (input): shape [9, 64]; expected [8, 64]" in r.stdout
+    assert "dtype: 2 input 0 (input):" in r.stdout and "expected float32" in r.stdout
+    assert "device: 4 " in r.stdout and "NULL data: 5 " in r.stdout
+    m = ember.aot.load(path)
+    with pytest.raises(ember.aot.AOTError, match=r"input 0 \(input\): shape \[2, 64\]; expected \[8, 64\]"):
+        m(ember.randn(2, 64))
+    with pytest.raises(ember.aot.AOTError, match="expected float32"):
+        m(x.double())
+
+
+def test_instances_run_concurrently(mlp_so):
+    _, _, path, d = mlp_so
+    assert "4 threads: equal" in c_program("threads", path, d / "in.bin", 4).stdout
+
+
+def test_create_run_destroy_loops_are_clean(mlp_so):
+    """Under the sanitizer build, AddressSanitizer and LeakSanitizer watch the
+    C program's loop in its own process; otherwise valgrind does, where it can
+    decode the build's instructions."""
+    _, _, path, d = mlp_so
+    if "libasan" in subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True).stdout:
+        assert "5 loops" in c_program("loop", path, d / "in.bin", 5).stdout
+        return
+    if not shutil_which("valgrind"):
+        pytest.skip("valgrind is not installed")
+    r = subprocess.run(["valgrind", "-q", "--error-exitcode=9", "--leak-check=full", "--errors-for-leak-kinds=definite",
+                        AOT_RUN, "loop", path, d / "in.bin", "3"], capture_output=True, text=True, timeout=600)
+    if r.returncode != 0 and ("unhandled instruction" in r.stderr or "Illegal opcode" in r.stderr):
+        pytest.skip("valgrind cannot decode this build's vector instructions (AVX-512); the sanitizer "
+                    "build checks the same loop")
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def shutil_which(name):
+    import shutil
+    return shutil.which(name)
+
+
+def training_setup():
+    ember.manual_seed(3)
+    model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 5))
+    opt = ember.optim.Adam(model.parameters(), lr=1e-2)
+    x, y = ember.randn(16, 20), ember.randint(0, 5, (16,))
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    return model, opt, step, x, y
+
+
+def test_training_step_trains_as_python_does(tmp_path):
+    model, opt, step, x, y = training_setup()
+    step(x, y)  # (Adam's moments exist from here on)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    moments = [opt.state[p]["exp_avg"].clone() for p in model.parameters()]
+    path = ember.aot.compile(step, (x, y), tmp_path / "step.so")
+    # the traced call's update was put back
+    for k, v in model.state_dict().items():
+        assert (v == before[k]).all().item(), k
+    for p, m0 in zip(model.parameters(), moments):
+        assert (opt.state[p]["exp_avg"] == m0).all().item()
+    m = ember.aot.load(path)
+    names = [s[0] for s in m.states()]
+    assert "optimizer.state.0.weight.exp_avg" in names and "2.bias" in names
+    write_inputs(tmp_path / "in.bin", x, y)
+    c_program("run", path, tmp_path / "in.bin", tmp_path / "losses.bin", 20)
+    from_c = np.fromfile(tmp_path / "losses.bin", dtype=np.float32)
+    from_so = np.array([m(x, y).item() for _ in range(20)], dtype=np.float32)
+    python = np.array([step(x, y).item() for _ in range(20)], dtype=np.float32)
+    np.testing.assert_allclose(from_so, python, rtol=1e-5)
+    np.testing.assert_array_equal(from_c, from_so)
+    assert python[-1] < python[0]
+    # the state, exported after 20 steps, is Python's after 20 steps
+    m.save_state(tmp_path / "state.safetensors")
+    st = ember.load(tmp_path / "state.safetensors")
+    np.testing.assert_allclose(st["0.weight"].numpy(), model[0].weight.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(st["optimizer.state.2.bias.exp_avg_sq"].numpy(),
+                               opt.state[model[2].bias]["exp_avg_sq"].numpy(), rtol=1e-5, atol=1e-9)
+    # ... and a new instance from it continues where this one is
+    m2 = ember.aot.load(path, weights=tmp_path / "state.safetensors")
+    np.testing.assert_array_equal(m2(x, y).numpy(), m(x, y).numpy())
+    assert "state round trip: equal" in c_program("state", path, tmp_path / "in.bin",
+                                                  tmp_path / "c.safetensors").stdout
+
+
+def test_value_guards_fail_with_their_own_code(tmp_path):
+    def f(x):
+        if x.sum().item() > 0:  # (a host read: the graph holds for this value only)
+            return x * 2
+        return x - 1
+    x = ember.ones(4)
+    path = ember.aot.compile(f, x, tmp_path / "guard.so")
+    m = ember.aot.load(path)
+    np.testing.assert_array_equal(m(x).numpy(), (x * 2).numpy())
+    with pytest.raises(ember.aot.GuardError, match="differs from the value the trace saw"):
+        m(-ember.ones(4))
+    np.testing.assert_array_equal(m(x).numpy(), (x * 2).numpy())  # (and it still runs)
+
+
+def test_random_draws_follow_the_seed_given(tmp_path):
+    ember.manual_seed(4)
+    model = nn.Sequential(nn.Linear(16, 16), nn.Dropout(0.5)).train()
+    x = ember.randn(8, 16)
+    path = ember.aot.compile(model, x, tmp_path / "drop.so")
+    m = ember.aot.load(path)
+    m.set_rng(1234, 0)
+    ember.manual_seed(1234)
+    with ember.no_grad():
+        want = [model(x).numpy() for _ in range(2)]
+    got = [m(x).numpy() for _ in range(2)]
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
+    assert not np.array_equal(got[0], got[1])
+    assert m.get_rng()[0] == 1234 and m.get_rng()[1] > 0
+
+
+def test_what_cannot_be_exported_says_why(tmp_path):
+    lin = nn.Linear(4, 4)
+    with pytest.raises(NotImplementedError, match="autograd history"):
+        ember.aot.compile(lambda x: lin(x), ember.randn(2, 4), tmp_path / "f.so")
+    with pytest.raises(ValueError, match="weights must be"):
+        ember.aot.compile(lin, ember.randn(2, 4), tmp_path / "g.so", weights="inline")
+    with pytest.raises(TypeError, match="example input 1 is a int"):
+        ember.aot.compile(lambda x, n: x * n, (ember.randn(2), 3), tmp_path / "h.so")
