@@ -5,7 +5,11 @@
 # in PyTorch's .pt format; fails below 95%
 # test accuracy), then tours the eager API, a GELU compiled into one kernel
 # with the IR dumped for reading, and a whole training step compiled into
-# one function next to its eager run (tools/demo.py).
+# one function next to its eager run (tools/demo.py); last, the digits CNN
+# and its training step compiled ahead of time into shared objects
+# (tools/aot_digits.py) that two C programs run with no Python
+# (examples/digits_infer.c prints the test accuracy Python printed,
+# examples/digits_train.c trains 100 steps with Python's losses).
 set -euo pipefail
 source "$(dirname "$0")/setup.sh"
 cd "$EMBER_ROOT"
@@ -17,3 +21,9 @@ PYTHONPATH=python:build/python "$PYTHON" tools/train_digits.py
 echo
 EMBER_DUMP=ir,passes,llvm EMBER_DUMP_DIR="${EMBER_DUMP_DIR:-$EMBER_ROOT/ember_dump}" \
     PYTHONPATH=python:build/python "$PYTHON" tools/demo.py "$@"
+echo
+AOT_DIR="${AOT_DIR:-$EMBER_ROOT/aot_demo}"
+echo "== ahead of time: the digits CNN as a shared object, run from C ($AOT_DIR)"
+PYTHONPATH=python:build/python "$PYTHON" tools/aot_digits.py "$AOT_DIR"
+build/examples/digits_infer "$AOT_DIR/digits_cnn.so" "$AOT_DIR/digits_test.bin"
+build/examples/digits_train "$AOT_DIR/digits_step.so" "$AOT_DIR/digits_train.bin" "$AOT_DIR/digits_losses.txt"

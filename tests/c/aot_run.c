@@ -17,28 +17,15 @@
  *   aot_run loop MODEL.so IN.bin N
  *       N creates, runs and destroys (for leak checkers)
  */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ember/aot.h"
+#include "ember/aot_dlopen.h"
 
-static struct {
-    ember_status (*create)(const char *, ember_model **);
-    void (*destroy)(ember_model *);
-    const char *(*last_error)(void);
-    int (*num_inputs)(const ember_model *), (*num_outputs)(const ember_model *);
-    ember_status (*input)(const ember_model *, int, ember_tensor_info *);
-    ember_status (*output)(const ember_model *, int, ember_tensor_info *);
-    ember_status (*run)(ember_model *, const DLTensor *, int, const DLTensor *, int);
-    ember_status (*run_alloc)(ember_model *, const DLTensor *, int, DLManagedTensor **, int);
-    ember_status (*save_state)(ember_model *, const char *);
-    ember_status (*load_state)(ember_model *, const char *);
-    int (*abi)(void);
-} api;
+static ember_aot_api api;
 
 static void die(const char *what) {
     fprintf(stderr, "aot_run: %s: %s\n", what, api.last_error ? api.last_error() : dlerror());
@@ -46,23 +33,7 @@ static void die(const char *what) {
 }
 
 static void load_api(const char *path) {
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) die(path);
-#define SYM(field, name)                                                                                              \
-    if (!(*(void **)&api.field = dlsym(h, name))) die(name)
-    SYM(last_error, "ember_last_error");
-    SYM(create, "ember_model_create");
-    SYM(destroy, "ember_model_destroy");
-    SYM(num_inputs, "ember_model_num_inputs");
-    SYM(num_outputs, "ember_model_num_outputs");
-    SYM(input, "ember_model_input");
-    SYM(output, "ember_model_output");
-    SYM(run, "ember_model_run");
-    SYM(run_alloc, "ember_model_run_alloc");
-    SYM(save_state, "ember_model_save_state");
-    SYM(load_state, "ember_model_load_state");
-    SYM(abi, "ember_abi_version");
-    if (api.abi() != EMBER_AOT_ABI_VERSION) die("ABI version");
+    if (!ember_aot_open(path, &api)) die(path);
 }
 
 /* One model's tensors: DLTensors over buffers of the model's shapes. */

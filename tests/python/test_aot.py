@@ -4,6 +4,7 @@ eager ember."""
 
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -18,10 +19,10 @@ BUILD = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(ember._C
 AOT_RUN = os.path.join(BUILD, "tests", "aot_run")
 
 
-def c_program(*args, check=True):
+def c_program(*args, check=True, env=None):
     if not os.path.exists(AOT_RUN):
         pytest.skip(f"{AOT_RUN} is not built")
-    r = subprocess.run([AOT_RUN, *map(str, args)], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([AOT_RUN, *map(str, args)], capture_output=True, text=True, timeout=300, env=env)
     if check:
         assert r.returncode == 0, r.stdout + r.stderr
     return r
@@ -163,7 +164,9 @@ def test_create_run_destroy_loops_are_clean(mlp_so):
     decode the build's instructions."""
     _, _, path, d = mlp_so
     if "libasan" in subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True).stdout:
-        assert "5 loops" in c_program("loop", path, d / "in.bin", 5).stdout
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+        env["ASAN_OPTIONS"] = "detect_leaks=1"
+        assert "5 loops" in c_program("loop", path, d / "in.bin", 5, env=env).stdout
         return
     if not shutil_which("valgrind"):
         pytest.skip("valgrind is not installed")
@@ -269,3 +272,27 @@ def test_what_cannot_be_exported_says_why(tmp_path):
         ember.aot.compile(lin, ember.randn(2, 4), tmp_path / "g.so", weights="inline")
     with pytest.raises(TypeError, match="example input 1 is a int"):
         ember.aot.compile(lambda x, n: x * n, (ember.randn(2), 3), tmp_path / "h.so")
+
+
+def test_digits_examples_match_python(tmp_path):
+    """tools/aot_digits.py and examples/: the CNN's accuracy from C equals
+    Python's, and 100 training steps from C give Python's losses."""
+    pytest.importorskip("sklearn", reason="the digits come with scikit-learn (python3-sklearn)")
+    infer, train = (os.path.join(BUILD, "examples", n) for n in ("digits_infer", "digits_train"))
+    if not os.path.exists(infer):
+        pytest.skip(f"{infer} is not built")
+    from conftest import subprocess_env
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    py = subprocess.run([sys.executable, os.path.join(root, "tools", "aot_digits.py"), str(tmp_path), "--epochs", "1"],
+                        capture_output=True, text=True, env=subprocess_env(), timeout=600)
+    assert py.returncode == 0, py.stderr
+    accuracy = py.stdout.split("test accuracy ")[1].split(" ")[0]
+    c = subprocess.run([infer, tmp_path / "digits_cnn.so", tmp_path / "digits_test.bin"], capture_output=True,
+                       text=True, check=True)
+    assert f"C: test accuracy {accuracy} " in c.stdout
+    c = subprocess.run([train, tmp_path / "digits_step.so", tmp_path / "digits_train.bin",
+                        tmp_path / "digits_losses.txt", tmp_path / "trained.safetensors"], capture_output=True,
+                       text=True)
+    assert c.returncode == 0, c.stdout + c.stderr
+    assert "largest relative difference from Python's losses" in c.stdout
+    assert "conv1.weight" in ember.load(tmp_path / "trained.safetensors")
