@@ -352,9 +352,8 @@ static em_status finish(executable *x, LLVMOrcThreadSafeContextRef tsctx, LLVMMo
 /* Decides which fused nodes become kernels: those big enough that the
  * code generator can compile for their inputs' layouts. The others run op
  * by op; why is kept for describe. Returns how many, or -1 (no memory). */
-static int choose_kernels(executable *x, int64_t (*strides)[EM_MAX_DIMS]) {
+static int choose_kernels(executable *x, int64_t (*strides)[EM_MAX_DIMS], int64_t min_elements) {
     int n_fused = 0;
-    int64_t min_elements = jit_min_elements();
     em_strbuf why;
     em_strbuf_init(&why);
     for (const em_ir_node *n = x->prog.g->body->first; n; n = n->next) {
@@ -381,9 +380,10 @@ static int choose_kernels(executable *x, int64_t (*strides)[EM_MAX_DIMS]) {
 #define MODULE_NAME "ember_graph"
 #define GRAPH_FN EM_LLVM_PLACEHOLDER "graph"
 
-/* Everything but the machine code: chooses the kernels, plans the run and
- * emits the kernels and the graph function (GRAPH_FN) into *mod. */
-static em_status build(const em_ir_graph *g, const em_backend_opts *opts, executable **xp,
+/* Everything but the machine code: chooses the kernels (fused nodes of at
+ * least min_elements), plans the run and emits the kernels and the graph
+ * function (GRAPH_FN) into *mod. */
+static em_status build(const em_ir_graph *g, const em_backend_opts *opts, int64_t min_elements, executable **xp,
                        LLVMOrcThreadSafeContextRef *tsctx, LLVMModuleRef *mod) {
     em_status st = em_llvm_init();
     if (st != EM_OK) return st;
@@ -396,7 +396,7 @@ static em_status build(const em_ir_graph *g, const em_backend_opts *opts, execut
         for (int i = 0; kernel_of && i < g->n_nodes; i++) kernel_of[i] = -1;
         x->split = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *x->split);
         propagate_layouts(g, opts->examples, opts->n_examples, strides);
-        if (x->split) n_fused = choose_kernels(x, strides);
+        if (x->split) n_fused = choose_kernels(x, strides, min_elements);
         x->prog.kernels = calloc((size_t)(n_fused > 0 ? n_fused : 1), sizeof *x->prog.kernels);
         x->interp = em_interp_new(g, opts->spec);
     }
@@ -433,13 +433,14 @@ static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts,
     executable *x;
     LLVMOrcThreadSafeContextRef tsctx;
     LLVMModuleRef mod;
-    em_status st = build(g, opts, &x, &tsctx, &mod);
+    em_status st = build(g, opts, jit_min_elements(), &x, &tsctx, &mod);
     if (st == EM_OK && (st = finish(x, tsctx, mod, GRAPH_FN, opts)) != EM_OK) exec_free(x);
     if (st == EM_OK) *state = x;
     return st;
 }
 
-/* Ahead of time: the module as llvm_compile builds it, its functions hidden
+/* Ahead of time: the module as llvm_compile builds it, with every fused
+ * node a kernel however small (compile time is not the run's), its functions hidden
  * (a shared object exports its C ABI only) and listed in the table `table`
  * (the graph function, then the kernels in the description's order),
  * optimised and written as position-independent object code. */
@@ -448,7 +449,7 @@ static em_status llvm_compile_object(const em_ir_graph *g, const em_backend_opts
     executable *x;
     LLVMOrcThreadSafeContextRef tsctx;
     LLVMModuleRef mod;
-    em_status st = build(g, opts, &x, &tsctx, &mod);
+    em_status st = build(g, opts, 0, &x, &tsctx, &mod);
     if (st != EM_OK) return st;
     LLVMContextRef ctx = LLVMGetModuleContext(mod);
     LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);

@@ -77,6 +77,7 @@ struct ember_model {
     em_llvm_program prog;
     em_tensor **state; /* per graph input: the instance's tensor (NULL for arguments and grads) */
     em_rng_state rng;
+    em_tensor **in, **out, **res; /* a run's (an instance runs one call at a time) */
 };
 
 static ember_status status_of(em_status st) {
@@ -273,6 +274,9 @@ void ember_model_destroy(ember_model *m) {
     if (!m) return;
     for (int i = 0; m->state && i < model.n_inputs; i++) em_tensor_release(m->state[i]);
     free(m->state);
+    free(m->in);
+    free(m->out);
+    free(m->res);
     em_llvm_program_clear(&m->prog);
     free(m);
 }
@@ -320,7 +324,10 @@ ember_status ember_model_create(const char *weights_path, ember_model **out) {
     pthread_once(&model_once, read_once);
     if (model.status != EM_OK) return fail(EMBER_ERR_RUNTIME, "%s", model.error);
     ember_model *m = calloc(1, sizeof *m);
-    if (!m || !(m->state = calloc((size_t)model.n_inputs + 1, sizeof *m->state))) {
+    if (!m || !(m->state = calloc((size_t)model.n_inputs + 1, sizeof *m->state)) ||
+        !(m->in = calloc((size_t)model.n_inputs + 1, sizeof *m->in)) ||
+        !(m->out = calloc((size_t)model.n_out + 1, sizeof *m->out)) ||
+        !(m->res = calloc((size_t)model.n_out + 1, sizeof *m->res))) {
         ember_model_destroy(m);
         return fail(EMBER_ERR_NOMEM, "ember_model_create: out of memory");
     }
@@ -425,13 +432,15 @@ static ember_status wrap(const DLTensor *dl, const em_type *ty, const char *what
     if (!em_dtype_from_dlpack(dl->dtype, &dt) || dt != ty->dtype)
         return fail(EMBER_ERR_DTYPE, "%s %d (%s): DLPack dtype (code %u, bits %u, lanes %u); expected %s", what, i, name,
                     dl->dtype.code, dl->dtype.bits, dl->dtype.lanes, em_dtype_long_name(ty->dtype));
-    shape_text(ty->shape, ty->ndim, want, sizeof want);
-    if (dl->ndim != ty->ndim)
+    if (dl->ndim != ty->ndim) {
+        shape_text(ty->shape, ty->ndim, want, sizeof want);
         return fail(EMBER_ERR_SHAPE, "%s %d (%s): %d dimensions; expected %d, shape %s", what, i, name, (int)dl->ndim,
                     ty->ndim, want);
+    }
     if (ty->ndim && !dl->shape) return fail(EMBER_ERR_ARGUMENT, "%s %d (%s): shape is NULL", what, i, name);
     for (int d = 0; d < ty->ndim; d++)
         if (dl->shape[d] != ty->shape[d]) {
+            shape_text(ty->shape, ty->ndim, want, sizeof want);
             shape_text(dl->shape, dl->ndim, got, sizeof got);
             return fail(EMBER_ERR_SHAPE, "%s %d (%s): shape %s; expected %s", what, i, name, got, want);
         }
@@ -550,29 +559,34 @@ static void release_all(em_tensor **t, int n) {
     }
 }
 
-#define MAX_TENSORS 4096
+/* Result i into the caller's output: a copy of the bytes when both are
+ * laid out contiguously (the common case, and a call's cost for a small
+ * model), else a strided copy. */
+static ember_status copy_out(em_tensor *res, em_tensor *out, int i) {
+    if (em_tensor_is_contiguous(res) && em_tensor_is_contiguous(out) && res->dtype == out->dtype) {
+        memcpy(em_tensor_data(out), em_tensor_data(res),
+               (size_t)em_shape_numel(res->shape, res->ndim) * em_dtype_size(res->dtype));
+        return EMBER_OK;
+    }
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    at.dtype = out->dtype;
+    if (em_op_run_inplace(EM_OP_CAST, &res, 1, &at, out) == EM_OK) return EMBER_OK;
+    return fail(status_of(em_last_status()), "%s: output %d: %s", model.name, i, em_last_error());
+}
 
 ember_status ember_model_run(ember_model *m, const DLTensor *inputs, int n_inputs, const DLTensor *outputs,
                              int n_outputs) {
-    em_tensor *in[MAX_TENSORS] = {0}, *out[MAX_TENSORS] = {0}, *res[MAX_TENSORS] = {0};
-    if (m && (model.n_inputs > MAX_TENSORS || model.n_out > MAX_TENSORS))
-        return fail(EMBER_ERR_RUNTIME, "%s: too many inputs or outputs", model.name);
-    if (m && n_outputs == model.n_out && n_outputs && !outputs)
+    if (!m) return fail(EMBER_ERR_ARGUMENT, "ember_model_run: the model is NULL");
+    em_tensor **in = m->in, **out = m->out, **res = m->res;
+    if (n_outputs == model.n_out && n_outputs && !outputs)
         return fail(EMBER_ERR_ARGUMENT, "%s: outputs is NULL", model.name);
     ember_status es = prepare(m, inputs, n_inputs, outputs, n_outputs, in, out);
     if (es == EMBER_OK) es = run_graph(m, in, res);
-    for (int i = 0; es == EMBER_OK && i < model.n_out; i++) {
-        em_attrs at;
-        memset(&at, 0, sizeof at);
-        at.dtype = out[i]->dtype;
-        if (em_op_run_inplace(EM_OP_CAST, &res[i], 1, &at, out[i]) != EM_OK)
-            es = fail(status_of(em_last_status()), "%s: output %d: %s", model.name, i, em_last_error());
-    }
-    if (m) {
-        release_all(in, model.n_inputs);
-        release_all(out, model.n_out);
-        release_all(res, model.n_out);
-    }
+    for (int i = 0; es == EMBER_OK && i < model.n_out; i++) es = copy_out(res[i], out[i], i);
+    release_all(in, model.n_inputs);
+    release_all(out, model.n_out);
+    release_all(res, model.n_out);
     return es;
 }
 
@@ -590,8 +604,9 @@ static void managed_delete(DLManagedTensor *self) {
 
 ember_status ember_model_run_alloc(ember_model *m, const DLTensor *inputs, int n_inputs, DLManagedTensor **outputs,
                                    int n_outputs) {
-    em_tensor *in[MAX_TENSORS] = {0}, *res[MAX_TENSORS] = {0};
-    if (m && n_outputs && !outputs) return fail(EMBER_ERR_ARGUMENT, "%s: outputs is NULL", model.name);
+    if (!m) return fail(EMBER_ERR_ARGUMENT, "ember_model_run_alloc: the model is NULL");
+    em_tensor **in = m->in, **res = m->res;
+    if (n_outputs && !outputs) return fail(EMBER_ERR_ARGUMENT, "%s: outputs is NULL", model.name);
     ember_status es = prepare(m, inputs, n_inputs, NULL, n_outputs, in, NULL);
     if (es == EMBER_OK) es = run_graph(m, in, res);
     for (int i = 0; es == EMBER_OK && i < model.n_out; i++) {
@@ -615,10 +630,8 @@ ember_status ember_model_run_alloc(ember_model *m, const DLTensor *inputs, int n
         x->managed.deleter = managed_delete;
         outputs[i] = &x->managed;
     }
-    if (m) {
-        release_all(in, model.n_inputs);
-        release_all(res, model.n_out);
-    }
+    release_all(in, model.n_inputs);
+    release_all(res, model.n_out);
     return es;
 }
 
