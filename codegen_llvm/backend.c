@@ -508,7 +508,10 @@ static char *llvm_describe(void *state) {
                      x->prog.n_kernels, x->prog.n_kernels == 1 ? "" : "s", em_llvm_host_cpu());
     static const char *const source[] = {"compiled now", "shared with an identical graph compiled before",
                                          "loaded from the compile cache"};
-    em_strbuf_printf(&s, "  machine code %s (key %s)\n", source[x->source], x->key);
+    static const char *const cache_word[] = {"cache miss", "shared", "cache hit"};
+    em_strbuf_printf(&s, "  machine code %s (key %s; the kernels and the graph function are one object, "
+                         "so each kernel below is a %s too)\n",
+                     source[x->source], x->key, cache_word[x->source]);
     em_strbuf_printf(&s, "  one compiled function runs the graph's %d nodes; memory plan: %d "
                          "intermediate value%s in one %lld-byte arena per run\n",
                      x->prog.plan.n_nodes, x->prog.plan.n_buffers, x->prog.plan.n_buffers == 1 ? "" : "s",
@@ -538,7 +541,7 @@ static char *llvm_describe(void *state) {
         for (const em_ir_node *n = k->node->region->first; n; n = n->next) ops++;
         char t[256];
         em_type_str(&k->node->out[0]->type, t, sizeof t);
-        em_strbuf_printf(&s, "  %s: %d ops over %s%s", k->name, ops, t,
+        em_strbuf_printf(&s, "  %s [%s]: %d ops over %s%s", k->name, cache_word[x->source], ops, t,
                          em_llvm_gemm_of(k->node) ? " (a matmul and its epilogue, per block)" : "");
         if (k->node->loc.file)
             em_strbuf_printf(&s, " from %s:%d-%d", k->node->loc.file, k->node->loc.line,

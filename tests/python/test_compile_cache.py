@@ -47,6 +47,7 @@ for fn, args in fns:
     text = ember.compiler.explain(fn, *args, print_report=False).text
     line = [l.strip() for l in text.splitlines() if "machine code" in l]
     print(line[0] if line else "no machine code line")
+    print("kernels:", sorted(set(l.split("[")[1].split("]")[0] for l in text.splitlines() if " [cache " in l)))
 print("ok", float(got.sum()))
 """
 
@@ -66,9 +67,11 @@ def entries(cache_dir):
 def test_a_fresh_process_loads_what_an_earlier_one_compiled(tmp_path):
     out1, err1 = run(tmp_path)
     assert "compiled now" in out1 and err1 == ""
+    assert "kernels: ['cache miss']" in out1  # (explain says it per kernel too)
     assert len(entries(tmp_path)) == 1
     out2, err2 = run(tmp_path)
     assert "loaded from the compile cache" in out2 and err2 == ""
+    assert "kernels: ['cache hit']" in out2
     assert out1.splitlines()[-1] == out2.splitlines()[-1]  # the same result
 
 
