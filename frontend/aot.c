@@ -452,6 +452,13 @@ em_status em_aot_export(const em_aot_opts *o, const em_aot_trace *t) {
         return em_error(EM_ERR_NOT_IMPLEMENTED, "ember.aot.compile needs the LLVM backend, and this ember was "
                                                 "built without LLVM");
     }
+    for (int j = 0; j < t->n_slots; j++)
+        if (t->slots[j].owner < t->n_args) {
+            em_ir_graph_free(t->graph);
+            return em_error(EM_ERR_NOT_IMPLEMENTED, "ember.aot.compile: the function reads or sets the .grad of "
+                            "its argument '%s'; ahead of time, gradients belong to the model's state (parameters "
+                            "reached through a module or a closure)", t->arg_names[t->slots[j].owner]);
+        }
     /* the passes (the interpreter as the backend: no code made here) */
     em_compile_opts co = {0, NULL, "interp", NULL, t->spec, t->passes};
     em_compiled *c = NULL;

@@ -296,3 +296,12 @@ def test_digits_examples_match_python(tmp_path):
     assert c.returncode == 0, c.stdout + c.stderr
     assert "largest relative difference from Python's losses" in c.stdout
     assert "conv1.weight" in ember.load(tmp_path / "trained.safetensors")
+
+
+def test_gradients_of_arguments_are_refused_at_export(tmp_path):
+    def f(w):
+        (w * w).sum().backward()
+        return w.grad * 1
+    w = ember.randn(3, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="the .grad of its argument 'w'"):
+        ember.aot.compile(f, w, tmp_path / "g.so")
