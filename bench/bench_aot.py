@@ -18,7 +18,6 @@ contenders interleave (this VM's speed drifts).
 
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -110,18 +109,9 @@ def build_harness(d):
     return exe
 
 
-def machine():
-    cpu = "unknown CPU"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return f"{cpu}, {os.cpu_count()} cores; Python {platform.python_version()}"
-
-
 def main():
     import ember
+    from bench_train import machine
     d = tempfile.mkdtemp(prefix="ember-bench-aot-")
     exe = build_harness(d)
     models = ember_models()

@@ -358,29 +358,21 @@ static char *header_text(const em_aot_trace *t, const em_ir_graph *g, const char
 
 /* The external weights file: every non-argument input with values, by name. */
 static em_status write_weights(const em_aot_opts *o, const em_aot_trace *t, const char *path) {
-    em_st_tensor *e = calloc((size_t)(t->n_inputs + 1), sizeof *e);
+    em_tensor **v = calloc((size_t)(t->n_inputs + 1), sizeof *v);
     char(*names)[256] = calloc((size_t)(t->n_inputs + 1), sizeof *names);
-    em_tensor **held = calloc((size_t)(t->n_inputs + 1), sizeof *held);
+    const char **np = calloc((size_t)(t->n_inputs + 1), sizeof *np);
     int n = 0;
-    em_status st = e && names && held ? EM_OK : em_error(EM_ERR_NOMEM, "out of memory writing %s", path);
-    for (int i = t->n_args; st == EM_OK && i < t->n_inputs; i++) {
-        em_tensor *v = state_of(t, i);
-        if (!v) continue;
-        if (!(held[n] = em_contiguous(v))) {
-            st = em_last_status();
-            break;
+    em_status st = v && names && np ? EM_OK : em_error(EM_ERR_NOMEM, "out of memory writing %s", path);
+    for (int i = t->n_args; st == EM_OK && i < t->n_inputs; i++)
+        if ((v[n] = state_of(t, i))) {
+            input_name(o, t, i, names[n], sizeof names[n]);
+            np[n] = names[n];
+            n++;
         }
-        input_name(o, t, i, names[n], sizeof names[n]);
-        e[n] = (em_st_tensor){names[n], v->dtype, v->ndim, {0}, em_tensor_data(held[n]),
-                              (size_t)em_shape_numel(v->shape, v->ndim) * em_dtype_size(v->dtype)};
-        memcpy(e[n].shape, v->shape, (size_t)v->ndim * sizeof *v->shape);
-        n++;
-    }
-    if (st == EM_OK) st = em_st_write(path, e, n);
-    for (int i = 0; held && i < n; i++) em_tensor_release(held[i]);
-    free(e);
+    if (st == EM_OK) st = em_st_write_tensors(path, v, np, n);
+    free(v);
     free(names);
-    free(held);
+    free(np);
     return st;
 }
 

@@ -640,25 +640,14 @@ ember_status ember_model_run_alloc(ember_model *m, const DLTensor *inputs, int n
 ember_status ember_model_save_state(ember_model *m, const char *path) {
     if (!m || !path) return fail(EMBER_ERR_ARGUMENT, "ember_model_save_state: NULL %s", m ? "path" : "model");
     int n = model.n_inputs - model.n_args, k = 0;
-    em_st_tensor *e = calloc((size_t)n + 1, sizeof *e);
-    em_tensor **held = calloc((size_t)n + 1, sizeof *held);
-    em_status st = e && held ? EM_OK : em_error(EM_ERR_NOMEM, "out of memory saving %s", path);
-    for (int i = 0; st == EM_OK && i < n; i++) {
-        em_tensor *t = state_now(m, i);
-        if (!t) continue;
-        if (!(held[k] = em_contiguous(t))) {
-            st = em_last_status();
-            break;
-        }
-        e[k] = (em_st_tensor){model.inputs[model.n_args + i].name, t->dtype, t->ndim, {0}, em_tensor_data(held[k]),
-                              (size_t)em_shape_numel(t->shape, t->ndim) * em_dtype_size(t->dtype)};
-        memcpy(e[k].shape, t->shape, (size_t)t->ndim * sizeof *t->shape);
-        k++;
-    }
-    if (st == EM_OK) st = em_st_write(path, e, k);
-    for (int i = 0; held && i < k; i++) em_tensor_release(held[i]);
-    free(e);
-    free(held);
+    em_tensor **v = calloc((size_t)n + 1, sizeof *v);
+    const char **names = calloc((size_t)n + 1, sizeof *names);
+    em_status st = v && names ? EM_OK : em_error(EM_ERR_NOMEM, "out of memory saving %s", path);
+    for (int i = 0; st == EM_OK && i < n; i++)
+        if ((v[k] = state_now(m, i))) names[k++] = model.inputs[model.n_args + i].name;
+    if (st == EM_OK) st = em_st_write_tensors(path, v, names, k);
+    free(v);
+    free(names);
     return st == EM_OK ? EMBER_OK : fail(st == EM_ERR_NOMEM ? EMBER_ERR_NOMEM : EMBER_ERR_IO, "%s", em_last_error());
 }
 

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ember/ops.h"
 #include "ember/strbuf.h"
 #include "safetensors.h"
 
@@ -80,6 +81,28 @@ em_status em_st_write(const char *path, const em_st_tensor *tensors, int n) {
         }
     }
     free(header);
+    return st;
+}
+
+em_status em_st_write_tensors(const char *path, em_tensor *const *tensors, const char *const *names, int n) {
+    em_st_tensor *e = calloc((size_t)n + 1, sizeof *e);
+    em_tensor **held = calloc((size_t)n + 1, sizeof *held);
+    em_status st = e && held ? EM_OK : em_error(EM_ERR_NOMEM, "out of memory writing %s", path);
+    int k = 0;
+    for (; st == EM_OK && k < n; k++) {
+        em_tensor *t = tensors[k];
+        if (!(held[k] = em_contiguous(t))) {
+            st = em_last_status();
+            break;
+        }
+        e[k] = (em_st_tensor){names[k], t->dtype, t->ndim, {0}, em_tensor_data(held[k]),
+                              (size_t)em_shape_numel(t->shape, t->ndim) * em_dtype_size(t->dtype)};
+        memcpy(e[k].shape, t->shape, (size_t)t->ndim * sizeof *t->shape);
+    }
+    if (st == EM_OK) st = em_st_write(path, e, n);
+    for (int i = 0; held && i < k; i++) em_tensor_release(held[i]);
+    free(e);
+    free(held);
     return st;
 }
 

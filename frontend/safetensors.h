@@ -14,7 +14,7 @@
 #ifndef EMBER_SAFETENSORS_H
 #define EMBER_SAFETENSORS_H
 
-#include "ember/types.h"
+#include "ember/tensor.h"
 
 typedef struct em_st_tensor {
     const char *name;
@@ -28,6 +28,9 @@ typedef struct em_st_tensor {
 /* Writes tensors[0..n) (contiguous bytes each) to path, atomically (a
  * temporary file renamed into place). */
 em_status em_st_write(const char *path, const em_st_tensor *tensors, int n);
+
+/* Writes tensors[i] (any layout) as names[i], i < n, like em_st_write. */
+em_status em_st_write_tensors(const char *path, em_tensor *const *tensors, const char *const *names, int n);
 
 typedef struct em_st_file {
     unsigned char *bytes; /* the whole file */
