@@ -369,7 +369,10 @@ EM_SC float sc_erf_f32(float x) {
     p = fmaf(p, z, -0.3761263f);
     p = fmaf(p, z, 1.1283792f);
     float small = x * p;
-    float u = (ax > 4.0f ? 4.0f : ax) - 2.5f;
+    /* (u is not clamped to 4: past it the value below is not selected, and
+     * with a clamp in front of sc_exp_f32's own gcc does not vectorise the
+     * eager loop, 16x slower) */
+    float u = ax - 2.5f;
     float q = 1.7774614e-08f;
     q = fmaf(q, u, -4.1048512e-08f);
     q = fmaf(q, u, -1.7580898e-07f);
