@@ -11,9 +11,10 @@ per-call cost of the C ABI itself), the MLP 784-512-512-10 at batch 1 and
 (built here with gcc, over include/ember/aot_dlopen.h) loads it, creates
 an instance (timed: the first in a process also reads the model; a second
 one), and times runs on the inputs Python wrote: the median of 7 rounds.
-The Python figures are medians of 7 rounds of calls too, every contender
-with its default threads, in one process per framework; the rounds of all
-contenders interleave (this VM's speed drifts).
+The Python figures are medians of 7 rounds of calls too; ember runs with
+its default threads (2 here), PyTorch with torch.set_num_threads(2) in a
+process of its own; the rounds of all contenders interleave (this VM's
+speed drifts).
 """
 
 import json
@@ -70,6 +71,7 @@ def per_call_us(fn, x, target_s=0.02):
 TORCH = r"""
 import json, sys, time, statistics
 import numpy as np, torch
+torch.set_num_threads(2)
 sys.path.insert(0, {here!r})
 from bench_aot import per_call_us
 w = np.load({weights!r})
@@ -143,6 +145,7 @@ def main():
             with ember.no_grad():
                 res[name]["jit"].append(per_call_us(jit[name], x))
                 res[name]["eager"].append(per_call_us(f, x))
+        time.sleep(0.5)  # (ember's and OpenBLAS's threads in this process stop spinning)
         r = subprocess.run([sys.executable, "-c", TORCH.format(here=HERE, weights=os.path.join(d, "w.npz"))],
                            capture_output=True, text=True, check=True)
         torch_meta = json.loads(r.stdout.strip().splitlines()[-1])
