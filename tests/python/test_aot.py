@@ -305,3 +305,24 @@ def test_gradients_of_arguments_are_refused_at_export(tmp_path):
     w = ember.randn(3, requires_grad=True)
     with pytest.raises(NotImplementedError, match="the .grad of its argument 'w'"):
         ember.aot.compile(f, w, tmp_path / "g.so")
+
+
+def test_the_generated_header_links_and_runs(mlp_so):
+    """A C program linked against the shared object itself, calling the
+    typed wrapper of the generated header."""
+    _, x, path, d = mlp_so
+    src = d / "direct.c"
+    src.write_text('#include <stdio.h>\n#include "mlp.h"\n'
+                   "int main(int argc, char **argv) {\n"
+                   "    static float x[MLP_NUM_INPUTS * 8 * 64], y[8 * 10];\n"
+                   "    FILE *f = fopen(argv[1], \"rb\");\n"
+                   "    if (!f || fread(x, 4, 8 * 64, f) != 8 * 64) return 2;\n"
+                   "    ember_model *m;\n"
+                   "    if (ember_model_create(NULL, &m) != EMBER_OK || mlp_run(m, x, y) != EMBER_OK) {\n"
+                   "        puts(ember_last_error());\n        return 1;\n    }\n"
+                   "    fwrite(y, 4, 8 * 10, stdout);\n    ember_model_destroy(m);\n    return 0;\n}\n")
+    include = os.path.join(os.path.dirname(os.path.abspath(ember._C.__file__)), "aot", "include")
+    exe = d / "direct"
+    subprocess.run(["cc", "-O1", "-I", include, "-I", d, src, path, f"-Wl,-rpath,{d}", "-o", exe], check=True)
+    out = subprocess.run([exe, d / "in.bin"], capture_output=True, check=True).stdout
+    np.testing.assert_array_equal(np.frombuffer(out, dtype=np.float32).reshape(8, 10), ember.aot.load(path)(x).numpy())
