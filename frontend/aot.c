@@ -209,7 +209,15 @@ static char *data_asm(const char *dir) {
                          EM_AOT_ALIGN, syms[i], syms[i], syms[i], syms[i], dir, files[i]);
         em_strbuf_puts(&s, "\t.byte 0\n"); /* (a NUL after the text; the data never empty) */
     }
-    em_strbuf_puts(&s, "\t.section .note.GNU-stack,\"\",@progbits\n");
+    em_strbuf_printf(&s, "\t.globl %s\n\t.hidden %s\n%s:\n\t.asciz \"", EM_AOT_CPU, EM_AOT_CPU, EM_AOT_CPU);
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+#define FEATURE(name)                                                                                                 \
+    if (__builtin_cpu_supports(name)) em_strbuf_puts(&s, name " ");
+    EM_AOT_CPU_FEATURES(FEATURE)
+#undef FEATURE
+#endif
+    em_strbuf_puts(&s, "\"\n\t.section .note.GNU-stack,\"\",@progbits\n");
     return em_strbuf_take(&s);
 }
 

@@ -7,6 +7,7 @@
  *   ember_aot_data         the bytes of the embedded tensors (64-aligned each)
  *   ember_aot_functions    the graph function, then the kernels (the LLVM
  *                          backend's table: backend.h compile_object)
+ *   ember_aot_cpu          the CPU features the code may use (below)
  *
  * The description, words separated by white space:
  *   ember-aot <format>
@@ -38,6 +39,17 @@
 #define EM_AOT_DESCRIPTION "ember_aot_description"
 #define EM_AOT_DATA "ember_aot_data"
 #define EM_AOT_ALIGN 64
+#define EM_AOT_CPU "ember_aot_cpu"
+
+/* The x86 features a model's code may use because the machine that made it
+ * has them (its kernels and the static runtime are compiled for that CPU):
+ * the export lists those present in ember_aot_cpu (words), and creating an
+ * instance checks the running CPU has each, so a model moved to an older
+ * CPU fails with a message instead of an illegal instruction. */
+#define EM_AOT_CPU_FEATURES(X)                                                                                        \
+    X("sse4.2") X("avx") X("avx2") X("fma") X("bmi") X("bmi2") X("avx512f") X("avx512vl") X("avx512bw")             \
+        X("avx512dq") X("avx512cd") X("avx512vnni") X("avx512bf16") X("avx512vbmi") X("avx512vbmi2")             \
+            X("avx512bitalg") X("avx512vpopcntdq") X("avx512ifma")
 
 /* What a graph input is to the model. ORDER ROLE: role_names. */
 typedef enum em_aot_role {

@@ -35,6 +35,7 @@
 extern const char ember_aot_description[] __attribute__((visibility("hidden")));
 extern const unsigned char ember_aot_data[] __attribute__((visibility("hidden")));
 extern void *const ember_aot_functions[] __attribute__((visibility("hidden")));
+extern const char ember_aot_cpu[] __attribute__((visibility("hidden")));
 
 #define NAME_CAP 256
 
@@ -318,9 +319,54 @@ static void default_weights(char *out, size_t cap) {
     if (strlen(out) + 13 < cap) strcat(out, ".safetensors");
 }
 
+#if defined(__x86_64__)
+/* Does this CPU have feature w? (Compiled for any x86-64: it runs before
+ * anything that may not.) */
+__attribute__((target("arch=x86-64"))) static int cpu_supports(const char *w) {
+#define FEATURE(name)                                                                                                 \
+    if (strcmp(w, name) == 0) return __builtin_cpu_supports(name);
+    EM_AOT_CPU_FEATURES(FEATURE)
+#undef FEATURE
+    return 1; /* (a feature this runtime does not know to check) */
+}
+
+/* Is w one of the words of list (NULL: none)? */
+__attribute__((target("arch=x86-64"))) static int listed(const char *list, const char *w) {
+    size_t n = strlen(w);
+    for (const char *p = list ? strstr(list, w) : NULL; p; p = strstr(p + 1, w))
+        if ((p == list || p[-1] == ' ' || p[-1] == ',') && (p[n] == 0 || p[n] == ' ' || p[n] == ',')) return 1;
+    return 0;
+}
+
+/* The first feature the model's code may use that this CPU lacks (or that
+ * EMBER_AOT_CPU_LACKS names: how the tests play an older CPU), or 0. */
+__attribute__((target("arch=x86-64"))) static int missing_feature(char *word, size_t cap) {
+    __builtin_cpu_init();
+    const char *lacks = getenv("EMBER_AOT_CPU_LACKS");
+    for (const char *p = ember_aot_cpu; *p;) {
+        size_t n = 0;
+        while (*p == ' ') p++;
+        while (*p && *p != ' ') {
+            if (n + 1 < cap) word[n++] = *p;
+            p++;
+        }
+        word[n] = 0;
+        if (n && (!cpu_supports(word) || listed(lacks, word))) return 1;
+    }
+    return 0;
+}
+#endif
+
 ember_status ember_model_create(const char *weights_path, ember_model **out) {
     if (!out) return fail(EMBER_ERR_ARGUMENT, "ember_model_create: out is NULL");
     *out = NULL;
+#if defined(__x86_64__)
+    char feature[32];
+    if (missing_feature(feature, sizeof feature))
+        return fail(EMBER_ERR_RUNTIME, "this model was compiled for a CPU with %s, which this one lacks (the model's "
+                    "code needs %s): compile it with ember.aot.compile on a machine like the one that runs it",
+                    feature, ember_aot_cpu);
+#endif
     pthread_once(&model_once, read_once);
     if (model.status != EM_OK) return fail(EMBER_ERR_RUNTIME, "%s", model.error);
     ember_model *m = calloc(1, sizeof *m);
