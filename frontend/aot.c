@@ -63,14 +63,24 @@ static void ident(const char *s, char *out, size_t cap) {
     }
 }
 
-/* The name of graph input i. */
-static void input_name(const em_aot_opts *o, const em_aot_trace *t, int i, char *out, size_t cap) {
+/* The name of input i of graph g: an argument's; a named tensor's; the
+ * .grad of its owner's; a value read from Python at every call by the
+ * graph's name for it ("external.lr": an optimizer's learning rate, fixed
+ * ahead of time, as state); else "captured.<i>". */
+static void input_name(const em_aot_opts *o, const em_aot_trace *t, const em_ir_graph *g, int i, char *out,
+                       size_t cap) {
     if (i < t->n_args) return word_of(t->arg_names[i] ? t->arg_names[i] : "input", out, cap);
     const em_capture *c = &t->captured[i - t->n_args];
     if (c->kind == EM_CAPTURE_GRAD) {
         char owner[200];
-        input_name(o, t, c->owner, owner, sizeof owner);
+        input_name(o, t, g, c->owner, owner, sizeof owner);
         snprintf(out, cap, "%s.grad", owner);
+        return;
+    }
+    if (c->kind == EM_CAPTURE_EXTERNAL && g->body->params[i]->name) {
+        char name[200];
+        word_of(g->body->params[i]->name, name, sizeof name);
+        snprintf(out, cap, "external.%s", name);
         return;
     }
     for (int k = 0; k < o->n_named; k++)
@@ -139,7 +149,7 @@ static char *describe(const em_aot_opts *o, const em_aot_trace *t, const em_ir_g
     em_strbuf_printf(&s, "ember-aot %d\nname %s\ninputs %d %d\n", EM_AOT_FORMAT, name, g->body->n_params, t->n_args);
     for (int i = 0; i < g->body->n_params; i++) {
         em_aot_role role = role_of(t, i);
-        input_name(o, t, i, name, sizeof name);
+        input_name(o, t, g, i, name, sizeof name);
         em_strbuf_printf(&s, "input %s %s", em_aot_role_names[role], name);
         put_type(&s, &g->body->params[i]->type);
         int owner = role == EM_AOT_GRAD ? t->captured[i - t->n_args].owner : -1;
@@ -367,7 +377,7 @@ static char *header_text(const em_aot_trace *t, const em_ir_graph *g, const char
 /* ---- the export ---- */
 
 /* The external weights file: every non-argument input with values, by name. */
-static em_status write_weights(const em_aot_opts *o, const em_aot_trace *t, const char *path) {
+static em_status write_weights(const em_aot_opts *o, const em_aot_trace *t, const em_ir_graph *g, const char *path) {
     em_tensor **v = calloc((size_t)(t->n_inputs + 1), sizeof *v);
     char(*names)[256] = calloc((size_t)(t->n_inputs + 1), sizeof *names);
     const char **np = calloc((size_t)(t->n_inputs + 1), sizeof *np);
@@ -375,7 +385,7 @@ static em_status write_weights(const em_aot_opts *o, const em_aot_trace *t, cons
     em_status st = v && names && np ? EM_OK : em_error(EM_ERR_NOMEM, "out of memory writing %s", path);
     for (int i = t->n_args; st == EM_OK && i < t->n_inputs; i++)
         if ((v[n] = state_of(t, i))) {
-            input_name(o, t, i, names[n], sizeof names[n]);
+            input_name(o, t, g, i, names[n], sizeof names[n]);
             np[n] = names[n];
             n++;
         }
@@ -435,7 +445,7 @@ static em_status export_graph(const em_aot_opts *o, const em_aot_trace *t, const
     unlink(p);
     if (st == EM_OK && o->external_weights) {
         snprintf(p, sizeof p, "%s.safetensors", stem);
-        st = write_weights(o, t, p);
+        st = write_weights(o, t, g, p);
     }
     const char *base = strrchr(stem, '/') ? strrchr(stem, '/') + 1 : stem;
     if (st == EM_OK && !(text = header_text(t, g, base))) st = em_error(EM_ERR_NOMEM, "out of memory");

@@ -272,7 +272,9 @@ static em_ir_loc current_loc(em_tracer *tr) {
     return loc;
 }
 
-static em_ir_value *capture(em_tracer *tr, em_tensor *t, em_capture_kind kind, int owner) {
+/* A new graph input for tensor t from outside; name (or NULL: "captured<i>",
+ * "grad<i>", "external<i>") is its graph parameter's. */
+static em_ir_value *capture(em_tracer *tr, em_tensor *t, em_capture_kind kind, int owner, const char *name) {
     if (tr->n_captured == tr->cap_captured) {
         int cap = tr->cap_captured ? tr->cap_captured * 2 : 8;
         em_capture *nc = em_calloc((size_t)cap, sizeof *nc);
@@ -282,9 +284,10 @@ static em_ir_value *capture(em_tracer *tr, em_tensor *t, em_capture_kind kind, i
         tr->captured = nc;
         tr->cap_captured = cap;
     }
-    char name[32];
-    snprintf(name, sizeof name, kind == EM_CAPTURE_GRAD ? "grad%d" : kind == EM_CAPTURE_EXTERNAL ? "external%d" : "captured%d",
+    char made[32];
+    snprintf(made, sizeof made, kind == EM_CAPTURE_GRAD ? "grad%d" : kind == EM_CAPTURE_EXTERNAL ? "external%d" : "captured%d",
              tr->n_captured);
+    if (!name) name = made;
     em_type ty = em_tensor_type(t);
     em_ir_value *v = em_ir_add_param(tr->g->body, &ty, name);
     if (!v || !remember(tr, v)) return NULL;
@@ -339,7 +342,7 @@ static em_ir_value *value_of(em_tracer *tr, em_tensor *t, const char *op) {
                       op);
         return NULL;
     }
-    return capture(tr, t, EM_CAPTURE_TENSOR, -1);
+    return capture(tr, t, EM_CAPTURE_TENSOR, -1, NULL);
 }
 
 static void on_op(void *ctx, em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
@@ -480,7 +483,7 @@ static int input_index(em_tracer *tr, em_tensor *t) {
     for (int i = 0; i < tr->n_args; i++)
         if (tr->originals[i] == t) return i;
     if (t->trace_gen == tr->gen || t->serial >= tr->serial_start) return -1;
-    em_ir_value *v = capture(tr, t, EM_CAPTURE_TENSOR, -1);
+    em_ir_value *v = capture(tr, t, EM_CAPTURE_TENSOR, -1, NULL);
     return v ? v->index : -1;
 }
 
@@ -510,7 +513,7 @@ static void on_grad(em_tracer *tr, em_tensor *t, bool read) {
                           "such sharing is not traced");
         return;
     }
-    em_ir_value *v = capture(tr, t->grad, EM_CAPTURE_GRAD, owner);
+    em_ir_value *v = capture(tr, t->grad, EM_CAPTURE_GRAD, owner, NULL);
     if (!v) {
         em_trace_fail(tr, "out of memory while tracing");
         return;
@@ -623,12 +626,12 @@ em_status em_trace_add_input(em_tracer *tr, em_tensor *t, const char *name, cons
     return EM_OK;
 }
 
-int em_trace_add_external(em_tracer *tr, em_tensor *t) {
+int em_trace_add_external(em_tracer *tr, em_tensor *t, const char *name) {
     if (t->trace_gen == tr->gen) {
         em_error(EM_ERR_VALUE, "trace: an external input must be a new tensor");
         return -1;
     }
-    em_ir_value *v = capture(tr, t, EM_CAPTURE_EXTERNAL, -1);
+    em_ir_value *v = capture(tr, t, EM_CAPTURE_EXTERNAL, -1, name);
     if (!v) {
         em_trace_fail(tr, "out of memory while tracing");
         return -1;

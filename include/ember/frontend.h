@@ -50,8 +50,9 @@ const em_tensor *em_trace_original(const em_tensor *t);
 em_status em_trace_add_input(em_tracer *tr, em_tensor *t, const char *name, const em_tensor *original);
 /* Registers `t`, a tensor the caller made during the trace, as a graph input
  * the caller supplies anew at every call (a learning rate read from an
- * optimizer's param group). Its index among the captures, or -1. */
-int em_trace_add_external(em_tracer *tr, em_tensor *t);
+ * optimizer's param group), named `name` in the graph ("lr"; NULL:
+ * "external<i>"). Its index among the captures, or -1. */
+int em_trace_add_external(em_tracer *tr, em_tensor *t, const char *name);
 /* Keeps a copy of every captured tensor as it was before the call
  * (em_capture.snapshot: the state an ahead-of-time export embeds and puts
  * back): known[0..n) (a model's parameters and buffers, an optimizer's

@@ -324,7 +324,9 @@ static PyObject *f_trace_scalar_input(PyObject *self, PyObject *args) {
     em_set_trace_hook(hook);
     if (!t) return em_py_raise();
     if (tracing && em_trace_current()) {
-        int idx = em_trace_add_external(em_trace_current(), t);
+        const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL; /* ("lr") */
+        if (!name) PyErr_Clear();
+        int idx = em_trace_add_external(em_trace_current(), t, name);
         PyObject *item = idx >= 0 ? Py_BuildValue("(iOO)", idx, d, key) : NULL;
         if (!item || PyList_Append(tracing->externals, item) < 0) {
             Py_XDECREF(item);

@@ -211,7 +211,7 @@ def test_training_step_trains_as_python_does(tmp_path):
         assert (opt.state[p]["exp_avg"] == m0).all().item()
     m = ember.aot.load(path)
     names = [s[0] for s in m.states()]
-    assert "optimizer.state.0.weight.exp_avg" in names and "2.bias" in names
+    assert "optimizer.state.0.weight.exp_avg" in names and "2.bias" in names and "external.lr" in names
     write_inputs(tmp_path / "in.bin", x, y)
     c_program("run", path, tmp_path / "in.bin", tmp_path / "losses.bin", 20)
     from_c = np.fromfile(tmp_path / "losses.bin", dtype=np.float32)

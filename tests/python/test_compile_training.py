@@ -1014,7 +1014,7 @@ def test_training_step_dumps(tmp_path, monkeypatch):
     assert {"0-traced.ir", "final.ir", "final.dot", "guards.txt", "backend.txt"} <= names, names
     traced = (d / "0-traced.ir").read_text()
     assert "matmul" in traced or "mm" in traced
-    assert "%grad" in traced and "%external" in traced  # the .grads read, the lr read per call
+    assert "%grad" in traced and "%lr" in traced  # the .grads read, the lr read per call
     guards = (d / "guards.txt").read_text()
     assert "(grad mode): bool == True" in guards and "x: tensor dtype=f32" in guards
     assert "digraph" in (d / "final.dot").read_text()
