@@ -127,11 +127,6 @@ static int64_t blob_add(blob *b, em_tensor *t) {
 
 /* ---- the description ---- */
 
-static void put_type(em_strbuf *s, const em_type *ty) {
-    em_strbuf_printf(s, " %s %d", em_dtype_name(ty->dtype), ty->ndim);
-    for (int d = 0; d < ty->ndim; d++) em_strbuf_printf(s, " %lld", (long long)ty->shape[d]);
-}
-
 static bool draws_random(const em_ir_graph *g) {
     for (const em_ir_node *n = g->body->first; n; n = n->next)
         if (em_op_get(n->op)->flags & EM_F_RANDOM) return true;
@@ -150,8 +145,7 @@ static char *describe(const em_aot_opts *o, const em_aot_trace *t, const em_ir_g
     for (int i = 0; i < g->body->n_params; i++) {
         em_aot_role role = role_of(t, i);
         input_name(o, t, g, i, name, sizeof name);
-        em_strbuf_printf(&s, "input %s %s", em_aot_role_names[role], name);
-        put_type(&s, &g->body->params[i]->type);
+        em_strbuf_printf(&s, "input %s %s", em_aot_role_names[role], name); /* (its type: the graph's) */
         int owner = role == EM_AOT_GRAD ? t->captured[i - t->n_args].owner : -1;
         int64_t at = -1, n = 0;
         em_tensor *v = role == EM_AOT_ARG ? NULL : state_of(t, i);
@@ -182,7 +176,9 @@ static char *describe(const em_aot_opts *o, const em_aot_trace *t, const em_ir_g
             return NULL;
         }
         const char *what = r - t->n_out >= 0 && t->value_guard_what ? t->value_guard_what[r - t->n_out] : "value";
-        word_of(what, name, sizeof name);
+        size_t n = 0; /* (one word: ".item()", "bool(tensor)") */
+        for (; what[n] && n + 1 < sizeof name; n++) name[n] = what[n] > ' ' && what[n] < 127 ? what[n] : '_';
+        snprintf(name + n, sizeof name - n, "%s", n ? "" : "value");
         em_strbuf_printf(&s, "guard %d %lld %lld %s\n", r, (long long)at,
                          (long long)(em_shape_numel(want->shape, want->ndim) * (int64_t)em_dtype_size(want->dtype)),
                          name);

@@ -13,7 +13,7 @@
  *   ember-aot <format>
  *   name <function name>
  *   inputs <graph inputs> <arguments>
- *   input <role> <name> <dtype> <ndim> <shape...> <owner> <data offset> <bytes>   (per graph input)
+ *   input <role> <name> <owner> <data offset> <bytes>   (per graph input; its type is the graph's)
  *   outputs <n>
  *   output <name>                                   (types: the graph's results)
  *   effects <n>

@@ -62,6 +62,7 @@ static struct {
     struct guard_def {
         int result;
         int64_t at, nbytes;
+        char what[64]; /* how the trace read the value (".item()") */
     } *guards;
     int n_guards;
     em_grad_slot *slots;
@@ -134,10 +135,7 @@ static em_status read_inputs(em_words *w) {
         while (r < EM_AOT_N_ROLES && strcmp(word, em_aot_role_names[r]) != 0) r++;
         if (r == EM_AOT_N_ROLES && !w->failed) return em_error(EM_ERR_PARSE, "model: unknown role '%s'", word);
         d->role = (em_aot_role)r;
-        em_words_word(w, d->name, sizeof d->name);
-        em_words_word(w, word, sizeof word); /* the type: checked against the graph's */
-        int nd = (int)em_words_int(w, 0, EM_MAX_DIMS);
-        for (int k = 0; k < nd; k++) em_words_int(w, 0, INT64_MAX);
+        em_words_word(w, d->name, sizeof d->name); /* (its type is the graph parameter's) */
         d->owner = (int)em_words_int(w, -1, model.n_inputs - 1);
         d->at = em_words_int(w, -1, INT64_MAX / 2);
         d->nbytes = em_words_int(w, 0, INT64_MAX / 2);
@@ -171,12 +169,11 @@ static em_status read_effects(em_words *w) {
     if (w->failed) return em_words_status(w);
     if (!(model.guards = calloc((size_t)model.n_guards + 1, sizeof *model.guards))) return EM_ERR_NOMEM;
     for (int j = 0; j < model.n_guards; j++) {
-        char what[NAME_CAP];
         em_words_expect(w, "guard");
         model.guards[j].result = (int)em_words_int(w, 0, 1 << 20);
         model.guards[j].at = em_words_int(w, 0, INT64_MAX / 2);
         model.guards[j].nbytes = em_words_int(w, 0, INT64_MAX / 2);
-        em_words_word(w, what, sizeof what);
+        em_words_word(w, model.guards[j].what, sizeof model.guards[j].what);
     }
     em_words_expect(w, "slots");
     model.n_slots = (int)em_words_int(w, 0, 1 << 20);
@@ -594,6 +591,16 @@ static ember_status run_graph(ember_model *m, em_tensor **in, em_tensor **res) {
     if (model.random) {
         m->rng = em_rng_get_state();
         pthread_mutex_unlock(&rng_lock);
+    }
+    if (st == EM_ERR_GUARD) { /* (say how the trace read the values it relied on) */
+        char how[256] = "";
+        size_t k = 0;
+        for (int j = 0; j < model.n_guards && k + 1 < sizeof how; j++) {
+            int n = snprintf(how + k, sizeof how - k, "%s%s", j ? ", " : "", model.guards[j].what);
+            k += n > 0 ? (size_t)n : 0;
+        }
+        return fail(EMBER_ERR_GUARD, "%s: guard failed: %s (the traced function read it with %s and acted on it)",
+                    model.name, em_last_error(), how);
     }
     return st == EM_OK ? EMBER_OK : fail(status_of(st), "%s: %s", model.name, em_last_error());
 }

@@ -69,13 +69,24 @@ static void read_inputs(const char *path, tensors *in) {
     fclose(f);
 }
 
-static int cmd_run(const char *in_path, const char *out_path, int runs) {
+/* A new instance (from weights, or NULL: its own), its inputs read from
+ * in_path, and buffers for its outputs. */
+static ember_model *instance(const char *weights, const char *in_path, tensors *in, tensors *out) {
     ember_model *m;
-    if (api.create(NULL, &m) != EMBER_OK) die("create");
+    if (api.create(weights, &m) != EMBER_OK) die("create");
+    make(m, true, in);
+    make(m, false, out);
+    read_inputs(in_path, in);
+    return m;
+}
+
+static void free_tensors(tensors *ts) {
+    for (int i = 0; i < ts->n; i++) free(ts->t[i].data);
+}
+
+static int cmd_run(const char *in_path, const char *out_path, int runs) {
     tensors in, out;
-    make(m, true, &in);
-    make(m, false, &out);
-    read_inputs(in_path, &in);
+    ember_model *m = instance(NULL, in_path, &in, &out);
     FILE *f = fopen(out_path, "wb");
     if (!f) die(out_path);
     for (int r = 0; r < runs; r++) {
@@ -97,12 +108,8 @@ static int bad_case(ember_model *m, const char *name, ember_status want, tensors
 }
 
 static int cmd_bad(const char *in_path) {
-    ember_model *m;
-    if (api.create(NULL, &m) != EMBER_OK) die("create");
     tensors in, out, good;
-    make(m, true, &in);
-    make(m, false, &out);
-    read_inputs(in_path, &in);
+    ember_model *m = instance(NULL, in_path, &in, &out);
     good = in;
     int fails = 0;
     fails += bad_case(m, "no inputs", EMBER_ERR_ARGUMENT, NULL, &out, in.n, out.n);
@@ -176,18 +183,14 @@ static void *work(void *arg) {
         if (api.run(m, w->in->t, w->in->n, out.t, out.n) != EMBER_OK) w->bad = 1;
         for (int i = 0; i < out.n; i++) w->bad |= memcmp(out.t[i].data, w->want->t[i].data, out.bytes[i]) != 0;
     }
-    for (int i = 0; i < out.n; i++) free(out.t[i].data);
+    free_tensors(&out);
     api.destroy(m);
     return NULL;
 }
 
 static int cmd_threads(const char *in_path, int n) {
-    ember_model *m;
-    if (api.create(NULL, &m) != EMBER_OK) die("create");
     tensors in, want;
-    make(m, true, &in);
-    make(m, false, &want);
-    read_inputs(in_path, &in);
+    ember_model *m = instance(NULL, in_path, &in, &want);
     if (api.run(m, in.t, in.n, want.t, want.n) != EMBER_OK) die("run");
     pthread_t th[16];
     worker w[16];
@@ -207,16 +210,11 @@ static int cmd_threads(const char *in_path, int n) {
 }
 
 static int cmd_state(const char *in_path, const char *state) {
-    ember_model *a, *b;
-    if (api.create(NULL, &a) != EMBER_OK) die("create");
-    tensors in, out1, out2;
-    make(a, true, &in);
-    make(a, false, &out1);
-    make(a, false, &out2);
-    read_inputs(in_path, &in);
+    tensors in, out1, in2, out2;
+    ember_model *a = instance(NULL, in_path, &in, &out1);
     if (api.run(a, in.t, in.n, out1.t, out1.n) != EMBER_OK) die("run");
     if (api.save_state(a, state) != EMBER_OK) die("save_state");
-    if (api.create(state, &b) != EMBER_OK) die("create from state");
+    ember_model *b = instance(state, in_path, &in2, &out2);
     /* the two instances now hold the same state: their next runs agree */
     if (api.run(a, in.t, in.n, out1.t, out1.n) != EMBER_OK || api.run(b, in.t, in.n, out2.t, out2.n) != EMBER_OK)
         die("run");
@@ -230,15 +228,11 @@ static int cmd_state(const char *in_path, const char *state) {
 
 static int cmd_loop(const char *in_path, int n) {
     for (int k = 0; k < n; k++) {
-        ember_model *m;
-        if (api.create(NULL, &m) != EMBER_OK) die("create");
         tensors in, out;
-        make(m, true, &in);
-        make(m, false, &out);
-        read_inputs(in_path, &in);
+        ember_model *m = instance(NULL, in_path, &in, &out);
         if (api.run(m, in.t, in.n, out.t, out.n) != EMBER_OK) die("run");
-        for (int i = 0; i < in.n; i++) free(in.t[i].data);
-        for (int i = 0; i < out.n; i++) free(out.t[i].data);
+        free_tensors(&in);
+        free_tensors(&out);
         api.destroy(m);
     }
     printf("%d loops\n", n);
