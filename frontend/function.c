@@ -41,6 +41,7 @@
 #include "ember/random.h"
 #include "ember/strbuf.h"
 #include "aot_export.h"
+#include "compiled_autograd.h"
 
 #define MAX_CAPTURED 4096 /* graph inputs besides the arguments */
 #define MAX_IN (EM_FUNCTION_MAX_ARGS + 1 + MAX_CAPTURED)
@@ -103,7 +104,19 @@ typedef struct spec {
     char *traced_ir;  /* the graph as traced, before the passes */
     bool draws_random; /* runs holding the host's lock */
     int index;         /* in the function's list */
+    /* Results that require grad (a joint trace): which results have
+     * gradients, and of which graph inputs the graph's last results are the
+     * gradients, until compiled; then the backward, and the number of
+     * values the forward returns for it after the function's results. */
+    int *grad_outputs, n_grad_outputs;
+    int *grad_inputs, n_grad_inputs;
+    em_backward_program *backward;
+    int n_saved;
 } spec;
+
+/* Where a specialisation's results past the function's own begin (value
+ * guards, write-backs, .grads): after the values saved for its backward. */
+static int first_extra(const spec *s) { return s->n_out + s->n_saved; }
 
 /* A reason calls run eagerly: how many did, and whether the host was
  * told (once per reason per function). */
@@ -189,6 +202,9 @@ static void spec_clear(em_function *f, spec *s) {
     free(s->traced_ir);
     em_guards_free(s->guards);
     em_compiled_free(s->compiled);
+    em_backward_program_release(s->backward);
+    em_free(s->grad_outputs);
+    em_free(s->grad_inputs);
     for (int i = 0; i < s->n_captured; i++) {
         em_tensor_release(s->captured[i].tensor);
         em_tensor_release(s->captured[i].snapshot);
@@ -347,15 +363,16 @@ static em_status run_spec_of(const spec *s, int n_results, em_run_spec *run) {
         em_free(effects);
         return EM_ERR_NOMEM;
     }
-    for (int j = 0; j < s->n_value_guards; j++) expected[s->n_out + j] = s->value_guards[j];
+    int base = first_extra(s);
+    for (int j = 0; j < s->n_value_guards; j++) expected[base + j] = s->value_guards[j];
     int n_effects = 0;
     for (int j = 0; j < s->n_writes; j++)
-        effects[n_effects++] = (em_effect){EM_EFFECT_WRITE, s->writes[j], s->n_out + s->n_value_guards + j};
+        effects[n_effects++] = (em_effect){EM_EFFECT_WRITE, s->writes[j], base + s->n_value_guards + j};
     for (int j = 0; j < s->n_slots; j++)
         if (s->slots[j].final != EM_SLOT_KEEP)
-            effects[n_effects++] =
-                (em_effect){EM_EFFECT_GRAD, s->slots[j].owner, s->slots[j].final >= 0 ? s->slots[j].final : -1};
-    *run = (em_run_spec){s->n_out, expected, effects, n_effects};
+            effects[n_effects++] = (em_effect){EM_EFFECT_GRAD, s->slots[j].owner,
+                                               s->slots[j].final >= 0 ? s->slots[j].final + s->n_saved : -1};
+    *run = (em_run_spec){base, expected, effects, n_effects};
     return EM_OK;
 }
 
@@ -363,14 +380,33 @@ static em_status run_spec_of(const spec *s, int n_results, em_run_spec *run) {
  * when that fails, s runs eagerly from now on and says why. */
 static em_status compile_spec(em_function *f, spec *s, em_call *call, em_ir_graph *graph,
                               em_tensor *const *examples, int k) {
+    em_compile_opts opts = {em_dump_mask_from_env(), em_dump_dir_from_env(), getenv("EMBER_BACKEND"),
+                            s->guards, NULL, (const char *const *)f->passes};
+    if (s->n_grad_outputs) { /* a joint graph: split; the backward is compiled here, the forward below */
+        em_joint_layout layout = {k,
+                                  s->n_out,
+                                  graph->body->n_results - s->n_grad_inputs,
+                                  s->grad_outputs,
+                                  s->n_grad_outputs,
+                                  s->grad_inputs,
+                                  s->n_grad_inputs};
+        em_ir_graph *forward;
+        if (em_backward_program_new(f->name, graph, &layout, examples, &opts, &forward, &s->backward) != EM_OK) {
+            snprintf(s->reason, sizeof s->reason, "compiling its backward failed: %s", em_last_error());
+            snprintf(f->last_reason, sizeof f->last_reason, "%s", s->reason);
+            warn_fallback(f, call, s->reason);
+            return EM_OK; /* (the specialisation stands, running eagerly) */
+        }
+        graph = forward;
+        s->n_saved = em_backward_program_n_saved(s->backward);
+    }
     em_run_spec run;
     if (run_spec_of(s, graph->body->n_results, &run) != EM_OK) {
         em_ir_graph_free(graph);
         snprintf(s->reason, sizeof s->reason, "out of memory compiling");
         return em_error(EM_ERR_NOMEM, "%s: out of memory compiling", f->name);
     }
-    em_compile_opts opts = {em_dump_mask_from_env(), em_dump_dir_from_env(), getenv("EMBER_BACKEND"),
-                            s->guards, &run, (const char *const *)f->passes};
+    opts.spec = &run;
     em_status st = em_compile(graph, examples, k, &opts, &s->compiled); /* (graph taken) */
     em_free((void *)run.expected);
     em_free((void *)run.effects);
@@ -595,12 +631,31 @@ static int run_spec(em_function *f, spec *s, em_call *call, em_tensor **in, int 
             return -1;
         }
     em_rng_state rng = em_rng_get_state();
+    em_tensor **outs = call->outs; /* (with the values saved for the backward after the results) */
+    if (s->n_saved && !(outs = em_calloc((size_t)first_extra(s), sizeof *outs))) {
+        release_externals(s, in + n_targs);
+        em_error(EM_ERR_NOMEM, "compiled %s: out of memory", f->name);
+        return -1;
+    }
     bool was = em_set_grad_enabled(false); /* the graph is the computation; no history */
     bool unlock = !s->draws_random && f->host.unlock && f->host.relock;
     void *token = unlock ? f->host.unlock() : NULL;
-    em_status st = em_compiled_run(s->compiled, in, n_in, call->outs, s->n_out);
+    em_status st = em_compiled_run(s->compiled, in, n_in, outs, first_extra(s));
     if (unlock) f->host.relock(token);
     em_set_grad_enabled(was);
+    if (outs != call->outs) {
+        if (st == EM_OK) {
+            memcpy(call->outs, outs, (size_t)s->n_out * sizeof *outs);
+            st = em_backward_program_attach(s->backward, in, call->outs, outs + s->n_out);
+            if (st != EM_OK)
+                for (int j = 0; j < s->n_out; j++) {
+                    em_tensor_release(call->outs[j]);
+                    call->outs[j] = NULL;
+                }
+            for (int j = s->n_out; j < first_extra(s); j++) em_tensor_release(outs[j]);
+        }
+        em_free(outs);
+    }
     release_externals(s, in + n_targs);
     if (st == EM_ERR_GUARD) {
         em_rng_set_state(rng); /* (the run stopped at the guard, before any write) */
@@ -705,6 +760,24 @@ static spec *add_spec(em_function *f, const em_arg *args, int n) {
 /* Moves what a successful trace found into s. False (with s->reason) when
  * the specialisation cannot run compiled. */
 static bool adopt_trace(spec *s, em_trace_result *tres) {
+    if (tres->n_grad_outputs) { /* (the results' gradients: the backward graph's inputs, not the forward's) */
+        int n = tres->n_grad_outputs, first = tres->n_captured - n;
+        if (!(s->grad_outputs = em_malloc((size_t)n * sizeof *s->grad_outputs))) {
+            snprintf(s->reason, sizeof s->reason, "out of memory");
+            return false;
+        }
+        for (int i = 0; i < n; i++) {
+            s->grad_outputs[i] = tres->captured[first + i].owner;
+            em_tensor_release(tres->captured[first + i].tensor);
+            em_tensor_release(tres->captured[first + i].snapshot);
+        }
+        s->n_grad_outputs = n;
+        tres->n_captured = first;
+        s->grad_inputs = tres->grad_inputs;
+        s->n_grad_inputs = tres->n_input_grads;
+        tres->grad_inputs = NULL;
+        tres->n_input_grads = 0;
+    }
     s->captured = tres->captured;
     s->n_captured = tres->n_captured;
     tres->captured = NULL;
@@ -756,7 +829,8 @@ static em_status install(em_function *f, spec *s, em_call *call, const struct em
     int k = 0;
     for (int i = 0; i < pt->n; i++)
         if (pt->args[i].kind == EM_ARG_TENSOR) examples[k++] = pt->args[i].tensor;
-    for (int i = 0; i < tres->n_captured && k < MAX_IN; i++) examples[k++] = tres->captured[i].tensor;
+    for (int i = 0; i < tres->n_captured - tres->n_grad_outputs && k < MAX_IN; i++) /* (not the results' gradients) */
+        examples[k++] = tres->captured[i].tensor;
     /* (writes into memory two inputs share fail the trace: the tracer refuses them) */
     s->n_sharing = -1; /* (out of memory: no call matches the specialisation) */
     if ((s->sharing = em_malloc((size_t)(k ? k : 1) * sizeof *s->sharing))) {
@@ -797,6 +871,9 @@ em_status em_function_trace_end(em_function *f, em_call *call, em_tensor *const 
         em_trace_fail(pt->tr, "it returns more than %d tensors", EM_FUNCTION_MAX_OUTPUTS);
         n_out = 0;
     }
+    bool history = false; /* results that require grad: a joint trace, forward and backward */
+    for (int i = 0; i < n_out && !why && em_grad_enabled(); i++) history |= em_autograd_graph_live(outs[i]);
+    if (history && !f->export) em_trace_backward(pt->tr, outs, n_out);
     if (em_trace_count_escapes(pt->tr, outs, n_out) && f->host.collect)
         f->host.collect(); /* garbage in a reference cycle is no escape */
     em_trace_result tres;
@@ -950,7 +1027,7 @@ static char *describe_state(const em_function *f, const spec *s) {
         const em_tensor *t = s->value_guards[j];
         char shape[64], num[32];
         em_shape_str(t->shape, t->ndim, shape, sizeof shape);
-        em_strbuf_printf(&b, "  %s of result %d == %s %s [", s->value_guard_what[j], s->n_out + j,
+        em_strbuf_printf(&b, "  %s of result %d == %s %s [", s->value_guard_what[j], first_extra(s) + j,
                          em_dtype_name(t->dtype), shape);
         for (int64_t k = 0; k < t->numel && k < 4; k++)
             em_strbuf_printf(&b, "%s%s", k ? ", " : "", em_format_double(em_tensor_get_f64(t, k), num));
@@ -964,14 +1041,14 @@ static char *describe_state(const em_function *f, const spec *s) {
                          : sl->initial == EM_SLOT_NONE ? "None"
                                                        : "a tensor",
                          sl->final == EM_SLOT_KEEP ? "kept" : sl->final == EM_SLOT_NONE ? "None" : "new value");
-        if (sl->final >= 0) em_strbuf_printf(&b, " (result %d)", sl->final);
+        if (sl->final >= 0) em_strbuf_printf(&b, " (result %d)", sl->final + s->n_saved);
         em_strbuf_puts(&b, "\n");
     }
     em_strbuf_printf(&b, "write-backs: %d\n", s->n_writes);
     for (int j = 0; j < s->n_writes; j++) {
         em_strbuf_puts(&b, "  ");
         input_name(&b, s, n_targs, s->writes[j]);
-        em_strbuf_printf(&b, " <- result %d\n", s->n_out + s->n_value_guards + j);
+        em_strbuf_printf(&b, " <- result %d\n", first_extra(s) + s->n_value_guards + j);
     }
     char *host = s->data && f->host.describe ? f->host.describe(s->data, n_targs) : NULL;
     if (host) em_strbuf_puts(&b, host);
@@ -1002,6 +1079,11 @@ em_status em_function_spec(const em_function *f, int i, em_spec_info *info) {
         info->profile = em_compiled_profile(c);
     }
     if (c || s->pending) info->state = describe_state(f, s);
+    info->partition = s->backward ? em_backward_program_report(s->backward) : "";
+    if (s->backward) {
+        info->backward_graph = em_ir_print(em_compiled_graph(em_backward_program_compiled(s->backward)));
+        info->backward_kernels = em_compiled_describe(em_backward_program_compiled(s->backward));
+    }
     return EM_OK;
 }
 
@@ -1012,5 +1094,7 @@ void em_spec_info_clear(em_spec_info *info) {
     free(info->kernels);
     free(info->state);
     free(info->profile);
+    free(info->backward_graph);
+    free(info->backward_kernels);
     memset(info, 0, sizeof *info);
 }

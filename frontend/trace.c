@@ -104,6 +104,13 @@ struct em_tracer {
         em_ir_value *value; /* its latest value */
     } *writes;
     int n_writes;
+    /* A joint trace (em_trace_backward): the node clock when the trace
+     * began, the results' gradient placeholders, and the gradients found for
+     * graph inputs (references) */
+    uint64_t clock_start;
+    int n_grad_outputs;
+    em_tensor **input_grads;
+    int *grad_inputs, n_input_grads;
     bool failed, retry;
     char reason[512];
 };
@@ -285,8 +292,12 @@ static em_ir_value *capture(em_tracer *tr, em_tensor *t, em_capture_kind kind, i
         tr->cap_captured = cap;
     }
     char made[32];
-    snprintf(made, sizeof made, kind == EM_CAPTURE_GRAD ? "grad%d" : kind == EM_CAPTURE_EXTERNAL ? "external%d" : "captured%d",
-             tr->n_captured);
+    snprintf(made, sizeof made,
+             kind == EM_CAPTURE_GRAD            ? "grad%d"
+             : kind == EM_CAPTURE_EXTERNAL      ? "external%d"
+             : kind == EM_CAPTURE_GRAD_OUTPUT ? "grad_result%d"
+                                                : "captured%d",
+             kind == EM_CAPTURE_GRAD_OUTPUT ? owner : tr->n_captured);
     if (!name) name = made;
     em_type ty = em_tensor_type(t);
     em_ir_value *v = em_ir_add_param(tr->g->body, &ty, name);
@@ -593,6 +604,7 @@ em_tracer *em_trace_begin(const char *name, em_loc_fn loc, void *loc_ctx) {
     }
     tr->gen = __atomic_fetch_add(&next_gen, 1, __ATOMIC_RELAXED);
     tr->serial_start = em_tensor_next_serial(); /* tensors born from now on */
+    tr->clock_start = em_autograd_clock();
     tr->loc_fn = loc;
     tr->loc_ctx = loc_ctx;
     tr->hook = (em_trace_hook){on_op, on_event, tr, on_inplace, on_free};
@@ -655,6 +667,7 @@ void em_trace_result_clear(em_trace_result *res) {
     em_free(res->value_guards);
     em_free(res->value_guard_what);
     em_free(res->slots);
+    em_free(res->grad_inputs);
     memset(res, 0, sizeof *res);
 }
 
@@ -686,6 +699,9 @@ static void tracer_free(em_tracer *tr) {
     }
     em_free(tr->guards);
     em_free(tr->born);
+    for (int i = 0; i < tr->n_input_grads; i++) em_tensor_release(tr->input_grads[i]);
+    em_free(tr->input_grads);
+    em_free(tr->grad_inputs);
     em_free(tr);
 }
 
@@ -736,7 +752,7 @@ static void check_escapes(em_tracer *tr, em_tensor *const *outputs, int n_out) {
 }
 
 static bool fill_result(em_tracer *tr, em_tensor *const *outputs, int n_out, em_trace_result *res) {
-    int n_res = n_out + tr->n_guards + tr->n_writes + tr->n_slots;
+    int n_res = n_out + tr->n_guards + tr->n_writes + tr->n_slots + tr->n_input_grads;
     em_ir_value **vals = em_malloc((size_t)(n_res ? n_res : 1) * sizeof *vals);
     res->slots = em_malloc((size_t)(tr->n_slots ? tr->n_slots : 1) * sizeof *res->slots);
     if (!vals || !res->slots) goto nomem;
@@ -757,7 +773,14 @@ static bool fill_result(em_tracer *tr, em_tensor *const *outputs, int n_out, em_
         r->final = k;
         vals[k++] = value_of(tr, g, ".grad");
     }
+    for (int i = 0; i < tr->n_input_grads && !tr->failed; i++) vals[k++] = value_of(tr, tr->input_grads[i], "backward");
     if (tr->failed) goto fail;
+    if (tr->n_input_grads) {
+        if (!(res->grad_inputs = em_malloc((size_t)tr->n_input_grads * sizeof *res->grad_inputs))) goto nomem;
+        memcpy(res->grad_inputs, tr->grad_inputs, (size_t)tr->n_input_grads * sizeof *res->grad_inputs);
+        res->n_input_grads = tr->n_input_grads;
+    }
+    res->n_grad_outputs = tr->n_grad_outputs;
     if (em_ir_set_results(tr->g->body, vals, k) != EM_OK) goto nomem;
     em_free(vals);
     vals = NULL;
@@ -792,9 +815,74 @@ fail:
     return false;
 }
 
+static void forget_born(void *tr, const em_tensor *t) { born_remove(tr, t); }
+
+em_status em_trace_backward(em_tracer *tr, em_tensor *const *outputs, int n_out) {
+    if (tr->failed) return EM_OK;
+    if (tr->n_grad_outputs || n_out > EM_TRACE_MAX_GRAD_OUTPUTS) {
+        em_trace_fail(tr, tr->n_grad_outputs ? "internal error: the backward was traced twice"
+                                             : "it returns too many tensors that require grad");
+        return EM_OK;
+    }
+    /* what the gradients are wanted of: the inputs that require grad */
+    int n_in = 0;
+    em_tensor **in = em_malloc((size_t)(tr->n_source_tensors + 1) * sizeof *in);
+    int *in_index = em_malloc((size_t)(tr->n_source_tensors + 1) * sizeof *in_index);
+    em_tensor **grads = em_calloc((size_t)(tr->n_source_tensors + 1), sizeof *grads);
+    em_tensor *roots[EM_TRACE_MAX_GRAD_OUTPUTS], *seeds[EM_TRACE_MAX_GRAD_OUTPUTS];
+    int n_roots = 0;
+    if (!in || !in_index || !grads) {
+        em_trace_fail(tr, "out of memory while tracing");
+        goto done;
+    }
+    for (int i = 0; i < tr->n_source_tensors; i++)
+        if (tr->source_tensors[i]->requires_grad) {
+            in[n_in] = (em_tensor *)tr->source_tensors[i];
+            in_index[n_in++] = tr->source_index[i];
+        }
+    /* each result's gradient: an input of the graph, ones for this run */
+    const em_trace_hook *h = em_set_trace_hook(tr->prev_hook);
+    for (int i = 0; i < n_out && !tr->failed; i++) {
+        em_tensor *o = outputs[i];
+        if (!o->requires_grad || !em_autograd_graph_live(o)) continue;
+        em_tensor *seed = em_ones(o->shape, o->ndim, o->dtype);
+        em_set_trace_hook(h);
+        if (!seed || !capture(tr, seed, EM_CAPTURE_GRAD_OUTPUT, i, NULL)) em_trace_fail(tr, "out of memory while tracing");
+        em_set_trace_hook(tr->prev_hook);
+        em_tensor_release(seed); /* (the capture holds it) */
+        roots[n_roots] = o;
+        seeds[n_roots++] = seed;
+        tr->n_grad_outputs++;
+    }
+    em_set_trace_hook(h);
+    if (tr->failed) goto done;
+    if (em_autograd_grad_within(roots, seeds, n_roots, in, n_in, grads) != EM_OK) {
+        em_trace_fail(tr, "its backward cannot be traced: %s", em_last_error());
+        goto done;
+    }
+    tr->input_grads = grads;
+    tr->grad_inputs = in_index;
+    for (int i = 0; i < n_in; i++)
+        if (grads[i]) {
+            born_remove(tr, grads[i]); /* (results, not state) */
+            grads[tr->n_input_grads] = grads[i];
+            in_index[tr->n_input_grads++] = in_index[i];
+        }
+    grads = NULL;
+    in_index = NULL;
+    /* the forward's saved tensors live on with the results' history */
+    if (em_autograd_visit_saved(outputs, n_out, tr->clock_start, forget_born, tr) != EM_OK)
+        em_trace_fail(tr, "out of memory while tracing");
+done:
+    em_free(in);
+    em_free(in_index);
+    em_free(grads);
+    return EM_OK;
+}
+
 em_status em_trace_end(em_tracer *tr, em_tensor *const *outputs, int n_out, em_trace_result *res) {
     memset(res, 0, sizeof *res);
-    for (int i = 0; i < n_out && !tr->failed; i++)
+    for (int i = 0; i < n_out && !tr->failed && !tr->n_grad_outputs; i++)
         if (em_autograd_graph_live(outputs[i]))
             em_trace_fail(tr, "the function returns a tensor with autograd history (result %d) that "
                               "a later backward() could use; compiled graphs do not build autograd "

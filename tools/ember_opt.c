@@ -2,7 +2,13 @@
  * ember-opt - reads IR text, runs passes, prints IR.
  *
  *   ember-opt [--pass=NAME]... [--passes=a,b] [--no-verify] [--split-input-file]
- *             [--report] [--list-passes] [-o FILE] [FILE|-]
+ *             [--report] [--partition=I,R] [--list-passes] [-o FILE] [FILE|-]
+ *
+ * --partition=I,R reads each graph as a joint forward-backward graph whose
+ * first I params are the forward's inputs and first R results the
+ * forward's (passes/partition.c), splits it and prints the forward graph,
+ * what the split saved and recomputed (as comments), then the backward
+ * graph, each after the passes.
  *
  * --report prints what the passes did (the lines explain() shows) as
  * comments before each graph.
@@ -24,7 +30,7 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: ember-opt [--pass=NAME]... [--passes=a,b] [--no-verify] "
-               "[--split-input-file] [--report] [--list-passes] [-o FILE] [FILE|-]\n");
+               "[--split-input-file] [--report] [--partition=I,R] [--list-passes] [-o FILE] [FILE|-]\n");
 }
 
 static char *read_all(FILE *f) {
@@ -46,6 +52,29 @@ static char *read_all(FILE *f) {
 }
 
 static bool print_report;
+static int partition_inputs = -1, partition_results = -1; /* --partition */
+
+static int transform(em_ir_graph *g, const char *name, const char **passes, int n_passes, bool verify,
+                     FILE *out);
+
+/* --partition: splits the joint graph g (freed) and transforms both halves. */
+static int split(em_ir_graph *g, const char *name, const char **passes, int n_passes, bool verify, FILE *out) {
+    em_partition p;
+    em_status st = em_partition_joint(g, partition_inputs, partition_results, partition_results, true, &p);
+    em_ir_graph_free(g);
+    if (st != EM_OK) {
+        fprintf(stderr, "%s: error: %s\n", name, em_last_error());
+        return 1;
+    }
+    int rc = transform(p.forward, name, passes, n_passes, verify, out);
+    p.forward = NULL;
+    char *r = p.report;
+    for (char *line = strtok(r, "\n"); line && !rc; line = strtok(NULL, "\n")) fprintf(out, "// %s\n", line);
+    if (!rc) rc = transform(p.backward, name, passes, n_passes, verify, out);
+    p.backward = NULL;
+    em_partition_clear(&p);
+    return rc;
+}
 
 /* Parses, verifies and transforms one graph; prints it to out. */
 static int process(const char *text, const char *name, const char **passes, int n_passes,
@@ -55,13 +84,22 @@ static int process(const char *text, const char *name, const char **passes, int 
         fprintf(stderr, "%s\n", em_last_error());
         return 1;
     }
+    if (verify && em_ir_verify(g) != EM_OK) {
+        fprintf(stderr, "%s: error: %s\n", name, em_last_error());
+        em_ir_graph_free(g);
+        return 1;
+    }
+    if (partition_inputs >= 0) return split(g, name, passes, n_passes, verify, out);
+    return transform(g, name, passes, n_passes, verify, out);
+}
+
+/* Runs the passes on g (freed) and prints it. */
+static int transform(em_ir_graph *g, const char *name, const char **passes, int n_passes, bool verify,
+                     FILE *out) {
     int rc = 0;
     em_strbuf report;
     em_strbuf_init(&report);
-    if (verify && em_ir_verify(g) != EM_OK) {
-        fprintf(stderr, "%s: error: %s\n", name, em_last_error());
-        rc = 1;
-    } else if (em_pass_run_pipeline(g, passes, n_passes, verify, NULL, NULL, &report) != EM_OK) {
+    if (em_pass_run_pipeline(g, passes, n_passes, verify, NULL, NULL, &report) != EM_OK) {
         fprintf(stderr, "%s: error: %s\n", name, em_last_error());
         rc = 1;
     } else {
@@ -98,6 +136,12 @@ int main(int argc, char **argv) {
             verify = false;
         } else if (strcmp(a, "--split-input-file") == 0) {
             split = true;
+        } else if (strncmp(a, "--partition=", 12) == 0) {
+            if (sscanf(a + 12, "%d,%d", &partition_inputs, &partition_results) != 2 || partition_inputs < 0 ||
+                partition_results < 0) {
+                fprintf(stderr, "ember-opt: --partition wants two counts, I,R: '%s'\n", a);
+                return 1;
+            }
         } else if (strcmp(a, "--report") == 0) {
             print_report = true;
         } else if (strcmp(a, "--list-passes") == 0) {

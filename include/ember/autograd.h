@@ -57,6 +57,22 @@ em_status em_autograd_grad(em_tensor *const *outputs, em_tensor *const *grads, i
                            em_tensor *const *inputs, int n_inputs, bool retain_graph,
                            bool create_graph, bool allow_unused, em_tensor **result);
 
+/* em_autograd_grad for a compiled function's joint trace (frontend/): the
+ * inputs bound the graph, so nothing past an input runs (where its gradient
+ * goes on is the concern of the node that will stand for the traced
+ * computation, which must not be a function of another input); no hook
+ * runs (a leaf's will, in the real backward), and a hook on a tensor inside
+ * the bound is an error. The graph is retained; unused inputs get NULL. */
+em_status em_autograd_grad_within(em_tensor *const *outputs, em_tensor *const *grads, int n,
+                                  em_tensor *const *inputs, int n_inputs, em_tensor **result);
+/* The creation count of nodes so far: nodes made later have a larger one. */
+uint64_t em_autograd_clock(void);
+/* Calls fn for every tensor saved by a node behind roots[0..n) (their grad_fns
+ * and the nodes they lead to) made since clock `since`: the tensors a
+ * graph keeps alive. */
+em_status em_autograd_visit_saved(em_tensor *const *roots, int n, uint64_t since,
+                                  void (*fn)(void *ctx, const em_tensor *t), void *ctx);
+
 /* Nodes, for introspection (Python's grad_fn). */
 void em_node_retain(em_node *n);
 void em_node_release(em_node *n);

@@ -72,6 +72,7 @@ typedef enum em_capture_kind {
     EM_CAPTURE_TENSOR,   /* a tensor from outside (parameter, buffer, optimizer state), by identity */
     EM_CAPTURE_GRAD,     /* the .grad of graph input `owner`, whichever tensor it is at call time */
     EM_CAPTURE_EXTERNAL, /* supplied by the caller at every call (em_trace_add_external) */
+    EM_CAPTURE_GRAD_OUTPUT, /* a joint trace's gradient of result `owner` (em_trace_backward) */
 } em_capture_kind;
 
 typedef struct em_capture {
@@ -118,11 +119,25 @@ typedef struct em_trace_result {
     int *returned_writes;
     em_grad_slot *slots;
     int n_slots;
+    /* A joint trace (em_trace_backward): the last n_grad_outputs captures
+     * are the gradients of results (EM_CAPTURE_GRAD_OUTPUT), and the last
+     * n_input_grads graph results the gradients of the graph inputs
+     * grad_inputs[0..n_input_grads) (inputs given none have no result). */
+    int n_grad_outputs;
+    int *grad_inputs, n_input_grads;
     /* The trace failed because the function created state that outlives
      * the call; the next call may find it in place and trace well. */
     bool retry;
 } em_trace_result;
 
+/* Makes the trace a joint forward-backward trace: call it with the
+ * function's results before em_trace_end when some have autograd history.
+ * Runs, and records, the backward from those results to every graph input
+ * that requires grad (autograd.grad stopped at the inputs), each result's
+ * gradient a new graph input. A failure fails the trace; the results'
+ * history stays usable either way. */
+#define EM_TRACE_MAX_GRAD_OUTPUTS 256
+em_status em_trace_backward(em_tracer *tr, em_tensor *const *outputs, int n_out);
 /* Stops tracing and frees the tracer. On success fills *res (release it with
  * em_trace_result_clear). If the trace failed, returns
  * EM_ERR_NOT_IMPLEMENTED with the reason as the error message (and
@@ -357,6 +372,11 @@ typedef struct em_spec_info {
     int n_captured;
     double trace_ms, passes_ms, backend_ms;
     char *guards, *traced_ir, *graph, *kernels, *state, *profile;
+    /* results that require grad: the backward graph after its passes and
+     * its kernels (malloc'd), and what the partition saved and recomputed
+     * (borrowed); NULL and "" otherwise */
+    char *backward_graph, *backward_kernels;
+    const char *partition;
 } em_spec_info;
 em_status em_function_spec(const em_function *f, int i, em_spec_info *info);
 void em_spec_info_clear(em_spec_info *info);

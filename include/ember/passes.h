@@ -52,6 +52,31 @@ typedef void (*em_pass_observer)(void *ctx, int index, const char *pass, const e
 em_status em_pass_run_pipeline(em_ir_graph *g, const char *const *names, int n, bool verify,
                                em_pass_observer observer, void *ctx, em_strbuf *report);
 
+/* ---- splitting a joint forward-backward graph (passes/partition.c) ---- */
+
+/* A compiled function's joint graph, split. The joint graph's params are
+ * the forward's inputs (the first n_fwd_inputs) and then the gradients of
+ * its results that require grad; its results are the forward's (the first
+ * n_fwd_results) and then the gradients of its inputs.
+ *   forward:  params = the forward inputs; results = the forward results,
+ *             with the n_saved_results values the backward needs inserted
+ *             before forward result saved_at;
+ *   backward: params = those saved values, then the forward inputs
+ *             saved_inputs[0..n_saved_inputs) (by index), then the
+ *             results' gradients; results = the inputs' gradients. */
+typedef struct em_partition {
+    em_ir_graph *forward, *backward; /* owned */
+    int n_saved_results;
+    int *saved_inputs, n_saved_inputs;
+    char *report; /* what is saved and what recomputed, lines (owned) */
+} em_partition;
+
+/* Splits `joint` (unfused; unchanged). recompute_cheap: elementwise ops
+ * and views are recomputed in the backward where that saves fewer bytes. */
+em_status em_partition_joint(const em_ir_graph *joint, int n_fwd_inputs, int n_fwd_results, int saved_at,
+                             bool recompute_cheap, em_partition *p);
+void em_partition_clear(em_partition *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -193,10 +193,19 @@ def explain(fn, *args, print_report=True, **kwargs):
                 lines.append(_indented(spec["pass_report"]))
             lines.append("  graph as traced:")
             lines.append(_indented(spec["traced_ir"]))
-            lines.append("  graph after the passes:")
+            backward = spec["backward"]
+            lines.append("  forward graph after the passes:" if backward else "  graph after the passes:")
             lines.append(_indented(cf._graph(idx)))
             lines.append(f"  kernels ({spec['backend']} backend):")
             lines.append(_indented(spec["kernels"]))
+            if backward:
+                lines.append("  the results' autograd node, CompiledFunctionBackward, runs the "
+                             "backward graph; split from the traced graph:")
+                lines.append(_indented(spec["partition"]))
+                lines.append("  backward graph after the passes:")
+                lines.append(_indented(backward))
+                lines.append("  backward kernels:")
+                lines.append(_indented(spec["backward_kernels"]))
             if spec["note"]:
                 lines.append(f"  note: {spec['note']}")
             lines.append(f"  compile time: trace {spec['trace_ms']:.2f} ms (an eager run that "

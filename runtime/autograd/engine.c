@@ -503,7 +503,17 @@ typedef struct {
     em_tensor *const *capture_in;
     int n_capture;
     em_tensor **captured;
+    /* em_autograd_grad_within: the inputs bound the graph (nothing past one
+     * runs) and hooks do not run */
+    bool within;
 } engine;
+
+/* Is n the grad_fn of one of autograd.grad's inputs (within: the graph's edge)? */
+static bool is_boundary(const engine *e, const em_node *n) {
+    for (int i = 0; e->within && i < e->n_capture; i++)
+        if (e->capture_in[i]->grad_fn == n) return true;
+    return false;
+}
 
 static size_t hash_ptr(const void *p, size_t cap) {
     uint64_t x = (uint64_t)(uintptr_t)p;
@@ -561,7 +571,7 @@ static em_status discover(engine *e, em_node *const *roots, int n_roots) {
         stack[top++] = roots[r];
         while (top && st == EM_OK) {
             em_node *n = stack[--top];
-            for (int i = 0; i < n->n_in; i++) {
+            for (int i = 0; i < n->n_in && !is_boundary(e, n); i++) {
                 em_node *m = n->next[i].node;
                 if (!m) continue;
                 task *t = lookup(e, m, false);
@@ -752,8 +762,13 @@ static em_status run_node(engine *e, task *t, bool retain_graph) {
     em_node *n = t->node;
     if (n->op == EM_OP_ACCUMULATE) {
         if (!t->grads || !t->grads[0]) return EM_OK;
-        em_status st = run_hooks(n->variable->hooks, 0, &t->grads[0]);
+        em_status st = e->within ? EM_OK : run_hooks(n->variable->hooks, 0, &t->grads[0]);
         return st == EM_OK ? accumulate(e, n, t->grads[0]) : st;
+    }
+    if (e->within && n->hooks) {
+        char name[64];
+        return em_error(EM_ERR_NOT_IMPLEMENTED, "a gradient hook (register_hook or retain_grad) on a "
+                        "tensor the function computes, at %s", em_node_name(n, name, sizeof name));
     }
     for (int j = 0; n->hooks && t->grads && j < n->n_out; j++)
         if (t->grads[j]) {
@@ -767,6 +782,7 @@ static em_status run_node(engine *e, task *t, bool retain_graph) {
             em_tensor_release(e->captured[i]);
             e->captured[i] = g;
         }
+    if (is_boundary(e, n)) return EM_OK; /* what lies past it is not ours */
     if (n->released) {
         char name[64];
         return em_error(EM_ERR_RUNTIME,
@@ -906,7 +922,7 @@ static em_status run(engine *e, em_tensor *const *outputs, em_tensor *const *gra
         drop_grads(t); /* done with them: memory back now, and a gradient that was a view
                           of one of them can become a leaf's .grad without a copy */
         em_node *node = t->node;
-        for (int i = 0; i < node->n_in && st == EM_OK; i++) {
+        for (int i = 0; i < node->n_in && st == EM_OK && !is_boundary(e, node); i++) {
             if (!node->next[i].node) continue;
             task *m = lookup(e, node->next[i].node, false);
             if (--m->deps == 0 && !m->queued) push_ready(e, m);
@@ -934,9 +950,9 @@ em_status em_backward(em_tensor *const *outputs, em_tensor *const *grads, int n,
     return st;
 }
 
-em_status em_autograd_grad(em_tensor *const *outputs, em_tensor *const *grads, int n,
-                           em_tensor *const *inputs, int n_inputs, bool retain_graph,
-                           bool create_graph, bool allow_unused, em_tensor **result) {
+static em_status grad(em_tensor *const *outputs, em_tensor *const *grads, int n, em_tensor *const *inputs,
+                      int n_inputs, bool retain_graph, bool create_graph, bool allow_unused, bool within,
+                      em_tensor **result) {
     for (int i = 0; i < n_inputs; i++) {
         result[i] = NULL;
         if (!inputs[i]->requires_grad)
@@ -949,6 +965,7 @@ em_status em_autograd_grad(em_tensor *const *outputs, em_tensor *const *grads, i
     e.capture_in = inputs;
     e.n_capture = n_inputs;
     e.captured = result;
+    e.within = within;
     bool was = em_set_grad_enabled(create_graph);
     em_status st = run(&e, outputs, grads, n, retain_graph || create_graph);
     em_set_grad_enabled(was);
@@ -962,5 +979,59 @@ em_status em_autograd_grad(em_tensor *const *outputs, em_tensor *const *grads, i
             em_tensor_release(result[i]);
             result[i] = NULL;
         }
+    return st;
+}
+
+em_status em_autograd_grad(em_tensor *const *outputs, em_tensor *const *grads, int n,
+                           em_tensor *const *inputs, int n_inputs, bool retain_graph,
+                           bool create_graph, bool allow_unused, em_tensor **result) {
+    return grad(outputs, grads, n, inputs, n_inputs, retain_graph, create_graph, allow_unused, false, result);
+}
+
+em_status em_autograd_grad_within(em_tensor *const *outputs, em_tensor *const *grads, int n,
+                                  em_tensor *const *inputs, int n_inputs, em_tensor **result) {
+    return grad(outputs, grads, n, inputs, n_inputs, true, false, true, true, result);
+}
+
+uint64_t em_autograd_clock(void) { return __atomic_load_n(&next_seq, __ATOMIC_RELAXED); }
+
+em_status em_autograd_visit_saved(em_tensor *const *roots, int n, uint64_t since,
+                                  void (*fn)(void *ctx, const em_tensor *t), void *ctx) {
+    engine e; /* (its node set) */
+    memset(&e, 0, sizeof e);
+    size_t cap = 64, top = 0;
+    em_node **stack = em_malloc(cap * sizeof *stack);
+    em_status st = stack ? EM_OK : em_error(EM_ERR_NOMEM, "autograd: out of memory");
+    for (int r = 0; r < n && st == EM_OK; r++) {
+        em_node *m = roots[r]->grad_fn;
+        if (m && top < cap) stack[top++] = m;
+        while (top && st == EM_OK) {
+            em_node *node = stack[--top];
+            if (node->seq < since || lookup(&e, node, false)) continue;
+            if ((st = grow(&e)) != EM_OK) break;
+            lookup(&e, node, true);
+            for (int i = 0; i < node->n_in; i++)
+                if (node->saved_in[i].t) fn(ctx, node->saved_in[i].t);
+            for (int j = 0; j < node->n_out; j++)
+                if (node->saved_out[j].t) fn(ctx, node->saved_out[j].t);
+            for (int i = 0; i < node->n_in && st == EM_OK; i++) {
+                if (!node->next[i].node) continue;
+                if (top == cap) {
+                    em_node **bigger = em_malloc(2 * cap * sizeof *stack);
+                    if (!bigger) {
+                        st = em_error(EM_ERR_NOMEM, "autograd: out of memory");
+                        break;
+                    }
+                    memcpy(bigger, stack, cap * sizeof *stack);
+                    em_free(stack);
+                    stack = bigger;
+                    cap *= 2;
+                }
+                stack[top++] = node->next[i].node;
+            }
+        }
+    }
+    em_free(stack);
+    em_free(e.tasks);
     return st;
 }

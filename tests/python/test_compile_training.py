@@ -892,14 +892,22 @@ def test_kept_state_traces_again_next_call():
     assert re.search(r"the function keeps \d+ tensors it created .* the next one traces again", reason)
 
 
-def test_returning_a_tensor_with_live_history_runs_eagerly():
+def test_returning_a_tensor_with_history_runs_compiled_with_one_backward_node():
     ember.manual_seed(0)
     model = MLP()
     f = ember.compile(lambda x: model(x))
-    with pytest.warns(UserWarning, match="returns a tensor with autograd history"):
-        out = f(data(0)[0])
-    out.sum().backward()  # eager result: its graph works
-    assert model.fc1.weight.grad is not None
+    x = data(0)[0]
+    out = f(x)  # the traced call: eager, with eager history
+    assert out.grad_fn.name() != "CompiledFunctionBackward"
+    out.sum().backward()
+    first = [p.grad.numpy().copy() for p in model.parameters()]
+    model.zero_grad()
+    out = f(x)
+    assert f._stats()["compiled_calls"] == 1
+    assert out.grad_fn.name() == "CompiledFunctionBackward"
+    out.sum().backward()
+    for a, p in zip(first, model.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), a, rtol=1e-5, atol=1e-6)
 
 
 def test_explain_shows_value_guards_slots_and_write_backs():
