@@ -1083,6 +1083,7 @@ em_status em_function_spec(const em_function *f, int i, em_spec_info *info) {
     if (s->backward) {
         info->backward_graph = em_ir_print(em_compiled_graph(em_backward_program_compiled(s->backward)));
         info->backward_kernels = em_compiled_describe(em_backward_program_compiled(s->backward));
+        info->backward_profile = em_compiled_profile(em_backward_program_compiled(s->backward));
     }
     return EM_OK;
 }
@@ -1096,5 +1097,6 @@ void em_spec_info_clear(em_spec_info *info) {
     free(info->profile);
     free(info->backward_graph);
     free(info->backward_kernels);
+    free(info->backward_profile);
     memset(info, 0, sizeof *info);
 }

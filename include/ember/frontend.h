@@ -375,7 +375,7 @@ typedef struct em_spec_info {
     /* results that require grad: the backward graph after its passes and
      * its kernels (malloc'd), and what the partition saved and recomputed
      * (borrowed); NULL and "" otherwise */
-    char *backward_graph, *backward_kernels;
+    char *backward_graph, *backward_kernels, *backward_profile;
     const char *partition;
 } em_spec_info;
 em_status em_function_spec(const em_function *f, int i, em_spec_info *info);

@@ -630,7 +630,7 @@ static PyObject *cf_specializations(PyObject *self, PyObject *unused) {
         em_spec_info s;
         em_function_spec(cf->f, i, &s);
 #define T(x) ((x) ? (x) : "")
-        PyObject *d = Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:i,s:d,s:d,s:d,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}",
+        PyObject *d = Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:i,s:d,s:d,s:d,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}",
                                     "backend", s.backend,
                                     "dump_path", s.dump_path, "guards", T(s.guards), "reason", s.reason, "note",
                                     s.note, "captured", s.n_captured, "trace_ms", s.trace_ms, "passes_ms",
@@ -638,7 +638,7 @@ static PyObject *cf_specializations(PyObject *self, PyObject *unused) {
                                     "traced_ir", T(s.traced_ir), "state", T(s.state), "profile", T(s.profile),
                                     "passes", s.passes, "pass_report", s.pass_report, "backward",
                                     T(s.backward_graph), "backward_kernels", T(s.backward_kernels), "partition",
-                                    s.partition ? s.partition : "");
+                                    s.partition ? s.partition : "", "backward_profile", T(s.backward_profile));
 #undef T
         em_spec_info_clear(&s);
         if (!d || PyList_Append(list, d) < 0) Py_CLEAR(list);

@@ -206,6 +206,10 @@ def explain(fn, *args, print_report=True, **kwargs):
                 lines.append(_indented(backward))
                 lines.append("  backward kernels:")
                 lines.append(_indented(spec["backward_kernels"]))
+                if spec["backward_profile"]:
+                    head, _, rows = spec["backward_profile"].partition("\n")
+                    lines.append(f"  backward time per node: {head}")
+                    lines.append(_indented(rows))
             if spec["note"]:
                 lines.append(f"  note: {spec['note']}")
             lines.append(f"  compile time: trace {spec['trace_ms']:.2f} ms (an eager run that "
