@@ -176,10 +176,21 @@ static em_status run_backward(void *p, em_tensor *const *gout, int n_out, em_ten
         bool as_traced = i >= bp->n_saved_results || em_tensor_is_contiguous(t); /* (inputs: guarded) */
         if (!(in[i] = as_traced ? (em_tensor_retain(t), t) : em_contiguous(t))) st = em_last_status();
     }
-    for (int j = 0; j < n_out && st == EM_OK; j++) {
+    const em_ir_block *graph = em_compiled_graph(bp->compiled)->body;
+    for (int j = 0; j < n_out && st == EM_OK; j++) { /* as compiled: the result's dtype, contiguous */
         em_tensor *g = gout[j];
-        if (!(in[c->n_saved + j] = em_tensor_is_contiguous(g) ? (em_tensor_retain(g), g) : em_contiguous(g)))
+        const em_type *want = &graph->params[c->n_saved + j]->type;
+        if (!em_shape_eq(g->shape, g->ndim, want->shape, want->ndim)) {
+            char a[128], b[128];
+            em_shape_str(g->shape, g->ndim, a, sizeof a);
+            em_shape_str(want->shape, want->ndim, b, sizeof b);
+            st = em_error(EM_ERR_RUNTIME, "%s: the gradient of result %d has shape %s, not %s", bp->name,
+                          bp->grad_outputs[j], a, b);
+        } else if (g->dtype != want->dtype) {
+            if (!(in[c->n_saved + j] = em_cast(g, want->dtype))) st = em_last_status();
+        } else if (!(in[c->n_saved + j] = em_tensor_is_contiguous(g) ? (em_tensor_retain(g), g) : em_contiguous(g))) {
             st = em_last_status();
+        }
     }
     if (st == EM_OK) st = em_compiled_run(bp->compiled, in, n, res, bp->n_grad_inputs);
     for (int i = 0; i < bp->n_grad_inputs && st == EM_OK; i++) {

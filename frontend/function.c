@@ -632,7 +632,7 @@ static int run_spec(em_function *f, spec *s, em_call *call, em_tensor **in, int 
         }
     em_rng_state rng = em_rng_get_state();
     em_tensor **outs = call->outs; /* (with the values saved for the backward after the results) */
-    if (s->n_saved && !(outs = em_calloc((size_t)first_extra(s), sizeof *outs))) {
+    if (s->backward && !(outs = em_calloc((size_t)first_extra(s) + 1, sizeof *outs))) {
         release_externals(s, in + n_targs);
         em_error(EM_ERR_NOMEM, "compiled %s: out of memory", f->name);
         return -1;

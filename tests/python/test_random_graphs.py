@@ -219,3 +219,53 @@ def test_random_programs_compiled_equal_eager(prog):
     for g, w in zip(got2, want2):
         assert same_values(g, w), f"compiled != eager for {prog}\n{ir}\ngot {g}\nwant {w}"
     assert cf._stats()["compiled_calls"] == 1 or specs[0]["backend"] == "eager", (prog, specs[0]["reason"])
+
+
+GRAD_EXAMPLES = max(1, EXAMPLES // 5)
+
+
+@settings(max_examples=GRAD_EXAMPLES, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(programs)
+def test_random_programs_compiled_backward_equals_eager(prog):
+    """The same programs with inputs that require grad: the compiled function
+    returns results with a CompiledFunctionBackward node (a joint trace,
+    split into a forward and a backward graph), whose gradients must be
+    eager's (to rounding: the backward graph's passes may sum in another
+    order)."""
+    if prog["dtype"] not in ("float32", "float64"):
+        return
+
+    def grads_of(fn, inputs):
+        xs = [x.detach().requires_grad_() for x in inputs]
+        (out,) = fn(*xs)
+        if not out.requires_grad:
+            return None, None
+        g = ember.tensor(np.random.default_rng(prog["seed"]).standard_normal(tuple(out.shape)).astype(prog["dtype"]))
+        return out, ember.autograd.grad(out, xs, g, allow_unused=True)
+
+    inputs = make_inputs(prog)
+    try:
+        want_out, _ = grads_of(lambda *xs: run_program(prog, *xs), inputs)
+    except (RuntimeError, ValueError, IndexError, TypeError):
+        return
+    if want_out is None:
+        return
+    cf = ember.compile(lambda *xs: run_program(prog, *xs))
+    grads_of(cf, inputs)  # traced
+    inputs2 = make_inputs(dict(prog, seed=prog["seed"] + 1))
+    want_out, want = grads_of(lambda *xs: run_program(prog, *xs), inputs2)
+    got_out, got = grads_of(cf, inputs2)
+    specs = cf._specializations()
+    compiled = specs and specs[0]["backend"] not in ("eager", "pending")
+    if compiled:
+        assert cf._stats()["compiled_calls"] == 1 and got_out.grad_fn.name() == "CompiledFunctionBackward"
+    ir = (cf._graph(0) + "\n" + specs[0]["backward"]) if compiled else "(not compiled)"
+    tol = 1e-4 if prog["dtype"] == "float32" else 1e-10
+    np.testing.assert_allclose(got_out.detach().numpy(), want_out.detach().numpy(), rtol=tol, atol=tol,
+                               err_msg=f"{prog}\n{ir}")
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert (g is None) == (w is None), f"gradient {i}: {g} vs {w}\n{prog}\n{ir}"
+        if g is not None:
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=tol, atol=tol,
+                                       err_msg=f"gradient {i} of {prog}\n{ir}")
