@@ -237,6 +237,8 @@ static int64_t gcd(int64_t a, int64_t b) { return b ? gcd(b, a % b) : a; }
  * blocks per matrix that the count divides evenly among the threads, along
  * the longer of m and n (each block then packs all of the smaller operand),
  * no thinner than BLOCK_ALIGN and no smaller than MIN_TASK_MACS. */
+#define EPILOGUE_MIN_RUN 1024 /* elements */
+
 static void gemm_on_pool(gemm_plan *p, int64_t batches) {
     int64_t threads = em_get_num_threads();
     p->by_rows = p->m >= p->n;
@@ -249,6 +251,11 @@ static void gemm_on_pool(gemm_plan *p, int64_t batches) {
     p->chunk = (len + chunks - 1) / chunks;
     p->chunk = (p->chunk + BLOCK_ALIGN - 1) / BLOCK_ALIGN * BLOCK_ALIGN;
     p->chunks = (len + p->chunk - 1) / p->chunk;
+    /* A narrow band of columns is m short runs of the result: its epilogue
+     * would be m calls per block, slower than one pass over the whole
+     * result after the GEMMs (which the caller then makes: p->epilogue is
+     * cleared). */
+    if (!p->by_rows && p->m > 1 && p->chunk < EPILOGUE_MIN_RUN) p->epilogue = NULL;
     /* Blocks of at least MIN_TASK_MACS each are worth waking a sleeping
      * worker for; whole small matrices of a batch (chunks == 1) are grouped
      * to that size and follow the pool's usual rule instead: a few of them
@@ -404,7 +411,7 @@ static em_status matmul_into(em_tensor *x, em_tensor *y, em_tensor *z, double al
             p.cbs[d] = z->strides[d];
         }
         gemm_on_pool(&p, batches);
-        *handed = epilogue != NULL;
+        *handed = p.epilogue != NULL;
         em_tensor_release(xa);
         em_tensor_release(ya);
         return EM_OK;
