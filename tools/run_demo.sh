@@ -4,8 +4,10 @@
 # per-epoch loss and accuracy, a checkpoint of model, optimizer and scheduler
 # in PyTorch's .pt format; fails below 95%
 # test accuracy), then tours the eager API, a GELU compiled into one kernel
-# with the IR dumped for reading, and a whole training step compiled into
-# one function next to its eager run (tools/demo.py); last, the digits CNN
+# with the IR dumped for reading, a whole training step compiled into one
+# function next to its eager run, and a model compiled with ember.compile in
+# an ordinary loop (backward and the optimizer outside; tools/demo.py);
+# last, the digits CNN
 # and its training step compiled ahead of time into shared objects
 # (tools/aot_digits.py) that two C programs run with no Python
 # (examples/digits_infer.c prints the test accuracy Python printed,

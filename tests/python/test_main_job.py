@@ -35,3 +35,6 @@ def test_demo_runs_and_its_compiled_training_step_matches_eager():
     line = [s for s in r.stdout.splitlines() if "largest difference from the eager run" in s][0]
     assert float(line.rsplit(": ", 1)[1]) <= 1e-6, line
     assert "write-backs: 8" in r.stdout
+    line = [s for s in r.stdout.splitlines() if "largest difference from eager" in s][0]  # the model in a loop
+    assert float(line.rsplit(": ", 1)[1]) <= 1e-6, line
+    assert "grad_fn CompiledFunctionBackward" in r.stdout
