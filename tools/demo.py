@@ -150,9 +150,9 @@ def model_in_a_loop(steps=60):
             loss.backward()
             opt.step()
             losses.append(loss.item())
-        return losses, (time.perf_counter() - t) / steps, fwd, loss
+        return losses, (time.perf_counter() - t) / steps, fwd
 
-    (le, te, _, _), (lc, tc, cmodel, loss) = run(False), run(True)
+    (le, te, _), (lc, tc, cmodel) = run(False), run(True)
     print(f"   loss {lc[0]:.3f} -> {lc[-1]:.3f} over {steps} steps (dropout on); largest difference from "
           f"eager: {max(abs(a - b) for a, b in zip(le, lc)):.1e}")
     print(f"   per step: eager {te * 1e3:.2f} ms, compiled model {tc * 1e3:.2f} ms")
