@@ -80,30 +80,37 @@ OPTIMIZERS = {
 }
 
 
-def train(m, model, make_opt, kind, steps=20):
+def train(m, model, make_opt, kind, steps=20, compiled=False):
     opt = make_opt(m, list(model.parameters()))
+    forward = m.compile(model) if compiled else model
     losses = []
     for x, y in batches(kind, steps):
         xt = m.tensor(x) if kind == "transformer" else m.tensor(x, dtype=m.float32)
-        out = model(xt)
+        out = forward(xt)
         loss = m.nn.functional.cross_entropy(out, m.tensor(y, dtype=m.int64),
                                              label_smoothing=0.1 if kind == "transformer" else 0.0)
         opt.zero_grad()
         loss.backward()
         opt.step()
         losses.append(float(loss))
+    if compiled:  # the forward and backward ran compiled (the first call traces)
+        stats = forward._stats()
+        assert stats["compiled_calls"] == steps - 1 and stats["eager_calls"] == 0, stats
     return losses
 
 
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 @pytest.mark.parametrize("opt_name", list(OPTIMIZERS))
 @pytest.mark.parametrize("kind", list(MODELS))
-def test_same_losses_and_weights_as_torch(kind, opt_name):
+def test_same_losses_and_weights_as_torch(kind, opt_name, compiled):
+    """compiled: ember's model is ember.compile(model) in the same loop, so
+    its gradients come from the compiled backward graph."""
     ember.manual_seed(0)
     em_model = MODELS[kind](ember)
     t_model = MODELS[kind](torch)
     state = {k: torch.tensor(v.numpy().copy()) for k, v in em_model.state_dict().items()}
     t_model.load_state_dict(state)
-    em_losses = train(ember, em_model, OPTIMIZERS[opt_name], kind)
+    em_losses = train(ember, em_model, OPTIMIZERS[opt_name], kind, compiled=compiled)
     t_losses = train(torch, t_model, OPTIMIZERS[opt_name], kind)
     np.testing.assert_allclose(em_losses, t_losses, rtol=1e-4)
     assert em_losses[16] < em_losses[0]  # it learns (steps 0 and 16 see the same batch)
