@@ -16,6 +16,10 @@ with `loss.backward()` and `opt.step()` outside, as torch.compile is used.
    time (median of 5 epochs, best of 3 rounds), and how many
    specialisations the compiled model made. The limit: the same epoch's
    GEMMs through NumPy.
+3. Convolutional models less bound by GEMMs (bench_conv.py's): the digits
+   CNN (BatchNorm, dropout; batch 32) and a ResNet block (batch 64 of
+   32x32x32), SGD with momentum; eager and compiled interleaved at random,
+   the median step of each.
 """
 
 import os
@@ -138,6 +142,55 @@ def mlp_gemms():
     return run
 
 
+# ------------------------------------------------------------ convolutional models
+
+
+def conv_loops():
+    """{model: {variant: (run n steps, n)}} for bench_conv.py's models."""
+    from bench_conv import models
+    F = ember.nn.functional
+    DigitNet, Block = models(ember)
+    cases = {"digits CNN (batch 32)": (DigitNet, (ember.rand(32, 1, 8, 8), ember.randint(0, 10, (32,))),
+                                       F.cross_entropy, 20),
+             "ResNet block (64x32x32x32)": (Block, (ember.randn(64, 32, 32, 32), None),
+                                            lambda o, y: (o * o).mean(), 2)}
+    out = {}
+    for name, (make, (x, y), loss_of, n) in cases.items():
+        out[name] = {}
+        for compiled in (False, True):
+            ember.manual_seed(0)
+            model = make()
+            fwd = ember.compile(model) if compiled else model
+            opt = ember.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+            def run(fwd=fwd, opt=opt, x=x, y=y, loss_of=loss_of, n=n):
+                for _ in range(n):
+                    loss = loss_of(fwd(x), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+            out[name]["compiled" if compiled else "eager"] = (run, n)
+    return out
+
+
+def conv_table():
+    import random
+    import statistics
+    print("\n| model, ordinary loop (SGD) | eager ms/step | compiled ms/step | eager / compiled |\n|---|---:|---:|---:|")
+    for name, variants in conv_loops().items():
+        for run, _ in variants.values():
+            run()
+            run()
+        times = {k: [] for k in variants}
+        for _ in range(40):
+            k = random.choice(list(variants))
+            t = time.perf_counter()
+            variants[k][0]()
+            times[k].append((time.perf_counter() - t) / variants[k][1] * 1e3)
+        e, c = statistics.median(times["eager"]), statistics.median(times["compiled"])
+        print(f"| {name} | {e:.2f} | {c:.2f} | {e / c:.2f}x |")
+
+
 # ------------------------------------------------------------ main
 
 
@@ -187,6 +240,7 @@ def main():
     s = mlps["ember, ember.compile(model)"].fwd._stats()
     print(f"compiled MLP: {s['compiled_calls']} compiled calls, {s['eager_calls']} eager, "
           f"{s['specializations']} specialisation(s)")
+    conv_table()
 
 
 if __name__ == "__main__":
