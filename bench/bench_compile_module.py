@@ -32,20 +32,11 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import ember  # noqa: E402
+from bench_block_step import median_ms  # noqa: E402
 from bench_train import machine, make_gpt_block  # noqa: E402
 
 BATCH, SEQ, D, HEADS = 4, 256, 768, 12
 N_SAMPLES, MLP_BATCH = 1000, 128
-
-
-def median_ms(fn, n=5):
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    ts.sort()
-    return ts[len(ts) // 2] * 1e3
 
 
 # ------------------------------------------------------------ the block
@@ -228,7 +219,7 @@ def main():
     for _ in range(3):
         for fns, best in ((blocks, best_b), (mlps, best_m)):
             for k, fn in fns.items():
-                best[k] = min(best[k], median_ms(fn))
+                best[k] = min(best[k], median_ms(fn, n=5))
     table("GPT-2 block, ordinary training loop (AdamW)", best_b, "ember eager")
     pe, pc = peak_bytes("eager"), peak_bytes("compiled")
     print(f"\npeak memory in a step: eager {pe / 2**20:.1f} MiB, compiled {pc / 2**20:.1f} MiB ({pc / pe:.2f}x)")

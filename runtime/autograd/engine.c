@@ -558,6 +558,20 @@ static em_status grow(engine *e) {
     return EM_OK;
 }
 
+/* Pushes n onto a growable stack of nodes (*cap > 0). */
+static em_status push_node(em_node ***stack, size_t *top, size_t *cap, em_node *n) {
+    if (*top == *cap) {
+        em_node **bigger = em_malloc(2 * *cap * sizeof *bigger);
+        if (!bigger) return em_error(EM_ERR_NOMEM, "autograd: out of memory");
+        memcpy(bigger, *stack, *cap * sizeof *bigger);
+        em_free(*stack);
+        *stack = bigger;
+        *cap *= 2;
+    }
+    (*stack)[(*top)++] = n;
+    return EM_OK;
+}
+
 /* Counts, for every node reachable from the roots, the edges into it. */
 static em_status discover(engine *e, em_node *const *roots, int n_roots) {
     size_t cap = 64, top = 0;
@@ -578,18 +592,7 @@ static em_status discover(engine *e, em_node *const *roots, int n_roots) {
                 if (!t) {
                     if ((st = grow(e)) != EM_OK) break;
                     t = lookup(e, m, true);
-                    if (top == cap) {
-                        em_node **bigger = em_malloc(2 * cap * sizeof *bigger);
-                        if (!bigger) {
-                            st = em_error(EM_ERR_NOMEM, "backward: out of memory");
-                            break;
-                        }
-                        memcpy(bigger, stack, cap * sizeof *stack);
-                        em_free(stack);
-                        stack = bigger;
-                        cap *= 2;
-                    }
-                    stack[top++] = m;
+                    if ((st = push_node(&stack, &top, &cap, m)) != EM_OK) break;
                 }
                 t->deps++;
             }
@@ -1016,18 +1019,7 @@ em_status em_autograd_visit_saved(em_tensor *const *roots, int n, uint64_t since
                 if (node->saved_out[j].t) fn(ctx, node->saved_out[j].t);
             for (int i = 0; i < node->n_in && st == EM_OK; i++) {
                 if (!node->next[i].node) continue;
-                if (top == cap) {
-                    em_node **bigger = em_malloc(2 * cap * sizeof *stack);
-                    if (!bigger) {
-                        st = em_error(EM_ERR_NOMEM, "autograd: out of memory");
-                        break;
-                    }
-                    memcpy(bigger, stack, cap * sizeof *stack);
-                    em_free(stack);
-                    stack = bigger;
-                    cap *= 2;
-                }
-                stack[top++] = node->next[i].node;
+                st = push_node(&stack, &top, &cap, node->next[i].node);
             }
         }
     }
