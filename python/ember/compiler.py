@@ -35,12 +35,20 @@ import functools
 from . import _C
 
 
-def compile(fn=None, *, cache_limit=None, passes=None):
+_NO_DYNAMIC = ("dynamic shapes are not implemented yet: every size of a tensor argument gets its own "
+               "specialisation (traced and compiled once, up to the cache limit)")
+
+
+def compile(fn=None, *, cache_limit=None, passes=None, dynamic=None):
     """Compile `fn` (also usable as @ember.compile or @ember.compile(...)).
     Given an nn.Module, returns a CompiledModule whose calls run the
     module's forward compiled. `passes` (a list of pass names, see
     ember.compiler.passes()) replaces the default pipeline, for debugging;
-    EMBER_PASSES=a,b does the same for every compiled function."""
+    EMBER_PASSES=a,b does the same for every compiled function.
+    `dynamic`, as in torch.compile: None and False specialise on every
+    size (what ember does today); True raises NotImplementedError."""
+    if dynamic:
+        raise NotImplementedError(f"ember.compile(dynamic=True): {_NO_DYNAMIC}")
     if fn is None:
         return functools.partial(compile, cache_limit=cache_limit, passes=passes)
     from .nn import Module
@@ -52,6 +60,11 @@ def compile(fn=None, *, cache_limit=None, passes=None):
     return cf
 
 
+
+
+def mark_dynamic(t, dim):
+    """torch._dynamo.mark_dynamic's counterpart: not implemented yet."""
+    raise NotImplementedError(f"ember.compiler.mark_dynamic(t, {dim}): {_NO_DYNAMIC}")
 
 
 def passes():
