@@ -355,6 +355,122 @@ static em_ir_value *same_op_on_x(canon *c, em_ir_node *n, const match *m) {
     return build(n, n->op, &x, 1, &m->attrs);
 }
 
+/* ---- the gradient of a split: a sum of puts into zeros tiling one dim ---- */
+
+/* The backward of x.split(...) along dim d is, per piece, its gradient put
+ * into zeros of x's shape at the piece's range (index_put with an arange),
+ * and the engine sums those: k full-size tensors and k - 1 additions where
+ * one cat would do. The rule turns such a sum, when its ranges tile dim d
+ * exactly, into cat(pieces) + 0.0: the + 0.0 keeps eager's bits (each
+ * element was piece + 0 + ... + 0, which turns -0.0 into +0.0 and leaves
+ * every other value as it is) and costs nothing once fused. */
+#define MAX_PIECES 64
+
+typedef struct {
+    em_ir_value *src;
+    int64_t start, end;
+} piece;
+
+/* Is z +0 of v's type (a full, or an expanded scalar full)? */
+static bool zeros_like(const em_ir_value *z, const em_ir_value *v) {
+    if (!z->def || !em_type_eq(&z->type, &v->type)) return false;
+    const em_ir_node *d = z->def;
+    if (d->op == EM_OP_EXPAND) d = d->in[0]->def;
+    if (!d || d->op != EM_OP_FULL) return false;
+    em_dtype dt = d->out[0]->type.dtype;
+    return em_dtype_is_float(dt) || dt == EM_DTYPE_BOOL ? d->attrs.value == 0 && !signbit(d->attrs.value)
+                                                       : d->attrs.value_i == 0;
+}
+
+/* Is v index_put(zeros, arange(start, end), src) along one dim, the dim *dim? */
+static bool put_into_zeros(const em_ir_value *v, int *dim, piece *p) {
+    const em_ir_node *n = v->def;
+    if (!n || n->op != EM_OP_INDEX_PUT || n->n_in != 3 || n->attrs.accumulate || n->attrs.n_dims != 1) return false;
+    const em_ir_node *r = n->in[1]->def;
+    if (!r || r->op != EM_OP_ARANGE || r->attrs.step != 1 || n->in[1]->type.ndim != 1) return false;
+    int d = (int)n->attrs.dims[0];
+    const em_type *t = &v->type, *st = &n->in[2]->type;
+    if (d < 0 || d >= t->ndim || st->ndim != t->ndim || st->dtype != t->dtype || !zeros_like(n->in[0], v)) return false;
+    int64_t start = (int64_t)r->attrs.start, len = n->in[1]->type.shape[0];
+    if ((double)start != r->attrs.start || start < 0 || start + len > t->shape[d]) return false;
+    for (int i = 0; i < t->ndim; i++)
+        if (st->shape[i] != (i == d ? len : t->shape[i])) return false;
+    if (*dim >= 0 && *dim != d) return false;
+    *dim = d;
+    *p = (piece){n->in[2], start, start + len};
+    return true;
+}
+
+/* The pieces of a tree of additions of puts into zeros, or -1. */
+static int pieces_of(const em_ir_value *v, const em_type *t, int *dim, piece *out, int n) {
+    if (n < 0 || n >= MAX_PIECES || !em_type_eq(&v->type, t)) return -1;
+    if (put_into_zeros(v, dim, &out[n])) return n + 1;
+    const em_ir_node *d = v->def;
+    if (!d || d->op != EM_OP_ADD || d->n_in != 2) return -1;
+    return pieces_of(d->in[1], t, dim, out, pieces_of(d->in[0], t, dim, out, n));
+}
+
+static int by_start(const void *a, const void *b) {
+    int64_t x = ((const piece *)a)->start, y = ((const piece *)b)->start;
+    return (x > y) - (x < y);
+}
+
+/* The pieces of n in order along their dim, when they tile it; their count, else 0. */
+static int tiling(const em_ir_node *n, int *dim, piece *p) {
+    *dim = -1;
+    int k = pieces_of(n->out[0], &n->out[0]->type, dim, p, 0);
+    if (k < 2) return 0;
+    qsort(p, (size_t)k, sizeof *p, by_start);
+    int64_t at = 0;
+    for (int i = 0; i < k; i++) {
+        if (p[i].start != at) return 0;
+        at = p[i].end;
+    }
+    return at == n->out[0]->type.shape[*dim] ? k : 0;
+}
+
+static bool split_gradient(const canon *c, const em_ir_node *n, double k, match *m) {
+    (void)c;
+    (void)k;
+    (void)m;
+    piece p[MAX_PIECES];
+    int dim;
+    return tiling(n, &dim, p) > 0;
+}
+
+static em_ir_value *cat_plus_zero(canon *c, em_ir_node *n, const match *m) {
+    (void)c;
+    (void)m;
+    piece p[MAX_PIECES];
+    em_ir_value *srcs[MAX_PIECES];
+    int dim, k = tiling(n, &dim, p);
+    for (int i = 0; i < k; i++) srcs[i] = p[i].src;
+    em_attrs a;
+    memset(&a, 0, sizeof a);
+    a.n_dims = 1;
+    a.dims[0] = dim;
+    em_ir_node *cat = em_ir_build_before(n, EM_OP_CAT, srcs, k, &a, n->loc);
+    if (!cat) {
+        em_clear_error();
+        return NULL;
+    }
+    memset(&a, 0, sizeof a);
+    a.dtype = n->out[0]->type.dtype;
+    em_ir_node *zero = em_ir_build_before(n, EM_OP_FULL, NULL, 0, &a, n->loc); /* +0.0 */
+    if (!zero) {
+        em_clear_error();
+        em_ir_remove(cat);
+        return NULL;
+    }
+    em_ir_value *in[2] = {cat->out[0], zero->out[0]};
+    em_ir_value *r = build(n, EM_OP_ADD, in, 2, NULL);
+    if (!r) {
+        em_ir_remove(zero);
+        em_ir_remove(cat);
+    }
+    return r;
+}
+
 /* ---- the table ---- */
 
 #define NONE 0
@@ -380,6 +496,8 @@ static const rule rules[] = {
     {"full of a shape -> expand(full())", EM_OP_FULL, full_of_shape, NONE, expanded_scalar},
     {"matmul(x * c, y) -> matmul(x, y) {alpha=c}, c a power of two", EM_OP_MATMUL, scaled_operand, NONE,
      scaled_matmul},
+    {"sum of puts into zeros tiling a dim (a split's gradient) -> cat + 0.0", EM_OP_ADD, split_gradient, NONE,
+     cat_plus_zero},
 };
 #define N_RULES ((int)(sizeof rules / sizeof rules[0]))
 
