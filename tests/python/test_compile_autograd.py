@@ -279,3 +279,24 @@ def test_dynamic_shapes_are_refused_by_name_not_ignored():
         ember.compile(lambda x: x, dynamic=True)
     with pytest.raises(NotImplementedError, match="mark_dynamic"):
         ember.compiler.mark_dynamic(ember.ones(3), 0)
+
+
+def test_compiled_nodes_and_their_saved_tensors_do_not_leak():
+    """Each call's CompiledFunctionBackward node, with what it saved, goes
+    when its results go (after a backward, or without one)."""
+    import gc
+    lin = nn.Linear(8, 8)
+    cf = compiled_twice(lambda x: F.gelu(lin(x)).sum(), ember.randn(4, 8))
+    x = ember.randn(4, 8)
+    cf(x).backward()  # (the first compiled call makes what stays: .grads, the cache)
+    cf(x)
+    gc.collect()
+    nodes, tensors = ember._C._node_live_count(), ember.memory_stats()["live_tensors"]
+    for i in range(50):
+        out = cf(x)
+        if i % 2:
+            out.backward()
+        del out
+    gc.collect()
+    assert ember._C._node_live_count() == nodes
+    assert ember.memory_stats()["live_tensors"] == tensors
