@@ -456,6 +456,11 @@ em_status em_assign(em_tensor *target, em_tensor *value);
 /* Python-style slicing of dim: start/end clamped into range (negative ones
  * count from the end), step > 0. */
 em_tensor *em_slice(em_tensor *a, int64_t dim, int64_t start, int64_t end, int64_t step);
+/* a split along dim into n pieces of sizes[0..n) (summing to its size):
+ * views, into out[0..n) (new references), sharing one autograd node whose
+ * backward is one cat of their gradients (named as PyTorch's:
+ * SplitWithSizesBackward0 when the sizes were given, else SplitBackward0). */
+em_status em_split(em_tensor *a, int64_t dim, const int64_t *sizes, int n, bool with_sizes, em_tensor **out);
 /* dim fixed at index (negative counts from the end); the dim goes away. */
 em_tensor *em_select(em_tensor *a, int64_t dim, int64_t index);
 em_tensor *em_unsqueeze(em_tensor *a, int64_t dim);

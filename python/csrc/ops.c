@@ -169,6 +169,51 @@ static PyObject *f_slice(PyObject *self, PyObject *args) {
     return t ? em_py_wrap(em_slice(t, dim, start, end, step)) : NULL;
 }
 
+/* _split(x, dim, sizes) -> tuple of views sharing one SplitBackward0 node */
+static PyObject *f_split(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *x, *seq;
+    long long dim;
+    int with_sizes = 1;
+    if (!PyArg_ParseTuple(args, "OLO|p", &x, &dim, &seq, &with_sizes)) return NULL;
+    em_tensor *t = tensor_arg(x, "split");
+    PyObject *fast = t ? PySequence_Fast(seq, "split: sizes must be a sequence of ints") : NULL;
+    if (!fast) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    int64_t *sizes = n > 0 && n < (1 << 24) ? PyMem_Malloc((size_t)n * sizeof *sizes) : NULL;
+    em_tensor **outs = sizes ? PyMem_Calloc((size_t)n, sizeof *outs) : NULL;
+    PyObject *r = NULL;
+    if (!outs) {
+        if (n > 0) PyErr_NoMemory();
+        else PyErr_SetString(PyExc_RuntimeError, "split: expected at least one piece");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        sizes[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i));
+        if (sizes[i] == -1 && PyErr_Occurred()) goto done;
+    }
+    if (em_split(t, dim, sizes, (int)n, with_sizes, outs) != EM_OK) {
+        em_py_raise();
+        goto done;
+    }
+    if ((r = PyTuple_New(n)))
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *o = em_py_wrap(outs[i]);
+            outs[i] = NULL;
+            if (!o) {
+                Py_CLEAR(r);
+                break;
+            }
+            PyTuple_SET_ITEM(r, i, o);
+        }
+done:
+    for (Py_ssize_t i = 0; outs && i < n; i++) em_tensor_release(outs[i]);
+    PyMem_Free(outs);
+    PyMem_Free(sizes);
+    Py_DECREF(fast);
+    return r;
+}
+
 static PyObject *f_select(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *x;
@@ -704,6 +749,7 @@ PyMethodDef em_py_op_methods[] = {
     {"_reduce", f_reduce, METH_VARARGS, "_reduce(op, x, dim, keepdim, correction, ord)"},
     {"_scan", f_scan, METH_VARARGS, "_scan(op, x, dim)"},
     {"_slice", f_slice, METH_VARARGS, "_slice(x, dim, start, end, step)"},
+    {"_split", f_split, METH_VARARGS, "_split(x, dim, sizes, with_sizes=True): views sharing one autograd node"},
     {"_select", f_select, METH_VARARGS, "_select(x, dim, index)"},
     {"_unsqueeze", f_unsqueeze, METH_VARARGS, "_unsqueeze(x, dim)"},
     {"_squeeze", f_squeeze, METH_VARARGS, "_squeeze(x, dim=None)"},

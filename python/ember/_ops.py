@@ -494,11 +494,8 @@ def split(tensor, split_size_or_sections, dim=0):
         sections = list(split_size_or_sections)
         if _py_sum(sections) != n:
             raise RuntimeError(f"split: sections {sections} do not sum to the dimension's size {n}")
-    out, start = [], 0
-    for s in sections:
-        out.append(_C._slice(tensor, dim, start, start + s, 1))
-        start += s
-    return tuple(out)
+    # views sharing one autograd node, whose backward is one cat
+    return _C._split(tensor, dim, sections, not isinstance(split_size_or_sections, numbers.Integral))
 
 
 @_method
