@@ -26,17 +26,21 @@ from bench_train import machine, make_gpt_block  # noqa: E402
 BATCH, SEQ, D = 4, 256, 768
 
 
-def step_fn(m):
+def step_fn(m, compile_block=False):
+    """One training step of the block; with compile_block, the block is
+    ember.compile(block) and the step around it plain Python (step.fwd)."""
     block = make_gpt_block(m, SEQ, D)
+    fwd = m.compile(block) if compile_block else block
     opt = m.optim.AdamW(block.parameters(), lr=1e-4)
     x = m.randn(BATCH, SEQ, D)
 
     def step():
         opt.zero_grad()
-        loss = block(x).square().mean()
+        loss = fwd(x).square().mean()
         loss.backward()
         opt.step()
         return loss
+    step.fwd = fwd
     return step
 
 

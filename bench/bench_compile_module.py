@@ -32,8 +32,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import ember  # noqa: E402
-from bench_block_step import median_ms  # noqa: E402
-from bench_train import machine, make_gpt_block  # noqa: E402
+from bench_block_step import median_ms, step_fn  # noqa: E402
+from bench_train import machine  # noqa: E402
 
 BATCH, SEQ, D, HEADS = 4, 256, 768, 12
 N_SAMPLES, MLP_BATCH = 1000, 128
@@ -43,18 +43,7 @@ N_SAMPLES, MLP_BATCH = 1000, 128
 
 
 def block_loop(m, compiled):
-    block = make_gpt_block(m, SEQ, D, HEADS)
-    fwd = m.compile(block) if compiled else block
-    opt = m.optim.AdamW(block.parameters(), lr=1e-4)
-    x = m.randn(BATCH, SEQ, D)
-
-    def step():
-        opt.zero_grad()
-        loss = fwd(x).square().mean()
-        loss.backward()
-        opt.step()
-    step.fwd = fwd
-    return step
+    return step_fn(m, compile_block=compiled)
 
 
 def block_gemms():

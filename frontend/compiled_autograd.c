@@ -30,8 +30,7 @@ struct em_backward_program {
     int64_t refcount; /* atomic */
     char name[160];   /* for messages: "f" */
     em_compiled *compiled;
-    int n_outputs;       /* the function's results */
-    int n_saved_results; /* forward results n_outputs.. */
+    int n_saved_results; /* forward results after the function's own */
     int *saved_inputs, n_saved_inputs; /* forward graph inputs the backward reads */
     int *grad_outputs, n_grad_outputs; /* results with a gradient, in order */
     int *grad_inputs, n_grad_inputs;   /* backward result i: the gradient of graph input grad_inputs[i] */
@@ -39,21 +38,32 @@ struct em_backward_program {
 };
 
 /* What one run's node keeps: the program and the saved tensors with their
- * versions then. */
+ * versions then, in one allocation (a node is made at every call). */
 typedef struct {
     em_backward_program *bp;
     int n_saved;
-    em_tensor **saved;
-    uint64_t *versions;
+    uint64_t *versions; /* [n_saved], after saved[] */
+    em_tensor *saved[];
 } node_ctx;
 
 static void ctx_free(void *p) {
     node_ctx *c = p;
     for (int i = 0; i < c->n_saved; i++) em_tensor_release(c->saved[i]);
-    em_free(c->saved);
-    em_free(c->versions);
     em_backward_program_release(c->bp);
     em_free(c);
+}
+
+/* Per-call scratch arrays of tensors: on the stack when small. */
+#define SMALL 32
+static em_tensor **scratch(em_tensor **small, int n) {
+    if (n <= SMALL) {
+        memset(small, 0, SMALL * sizeof *small);
+        return small;
+    }
+    return em_calloc((size_t)n, sizeof(em_tensor *));
+}
+static void scratch_free(em_tensor **a, em_tensor **small) {
+    if (a != small) em_free(a);
 }
 
 void em_backward_program_release(em_backward_program *bp) {
@@ -101,12 +111,12 @@ em_status em_backward_program_new(const char *name, em_ir_graph *joint, const em
     }
     bp->refcount = 1;
     snprintf(bp->name, sizeof bp->name, "%s", name);
-    bp->n_outputs = layout->n_outputs;
     bp->n_saved_results = part.n_saved_results;
     bp->n_saved_inputs = part.n_saved_inputs;
     bp->n_grad_outputs = layout->n_grad_outputs;
     bp->n_grad_inputs = layout->n_grad_inputs;
-    bp->saved_inputs = copy_ints(part.saved_inputs, part.n_saved_inputs);
+    bp->saved_inputs = part.saved_inputs; /* (taken) */
+    part.saved_inputs = NULL;
     bp->grad_outputs = copy_ints(layout->grad_outputs, layout->n_grad_outputs);
     bp->grad_inputs = copy_ints(layout->grad_inputs, layout->n_grad_inputs);
     bp->report = part.report;
@@ -117,7 +127,7 @@ em_status em_backward_program_new(const char *name, em_ir_graph *joint, const em
     for (int i = 0; i < bw->n_params && st == EM_OK; i++) {
         int k = i - part.n_saved_results;
         if (k >= 0 && k < part.n_saved_inputs) {
-            em_tensor_retain(ex[i] = examples[part.saved_inputs[k]]);
+            em_tensor_retain(ex[i] = examples[bp->saved_inputs[k]]);
         } else if (!(ex[i] = example_of(bw->params[i]))) {
             st = em_last_status();
         }
@@ -168,8 +178,8 @@ static em_status run_backward(void *p, em_tensor *const *gout, int n_out, em_ten
                             (unsigned long long)c->versions[i], bp->name);
         }
     int n = c->n_saved + n_out;
-    em_tensor **in = em_calloc((size_t)n + 1, sizeof *in);
-    em_tensor **res = em_calloc((size_t)bp->n_grad_inputs + 1, sizeof *res);
+    em_tensor *small_in[SMALL], *small_res[SMALL];
+    em_tensor **in = scratch(small_in, n), **res = scratch(small_res, bp->n_grad_inputs);
     em_status st = in && res ? EM_OK : em_error(EM_ERR_NOMEM, "%s: out of memory in backward", bp->name);
     for (int i = 0; i < c->n_saved && st == EM_OK; i++) {
         em_tensor *t = c->saved[i];
@@ -201,25 +211,24 @@ static em_status run_backward(void *p, em_tensor *const *gout, int n_out, em_ten
     }
     for (int i = 0; in && i < n; i++) em_tensor_release(in[i]);
     for (int i = 0; res && i < bp->n_grad_inputs; i++) em_tensor_release(res[i]);
-    em_free(in);
-    em_free(res);
+    scratch_free(in, small_in);
+    scratch_free(res, small_res);
     return st;
 }
 
 em_status em_backward_program_attach(em_backward_program *bp, em_tensor *const *in, em_tensor **outs,
                                      em_tensor *const *saved_results) {
-    node_ctx *c = em_calloc(1, sizeof *c);
     int n_saved = bp->n_saved_results + bp->n_saved_inputs;
-    em_tensor **diff = em_malloc((size_t)(bp->n_grad_inputs + 1) * sizeof *diff);
-    em_tensor **rg = em_malloc((size_t)(bp->n_grad_outputs + 1) * sizeof *rg);
-    if (!c || !diff || !rg || !(c->saved = em_calloc((size_t)n_saved + 1, sizeof *c->saved)) ||
-        !(c->versions = em_malloc(((size_t)n_saved + 1) * sizeof *c->versions))) {
-        if (c) em_free(c->saved);
+    node_ctx *c = em_malloc(sizeof *c + (size_t)n_saved * (sizeof(em_tensor *) + sizeof(uint64_t)));
+    em_tensor *small_diff[SMALL], *small_rg[SMALL];
+    em_tensor **diff = scratch(small_diff, bp->n_grad_inputs), **rg = scratch(small_rg, bp->n_grad_outputs);
+    if (!c || !diff || !rg) {
         em_free(c);
-        em_free(diff);
-        em_free(rg);
+        scratch_free(diff, small_diff);
+        scratch_free(rg, small_rg);
         return em_error(EM_ERR_NOMEM, "%s: out of memory", bp->name);
     }
+    c->versions = (uint64_t *)(c->saved + n_saved);
     for (int i = 0; i < n_saved; i++) {
         em_tensor *t = i < bp->n_saved_results ? saved_results[i] : in[bp->saved_inputs[i - bp->n_saved_results]];
         em_tensor_retain(c->saved[i] = t);
@@ -251,7 +260,7 @@ em_status em_backward_program_attach(em_backward_program *bp, em_tensor *const *
         st = em_autograd_custom("CompiledFunctionBackward", diff, bp->n_grad_inputs, rg, bp->n_grad_outputs,
                                 run_backward, c, ctx_free);
     if (st != EM_OK) ctx_free(c);
-    em_free(diff);
-    em_free(rg);
+    scratch_free(diff, small_diff);
+    scratch_free(rg, small_rg);
     return st;
 }

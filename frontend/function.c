@@ -631,8 +631,10 @@ static int run_spec(em_function *f, spec *s, em_call *call, em_tensor **in, int 
             return -1;
         }
     em_rng_state rng = em_rng_get_state();
-    em_tensor **outs = call->outs; /* (with the values saved for the backward after the results) */
-    if (s->backward && !(outs = em_calloc((size_t)first_extra(s) + 1, sizeof *outs))) {
+    /* with a backward, the values saved for it follow the results (in
+     * call->outs itself when they fit) */
+    em_tensor **outs = call->outs;
+    if (first_extra(s) > EM_FUNCTION_MAX_OUTPUTS && !(outs = em_calloc((size_t)first_extra(s), sizeof *outs))) {
         release_externals(s, in + n_targs);
         em_error(EM_ERR_NOMEM, "compiled %s: out of memory", f->name);
         return -1;
@@ -643,19 +645,19 @@ static int run_spec(em_function *f, spec *s, em_call *call, em_tensor **in, int 
     em_status st = em_compiled_run(s->compiled, in, n_in, outs, first_extra(s));
     if (unlock) f->host.relock(token);
     em_set_grad_enabled(was);
-    if (outs != call->outs) {
-        if (st == EM_OK) {
-            memcpy(call->outs, outs, (size_t)s->n_out * sizeof *outs);
-            st = em_backward_program_attach(s->backward, in, call->outs, outs + s->n_out);
-            if (st != EM_OK)
-                for (int j = 0; j < s->n_out; j++) {
-                    em_tensor_release(call->outs[j]);
-                    call->outs[j] = NULL;
-                }
-            for (int j = s->n_out; j < first_extra(s); j++) em_tensor_release(outs[j]);
+    if (s->backward && st == EM_OK) {
+        if (outs != call->outs) memcpy(call->outs, outs, (size_t)s->n_out * sizeof *outs);
+        st = em_backward_program_attach(s->backward, in, call->outs, outs + s->n_out);
+        for (int j = 0; j < s->n_out && st != EM_OK; j++) {
+            em_tensor_release(call->outs[j]);
+            call->outs[j] = NULL;
         }
-        em_free(outs);
+        for (int j = s->n_out; j < first_extra(s); j++) { /* (the node holds its own references) */
+            em_tensor_release(outs[j]);
+            outs[j] = NULL;
+        }
     }
+    if (outs != call->outs) em_free(outs);
     release_externals(s, in + n_targs);
     if (st == EM_ERR_GUARD) {
         em_rng_set_state(rng); /* (the run stopped at the guard, before any write) */

@@ -245,7 +245,10 @@ em_status em_interp_run_region(const em_ir_node *node, em_tensor *const *in, em_
             out[i] = slots[r->results[i]->id];
             em_tensor_retain(out[i]);
         }
-    for (int i = 0; i < g->n_values; i++) em_tensor_release(slots[i]);
+    /* (only the region's own values are held: no sweep of the whole graph's) */
+    for (int i = 0; i < r->n_params; i++) em_tensor_release(slots[r->params[i]->id]);
+    for (const em_ir_node *n = r->first; n; n = n->next)
+        for (int i = 0; i < n->n_out; i++) em_tensor_release(slots[n->out[i]->id]);
     em_free(slots);
     return st;
 }
