@@ -585,7 +585,8 @@ static em_status discover(engine *e, em_node *const *roots, int n_roots) {
         stack[top++] = roots[r];
         while (top && st == EM_OK) {
             em_node *n = stack[--top];
-            for (int i = 0; i < n->n_in && !is_boundary(e, n); i++) {
+            int n_next = is_boundary(e, n) ? 0 : n->n_in; /* (nothing past a bound) */
+            for (int i = 0; i < n_next; i++) {
                 em_node *m = n->next[i].node;
                 if (!m) continue;
                 task *t = lookup(e, m, false);
@@ -925,7 +926,8 @@ static em_status run(engine *e, em_tensor *const *outputs, em_tensor *const *gra
         drop_grads(t); /* done with them: memory back now, and a gradient that was a view
                           of one of them can become a leaf's .grad without a copy */
         em_node *node = t->node;
-        for (int i = 0; i < node->n_in && st == EM_OK && !is_boundary(e, node); i++) {
+        int n_next = is_boundary(e, node) ? 0 : node->n_in;
+        for (int i = 0; i < n_next && st == EM_OK; i++) {
             if (!node->next[i].node) continue;
             task *m = lookup(e, node->next[i].node, false);
             if (--m->deps == 0 && !m->queued) push_ready(e, m);
