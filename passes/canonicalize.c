@@ -401,12 +401,19 @@ static bool put_into_zeros(const em_ir_value *v, int *dim, piece *p) {
     return true;
 }
 
-/* The pieces of a tree of additions of puts into zeros, or -1. */
+static bool put_or_add(const em_ir_value *v) {
+    return v->def && (v->def->op == EM_OP_INDEX_PUT || v->def->op == EM_OP_ADD);
+}
+
+/* The pieces of a tree of additions of puts into zeros, or -1. Both
+ * operands are looked at before either is descended into, so that an
+ * ordinary chain of additions (every add node is tried) fails at once
+ * rather than after a walk down the chain. */
 static int pieces_of(const em_ir_value *v, const em_type *t, int *dim, piece *out, int n) {
     if (n < 0 || n >= MAX_PIECES || !em_type_eq(&v->type, t)) return -1;
     if (put_into_zeros(v, dim, &out[n])) return n + 1;
     const em_ir_node *d = v->def;
-    if (!d || d->op != EM_OP_ADD || d->n_in != 2) return -1;
+    if (!d || d->op != EM_OP_ADD || d->n_in != 2 || !put_or_add(d->in[0]) || !put_or_add(d->in[1])) return -1;
     return pieces_of(d->in[1], t, dim, out, pieces_of(d->in[0], t, dim, out, n));
 }
 
