@@ -57,6 +57,8 @@ typedef struct {
     em_llvm_code *code;   /* the machine code (code.c) */
     em_llvm_code_source source;
     char key[EM_LLVM_KEY_LEN + 1];
+    int64_t min_elements; /* fused nodes smaller run op by op */
+    bool dynamic_sizes;   /* compiled for sizes read at run time */
 } executable;
 
 static int64_t jit_min_elements(void) {
@@ -277,7 +279,11 @@ static em_status emit_kernels(executable *x, LLVMModuleRef mod, const em_backend
             k->shares[0] = j;
             x->prog.plan.in_place[n->out[0]->id] = n->in[j]->id;
         }
-        st = em_llvm_emit_kernel(mod, k->name, n, k->in_strides, k->shares);
+        em_llvm_sizes sizes = {0};
+        st = em_llvm_emit_kernel(mod, k->name, n, k->in_strides, k->shares, opts->dynamic_sizes ? &sizes : NULL);
+        if (st == EM_OK && sizes.nomem) st = EM_ERR_NOMEM;
+        k->sizes = sizes.v;
+        k->n_sizes = sizes.n;
     }
     free(aliases);
     free(donated);
@@ -393,6 +399,8 @@ static em_status build(const em_ir_graph *g, const em_backend_opts *opts, int64_
     int n_fused = -1;
     if (x && strides) {
         x->prog.g = g;
+        x->min_elements = min_elements;
+        x->dynamic_sizes = opts->dynamic_sizes;
         for (int i = 0; kernel_of && i < g->n_nodes; i++) kernel_of[i] = -1;
         x->split = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *x->split);
         propagate_layouts(g, opts->examples, opts->n_examples, strides);
@@ -433,7 +441,10 @@ static em_status llvm_compile(const em_ir_graph *g, const em_backend_opts *opts,
     executable *x;
     LLVMOrcThreadSafeContextRef tsctx;
     LLVMModuleRef mod;
-    em_status st = build(g, opts, jit_min_elements(), &x, &tsctx, &mod);
+    /* (compiled for sizes read at run time, every fused node is a kernel:
+     * which are big enough would depend on the sizes, and the code is
+     * shared by every size) */
+    em_status st = build(g, opts, opts->dynamic_sizes ? 0 : jit_min_elements(), &x, &tsctx, &mod);
     if (st == EM_OK && (st = finish(x, tsctx, mod, GRAPH_FN, opts)) != EM_OK) exec_free(x);
     if (st == EM_OK) *state = x;
     return st;
@@ -449,6 +460,8 @@ static em_status llvm_compile_object(const em_ir_graph *g, const em_backend_opts
     executable *x;
     LLVMOrcThreadSafeContextRef tsctx;
     LLVMModuleRef mod;
+    if (opts->dynamic_sizes)
+        return em_error(EM_ERR_NOT_IMPLEMENTED, "llvm: ahead of time: a model compiled for sizes read at run time");
     em_status st = build(g, opts, 0, &x, &tsctx, &mod);
     if (st != EM_OK) return st;
     LLVMContextRef ctx = LLVMGetModuleContext(mod);
@@ -500,12 +513,14 @@ static char *llvm_describe(void *state) {
     em_strbuf s;
     em_strbuf_init(&s);
     int small = 0;
-    int64_t min_elements = jit_min_elements();
+    int64_t min_elements = x->min_elements;
     for (const em_ir_node *n = x->prog.g->body->first; n; n = n->next)
         small += n->region && !worth_compiling(n, min_elements);
-    em_strbuf_printf(&s, "llvm backend: %d fused kernel%s compiled for %s; other nodes run their "
+    em_strbuf_printf(&s, "llvm backend: %d fused kernel%s compiled for %s%s; other nodes run their "
                          "eager kernels\n",
-                     x->prog.n_kernels, x->prog.n_kernels == 1 ? "" : "s", em_llvm_host_cpu());
+                     x->prog.n_kernels, x->prog.n_kernels == 1 ? "" : "s", em_llvm_host_cpu(),
+                     x->dynamic_sizes ? ", reading sizes at run time (dynamic shapes: every fused node is a kernel)"
+                                      : "");
     static const char *const source[] = {"compiled now", "shared with an identical graph compiled before",
                                          "loaded from the compile cache"};
     static const char *const cache_word[] = {"cache miss", "shared", "cache hit"};
@@ -561,7 +576,10 @@ static char *llvm_describe(void *state) {
 
 static char *llvm_profile(void *state) { return em_interp_profile(((executable *)state)->interp); }
 
-static const em_backend llvm_backend = {"llvm",        llvm_compile, llvm_run,           llvm_describe,
-                                        llvm_profile, exec_free,    em_llvm_cache_clear, llvm_compile_object};
+static const char *llvm_code_id(void *state) { return ((executable *)state)->key; }
+
+static const em_backend llvm_backend = {"llvm",       llvm_compile, llvm_run,            llvm_describe,
+                                        llvm_profile, exec_free,    llvm_code_id,        em_llvm_cache_clear,
+                                        llvm_compile_object};
 
 const em_backend *em_llvm_backend(void) { return &llvm_backend; }

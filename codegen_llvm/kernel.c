@@ -18,6 +18,13 @@
  * is a call to em_scalar_<op>_<dtype> from the linked scalar library, which
  * inlines: the same definition the eager kernels run.
  *
+ * Compiled for sizes read at run time (dynamic shapes, em_llvm_size), the
+ * same loops read every size and outer stride from a table the launch
+ * passes after the operands, loaded once in the entry block; strides of 0
+ * and +-1 in the inner loop stay constants, so it still vectorises. The
+ * module then depends only on the graph's structure, and another size of
+ * the same graph gets the same code (docs/dynamic_shapes.md).
+ *
  * A GEMM epilogue (a region holding a matmul: the fuse pass explains
  * when) compiles to the same kind of kernel over the product's
  * elements: the launch has BLAS write the product into result 0's memory
@@ -39,7 +46,9 @@ static const char *const dtype_sfx[EM_DTYPE_COUNT] = {
 
 typedef em_llvm_emitter emitter;
 
-void em_llvm_emitter_init(em_llvm_emitter *e, LLVMModuleRef mod) {
+void em_llvm_emitter_init(em_llvm_emitter *e, LLVMModuleRef mod, em_llvm_sizes *sizes) {
+    memset(e, 0, sizeof *e);
+    e->sizes = sizes;
     e->ctx = LLVMGetModuleContext(mod);
     e->mod = mod;
     e->i64 = LLVMInt64TypeInContext(e->ctx);
@@ -59,6 +68,55 @@ LLVMValueRef em_llvm_kernel_function(const em_llvm_emitter *e, const char *name)
     LLVMAddTargetDependentFunctionAttr(fn, "target-cpu", em_llvm_host_cpu());
     LLVMAddTargetDependentFunctionAttr(fn, "target-features", em_llvm_host_features());
     return fn;
+}
+
+void em_llvm_emitter_enter(em_llvm_emitter *e, LLVMValueRef fn, LLVMBasicBlockRef entry, int n_ops) {
+    e->ptrs = LLVMGetParam(fn, 2);
+    e->entry = entry;
+    e->n_ops = n_ops;
+    e->table = NULL;
+}
+
+/* Emits into the entry block, before its branch when it has one. */
+static LLVMBuilderRef at_entry(const emitter *e) {
+    LLVMBuilderRef b = LLVMCreateBuilderInContext(e->ctx);
+    LLVMValueRef term = LLVMGetBasicBlockTerminator(e->entry);
+    if (term)
+        LLVMPositionBuilderBefore(b, term);
+    else
+        LLVMPositionBuilderAtEnd(b, e->entry);
+    return b;
+}
+
+LLVMValueRef em_llvm_size(emitter *e, int64_t v) {
+    em_llvm_sizes *t = e->sizes;
+    if (!t) return em_llvm_i64(e, v);
+    if (t->n == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 16;
+        int64_t *nv = realloc(t->v, (size_t)cap * sizeof *nv);
+        if (!nv) {
+            t->nomem = true;
+            return em_llvm_i64(e, v);
+        }
+        t->v = nv;
+        t->cap = cap;
+    }
+    /* loaded in the entry block: the kernel's stores could alias the table
+     * as far as LLVM knows, so a load in a loop would stay in it */
+    LLVMBuilderRef b = at_entry(e);
+    if (!e->table) {
+        LLVMValueRef idx = em_llvm_i64(e, e->n_ops);
+        e->table = LLVMBuildLoad2(b, e->ptr, LLVMBuildGEP2(b, e->ptr, e->ptrs, &idx, 1, ""), "sizes");
+    }
+    LLVMValueRef idx = em_llvm_i64(e, t->n);
+    LLVMValueRef r = LLVMBuildLoad2(b, e->i64, LLVMBuildGEP2(b, e->i64, e->table, &idx, 1, ""), "size");
+    LLVMDisposeBuilder(b);
+    t->v[t->n++] = v;
+    return r;
+}
+
+LLVMValueRef em_llvm_stride(emitter *e, int64_t v) {
+    return v >= -1 && v <= 1 ? em_llvm_i64(e, v) : em_llvm_size(e, v);
 }
 
 /* The type a value of `dt` has in registers (bool: i1; the 16-bit floats:
@@ -259,16 +317,17 @@ em_status em_llvm_kernel_split(const em_ir_node *node, int64_t (*const in_stride
 }
 
 em_status em_llvm_emit_kernel(LLVMModuleRef mod, const char *name, const em_ir_node *node,
-                              int64_t (*const in_strides)[EM_MAX_DIMS], const int *shares) {
-    if (em_llvm_is_row_kernel(node)) return em_llvm_emit_row_kernel(mod, name, node, in_strides);
+                              int64_t (*const in_strides)[EM_MAX_DIMS], const int *shares, em_llvm_sizes *sizes) {
+    if (em_llvm_is_row_kernel(node)) return em_llvm_emit_row_kernel(mod, name, node, in_strides, sizes);
     geometry g = {0};
     em_status st = plan(node, in_strides, &g);
     if (st != EM_OK) return st;
     emitter e;
-    em_llvm_emitter_init(&e, mod);
+    em_llvm_emitter_init(&e, mod, sizes);
     LLVMValueRef fn = em_llvm_kernel_function(&e, name);
     LLVMValueRef begin = LLVMGetParam(fn, 0), end = LLVMGetParam(fn, 1), ptrs = LLVMGetParam(fn, 2);
     LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e.ctx, fn, "entry");
+    em_llvm_emitter_enter(&e, fn, entry, g.n_ops);
     LLVMBasicBlockRef row_head = LLVMAppendBasicBlockInContext(e.ctx, fn, "row");
     LLVMBasicBlockRef row_body = LLVMAppendBasicBlockInContext(e.ctx, fn, "row.body");
     LLVMBasicBlockRef loop = LLVMAppendBasicBlockInContext(e.ctx, fn, "inner");
@@ -297,7 +356,7 @@ em_status em_llvm_emit_kernel(LLVMModuleRef mod, const char *name, const em_ir_n
         base[k] = LLVMBuildLoad2(b, e.ptr, slot, "");
     }
     int last = g.nd - 1;
-    LLVMValueRef inner = em_llvm_i64(&e, g.shape[last]);
+    LLVMValueRef inner = em_llvm_size(&e, g.shape[last]);
     LLVMValueRef row0 = LLVMBuildSDiv(b, begin, inner, "row0");
     LLVMBuildBr(b, row_head);
 
@@ -317,13 +376,16 @@ em_status em_llvm_emit_kernel(LLVMModuleRef mod, const char *name, const em_ir_n
     LLVMValueRef off[80];
     for (int k = 0; k < g.n_ops; k++) off[k] = em_llvm_i64(&e, 0);
     LLVMValueRef rem = row;
-    for (int d = last - 1; d >= 0; d--) {
-        LLVMValueRef size = em_llvm_i64(&e, g.shape[d]);
-        LLVMValueRef idx = LLVMBuildSRem(b, rem, size, "");
-        rem = LLVMBuildSDiv(b, rem, size, "");
+    for (int d = last - 1; d >= 0; d--) { /* (the outermost index is what is left: rows < the space's) */
+        LLVMValueRef idx = rem;
+        if (d) {
+            LLVMValueRef size = em_llvm_size(&e, g.shape[d]);
+            idx = LLVMBuildSRem(b, rem, size, "");
+            rem = LLVMBuildSDiv(b, rem, size, "");
+        }
         for (int k = 0; k < g.n_ops; k++)
             if (g.strides[k][d])
-                off[k] = LLVMBuildAdd(b, off[k], LLVMBuildMul(b, idx, em_llvm_i64(&e, g.strides[k][d]), ""), "");
+                off[k] = LLVMBuildAdd(b, off[k], LLVMBuildMul(b, idx, em_llvm_size(&e, g.strides[k][d]), ""), "");
     }
     LLVMBasicBlockRef row_body_end = LLVMGetInsertBlock(b);
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, j0, j1, ""), loop, latch);
@@ -337,7 +399,7 @@ em_status em_llvm_emit_kernel(LLVMModuleRef mod, const char *name, const em_ir_n
         em_dtype dt = is_out ? node->out[k]->type.dtype : node->in[k - node->n_out]->type.dtype;
         LLVMValueRef ix = off[k];
         if (g.strides[k][last])
-            ix = LLVMBuildAdd(b, ix, LLVMBuildMul(b, j, em_llvm_i64(&e, g.strides[k][last]), ""), "");
+            ix = LLVMBuildAdd(b, ix, LLVMBuildMul(b, j, em_llvm_stride(&e, g.strides[k][last]), ""), "");
         addr[k] = LLVMBuildGEP2(b, em_llvm_mem_type(&e, dt), base[k], &ix, 1, "");
         if (is_out || gemm_operand_only(node, r->params[k - node->n_out])) continue;
         vals[r->params[k - node->n_out]->id] = em_llvm_load(&e, dt, addr[k]);

@@ -66,6 +66,14 @@ em_status em_llvm_cache_clear(void);
 
 /* ---- kernel.c ---- */
 
+/* The size table of a kernel compiled for sizes read at run time: the
+ * values, in the order the code reads them (em_llvm_size), of one graph. */
+typedef struct em_llvm_sizes {
+    int64_t *v;
+    int n, cap;
+    bool nomem;
+} em_llvm_sizes;
+
 /* Can fused node `node` be compiled for inputs with these strides, and how
  * does its launch split? EM_OK, or EM_ERR_NOT_IMPLEMENTED saying why (the
  * node then runs op by op on the eager kernels). */
@@ -78,8 +86,30 @@ typedef struct em_llvm_emitter {
     LLVMModuleRef mod;
     LLVMBuilderRef b; /* created by em_llvm_emitter_init; the caller disposes it */
     LLVMTypeRef i64, i32, i16, i1, i8, f32, f64, ptr;
+    /* Sizes read at run time (em_llvm_size): NULL when the kernel is
+     * compiled for its sizes; else the table being built, which the launch
+     * passes as ptrs[n_ops], loaded in block `entry` of the function whose
+     * ptrs parameter is `ptrs`. */
+    em_llvm_sizes *sizes;
+    int n_ops;
+    LLVMValueRef ptrs, table;
+    LLVMBasicBlockRef entry;
 } em_llvm_emitter;
-void em_llvm_emitter_init(em_llvm_emitter *e, LLVMModuleRef mod);
+/* sizes: NULL, or the table of a kernel compiled for sizes read at run
+ * time (em_llvm_size). */
+void em_llvm_emitter_init(em_llvm_emitter *e, LLVMModuleRef mod, em_llvm_sizes *sizes);
+/* Where a kernel function's code starts: its entry block, its operand
+ * pointers (n_ops of them, then the size table). */
+void em_llvm_emitter_enter(em_llvm_emitter *e, LLVMValueRef fn, LLVMBasicBlockRef entry, int n_ops);
+/* A size of the iteration space (a dim's size, a row's length, a stride
+ * between rows): the constant itself, or, when sizes are read at run time,
+ * the next entry of the size table (loaded once, in the entry block) with
+ * v recorded as its value for this graph. Code emitted the same way for
+ * graphs that differ only in their sizes is then the same code. */
+LLVMValueRef em_llvm_size(em_llvm_emitter *e, int64_t v);
+/* A stride inside the innermost loop: 0 and +-1 stay constants (what lets
+ * the loop vectorise), others are sizes. */
+LLVMValueRef em_llvm_stride(em_llvm_emitter *e, int64_t v);
 /* A new kernel function `name` (em_llvm_kernel_fn) tuned for the host. */
 LLVMValueRef em_llvm_kernel_function(const em_llvm_emitter *e, const char *name);
 /* A dtype's type in registers (bool: i1, 16-bit floats: their bits) and in
@@ -103,7 +133,7 @@ em_status em_llvm_row_split(const em_ir_node *node, int64_t (*const in_strides)[
                             em_llvm_split *split);
 /* Emits a row kernel (see row_kernel.c); em_llvm_emit_kernel calls it. */
 em_status em_llvm_emit_row_kernel(LLVMModuleRef mod, const char *name, const em_ir_node *node,
-                                  int64_t (*const in_strides)[EM_MAX_DIMS]);
+                                  int64_t (*const in_strides)[EM_MAX_DIMS], em_llvm_sizes *sizes);
 
 /* Emits the fused node `node` as function `name` into `mod`, for inputs with
  * the given tensor strides (an elementwise kernel, or a row kernel when the
@@ -111,9 +141,10 @@ em_status em_llvm_emit_row_kernel(LLVMModuleRef mod, const char *name, const em_
  * take none) names per output the input
  * whose memory it is written into, or -1: that output's pointer is the
  * input's (same index, same layout), and the loop reads each element before
- * writing it. */
+ * writing it. sizes: NULL (the sizes are constants), or an empty table the
+ * sizes are read from at run time (em_llvm_size). */
 em_status em_llvm_emit_kernel(LLVMModuleRef mod, const char *name, const em_ir_node *node,
-                              int64_t (*const in_strides)[EM_MAX_DIMS], const int *shares);
+                              int64_t (*const in_strides)[EM_MAX_DIMS], const int *shares, em_llvm_sizes *sizes);
 
 /* ---- graph.c ---- */
 

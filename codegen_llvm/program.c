@@ -87,8 +87,9 @@ int32_t em_llvm_launch(void *kernel, em_tensor *const *in, em_tensor **out, cons
             em_status st = em_interp_run_region(node, in, out);
             return st == EM_OK ? EM_OK : em_ir_node_error(node);
         }
-    char *ptrs[80];
+    char *ptrs[81]; /* the operands, then the size table */
     for (int i = 0; i < node->n_in; i++) ptrs[node->n_out + i] = em_tensor_data(in[i]);
+    ptrs[node->n_out + node->n_in] = (char *)k->sizes;
     for (int i = 0; i < node->n_out; i++) {
         int j = k->shares[i];
         if (j >= 0 && (k->donation[i] < 0 || (run->allowed >> k->donation[i] & 1))) {
@@ -262,6 +263,7 @@ em_status em_llvm_program_run(em_llvm_program *p, em_tensor *const *in, em_tenso
 void em_llvm_program_clear(em_llvm_program *p) {
     for (int i = 0; i < p->n_kernels; i++) {
         free(p->kernels[i].in_strides);
+        free(p->kernels[i].sizes);
         free(p->kernels[i].shares);
         free(p->kernels[i].donation);
     }

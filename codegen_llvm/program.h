@@ -127,6 +127,11 @@ typedef struct em_llvm_kernel {
     int *shares;   /* per output: the node input whose memory it is written into, or -1 */
     int *donation; /* per output: its index among the program's donations, or -1 */
     em_llvm_split split; /* how a launch splits across threads */
+    /* The sizes a kernel compiled for sizes read at run time reads (the
+     * launch passes them after the operands), or NULL: its sizes are in
+     * its code. */
+    int64_t *sizes;
+    int n_sizes;
     int64_t eager_runs;  /* launches that fell back (strides differed) */
 } em_llvm_kernel;
 

@@ -322,13 +322,14 @@ typedef struct {
     LLVMValueRef block_at; /* the index of the block's first element, while loops fill it */
     LLVMValueRef red_out;  /* where em_reduce_row writes */
     LLVMValueRef j;        /* the current loop's index */
+    LLVMValueRef n;        /* a row's length */
     int loop;
 } emit_ctx;
 
 static LLVMValueRef at(emit_ctx *c, int k, em_dtype dt, LLVMValueRef j) {
     LLVMBuilderRef b = c->e.b;
     LLVMValueRef ix = c->off[k];
-    if (j && c->p->istr[k]) ix = LLVMBuildAdd(b, ix, LLVMBuildMul(b, j, em_llvm_i64(&c->e, c->p->istr[k]), ""), "");
+    if (j && c->p->istr[k]) ix = LLVMBuildAdd(b, ix, LLVMBuildMul(b, j, em_llvm_stride(&c->e, c->p->istr[k]), ""), "");
     return LLVMBuildGEP2(b, em_llvm_mem_type(&c->e, dt), c->base[k], &ix, 1, "");
 }
 
@@ -474,7 +475,7 @@ static em_status row_loop(emit_ctx *c, int level) {
     if (!work) return EM_OK;
     int streamed = p->streamed >= 0 && p->level[r->results[p->streamed]->id] == level ? p->streamed : -1;
     em_llvm_emitter *e = &c->e;
-    LLVMValueRef zero = em_llvm_i64(e, 0), n = em_llvm_i64(e, p->n);
+    LLVMValueRef zero = em_llvm_i64(e, 0), n = c->n;
     if (streamed < 0) return element_loop(c, level, zero, n);
     LLVMBuilderRef b = e->b;
     LLVMValueRef row_args[2] = {at(c, streamed, EM_DTYPE_F32, NULL), n};
@@ -539,9 +540,9 @@ static void row_reductions(emit_ctx *c, int level) {
         bool mean;
         LLVMValueRef fold = library_fold(c, n, &mean);
         if (fold) { /* as em_reduce_row's finish: a mean divides in double, then rounds */
-            LLVMValueRef fa[2] = {row, em_llvm_i64(e, p->n)};
+            LLVMValueRef fa[2] = {row, c->n};
             LLVMValueRef d = LLVMBuildCall2(e->b, LLVMGlobalGetValueType(fold), fold, fa, 2, "");
-            if (mean) d = LLVMBuildFDiv(e->b, d, LLVMConstReal(e->f64, (double)p->n), "");
+            if (mean) d = LLVMBuildFDiv(e->b, d, LLVMBuildSIToFP(e->b, c->n, e->f64, ""), "");
             c->rowv[v->id] = LLVMBuildFPTrunc(e->b, d, e->f32, "");
             continue;
         }
@@ -550,7 +551,7 @@ static void row_reductions(emit_ctx *c, int level) {
             attrs_constant(e, &n->attrs),
             LLVMConstInt(i32, (unsigned long long)x->type.dtype, 0),
             row,
-            em_llvm_i64(e, p->n),
+            c->n,
             LLVMConstInt(i32, (unsigned long long)v->type.dtype, 0),
             c->red_out,
         };
@@ -569,17 +570,20 @@ static em_status emit_rows(emit_ctx *c) {
     LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "row.body");
     LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(e->ctx, c->fn, "exit");
 
-    /* entry: operand pointers, scratch rows */
+    /* entry: operand pointers, the row length, scratch rows */
+    em_llvm_emitter_enter(e, c->fn, entry, p->n_ops);
     LLVMPositionBuilderAtEnd(b, entry);
     for (int k = 0; k < p->n_ops; k++) {
         LLVMValueRef idx = em_llvm_i64(e, k);
         c->base[k] = LLVMBuildLoad2(b, e->ptr, LLVMBuildGEP2(b, e->ptr, ptrs, &idx, 1, ""), "");
     }
+    c->n = em_llvm_size(e, p->n);
     for (const em_ir_node *n = p->r->first; n; n = n->next) {
         const em_ir_value *v = n->out[0];
         if (!p->scratch[v->id] || p->home[v->id] >= 0) continue;
-        LLVMTypeRef row_type = LLVMArrayType2(em_llvm_mem_type(e, v->type.dtype), (uint64_t)p->n);
-        c->buf[v->id] = LLVMBuildAlloca(b, row_type, "scratch");
+        LLVMTypeRef mt = em_llvm_mem_type(e, v->type.dtype);
+        c->buf[v->id] = e->sizes ? LLVMBuildArrayAlloca(b, mt, c->n, "scratch")
+                                 : LLVMBuildAlloca(b, LLVMArrayType2(mt, (uint64_t)p->n), "scratch");
         LLVMSetAlignment(c->buf[v->id], 64);
     }
     if (p->streamed >= 0) {
@@ -599,12 +603,15 @@ static em_status emit_rows(emit_ctx *c) {
     for (int k = 0; k < p->n_ops; k++) c->off[k] = em_llvm_i64(e, 0);
     LLVMValueRef rem = row;
     for (int d = p->nd_outer - 1; d >= 0; d--) {
-        LLVMValueRef size = em_llvm_i64(e, p->outer[d]);
-        LLVMValueRef idx = d ? LLVMBuildSRem(b, rem, size, "") : rem;
-        if (d) rem = LLVMBuildSDiv(b, rem, size, "");
+        LLVMValueRef idx = rem;
+        if (d) {
+            LLVMValueRef size = em_llvm_size(e, p->outer[d]);
+            idx = LLVMBuildSRem(b, rem, size, "");
+            rem = LLVMBuildSDiv(b, rem, size, "");
+        }
         for (int k = 0; k < p->n_ops; k++)
             if (p->ostr[k][d])
-                c->off[k] = LLVMBuildAdd(b, c->off[k], LLVMBuildMul(b, idx, em_llvm_i64(e, p->ostr[k][d]), ""), "");
+                c->off[k] = LLVMBuildAdd(b, c->off[k], LLVMBuildMul(b, idx, em_llvm_size(e, p->ostr[k][d]), ""), "");
     }
     for (const em_ir_node *n = p->r->first; n; n = n->next) {
         const em_ir_value *v = n->out[0];
@@ -630,7 +637,7 @@ static em_status emit_rows(emit_ctx *c) {
 }
 
 em_status em_llvm_emit_row_kernel(LLVMModuleRef mod, const char *name, const em_ir_node *node,
-                                  int64_t (*const in_strides)[EM_MAX_DIMS]) {
+                                  int64_t (*const in_strides)[EM_MAX_DIMS], em_llvm_sizes *sizes) {
     row_plan p;
     em_status st = plan_rows(node, in_strides, &p);
     if (st != EM_OK) return st;
@@ -641,7 +648,7 @@ em_status em_llvm_emit_row_kernel(LLVMModuleRef mod, const char *name, const em_
     c.rowv = calloc(nv, sizeof *c.rowv);
     c.vals = calloc(nv, sizeof *c.vals);
     c.buf = calloc(nv, sizeof *c.buf);
-    em_llvm_emitter_init(&c.e, mod);
+    em_llvm_emitter_init(&c.e, mod, sizes);
     if (c.rowv && c.vals && c.buf) {
         c.fn = em_llvm_kernel_function(&c.e, name);
         st = emit_rows(&c);

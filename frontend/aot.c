@@ -415,7 +415,7 @@ static em_status export_graph(const em_aot_opts *o, const em_aot_trace *t, const
     const em_backend *be = em_llvm_backend();
     char p[4200], stem[4096];
     snprintf(p, sizeof p, "%s/graph.o", dir);
-    em_backend_opts bo = {examples, t->n_inputs, NULL, NULL, t->spec};
+    em_backend_opts bo = {examples, t->n_inputs, NULL, NULL, t->spec, false};
     char *program = NULL, *desc = NULL, *text = NULL;
     em_status st = be->compile_object(g, &bo, p, EM_AOT_TABLE, &program);
     blob b = {NULL, 0};
@@ -468,7 +468,7 @@ em_status em_aot_export(const em_aot_opts *o, const em_aot_trace *t) {
                             "reached through a module or a closure)", t->arg_names[t->slots[j].owner]);
         }
     /* the passes (the interpreter as the backend: no code made here) */
-    em_compile_opts co = {0, NULL, "interp", NULL, t->spec, t->passes};
+    em_compile_opts co = {0, NULL, "interp", NULL, t->spec, t->passes, false};
     em_compiled *c = NULL;
     em_status st = em_compile(t->graph, t->inputs, t->n_inputs, &co, &c); /* (graph taken) */
     if (st != EM_OK) return st;

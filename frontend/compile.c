@@ -32,6 +32,7 @@ struct em_compiled {
     double passes_ms, backend_ms; /* compile time by stage, for explain() */
     char *passes;                 /* the pipeline run, comma-separated */
     char *pass_report;            /* what the passes said they did */
+    bool dynamic_sizes;           /* compiled for sizes read at run time */
 };
 
 static double now_ms(void) {
@@ -64,9 +65,15 @@ static char *interp_profile(void *state) { return em_interp_profile(state); }
 
 static void interp_free(void *state) { em_interp_free(state); }
 
-static const em_backend interp_backend = {"interp",        interp_compile, interp_run,
-                                          interp_describe, interp_profile, interp_free,
-                                          NULL /* (no code to cache) */, NULL /* (nor ahead of time) */};
+static const em_backend interp_backend = {"interp",
+                                          interp_compile,
+                                          interp_run,
+                                          interp_describe,
+                                          interp_profile,
+                                          interp_free,
+                                          NULL /* (no code) */,
+                                          NULL /* (nor any to cache) */,
+                                          NULL /* (nor ahead of time) */};
 
 const em_backend *em_interp_backend(void) { return &interp_backend; }
 
@@ -222,7 +229,8 @@ em_status em_compile(em_ir_graph *graph, em_tensor *const *examples, int n_examp
     if (opts->backend && strcmp(opts->backend, "interp") == 0) want = NULL;
     if (opts->backend && strcmp(opts->backend, "llvm") == 0 && !want)
         snprintf(c->note, sizeof c->note, "ember was built without LLVM; using the interpreter");
-    em_backend_opts bo = {examples, n_examples, NULL, NULL, opts->spec};
+    em_backend_opts bo = {examples, n_examples, NULL, NULL, opts->spec, opts->dynamic_sizes};
+    c->dynamic_sizes = opts->dynamic_sizes;
     if (dc.dir && (opts->dump_mask & EM_DUMP_LLVM)) {
         bo.dump = dump_backend_text;
         bo.dump_ctx = &dc;
@@ -271,6 +279,10 @@ void em_compiled_free(em_compiled *c) {
 const char *em_compiled_backend(const em_compiled *c) { return c->backend->name; }
 const char *em_compiled_dump_path(const em_compiled *c) { return c->dump_path; }
 const char *em_compiled_note(const em_compiled *c) { return c->note; }
+const char *em_compiled_code_id(const em_compiled *c) {
+    return c->backend->code_id ? c->backend->code_id(c->state) : NULL;
+}
+bool em_compiled_dynamic_sizes(const em_compiled *c) { return c->dynamic_sizes; }
 const em_ir_graph *em_compiled_graph(const em_compiled *c) { return c->graph; }
 void em_compiled_times(const em_compiled *c, double *passes_ms, double *backend_ms) {
     *passes_ms = c->passes_ms;

@@ -49,6 +49,10 @@
  * outlives the call (em_trace_result.retry) a function gets before its
  * calls like that one run eagerly for good. */
 #define MAX_RETRIES 3
+/* Specialisations beyond the cache limit that run the machine code of
+ * another (dynamic shapes: the same graph at another size costs a trace
+ * and a memory plan, not a compile). */
+#define MAX_INSTANCES 256
 
 /* ---- switches ---- */
 
@@ -112,6 +116,10 @@ typedef struct spec {
     int *grad_inputs, n_grad_inputs;
     em_backward_program *backward;
     int n_saved;
+    /* Compiled for sizes read at run time (dynamic shapes), and the
+     * specialisation whose machine code it runs (-1: its own). */
+    bool dynamic_sizes;
+    int shares_code_with;
 } spec;
 
 /* Where a specialisation's results past the function's own begin (value
@@ -144,6 +152,15 @@ struct em_function {
     char last_reason[1024];
     char warning[1200];
     char **passes; /* NULL-terminated; NULL: the default pipeline */
+    /* Dynamic shapes: ember.compile(dynamic=) (-1: None, sizes found to
+     * vary make later compiles dynamic; 0: never; 1: from the first);
+     * whether compiles are for sizes read at run time now, and why; set
+     * when a specialisation beyond the cache limit needed code of its own
+     * (no more such traces). */
+    int dynamic;
+    bool sizes_vary;
+    char varying[512];
+    bool instances_exhausted;
     /* em_function_export_next: the export asked for (NULL: none), the
      * random stream before its call, and how it went */
     struct export_request *export;
@@ -181,6 +198,7 @@ em_function *em_function_new(const char *name, int cache_limit, const em_functio
     }
     f->cache_limit = cache_limit;
     f->last_spec = -1;
+    f->dynamic = -1;
     return f;
 }
 
@@ -226,6 +244,46 @@ void em_function_reset(em_function *f) {
     f->n_value_guard_failures = 0;
     f->n_retries = 0;
     f->last_event = NULL;
+    f->sizes_vary = f->dynamic == 1;
+    snprintf(f->varying, sizeof f->varying, "%s", f->dynamic == 1 ? "every dim (dynamic=True)" : "");
+    f->instances_exhausted = false;
+}
+
+void em_function_set_dynamic(em_function *f, int mode) {
+    f->dynamic = mode < 0 ? -1 : mode > 0;
+    f->sizes_vary = f->dynamic == 1;
+    snprintf(f->varying, sizeof f->varying, "%s", f->dynamic == 1 ? "every dim (dynamic=True)" : "");
+}
+
+/* Specialisations with machine code of their own (what the cache limit
+ * counts). */
+static int n_code(const em_function *f) {
+    int n = 0;
+    for (int i = 0; i < f->n_specs; i++) n += f->specs[i]->shares_code_with < 0;
+    return n;
+}
+
+/* After a call no specialisation accepted: do sizes vary? When the call
+ * differs from one only in sizes (em_guards_differ_in_sizes), or marks
+ * dims dynamic (ember.compiler.mark_dynamic), compiles from now on read
+ * sizes at run time. */
+static void note_varying_sizes(em_function *f, const em_arg *a, int n) {
+    if (f->dynamic == 0 || f->sizes_vary) return;
+    char dims[400] = "";
+    for (int k = 0; k < n; k++) {
+        const em_tensor *t = a[k].kind == EM_ARG_TENSOR ? a[k].tensor : NULL;
+        for (int d = 0; t && d < t->ndim; d++)
+            if (t->dynamic_dims >> d & 1) {
+                size_t len = strlen(dims);
+                snprintf(dims + len, sizeof dims - len, "%s%s dim %d (mark_dynamic)", len ? "; " : "",
+                         a[k].name ? a[k].name : "?", d);
+            }
+    }
+    for (int i = 0; i < f->n_specs && !dims[0]; i++)
+        em_guards_differ_in_sizes(f->specs[i]->guards, a, n, dims, sizeof dims);
+    if (!dims[0]) return;
+    f->sizes_vary = true;
+    snprintf(f->varying, sizeof f->varying, "%s", dims);
 }
 
 static void free_passes(char **passes) {
@@ -381,7 +439,7 @@ static em_status run_spec_of(const spec *s, int n_results, em_run_spec *run) {
 static em_status compile_spec(em_function *f, spec *s, em_call *call, em_ir_graph *graph,
                               em_tensor *const *examples, int k) {
     em_compile_opts opts = {em_dump_mask_from_env(), em_dump_dir_from_env(), getenv("EMBER_BACKEND"),
-                            s->guards, NULL, (const char *const *)f->passes};
+                            s->guards, NULL, (const char *const *)f->passes, s->dynamic_sizes};
     if (s->n_grad_outputs) { /* a joint graph: split; the backward is compiled here, the forward below */
         em_joint_layout layout = {k,
                                   s->n_out,
@@ -419,6 +477,13 @@ static em_status compile_spec(em_function *f, spec *s, em_call *call, em_ir_grap
     }
     for (const em_ir_node *node = em_compiled_graph(s->compiled)->body->first; node; node = node->next)
         s->draws_random |= (em_op_get(node->op)->flags & EM_F_RANDOM) != 0;
+    const char *code = em_compiled_code_id(s->compiled);
+    for (int j = 0; code && j < f->n_specs && s->shares_code_with < 0; j++) {
+        const spec *o = f->specs[j];
+        const char *other = o != s && o->compiled && o->shares_code_with < 0 ? em_compiled_code_id(o->compiled) : NULL;
+        if (other && strcmp(code, other) == 0) s->shares_code_with = j;
+    }
+    if (s->shares_code_with < 0 && n_code(f) > f->cache_limit) f->instances_exhausted = true;
     return EM_OK;
 }
 
@@ -755,6 +820,8 @@ static spec *add_spec(em_function *f, const em_arg *args, int n) {
         return NULL;
     }
     s->index = f->n_specs;
+    s->shares_code_with = -1;
+    s->dynamic_sizes = f->sizes_vary;
     f->specs[f->n_specs++] = s;
     return s;
 }
@@ -953,7 +1020,11 @@ em_status em_function_call(em_function *f, const em_arg *args, int n, em_call *c
     if (r < 0) return em_last_status();
     if (r > 0) return EM_OK;
     f->n_misses++;
-    if (f->n_specs >= f->cache_limit) {
+    note_varying_sizes(f, all, n_all);
+    bool template = false; /* (code compiled for sizes read at run time, which a trace may share) */
+    for (int i = 0; i < f->n_specs; i++) template |= f->specs[i]->dynamic_sizes && f->specs[i]->shares_code_with < 0;
+    bool instance_room = template && !f->instances_exhausted && f->n_specs < f->cache_limit + MAX_INSTANCES;
+    if (n_code(f) >= f->cache_limit && !instance_room) {
         char failed[512] = "";
         if (f->n_specs) em_guards_check(f->specs[f->n_specs - 1]->guards, all, n_all, failed, sizeof failed);
         if (!failed[0]) snprintf(failed, sizeof failed, "%.500s", f->last_reason[0] ? f->last_reason : "?");
@@ -981,7 +1052,11 @@ void em_function_stats_get(const em_function *f, em_function_stats *s) {
     s->value_guard_failures = f->n_value_guard_failures;
     s->retried_traces = f->n_retries;
     s->specializations = f->n_specs;
+    s->code_objects = n_code(f);
     s->cache_limit = f->cache_limit;
+    s->dynamic = f->dynamic;
+    s->sizes_vary = f->sizes_vary;
+    s->varying = f->varying;
     s->n_fallbacks = 0;
     for (int i = 0; i < f->n_fallbacks; i++) s->n_fallbacks += f->fallbacks[i].count > 0;
 }
@@ -1072,6 +1147,8 @@ em_status em_function_spec(const em_function *f, int i, em_spec_info *info) {
     info->pass_report = c ? em_compiled_pass_report(c) : "";
     info->n_captured = s->n_captured;
     info->trace_ms = s->trace_ms;
+    info->dynamic_sizes = s->dynamic_sizes;
+    info->shares_code_with = s->shares_code_with;
     if (c) em_compiled_times(c, &info->passes_ms, &info->backend_ms);
     info->guards = em_guards_print(s->guards);
     info->traced_ir = s->traced_ir ? strdup(s->traced_ir) : NULL;

@@ -35,6 +35,10 @@ typedef struct em_backend_opts {
      * no other result, and every value guard has held. Borrowed during
      * compile only: a backend copies what it keeps. */
     const em_run_spec *spec;
+    /* Compile for sizes read at run time, not baked into the code: graphs
+     * that differ only in their values' sizes then compile to the same
+     * code, which a backend shares between them (dynamic shapes). */
+    bool dynamic_sizes;
 } em_backend_opts;
 
 typedef struct em_backend {
@@ -50,6 +54,9 @@ typedef struct em_backend {
     /* Per-node times of the profiled runs (em_interp_profile), or NULL. */
     char *(*profile)(void *state);
     void (*free)(void *state);
+    /* What identifies the executable's machine code (NULL: the backend
+     * generates none): executables of equal ids run the same code. */
+    const char *(*code_id)(void *state);
     /* Empties the backend's on-disk cache of compiled code (NULL: it has
      * none). */
     em_status (*clear_cache)(void);

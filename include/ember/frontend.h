@@ -177,6 +177,13 @@ void em_guards_free(em_guards *g);
 /* True when `args` pass every guard. Otherwise false, and `why` (if not NULL)
  * describes the first guard that failed, e.g. "x: shape [7] != [1024]". */
 bool em_guards_check(const em_guards *g, const em_arg *args, int n, char *why, size_t why_size);
+/* Do args fail the guards only because sizes changed? True when every
+ * argument passes but for tensors of the same rank, dtype, device and
+ * requires_grad, both laid out contiguously, whose sizes differ in dims
+ * where both are 2 or more (0 and 1 are not sizes like the others: code
+ * treats them apart). `varied` (if not NULL) receives those dims, e.g.
+ * "x dim 0 (128, then 77)". */
+bool em_guards_differ_in_sizes(const em_guards *g, const em_arg *args, int n, char *varied, size_t varied_size);
 /* How many arguments the guards describe, and argument i's kind. */
 int em_guards_count(const em_guards *g);
 em_arg_kind em_guards_kind(const em_guards *g, int i);
@@ -207,6 +214,8 @@ typedef struct em_compile_opts {
     /* the passes to run, NULL-terminated; NULL: EMBER_PASSES (comma-
      * separated) when set, else the default pipeline (em_compile_passes) */
     const char *const *passes;
+    /* compile for sizes read at run time (em_backend_opts.dynamic_sizes) */
+    bool dynamic_sizes;
 } em_compile_opts;
 
 typedef struct em_compiled em_compiled;
@@ -227,6 +236,11 @@ const char *em_compiled_backend(const em_compiled *c);
 const char *em_compiled_dump_path(const em_compiled *c);
 /* Why the preferred backend was not used ("" if it was). */
 const char *em_compiled_note(const em_compiled *c);
+/* What identifies c's machine code (compiled executables with equal ids
+ * share it), or NULL: its backend generates none. */
+const char *em_compiled_code_id(const em_compiled *c);
+/* Was c compiled for sizes read at run time? */
+bool em_compiled_dynamic_sizes(const em_compiled *c);
 const em_ir_graph *em_compiled_graph(const em_compiled *c);
 /* Milliseconds spent in the passes and in the backend's compile. */
 void em_compiled_times(const em_compiled *c, double *passes_ms, double *backend_ms);
@@ -347,7 +361,12 @@ typedef struct em_function_stats {
     int64_t misses;               /* calls no specialisation accepted */
     int64_t value_guard_failures; /* runs discarded by a value guard */
     int retried_traces, specializations, cache_limit;
-    int n_fallbacks; /* reasons calls ran eagerly: em_function_fallback */
+    int code_objects; /* specialisations with machine code of their own (the
+                         others run one of theirs: dynamic shapes) */
+    int n_fallbacks;  /* reasons calls ran eagerly: em_function_fallback */
+    int dynamic;      /* em_function_set_dynamic's mode */
+    bool sizes_vary;  /* compiles are for sizes read at run time now */
+    const char *varying; /* which dims were seen to vary (borrowed; "" when none) */
 } em_function_stats;
 void em_function_stats_get(const em_function *f, em_function_stats *s);
 /* Fallback reason i and how many calls ran eagerly for it (borrowed). */
@@ -377,11 +396,23 @@ typedef struct em_spec_info {
      * (borrowed); NULL and "" otherwise */
     char *backward_graph, *backward_kernels, *backward_profile;
     const char *partition;
+    /* compiled for sizes read at run time; the specialisation whose machine
+     * code it runs (-1: its own) */
+    bool dynamic_sizes;
+    int shares_code_with;
 } em_spec_info;
 em_status em_function_spec(const em_function *f, int i, em_spec_info *info);
 void em_spec_info_clear(em_spec_info *info);
 /* Forgets every specialisation and counter. */
 void em_function_reset(em_function *f);
+/* Dynamic shapes, as torch.compile's `dynamic`: mode < 0 (None): once a
+ * call misses only because sizes changed (em_guards_differ_in_sizes), or
+ * passes a tensor with dims marked dynamic, later specialisations are
+ * compiled for sizes read at run time, so that one graph at other sizes
+ * runs the same machine code: each new size costs a trace and a memory
+ * plan, not a compile, and does not count against the cache limit (up to
+ * 256 such); 0: never; 1: from the first call. */
+void em_function_set_dynamic(em_function *f, int mode);
 
 /* ---- ahead of time (frontend/aot.c) ---- */
 

@@ -52,6 +52,10 @@ typedef struct em_tensor {
     /* A 0-d tensor made from a Python number: it takes part in type
      * promotion by category only, as in PyTorch. */
     bool is_wrapped_number;
+    /* Dims marked dynamic (ember.compiler.mark_dynamic), a bit each: a
+     * compiled function called with this tensor compiles for sizes read at
+     * run time (em_function_set_dynamic). Not inherited by views or results. */
+    uint32_t dynamic_dims;
     /* Tracer bookkeeping (frontend/trace.c): the value this tensor has in the
      * graph being traced, valid while trace_gen matches the tracer's. */
     uint32_t trace_gen;

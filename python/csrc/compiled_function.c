@@ -543,10 +543,13 @@ static int set_passes(compiled_fn *cf, PyObject *passes) {
 }
 
 static PyObject *cf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kw[] = {"fn", "cache_limit", "passes", NULL};
-    PyObject *fn, *passes = Py_None;
+    static char *kw[] = {"fn", "cache_limit", "passes", "dynamic", NULL};
+    PyObject *fn, *passes = Py_None, *dynamic = Py_None;
     int limit = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|iO:CompiledFunction", kw, &fn, &limit, &passes)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|iOO:CompiledFunction", kw, &fn, &limit, &passes, &dynamic))
+        return NULL;
+    int dyn = dynamic == Py_None ? -1 : PyObject_IsTrue(dynamic);
+    if (dyn == -1 && PyErr_Occurred()) return NULL;
     if (!PyCallable_Check(fn))
         return em_py_error(PyExc_TypeError, "ember.compile: expected a function, got %s", Py_TYPE(fn)->tp_name);
     PyObject *qn = PyObject_GetAttrString(fn, "__qualname__");
@@ -564,6 +567,7 @@ static PyObject *cf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
         return PyErr_NoMemory();
     }
     cf->f = f;
+    em_function_set_dynamic(f, dyn);
     Py_INCREF(fn);
     cf->fn = fn;
     if (passes != Py_None && set_passes(cf, passes) < 0) {
@@ -630,7 +634,7 @@ static PyObject *cf_specializations(PyObject *self, PyObject *unused) {
         em_spec_info s;
         em_function_spec(cf->f, i, &s);
 #define T(x) ((x) ? (x) : "")
-        PyObject *d = Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:i,s:d,s:d,s:d,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}",
+        PyObject *d = Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:i,s:d,s:d,s:d,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:O,s:i}",
                                     "backend", s.backend,
                                     "dump_path", s.dump_path, "guards", T(s.guards), "reason", s.reason, "note",
                                     s.note, "captured", s.n_captured, "trace_ms", s.trace_ms, "passes_ms",
@@ -638,7 +642,9 @@ static PyObject *cf_specializations(PyObject *self, PyObject *unused) {
                                     "traced_ir", T(s.traced_ir), "state", T(s.state), "profile", T(s.profile),
                                     "passes", s.passes, "pass_report", s.pass_report, "backward",
                                     T(s.backward_graph), "backward_kernels", T(s.backward_kernels), "partition",
-                                    s.partition ? s.partition : "", "backward_profile", T(s.backward_profile));
+                                    s.partition ? s.partition : "", "backward_profile", T(s.backward_profile),
+                                    "dynamic_sizes", s.dynamic_sizes ? Py_True : Py_False, "shares_code_with",
+                                    s.shares_code_with);
 #undef T
         em_spec_info_clear(&s);
         if (!d || PyList_Append(list, d) < 0) Py_CLEAR(list);
@@ -677,13 +683,15 @@ static PyObject *cf_stats(PyObject *self, PyObject *unused) {
     /* hits: calls a compiled specialisation ran; misses: calls none accepted
      * (each then traced, or ran eagerly at the cache limit); recompiles:
      * traces after the first */
-    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:i,s:L,s:i,s:N}", "compiled_calls",
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:i,s:i,s:L,s:i,s:N,s:i,s:O,s:O,s:s}", "compiled_calls",
                          (long long)s.compiled_calls, "hits", (long long)s.compiled_calls, "misses",
                          (long long)s.misses, "recompiles", (long long)(s.traces > 0 ? s.traces - 1 : 0),
                          "eager_calls", (long long)s.eager_calls, "traces", (long long)s.traces,
                          "specializations", s.specializations, "cache_limit", s.cache_limit,
                          "value_guard_failures", (long long)s.value_guard_failures, "retried_traces",
-                         s.retried_traces, "fallbacks", reasons);
+                         s.retried_traces, "fallbacks", reasons, "code_objects", s.code_objects, "dynamic",
+                         s.dynamic < 0 ? Py_None : s.dynamic ? Py_True : Py_False, "sizes_vary",
+                         s.sizes_vary ? Py_True : Py_False, "varying", s.varying);
 }
 
 /* _time_guards(n, *args): nanoseconds per guard evaluation of this call

@@ -169,6 +169,34 @@ static PyObject *f_slice(PyObject *self, PyObject *args) {
     return t ? em_py_wrap(em_slice(t, dim, start, end, step)) : NULL;
 }
 
+/* _mark_dynamic(x, dim): ember.compiler.mark_dynamic; _dynamic_dims(x):
+ * the dims marked, as a list */
+static PyObject *f_mark_dynamic(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *x;
+    long long dim;
+    if (!PyArg_ParseTuple(args, "OL", &x, &dim)) return NULL;
+    em_tensor *t = tensor_arg(x, "mark_dynamic");
+    if (!t) return NULL;
+    if (dim < -t->ndim || dim >= t->ndim || t->ndim == 0)
+        return em_py_error(PyExc_IndexError, "mark_dynamic: dim %lld is out of range for a tensor of %d dims", dim,
+                           t->ndim);
+    t->dynamic_dims |= 1u << (dim < 0 ? dim + t->ndim : dim);
+    Py_RETURN_NONE;
+}
+
+static PyObject *f_dynamic_dims(PyObject *self, PyObject *x) {
+    (void)self;
+    em_tensor *t = tensor_arg(x, "_dynamic_dims");
+    PyObject *l = t ? PyList_New(0) : NULL;
+    for (int d = 0; l && d < t->ndim; d++) {
+        PyObject *i = t->dynamic_dims >> d & 1 ? PyLong_FromLong(d) : NULL;
+        if (i && PyList_Append(l, i) < 0) Py_CLEAR(l);
+        Py_XDECREF(i);
+    }
+    return l;
+}
+
 /* _split(x, dim, sizes) -> tuple of views sharing one SplitBackward0 node */
 static PyObject *f_split(PyObject *self, PyObject *args) {
     (void)self;
@@ -749,6 +777,8 @@ PyMethodDef em_py_op_methods[] = {
     {"_reduce", f_reduce, METH_VARARGS, "_reduce(op, x, dim, keepdim, correction, ord)"},
     {"_scan", f_scan, METH_VARARGS, "_scan(op, x, dim)"},
     {"_slice", f_slice, METH_VARARGS, "_slice(x, dim, start, end, step)"},
+    {"_mark_dynamic", f_mark_dynamic, METH_VARARGS, "_mark_dynamic(x, dim): ember.compiler.mark_dynamic"},
+    {"_dynamic_dims", f_dynamic_dims, METH_O, "_dynamic_dims(x): the dims of x marked dynamic"},
     {"_split", f_split, METH_VARARGS, "_split(x, dim, sizes, with_sizes=True): views sharing one autograd node"},
     {"_select", f_select, METH_VARARGS, "_select(x, dim, index)"},
     {"_unsqueeze", f_unsqueeze, METH_VARARGS, "_unsqueeze(x, dim)"},

@@ -35,36 +35,41 @@ import functools
 from . import _C
 
 
-_NO_DYNAMIC = ("dynamic shapes are not implemented yet: every size of a tensor argument gets its own "
-               "specialisation (traced and compiled once, up to the cache limit)")
-
-
 def compile(fn=None, *, cache_limit=None, passes=None, dynamic=None):
     """Compile `fn` (also usable as @ember.compile or @ember.compile(...)).
     Given an nn.Module, returns a CompiledModule whose calls run the
     module's forward compiled. `passes` (a list of pass names, see
     ember.compiler.passes()) replaces the default pipeline, for debugging;
     EMBER_PASSES=a,b does the same for every compiled function.
-    `dynamic`, as in torch.compile: None and False specialise on every
-    size (what ember does today); True raises NotImplementedError."""
-    if dynamic:
-        raise NotImplementedError(f"ember.compile(dynamic=True): {_NO_DYNAMIC}")
+
+    `dynamic`, as in torch.compile. None (the default): the first call's
+    sizes are compiled in; once a call differs only in sizes (a data
+    loader's short last batch, a new sequence length), later compiles read
+    sizes at run time, so every further size of the same graph runs that
+    one machine code (a new size costs a trace and a memory plan, not a
+    compile, and does not count against the cache limit). True: read sizes
+    at run time from the first call. False: every size is compiled in.
+    explain() says which dims were seen to vary and which specialisations
+    share code."""
     if fn is None:
-        return functools.partial(compile, cache_limit=cache_limit, passes=passes)
+        return functools.partial(compile, cache_limit=cache_limit, passes=passes, dynamic=dynamic)
     from .nn import Module
     if isinstance(fn, Module):
         from .nn.modules.compiled import CompiledModule
-        return CompiledModule(fn, cache_limit, passes)
-    cf = _C.CompiledFunction(fn, -1 if cache_limit is None else int(cache_limit), passes)
+        return CompiledModule(fn, cache_limit, passes, dynamic)
+    cf = _C.CompiledFunction(fn, -1 if cache_limit is None else int(cache_limit), passes,
+                             None if dynamic is None else bool(dynamic))
     functools.update_wrapper(cf, fn)
     return cf
 
 
-
-
 def mark_dynamic(t, dim):
-    """torch._dynamo.mark_dynamic's counterpart: not implemented yet."""
-    raise NotImplementedError(f"ember.compiler.mark_dynamic(t, {dim}): {_NO_DYNAMIC}")
+    """torch._dynamo.mark_dynamic's counterpart: a compiled function called
+    with t compiles for sizes read at run time from its first such call
+    (unless it was made with dynamic=False), so t's size along `dim` may
+    change without a compile. Marks the tensor object itself, not views
+    of it or results computed from it."""
+    _C._mark_dynamic(t, dim)
 
 
 def passes():
@@ -160,6 +165,27 @@ def _indented(text, by="    "):
     return "\n".join(by + line for line in text.rstrip("\n").splitlines()) or by + "(none)"
 
 
+def _dynamic_summary(stats, specs):
+    """explain()'s line on dynamic shapes: the mode, the dims seen to vary,
+    and which specialisations share machine code."""
+    mode = {None: "None", True: "True", False: "False"}[stats["dynamic"]]
+    if not stats["sizes_vary"]:
+        return (f"  dynamic shapes (dynamic={mode}): off; every size is compiled in" +
+                ("" if stats["dynamic"] is False else
+                 " until a call differs from a specialisation only in sizes"))
+    groups = {}
+    for i, s in enumerate(specs):
+        if s["dynamic_sizes"]:
+            groups.setdefault(s["shares_code_with"] if s["shares_code_with"] >= 0 else i, []).append(i)
+    shared = "; ".join(f"specialisation {k} runs for {len(v)} size set{'s' if len(v) > 1 else ''}"
+                       for k, v in groups.items())
+    return (f"  dynamic shapes (dynamic={mode}): sizes read at run time since {stats['varying']} varied; "
+            f"{shared or 'no specialisation compiled that way yet'} (the guards compare exact shapes: each "
+            "new size is traced again, so a branch on a size or a relation between sizes (two dims equal, "
+            "a size 1) is checked at every size; sizes 0 and 1 coalesce differently and get code of "
+            "their own)")
+
+
 def explain(fn, *args, print_report=True, **kwargs):
     """Calls fn(*args, **kwargs) once (fn compiled, a module
     ember.compile returned, or a plain function to compile) and reports what
@@ -223,6 +249,12 @@ def explain(fn, *args, print_report=True, **kwargs):
                     head, _, rows = spec["backward_profile"].partition("\n")
                     lines.append(f"  backward time per node: {head}")
                     lines.append(_indented(rows))
+            if spec["dynamic_sizes"]:
+                shared = spec["shares_code_with"]
+                lines.append("  dynamic shapes: compiled for sizes read at run time; " +
+                             (f"runs the machine code of specialisation {shared} (no compile: a trace and "
+                              f"a memory plan for these sizes)" if shared >= 0 else
+                              "its machine code is its own (the template later sizes share)"))
             if spec["note"]:
                 lines.append(f"  note: {spec['note']}")
             lines.append(f"  compile time: trace {spec['trace_ms']:.2f} ms (an eager run that "
@@ -236,7 +268,9 @@ def explain(fn, *args, print_report=True, **kwargs):
                 lines.append(_indented(rows))
     lines.append(f"  counters: {stats['hits']} hits, {stats['misses']} misses, "
                  f"{stats['recompiles']} recompiles, {stats['eager_calls']} eager calls, "
-                 f"{stats['specializations']} of {stats['cache_limit']} specialisations cached")
+                 f"{stats['specializations']} specialisations cached, {stats['code_objects']} of at most "
+                 f"{stats['cache_limit']} with machine code of their own")
+    lines.append(_dynamic_summary(stats, specs))
     for reason, count in stats["fallbacks"].items():
         lines.append(f"  eager x{count}: {reason}")
     text = "\n".join(lines)

@@ -47,7 +47,7 @@ static void test_trace_compile_run(void) {
     free(text);
 
     em_tensor *examples[3] = {x, b, w};
-    em_compile_opts opts = {0, NULL, NULL, NULL, NULL, NULL};
+    em_compile_opts opts = {0, NULL, NULL, NULL, NULL, NULL, false};
     em_compiled *c = NULL;
     CHECK_MSG(em_compile(res.graph, examples, 3, &opts, &c) == EM_OK, "%s", em_last_error());
     res.graph = NULL; /* owned by the compiled graph now */

@@ -46,7 +46,7 @@ static void same_on_both(const char *text, em_tensor **in) {
     const char *pipe[] = {"dce", "fuse", "dce"};
     CHECK(em_pass_run_pipeline(g, pipe, 3, true, NULL, NULL, NULL) == EM_OK);
     int n_in = g->body->n_params, n_out = g->body->n_results;
-    em_backend_opts bo = {in, n_in, grab, NULL, NULL};
+    em_backend_opts bo = {in, n_in, grab, NULL, NULL, false};
     void *ls = NULL, *is = NULL;
     CHECK_MSG(llvm->compile(g, &bo, &ls) == EM_OK, "%s", em_last_error());
     CHECK(interp->compile(g, &bo, &is) == EM_OK);
@@ -176,7 +176,7 @@ static void test_write_back_in_place(void) {
     em_effect writes[1] = {{EM_EFFECT_WRITE, 0, 1}}; /* p <- result 1 */
     em_run_spec spec = {0, expected, writes, 1};
     em_tensor *in[3] = {p, grad, seen};
-    em_backend_opts bo = {in, 3, NULL, NULL, &spec};
+    em_backend_opts bo = {in, 3, NULL, NULL, &spec, false};
     const em_backend *llvm = em_llvm_backend();
     void *x = NULL;
     CHECK_MSG(llvm->compile(g, &bo, &x) == EM_OK, "%s", em_last_error());
@@ -210,7 +210,7 @@ static void test_write_back_in_place(void) {
 static em_ir_graph *compile_llvm(const char *text, em_tensor **in, void **x) {
     em_ir_graph *g = em_ir_parse(text, "t.ir");
     CHECK_MSG(g != NULL, "%s", em_last_error());
-    em_backend_opts bo = {in, g ? g->body->n_params : 0, NULL, NULL, NULL};
+    em_backend_opts bo = {in, g ? g->body->n_params : 0, NULL, NULL, NULL, false};
     *x = NULL;
     if (g) CHECK_MSG(em_llvm_backend()->compile(g, &bo, x) == EM_OK, "%s", em_last_error());
     return g;
@@ -255,7 +255,7 @@ static void test_memory_plan(void) {
     free(desc);
     em_tensor *want = NULL;
     void *it = NULL;
-    em_backend_opts bo = {in, 2, NULL, NULL, NULL};
+    em_backend_opts bo = {in, 2, NULL, NULL, NULL, false};
     CHECK(em_interp_backend()->compile(g, &bo, &it) == EM_OK && em_interp_backend()->run(it, in, 2, &want, 1) == EM_OK);
     runner r[2] = {{ex, in, want, 0}, {ex, in, want, 0}};
     pthread_t t[2];
@@ -283,7 +283,7 @@ static void test_failing_node(void) {
     em_ir_graph *g = em_ir_parse(text, "t.ir");
     const char *pipe[] = {"dce", "fuse", "dce"};
     CHECK(g && em_pass_run_pipeline(g, pipe, 3, true, NULL, NULL, NULL) == EM_OK);
-    em_backend_opts bo = {in, 2, NULL, NULL, NULL};
+    em_backend_opts bo = {in, 2, NULL, NULL, NULL, false};
     CHECK(g && em_llvm_backend()->compile(g, &bo, &ex) == EM_OK);
     em_tensor *got = NULL, *e = em_exp(x), *ne = em_neg(e), *want = em_index_select(ne, 0, idx);
     CHECK(em_llvm_backend()->run(ex, in, 2, &got, 1) == EM_OK && got && all_equal(got, want));

@@ -268,19 +268,6 @@ def test_compiled_module_trains_as_eager_over_50_steps(name):
     s = fwd._stats()
     assert s["compiled_calls"] >= steps - 2 and s["eager_calls"] == 0, s
 
-
-def test_dynamic_shapes_are_refused_by_name_not_ignored():
-    """dynamic=None/False is what ember does (a specialisation per size);
-    dynamic=True and mark_dynamic say that dynamic shapes are not built."""
-    f = ember.compile(lambda x: x * 2, dynamic=False)
-    assert f(ember.ones(3)).tolist() == [2.0, 2.0, 2.0]
-    assert ember.compile(nn.Linear(2, 2), dynamic=None) is not None
-    with pytest.raises(NotImplementedError, match="dynamic shapes are not implemented"):
-        ember.compile(lambda x: x, dynamic=True)
-    with pytest.raises(NotImplementedError, match="mark_dynamic"):
-        ember.compiler.mark_dynamic(ember.ones(3), 0)
-
-
 def test_compiled_nodes_and_their_saved_tensors_do_not_leak():
     """Each call's CompiledFunctionBackward node, with what it saved, goes
     when its results go (after a backward, or without one)."""

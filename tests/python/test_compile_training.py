@@ -619,11 +619,21 @@ def _():
 
 
 @case("cache_limit_reached", inputs=lambda i: data(i, (3 + i, 12)), calls=5, min_compiled=0,
-      compile_kwargs={"cache_limit": 2}, expect_warning="cache limit of 2 specialisations reached",
+      compile_kwargs={"cache_limit": 2, "dynamic": False}, expect_warning="cache limit of 2 specialisations reached",
       check_stats=lambda s: s["specializations"] == 2 and s["eager_calls"] == 3)
 def _():
     model = MLP()
     opt = ember.optim.SGD(model.parameters(), lr=0.1)
+    return Env(classifier_step(model, opt), model, opt)
+
+
+# dynamic shapes: after the first size change the step reads sizes at run
+# time, and (with LLVM) every later size runs that code
+@case("batch_sizes_change", inputs=lambda i: data(i, (3 + i % 4, 12)), calls=8, min_compiled=3,
+      check_stats=lambda s: s["eager_calls"] == 0 and s["sizes_vary"] and s["specializations"] == 4)
+def _():
+    model = MLP()
+    opt = ember.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     return Env(classifier_step(model, opt), model, opt)
 
 

@@ -11,7 +11,7 @@ class CompiledModule(Module):
     is one of the guards, so train() and eval() each get their own
     specialisation."""
 
-    def __init__(self, module, cache_limit=None, passes=None):
+    def __init__(self, module, cache_limit=None, passes=None, dynamic=None):
         super().__init__()
         self._orig_mod = module
         forward = module.forward
@@ -21,7 +21,8 @@ class CompiledModule(Module):
         compiled_forward.__name__ = compiled_forward.__qualname__ = \
             f"{type(module).__name__}.forward"
         object.__setattr__(self, "_compiled", compiler.compile(compiled_forward,
-                                                               cache_limit=cache_limit, passes=passes))
+                                                               cache_limit=cache_limit, passes=passes,
+                                                               dynamic=dynamic))
 
     def forward(self, *args, **kwargs):
         # the modes as an argument: a string is guarded by its value
