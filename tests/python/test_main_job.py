@@ -38,4 +38,5 @@ def test_demo_runs_and_its_compiled_training_step_matches_eager():
     line = [s for s in r.stdout.splitlines() if "largest difference from eager" in s][0]  # the model in a loop
     assert float(line.rsplit(": ", 1)[1]) <= 1e-6, line
     assert "grad_fn CompiledFunctionBackward" in r.stdout
-    assert "6 specialisations, 2 machine codes" in r.stdout, r.stdout[-1500:]  # dynamic shapes
+    codes = 6 if "LLVM backend off" in r.stdout else 2  # (the interpreter has no machine code to share)
+    assert f"6 specialisations, {codes} machine codes" in r.stdout, r.stdout[-1500:]  # dynamic shapes
