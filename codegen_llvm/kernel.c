@@ -412,7 +412,7 @@ em_status em_llvm_emit_kernel(LLVMModuleRef mod, const char *name, const em_ir_n
             em_dtype dt = node->out[k]->type.dtype;
             em_llvm_store(&e, dt, vals[r->results[k]->id], addr[k]);
         }
-        LLVMValueRef jn = LLVMBuildAdd(b, j, em_llvm_i64(&e, 1), "");
+        LLVMValueRef jn = LLVMBuildNSWAdd(b, j, em_llvm_i64(&e, 1), ""); /* (nsw: indices never overflow) */
         LLVMBasicBlockRef loop_end = LLVMGetInsertBlock(b);
         LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, jn, j1, ""), loop, latch);
         LLVMAddIncoming(j, &j0, &row_body_end, 1);
@@ -420,7 +420,7 @@ em_status em_llvm_emit_kernel(LLVMModuleRef mod, const char *name, const em_ir_n
 
         /* row.next */
         LLVMPositionBuilderAtEnd(b, latch);
-        LLVMValueRef rn = LLVMBuildAdd(b, row, em_llvm_i64(&e, 1), "");
+        LLVMValueRef rn = LLVMBuildNSWAdd(b, row, em_llvm_i64(&e, 1), "");
         LLVMBuildBr(b, row_head);
         LLVMAddIncoming(row, &row0, &entry, 1);
         LLVMAddIncoming(row, &rn, &latch, 1);

@@ -320,6 +320,7 @@ typedef struct {
     LLVMValueRef *buf;     /* per value id: its scratch row */
     LLVMValueRef block;    /* 16 floats of the streamed output (choose_streams) */
     LLVMValueRef block_at; /* the index of the block's first element, while loops fill it */
+    LLVMValueRef k;        /* the current loop's counter (in a block: from 0) */
     LLVMValueRef red_out;  /* where em_reduce_row writes */
     LLVMValueRef j;        /* the current loop's index */
     LLVMValueRef n;        /* a row's length */
@@ -387,8 +388,7 @@ static em_status row_values(emit_ctx *c, int level) {
 /* Where result o's element j goes: its row in memory, or the block. */
 static LLVMValueRef result_at(emit_ctx *c, int o, em_dtype dt, LLVMValueRef j) {
     if (!c->block_at || o != c->p->streamed) return at(c, o, dt, j);
-    LLVMValueRef k = LLVMBuildSub(c->e.b, j, c->block_at, "");
-    return LLVMBuildGEP2(c->e.b, em_llvm_mem_type(&c->e, dt), c->block, &k, 1, "");
+    return LLVMBuildGEP2(c->e.b, em_llvm_mem_type(&c->e, dt), c->block, &c->k, 1, "");
 }
 
 /* Calls the scalar library's function `name`. */
@@ -418,7 +418,10 @@ static counted_loop loop_open(emit_ctx *c, LLVMValueRef lo, LLVMValueRef hi, con
 
 static void loop_close(emit_ctx *c, counted_loop *l, LLVMValueRef hi, int64_t step) {
     LLVMBuilderRef b = c->e.b;
-    LLVMValueRef jn = LLVMBuildAdd(b, l->j, em_llvm_i64(&c->e, step), "");
+    /* (nsw: an index never overflows, and saying so lets LLVM count the
+     * trips of a loop whose bounds are read at run time; the block loop of
+     * 16 is then unrolled and its block kept in registers) */
+    LLVMValueRef jn = LLVMBuildNSWAdd(b, l->j, em_llvm_i64(&c->e, step), "");
     LLVMBasicBlockRef end = LLVMGetInsertBlock(b);
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, jn, hi, ""), l->body, l->done);
     LLVMAddIncoming(l->j, &jn, &end, 1);
@@ -431,7 +434,11 @@ static em_status element_loop(emit_ctx *c, int level, LLVMValueRef lo, LLVMValue
     const row_plan *p = c->p;
     const em_ir_block *r = p->r;
     counted_loop l = loop_open(c, lo, hi, "loop");
-    c->j = l.j;
+    /* in a block, the loop counts 0..16 (constant bounds: LLVM unrolls it
+     * and keeps the block in registers, whatever it knows of the row's
+     * length) and the element is the block's first plus that */
+    c->k = l.j;
+    c->j = c->block_at ? LLVMBuildNSWAdd(c->e.b, c->block_at, l.j, "") : l.j;
     c->loop = level;
     memset(c->vals, 0, (size_t)r->graph->n_values * sizeof *c->vals);
     em_status st = EM_OK;
@@ -439,7 +446,7 @@ static em_status element_loop(emit_ctx *c, int level, LLVMValueRef lo, LLVMValue
         const em_ir_value *v = n->out[0];
         if (!p->scratch[v->id] || p->level[v->id] != level) continue;
         if ((st = value(c, v)) != EM_OK) break;
-        LLVMValueRef a = LLVMBuildGEP2(c->e.b, em_llvm_mem_type(&c->e, v->type.dtype), c->buf[v->id], &l.j, 1, "");
+        LLVMValueRef a = LLVMBuildGEP2(c->e.b, em_llvm_mem_type(&c->e, v->type.dtype), c->buf[v->id], &c->j, 1, "");
         em_llvm_store(&c->e, v->type.dtype, c->vals[v->id], a);
     }
     /* every result's value before any store: a scratch row kept in an
@@ -453,7 +460,7 @@ static em_status element_loop(emit_ctx *c, int level, LLVMValueRef lo, LLVMValue
     for (int o = 0; o < r->n_results; o++) {
         const em_ir_value *v = r->results[o];
         if (!p->per_row[v->id] && p->level[v->id] == level)
-            em_llvm_store(&c->e, v->type.dtype, c->vals[v->id], result_at(c, o, v->type.dtype, l.j));
+            em_llvm_store(&c->e, v->type.dtype, c->vals[v->id], result_at(c, o, v->type.dtype, c->j));
     }
     loop_close(c, &l, hi, 1);
     return EM_OK;
@@ -480,13 +487,13 @@ static em_status row_loop(emit_ctx *c, int level) {
     LLVMBuilderRef b = e->b;
     LLVMValueRef row_args[2] = {at(c, streamed, EM_DTYPE_F32, NULL), n};
     LLVMValueRef head = call_library(c, "em_scalar_stream_head_f32", row_args, 2);
-    LLVMValueRef blocks = LLVMBuildSDiv(b, LLVMBuildSub(b, n, head, ""), em_llvm_i64(e, EM_STREAM_F32), "");
-    LLVMValueRef tail = LLVMBuildAdd(b, head, LLVMBuildMul(b, blocks, em_llvm_i64(e, EM_STREAM_F32), ""), "");
+    LLVMValueRef blocks = LLVMBuildSDiv(b, LLVMBuildNSWSub(b, n, head, ""), em_llvm_i64(e, EM_STREAM_F32), "");
+    LLVMValueRef tail = LLVMBuildNSWAdd(b, head, LLVMBuildNSWMul(b, blocks, em_llvm_i64(e, EM_STREAM_F32), ""), "");
     em_status st = element_loop(c, level, zero, head);
     if (st != EM_OK) return st;
     counted_loop l = loop_open(c, head, tail, "blocks");
     c->block_at = l.j;
-    st = element_loop(c, level, l.j, LLVMBuildAdd(b, l.j, em_llvm_i64(e, EM_STREAM_F32), ""));
+    st = element_loop(c, level, zero, em_llvm_i64(e, EM_STREAM_F32));
     c->block_at = NULL;
     if (st != EM_OK) return st;
     LLVMValueRef block_args[2] = {at(c, streamed, EM_DTYPE_F32, l.j), c->block};
@@ -624,7 +631,7 @@ static em_status emit_rows(emit_ctx *c) {
         st = row_values(c, level + 1);
     }
     if (st != EM_OK) return st;
-    LLVMValueRef next = LLVMBuildAdd(b, row, em_llvm_i64(e, 1), "");
+    LLVMValueRef next = LLVMBuildNSWAdd(b, row, em_llvm_i64(e, 1), "");
     LLVMBasicBlockRef last = LLVMGetInsertBlock(b);
     LLVMBuildBr(b, head);
     LLVMAddIncoming(row, &begin, &entry, 1);
