@@ -44,6 +44,13 @@ typedef signed char em_sc_i8;
 typedef unsigned char em_sc_u8;
 static __device__ __forceinline__ float em_sc_u32_as_f32(em_sc_u32 u) { return __uint_as_float(u); }
 static __device__ __forceinline__ em_sc_u32 em_sc_f32_as_u32(float f) { return __float_as_uint(f); }
+/* NVRTC has no <math.h>: its two constants, as bits */
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fc00000)
+#endif
 #else
 #include <math.h>
 #include <stdbool.h>

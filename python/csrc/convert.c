@@ -2,6 +2,7 @@
  * convert.c - Python arguments to ember values: dtypes, shapes, dims,
  * devices, and Python numbers as operands.
  */
+#include "ember/cuda.h"
 #include "ember/alloc.h"
 #include "ember_py.h"
 
@@ -159,10 +160,14 @@ int em_py_device_arg(PyObject *o, const char *what) {
     if (!s) return -1;
     const char *d = PyUnicode_AsUTF8(s);
     int ok = d && strcmp(d, "cpu") == 0;
-    if (!ok && d)
-        PyErr_Format(strncmp(d, "cuda", 4) == 0 ? PyExc_NotImplementedError : PyExc_RuntimeError,
-                     "%s: device '%s' is not available; this build of ember runs on the CPU only",
-                     what, d);
+    if (!ok && d && strncmp(d, "cuda", 4) == 0) {
+        char why[1024];
+        em_cuda_available(why, sizeof why);
+        PyErr_Format(PyExc_NotImplementedError, "%s: device '%s' is not available: tensors live on the CPU only: %s",
+                     what, d, why);
+    } else if (!ok && d) {
+        PyErr_Format(PyExc_RuntimeError, "%s: device '%s' is not available; ember has CPU tensors only", what, d);
+    }
     Py_DECREF(s);
     return ok ? 0 : -1;
 }

@@ -5,6 +5,7 @@
  * and adds what is better written in Python (printing, the compile
  * decorator's wrapper).
  */
+#include "ember/cuda.h"
 #include "ember/alloc.h"
 #include "ember/parallel.h"
 #include "ember/random.h"
@@ -248,6 +249,16 @@ static PyObject *f_has_llvm(PyObject *self, PyObject *unused) {
     return PyBool_FromLong(em_llvm_backend() != NULL);
 }
 
+/* _cuda_status() -> (devices the driver reports, why ember cannot use CUDA) */
+static PyObject *f_cuda_status(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    char driver[512], why[1024];
+    int devices = em_cuda_driver_devices(driver, sizeof driver);
+    em_cuda_available(why, sizeof why);
+    return Py_BuildValue("(is)", devices, why);
+}
+
 static PyObject *f_clear_cache(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
@@ -285,6 +296,7 @@ static PyMethodDef module_methods[] = {
     {"_set_tensor_class", f_set_tensor_class, METH_O, NULL},
     {"_has_llvm", f_has_llvm, METH_NOARGS, NULL},
     {"_clear_cache", f_clear_cache, METH_NOARGS, NULL},
+    {"_cuda_status", f_cuda_status, METH_NOARGS, "(devices the driver reports, why ember cannot use CUDA)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -44,8 +44,10 @@ def _requiring_grad(t, requires_grad):
 def _check_options(name, device):
     if device is not None and str(device) not in ("cpu", "cpu:0"):
         d = str(device)
-        raise (NotImplementedError if d.startswith("cuda") else RuntimeError)(
-            f"{name}: device '{d}' is not available; this build of ember runs on the CPU only")
+        if d.startswith("cuda"):
+            from . import cuda
+            raise cuda._unavailable(name, d)
+        raise RuntimeError(f"{name}: device '{d}' is not available; ember has CPU tensors only")
 
 
 @_export

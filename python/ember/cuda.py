@@ -3,12 +3,16 @@ unchanged on the CPU.
 
     device = "cuda" if ember.cuda.is_available() else "cpu"
 
-This build has no CUDA device: `is_available()` is False and
-`device_count()` 0, as `torch.cuda` says on a machine without a GPU;
-seeding is accepted and does nothing (PyTorch defers it until CUDA starts,
-which here it never does); anything that needs a device raises the error
-that `.to("cuda")` raises.
+ember's CUDA tensors are not built yet (their kernels are generated from
+the op table and compiled to PTX by NVRTC, not yet run): `is_available()`
+is False and `device_count()` 0, as `torch.cuda` says on a machine without
+a GPU; seeding is accepted and does nothing (PyTorch defers it until CUDA
+starts, which here it never does); anything that needs a device raises the
+error that `.to("cuda")` raises, saying why (`why_unavailable()`: no
+driver, no device, and the missing tensors).
 """
+
+from . import _C
 
 
 def _device(device):
@@ -17,9 +21,17 @@ def _device(device):
     return "cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device
 
 
-def _unavailable(what):
-    return NotImplementedError(
-        f"{what}: device 'cuda' is not available; this build of ember runs on the CPU only")
+def why_unavailable():
+    """Why CUDA cannot be used: no NVIDIA driver (or no device), and ember's
+    CUDA tensors not built yet."""
+    return _C._cuda_status()[1]
+
+
+def _unavailable(what, device="cuda"):
+    """The error anything that needs a CUDA device raises (also
+    _C's em_py_device_arg, in the same words)."""
+    return NotImplementedError(f"{what}: device '{device}' is not available: tensors live on the CPU only: "
+                               f"{why_unavailable()}")
 
 
 def is_available():

@@ -303,6 +303,20 @@ def test_cuda_module_on_a_cpu_build():
     assert model(ember.ones(1, 3, device=device)).shape == (1, 2)
 
 
+def test_cuda_errors_say_why():
+    """What is missing is named: the driver (on a machine without one) and
+    ember's CUDA tensors; the same words wherever a device is asked for."""
+    devices, why = ember._C._cuda_status()
+    assert "CUDA tensors are not built yet" in why and ember.cuda.why_unavailable() == why
+    if devices == 0:
+        assert "NVIDIA driver" in why or "no CUDA device" in why
+    for fn in (lambda: ember.ones(2).to("cuda"), lambda: ember.zeros(2, device="cuda"),
+               lambda: ember.nn.Linear(2, 2).cuda(), lambda: ember.cuda.synchronize()):
+        with pytest.raises(NotImplementedError) as e:
+            fn()
+        assert str(e.value).endswith(why), str(e.value)
+
+
 def test_unknown_device():
     raises(RuntimeError, lambda: ember.zeros(2, device="tpu"), "tpu")
 

@@ -308,9 +308,10 @@ class Module:
             else:
                 device = a
         if device is not None and str(device) not in ("cpu", "cpu:0"):
-            raise (NotImplementedError if str(device).startswith("cuda") else RuntimeError)(
-                f"Module.to: device '{device}' is not available; this build of ember runs on the "
-                f"CPU only")
+            if str(device).startswith("cuda"):
+                from ... import cuda
+                raise cuda._unavailable("Module.to", str(device))
+            raise RuntimeError(f"Module.to: device '{device}' is not available; ember has CPU tensors only")
         if dtype is not None and not dtype.is_floating_point:
             raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got desired "
                             f"dtype={dtype}")
