@@ -579,7 +579,7 @@ static char *llvm_profile(void *state) { return em_interp_profile(((executable *
 static const char *llvm_code_id(void *state) { return ((executable *)state)->key; }
 
 static const em_backend llvm_backend = {"llvm",       llvm_compile, llvm_run,            llvm_describe,
-                                        llvm_profile, exec_free,    llvm_code_id,        em_llvm_cache_clear,
+                                        llvm_profile, exec_free,    llvm_code_id,        em_disk_cache_clear,
                                         llvm_compile_object};
 
 const em_backend *em_llvm_backend(void) { return &llvm_backend; }

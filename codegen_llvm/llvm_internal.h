@@ -8,6 +8,7 @@
 #include <llvm-c/Orc.h>
 #include <llvm-c/TargetMachine.h>
 
+#include "ember/disk_cache.h"
 #include "ember/ir.h"
 #include "program.h"
 
@@ -46,7 +47,7 @@ em_status em_llvm_add_object(const void *obj, size_t n, const char *name, LLVMOr
 /* The prefix of the names a graph's module is emitted with; em_llvm_code_key
  * renames them em_<key>_... */
 #define EM_LLVM_PLACEHOLDER "em_P_"
-#define EM_LLVM_KEY_LEN 32
+#define EM_LLVM_KEY_LEN EM_CACHE_KEY_LEN
 /* mod's key (hex), its placeholder names replaced by the key's. */
 em_status em_llvm_code_key(LLVMModuleRef mod, char key[EM_LLVM_KEY_LEN + 1]);
 /* The name placeholder_name has in the code of key. */
@@ -61,8 +62,6 @@ typedef enum { EM_CODE_COMPILED, EM_CODE_SHARED, EM_CODE_FROM_DISK } em_llvm_cod
 em_status em_llvm_code_get(const char *key, LLVMOrcThreadSafeContextRef tsctx, LLVMModuleRef mod, bool use_cache,
                            bool optimized, em_llvm_code **code, em_llvm_code_source *source);
 void em_llvm_code_release(em_llvm_code *code);
-/* Empties the disk cache's directory of its entries. */
-em_status em_llvm_cache_clear(void);
 
 /* ---- kernel.c ---- */
 
