@@ -4,15 +4,19 @@
  *
  * Every elementwise row of ops.def has, per compute dtype of its class, a
  * scalar definition sc_<op>_<dtype> in ops_math.h: the text the CPU's eager
- * kernels and the LLVM backend compile too. The source made here includes
- * that header verbatim (NVRTC is handed it by name) and wraps each scalar
- * function in two kernels:
+ * kernels and the LLVM backend compile too. A kernel is an op with its
+ * operands' stored dtypes and its result's: operands are converted as the
+ * eager kernels convert them (em_ew_operand_via, em_ew_operand_dtype:
+ * float16 and bfloat16 compute in float32), the call is in the compute
+ * dtype, its result is rounded to the result's dtype; a cast is
+ * sc_cast_<from>_<to>. The source made here includes ops_math.h verbatim
+ * (NVRTC is handed it by name) and makes two kernels of each:
  *
- *   em_cuda_<op>_<dtype>_contig(n, out, a[, b[, c]])
+ *   em_cuda_<op>_<in dtypes>_to_<out dtype>_contig(n, out, a[, b[, c]])
  *       every operand contiguous and 16-byte aligned: each thread loads
  *       16 bytes of the widest operand per step (4 floats, 2 doubles, 16
  *       bytes) as one vector, the tail element by element;
- *   em_cuda_<op>_<dtype>_strided(n, geometry, out, a[, b[, c]])
+ *   em_cuda_<op>_<in dtypes>_to_<out dtype>_strided(n, geometry, out, a[, b[, c]])
  *       any strides, broadcasting included (stride 0): the element's
  *       offsets come from its index, dim by dim.
  *
@@ -64,15 +68,20 @@ static const ew_row *row_of(em_op op, em_dtype dt) {
     return NULL;
 }
 
-bool em_cuda_ew_defined(em_op op, em_dtype dt) { return row_of(op, dt) != NULL; }
-
-int em_cuda_ew_ops(em_dtype dt, em_op *ops, int max) {
+int em_cuda_ew_uniform(em_dtype dt, em_cuda_ew_kernel *ks, int max) {
     int n = 0;
-    for (int i = 0; i < N_ROWS; i++)
-        if (rows[i].dtype == dt) {
-            if (n < max) ops[n] = rows[i].op;
-            n++;
+    for (int i = 0; i < N_ROWS; i++) {
+        if (rows[i].dtype != dt) continue;
+        if (n < max) {
+            em_cuda_ew_kernel *k = &ks[n];
+            k->op = rows[i].op;
+            k->n_in = rows[i].arity;
+            for (int j = 0; j < 3; j++) k->in[j] = dt;
+            if (rows[i].shape == SHAPE_WHERE) k->in[0] = EM_DTYPE_BOOL;
+            k->out = rows[i].shape == SHAPE_PRED ? EM_DTYPE_BOOL : dt;
         }
+        n++;
+    }
     return n;
 }
 
@@ -108,6 +117,12 @@ int em_cuda_headers(const char *const **texts, const char *const **names) {
 
 /* ---- the source ---- */
 
+static const char *const sfx_of[EM_DTYPE_COUNT] = {
+#define SFX(unused, S, T, sfx) [EM_DTYPE_##S] = #sfx,
+    EM_FOR_DTYPES_STORED(SFX, _)
+#undef SFX
+};
+
 /* The type a dtype has in device code (ops_math.h's names). */
 static const char *device_type(em_dtype dt) {
     switch (dt) {
@@ -124,66 +139,124 @@ static const char *device_type(em_dtype dt) {
     }
 }
 
-void em_cuda_ew_name(em_op op, em_dtype dt, em_cuda_layout layout, char *out, size_t n) {
-    const ew_row *r = row_of(op, dt);
-    snprintf(out, n, "em_cuda_%s_%s_%s", r ? r->name : "undefined", r ? r->sfx : "none",
-             layout == EM_CUDA_CONTIG ? "contig" : "strided");
+static bool is_cast(em_op op) { return em_op_get(op)->kind == EM_KIND_CAST; }
+
+/* The compute dtype of kernel k (its scalar definition's), or -1 when it
+ * has none. A cast has none: it is sc_cast_<from>_<to>. */
+static int compute_dtype(const em_cuda_ew_kernel *k) {
+    em_type in[3];
+    for (int i = 0; i < k->n_in && i < 3; i++) in[i] = (em_type){.dtype = k->in[i]};
+    em_dtype cd = em_ew_compute_dtype(k->op, in, k->n_in, k->out);
+    return row_of(k->op, cd) ? (int)cd : -1;
 }
 
-/* Operand k's type (0: the result, then the inputs) and size. */
-static const char *operand_type(const ew_row *r, int k) {
-    if (k == 0) return r->shape == SHAPE_PRED ? "bool" : device_type(r->dtype);
-    if (k == 1 && r->shape == SHAPE_WHERE) return "bool";
-    return device_type(r->dtype);
+em_status em_cuda_ew_check(const em_cuda_ew_kernel *k) {
+    const em_op_info *info = em_op_get(k->op);
+    bool ew = info->kind == EM_KIND_CAST || (info->flags & EM_F_ELEMENTWISE);
+    if (!ew || (is_cast(k->op) ? k->n_in != 1 : k->n_in != info->n_in) || k->n_in < 1 || k->n_in > 3)
+        return em_error(EM_ERR_NOT_IMPLEMENTED, "cuda: %s is not an elementwise op of %d operand%s", info->name,
+                        k->n_in, k->n_in == 1 ? "" : "s");
+    for (int i = 0; i < k->n_in; i++)
+        if (k->in[i] < 0 || k->in[i] >= EM_DTYPE_COUNT) return em_error(EM_ERR_VALUE, "cuda: %s: bad dtype", info->name);
+    if (k->out < 0 || k->out >= EM_DTYPE_COUNT) return em_error(EM_ERR_VALUE, "cuda: %s: bad dtype", info->name);
+    if (!is_cast(k->op) && compute_dtype(k) < 0) {
+        char in[96] = "";
+        for (int i = 0; i < k->n_in; i++)
+            snprintf(in + strlen(in), sizeof in - strlen(in), "%s%s", i ? ", " : "", em_dtype_long_name(k->in[i]));
+        return em_error(EM_ERR_NOT_IMPLEMENTED, "cuda: %s has no scalar definition for (%s) -> %s", info->name, in,
+                        em_dtype_long_name(k->out));
+    }
+    return EM_OK;
 }
 
-static size_t operand_size(const ew_row *r, int k) {
-    return strcmp(operand_type(r, k), "bool") == 0 ? 1 : em_dtype_size(r->dtype);
+void em_cuda_ew_name(const em_cuda_ew_kernel *k, em_cuda_layout layout, char *out, size_t n) {
+    int w = snprintf(out, n, "em_cuda_%s", em_op_get(k->op)->name);
+    for (int i = 0; i < k->n_in && w >= 0 && (size_t)w < n; i++) w += snprintf(out + w, n - (size_t)w, "_%s", sfx_of[k->in[i]]);
+    if (w >= 0 && (size_t)w < n)
+        snprintf(out + w, n - (size_t)w, "_to_%s_%s", sfx_of[k->out], layout == EM_CUDA_CONTIG ? "contig" : "strided");
 }
 
-static void parameters(em_strbuf *s, const ew_row *r) {
-    em_strbuf_printf(s, "%s *__restrict__ out", operand_type(r, 0));
-    for (int i = 1; i <= r->arity; i++) em_strbuf_printf(s, ", const %s *__restrict__ in%d", operand_type(r, i), i);
+/* Appends `x` converted from dtype `from` to `to` (as the eager kernels
+ * convert: ops_math.h's sc_cast_<from>_<to>). */
+static void convert(em_strbuf *s, const char *x, em_dtype from, em_dtype to) {
+    if (from == to)
+        em_strbuf_puts(s, x);
+    else
+        em_strbuf_printf(s, "sc_cast_%s_%s(%s)", sfx_of[from], sfx_of[to], x);
 }
 
-static void call(em_strbuf *s, const ew_row *r, const char *const *args) {
-    em_strbuf_printf(s, "sc_%s_%s(", r->name, r->sfx);
-    for (int i = 0; i < r->arity; i++) em_strbuf_printf(s, "%s%s", i ? ", " : "", args[i]);
-    em_strbuf_puts(s, ")");
+/* The element expression of kernel k, operand i read as args[i]: what
+ * em_llvm_emit_element does, as text. Operands into their via dtype, then
+ * their operand dtype; the call in the compute dtype; its result into the
+ * kernel's. */
+static void element(em_strbuf *s, const em_cuda_ew_kernel *k, const char *const *args) {
+    if (is_cast(k->op)) {
+        convert(s, args[0], k->in[0], k->out);
+        return;
+    }
+    em_type in[3];
+    for (int i = 0; i < k->n_in; i++) in[i] = (em_type){.dtype = k->in[i]};
+    em_dtype cd = (em_dtype)compute_dtype(k), native = em_ew_native_result(k->op, cd);
+    em_strbuf call;
+    em_strbuf_init(&call);
+    em_strbuf_printf(&call, "sc_%s_%s(", row_of(k->op, cd)->name, sfx_of[cd]);
+    for (int i = 0; i < k->n_in; i++) {
+        em_dtype via = em_ew_operand_via(k->op, i, in, k->n_in, k->out), od = em_ew_operand_dtype(k->op, i, cd);
+        em_strbuf first;
+        em_strbuf_init(&first);
+        convert(&first, args[i], k->in[i], via);
+        if (i) em_strbuf_puts(&call, ", ");
+        convert(&call, first.data ? first.data : "", via, od);
+        free(em_strbuf_take(&first));
+    }
+    em_strbuf_puts(&call, ")");
+    convert(s, call.data ? call.data : "", native, k->out);
+    free(em_strbuf_take(&call));
 }
 
-static void contig_kernel(em_strbuf *s, const ew_row *r) {
-    size_t widest = 1;
-    for (int k = 0; k <= r->arity; k++) widest = operand_size(r, k) > widest ? operand_size(r, k) : widest;
-    int v = (int)(16 / widest); /* elements per vector */
-    char name[128];
-    em_cuda_ew_name(r->op, r->dtype, EM_CUDA_CONTIG, name, sizeof name);
-    for (int k = 0; k <= r->arity; k++)
-        em_strbuf_printf(s, "struct __align__(%zu) %s_v%d { %s e[%d]; };\n", operand_size(r, k) * (size_t)v, name, k,
-                         operand_type(r, k), v);
+static void parameters(em_strbuf *s, const em_cuda_ew_kernel *k) {
+    em_strbuf_printf(s, "%s *__restrict__ out", device_type(k->out));
+    for (int i = 0; i < k->n_in; i++) em_strbuf_printf(s, ", const %s *__restrict__ in%d", device_type(k->in[i]), i + 1);
+}
+
+static size_t size_of(em_dtype dt) { return em_dtype_size(dt); }
+
+static void contig_kernel(em_strbuf *s, const em_cuda_ew_kernel *k) {
+    size_t widest = size_of(k->out);
+    for (int i = 0; i < k->n_in; i++) widest = size_of(k->in[i]) > widest ? size_of(k->in[i]) : widest;
+    int v = (int)(16 / widest); /* elements per vector: 16 bytes of the widest operand */
+    char name[160];
+    em_cuda_ew_name(k, EM_CUDA_CONTIG, name, sizeof name);
+    for (int i = 0; i <= k->n_in; i++) {
+        em_dtype dt = i ? k->in[i - 1] : k->out;
+        em_strbuf_printf(s, "struct __align__(%zu) %s_v%d { %s e[%d]; };\n", size_of(dt) * (size_t)v, name, i,
+                         device_type(dt), v);
+    }
     em_strbuf_printf(s, "extern \"C\" __global__ void %s(long long n, ", name);
-    parameters(s, r);
-    em_strbuf_puts(s, ") {\n"
-                      "    long long step = (long long)gridDim.x * blockDim.x;\n"
-                      "    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n");
-    em_strbuf_printf(s, "    long long vectors = n / %d;\n    for (long long i = t; i < vectors; i += step) {\n", v);
-    for (int k = 1; k <= r->arity; k++)
-        em_strbuf_printf(s, "        %s_v%d x%d = ((const %s_v%d *)in%d)[i];\n", name, k, k, name, k, k);
+    parameters(s, k);
+    em_strbuf_printf(s, ") {\n"
+                        "    long long step = (long long)gridDim.x * blockDim.x;\n"
+                        "    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+                        "    long long vectors = n / %d;\n"
+                        "    for (long long i = t; i < vectors; i += step) {\n",
+                     v);
+    for (int i = 1; i <= k->n_in; i++)
+        em_strbuf_printf(s, "        %s_v%d x%d = ((const %s_v%d *)in%d)[i];\n", name, i, i, name, i, i);
     em_strbuf_printf(s, "        %s_v0 y;\n        for (int j = 0; j < %d; j++) y.e[j] = ", name, v);
     const char *vargs[3] = {"x1.e[j]", "x2.e[j]", "x3.e[j]"};
-    call(s, r, vargs);
+    element(s, k, vargs);
     em_strbuf_printf(s, ";\n        ((%s_v0 *)out)[i] = y;\n    }\n", name);
     em_strbuf_printf(s, "    for (long long i = vectors * %d + t; i < n; i += step) out[i] = ", v);
     const char *sargs[3] = {"in1[i]", "in2[i]", "in3[i]"};
-    call(s, r, sargs);
+    element(s, k, sargs);
     em_strbuf_puts(s, ";\n}\n");
 }
 
-static void strided_kernel(em_strbuf *s, const ew_row *r) {
-    char name[128];
-    em_cuda_ew_name(r->op, r->dtype, EM_CUDA_STRIDED, name, sizeof name);
+static void strided_kernel(em_strbuf *s, const em_cuda_ew_kernel *k) {
+    char name[160];
+    em_cuda_ew_name(k, EM_CUDA_STRIDED, name, sizeof name);
     em_strbuf_printf(s, "extern \"C\" __global__ void %s(long long n, em_cuda_geometry g, ", name);
-    parameters(s, r);
+    parameters(s, k);
     em_strbuf_printf(s, ") {\n"
                         "    long long step = (long long)gridDim.x * blockDim.x;\n"
                         "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {\n"
@@ -194,45 +267,35 @@ static void strided_kernel(em_strbuf *s, const ew_row *r) {
                         "            for (int k = 0; k < %d; k++) o[k] += idx * g.strides[k][d];\n"
                         "        }\n"
                         "        out[o[0]] = ",
-                     r->arity + 1, r->arity + 1);
+                     k->n_in + 1, k->n_in + 1);
     const char *args[3] = {"in1[o[1]]", "in2[o[2]]", "in3[o[3]]"};
-    call(s, r, args);
+    element(s, k, args);
     em_strbuf_puts(s, ";\n    }\n}\n");
 }
 
-char *em_cuda_ew_source(const em_op *ops, int n, em_dtype dt) {
+char *em_cuda_ew_source(const em_cuda_ew_kernel *ks, int n) {
+    for (int i = 0; i < n; i++)
+        if (em_cuda_ew_check(&ks[i]) != EM_OK) return NULL;
     em_strbuf s;
     em_strbuf_init(&s);
-    em_strbuf_printf(&s, "/* ember: eager elementwise kernels, %s (generated from ops.def and ops_math.h) */\n"
+    em_strbuf_printf(&s, "/* ember: eager elementwise kernels (generated from ops.def and ops_math.h) */\n"
                          "#include \"ember/ops_math.h\"\n"
                          "struct em_cuda_geometry { int ndim; long long shape[%d]; long long strides[4][%d]; };\n",
-                     em_dtype_long_name(dt), EM_MAX_DIMS, EM_MAX_DIMS);
+                     EM_MAX_DIMS, EM_MAX_DIMS);
     for (int i = 0; i < n; i++) {
-        const ew_row *r = row_of(ops[i], dt);
-        if (!r) {
-            free(em_strbuf_take(&s));
-            em_error(EM_ERR_NOT_IMPLEMENTED, "cuda: %s has no scalar definition for %s", em_op_get(ops[i])->name,
-                     em_dtype_long_name(dt));
-            return NULL;
-        }
-        contig_kernel(&s, r);
-        strided_kernel(&s, r);
+        contig_kernel(&s, &ks[i]);
+        strided_kernel(&s, &ks[i]);
     }
     char *text = em_strbuf_take(&s);
     if (!text) em_error(EM_ERR_NOMEM, "out of memory generating CUDA C");
     return text;
 }
 
-em_status em_cuda_ew_ptx(const em_op *ops, int n, em_dtype dt, int sm, char **ptx) {
+em_status em_cuda_ew_ptx(const em_cuda_ew_kernel *ks, int n, int sm, char **ptx) {
     *ptx = NULL;
-    const char *const *texts, *const *names;
-    int n_headers = em_cuda_headers(&texts, &names);
-    if (n_headers < 0) return em_error(EM_ERR_NOMEM, "out of memory");
-    char *src = em_cuda_ew_source(ops, n, dt);
+    char *src = em_cuda_ew_source(ks, n);
     if (!src) return em_last_status();
-    char name[64];
-    snprintf(name, sizeof name, "ember_ew_%s.cu", em_dtype_name(dt));
-    em_status st = em_nvrtc_compile(src, name, n_headers, texts, names, sm, ptx, NULL);
+    em_status st = em_cuda_ptx(src, "ember_ew.cu", sm, ptx, NULL);
     free(src);
     return st;
 }

@@ -51,22 +51,44 @@ typedef struct em_cuda_geometry {
     long long strides[4][EM_MAX_DIMS];
 } em_cuda_geometry;
 
-/* Has elementwise op `op` a scalar definition for compute dtype dt? */
-bool em_cuda_ew_defined(em_op op, em_dtype dt);
-/* The elementwise ops defined for dt: their count, the first max of them
- * in ops[]. */
-int em_cuda_ew_ops(em_dtype dt, em_op *ops, int max);
-/* The name of op's kernel for dt and a layout, as the source defines it
- * (extern "C"). */
-void em_cuda_ew_name(em_op op, em_dtype dt, em_cuda_layout layout, char *out, size_t n);
-/* CUDA C of both kernels of each of ops[0..n) for compute dtype dt
- * (malloc'd), or NULL with an error naming an op without a definition. */
-char *em_cuda_ew_source(const em_op *ops, int n, em_dtype dt);
+/* One eager elementwise kernel: op on operands of dtypes in[0..n_in),
+ * result of dtype out (a cast: one operand). */
+typedef struct em_cuda_ew_kernel {
+    em_op op;
+    int n_in;
+    em_dtype in[3];
+    em_dtype out;
+} em_cuda_ew_kernel;
+
+/* Is k an elementwise op (or a cast) with a scalar definition for its
+ * dtypes? An error naming the op and the dtypes when not. */
+em_status em_cuda_ew_check(const em_cuda_ew_kernel *k);
+/* The kernels of every elementwise op defined for compute dtype dt, all
+ * operands of that dtype (a predicate's result bool, a where's condition
+ * bool): their count, the first max of them in ks[]. */
+int em_cuda_ew_uniform(em_dtype dt, em_cuda_ew_kernel *ks, int max);
+/* The name of k's kernel in a layout, as the source defines it
+ * (extern "C"): em_cuda_add_f16_f32_to_f32_contig. */
+void em_cuda_ew_name(const em_cuda_ew_kernel *k, em_cuda_layout layout, char *out, size_t n);
+/* CUDA C of both kernels of each of ks[0..n) (malloc'd), or NULL with
+ * em_cuda_ew_check's error. */
+char *em_cuda_ew_source(const em_cuda_ew_kernel *ks, int n);
 /* The headers that source includes (ops_math.h and its table, embedded at
  * build time): how many, their texts and names. -1 when out of memory. */
 int em_cuda_headers(const char *const **texts, const char *const **names);
-/* em_cuda_ew_source compiled by NVRTC for compute capability sm. */
-em_status em_cuda_ew_ptx(const em_op *ops, int n, em_dtype dt, int sm, char **ptx);
+/* em_cuda_ew_source as PTX for compute capability sm (em_cuda_ptx). */
+em_status em_cuda_ew_ptx(const em_cuda_ew_kernel *ks, int n, int sm, char **ptx);
+
+/* ---- compiled once (codegen_cuda/ptx_cache.c) ---- */
+
+typedef enum em_cuda_ptx_source { EM_PTX_COMPILED, EM_PTX_FROM_MEMORY, EM_PTX_FROM_DISK } em_cuda_ptx_source;
+/* The PTX of generated CUDA C `source` (which may include the headers of
+ * em_cuda_headers) for compute capability sm: this process's copy, else
+ * the disk cache's, else NVRTC's, then kept in both. *ptx is the caller's
+ * (malloc'd); *from (if not NULL) says where it came from. */
+em_status em_cuda_ptx(const char *source, const char *name, int sm, char **ptx, em_cuda_ptx_source *from);
+/* Drops this process's copies (the disk cache keeps its entries). */
+void em_cuda_ptx_forget(void);
 
 #ifdef __cplusplus
 }

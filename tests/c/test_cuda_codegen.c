@@ -1,7 +1,8 @@
 /*
  * test_cuda_codegen.c - every eager elementwise kernel the CUDA code
- * generator writes (each op and compute dtype of the op table, both
- * layouts) compiles with NVRTC to PTX for sm_90, and ptxas accepts the PTX.
+ * generator writes compiles with NVRTC to PTX for sm_90, and ptxas accepts
+ * the PTX: each op of the op table in each compute dtype, the float ops
+ * in float16 and bfloat16, every cast, and mixed dtypes; both layouts.
  * No GPU is needed. Without NVRTC (no CUDA Toolkit) the test is skipped
  * (exit 77) with the reason.
  */
@@ -10,8 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <dirent.h>
+#include <stdbool.h>
 
 #include "ember/codegen_cuda.h"
+#include "ember/disk_cache.h"
+
+static int run(const char *dir);
 
 static int failures;
 #define CHECK(cond, ...)                                                                           \
@@ -53,53 +59,105 @@ static int ptxas_accepts(const char *tool, const char *ptx, const char *what) {
 
 static const em_dtype compute_dtypes[] = {EM_DTYPE_F32, EM_DTYPE_F64, EM_DTYPE_I64, EM_DTYPE_I32,
                                           EM_DTYPE_I16, EM_DTYPE_I8,  EM_DTYPE_U8,  EM_DTYPE_BOOL};
+static const em_dtype stored_dtypes[] = {EM_DTYPE_F32, EM_DTYPE_F64, EM_DTYPE_I64, EM_DTYPE_I32, EM_DTYPE_I16,
+                                         EM_DTYPE_I8,  EM_DTYPE_U8,  EM_DTYPE_BOOL, EM_DTYPE_F16, EM_DTYPE_BF16};
+#define N_STORED ((int)(sizeof stored_dtypes / sizeof *stored_dtypes))
 
+/* Compiles ks[0..n) (one source), checks every kernel is in the PTX and
+ * that ptxas accepts it; returns how many kernels. */
+static int compile_all(const char *tool, const em_cuda_ew_kernel *ks, int n, const char *what) {
+    char *ptx = NULL;
+    em_status st = em_cuda_ew_ptx(ks, n, 90, &ptx);
+    CHECK(st == EM_OK, "%s: %s", what, em_last_error());
+    if (st != EM_OK) return 0;
+    int kernels = 0;
+    for (int i = 0; i < n; i++)
+        for (int l = 0; l < 2; l++) {
+            char name[160], entry[200];
+            em_cuda_ew_name(&ks[i], (em_cuda_layout)l, name, sizeof name);
+            snprintf(entry, sizeof entry, ".entry %s(", name);
+            CHECK(strstr(ptx, entry) != NULL, "the PTX of %s has no %s", what, name);
+            kernels++;
+        }
+    if (tool) CHECK(ptxas_accepts(tool, ptx, what), "ptxas: %s", what);
+    free(ptx);
+    return kernels;
+}
+
+/* Every op in every compute dtype; every float op in float16 and
+ * bfloat16 (computed in float32); every cast; mixed dtypes as type
+ * promotion makes them. */
 static void every_kernel_compiles(const char *tool) {
     int kernels = 0;
+    em_cuda_ew_kernel ks[4 * EM_OP_COUNT];
     for (size_t d = 0; d < sizeof compute_dtypes / sizeof *compute_dtypes; d++) {
-        em_dtype dt = compute_dtypes[d];
-        em_op ops[EM_OP_COUNT];
-        int n = em_cuda_ew_ops(dt, ops, EM_OP_COUNT);
-        CHECK(n > 0, "no elementwise ops for %s", em_dtype_name(dt));
-        char *ptx = NULL;
-        em_status st = em_cuda_ew_ptx(ops, n, dt, 90, &ptx);
-        CHECK(st == EM_OK, "%s: %s", em_dtype_name(dt), em_last_error());
-        if (st != EM_OK) continue;
-        for (int i = 0; i < n; i++)
-            for (int l = 0; l < 2; l++) {
-                char name[128], entry[160];
-                em_cuda_ew_name(ops[i], dt, (em_cuda_layout)l, name, sizeof name);
-                snprintf(entry, sizeof entry, ".entry %s(", name);
-                CHECK(strstr(ptx, entry) != NULL, "the PTX for %s has no %s", em_dtype_name(dt), name);
-                kernels++;
-            }
-        if (tool) CHECK(ptxas_accepts(tool, ptx, em_dtype_name(dt)), "ptxas: %s", em_dtype_name(dt));
-        free(ptx);
+        int n = em_cuda_ew_uniform(compute_dtypes[d], ks, 4 * EM_OP_COUNT);
+        CHECK(n > 0, "no elementwise ops for %s", em_dtype_name(compute_dtypes[d]));
+        kernels += compile_all(tool, ks, n, em_dtype_name(compute_dtypes[d]));
     }
-    CHECK(kernels > 400, "only %d kernels", kernels);
+    em_dtype halves[2] = {EM_DTYPE_F16, EM_DTYPE_BF16};
+    for (int h = 0; h < 2; h++) {
+        int n = em_cuda_ew_uniform(EM_DTYPE_F32, ks, 4 * EM_OP_COUNT);
+        for (int i = 0; i < n; i++) {
+            for (int j = 0; j < ks[i].n_in; j++)
+                if (ks[i].in[j] == EM_DTYPE_F32) ks[i].in[j] = halves[h];
+            if (ks[i].out == EM_DTYPE_F32) ks[i].out = halves[h];
+        }
+        kernels += compile_all(tool, ks, n, em_dtype_name(halves[h]));
+    }
+    int n = 0;
+    for (int a = 0; a < N_STORED; a++)
+        for (int b = 0; b < N_STORED; b++)
+            ks[n++] = (em_cuda_ew_kernel){EM_OP_CAST, 1, {stored_dtypes[a]}, stored_dtypes[b]};
+    kernels += compile_all(tool, ks, n, "casts");
+    em_cuda_ew_kernel mixed[] = {
+        {EM_OP_ADD, 2, {EM_DTYPE_I32, EM_DTYPE_F32}, EM_DTYPE_F32},
+        {EM_OP_MUL, 2, {EM_DTYPE_F16, EM_DTYPE_F32}, EM_DTYPE_F32},
+        {EM_OP_MUL, 2, {EM_DTYPE_BF16, EM_DTYPE_F32}, EM_DTYPE_BF16}, /* (a wrapped number: bf16(y) first) */
+        {EM_OP_LT, 2, {EM_DTYPE_BF16, EM_DTYPE_F32}, EM_DTYPE_BOOL},
+        {EM_OP_WHERE, 3, {EM_DTYPE_BOOL, EM_DTYPE_F16, EM_DTYPE_F32}, EM_DTYPE_F32},
+        {EM_OP_ADD, 2, {EM_DTYPE_U8, EM_DTYPE_I8}, EM_DTYPE_I16},
+        {EM_OP_DIV, 2, {EM_DTYPE_I64, EM_DTYPE_I64}, EM_DTYPE_F32},
+        {EM_OP_EXP, 1, {EM_DTYPE_I32}, EM_DTYPE_F32},
+    };
+    kernels += compile_all(tool, mixed, (int)(sizeof mixed / sizeof *mixed), "mixed dtypes");
+    CHECK(kernels > 900, "only %d kernels", kernels);
     printf("%d eager elementwise kernels compiled to PTX for sm_90%s\n", kernels,
            tool ? " and checked by ptxas" : " (no ptxas: not checked)");
 }
 
 static void the_source_uses_the_shared_definitions(void) {
-    em_op ops[2] = {EM_OP_ADD, EM_OP_LT};
-    char *src = em_cuda_ew_source(ops, 2, EM_DTYPE_F32);
+    em_cuda_ew_kernel ks[] = {
+        {EM_OP_ADD, 2, {EM_DTYPE_F32, EM_DTYPE_F32}, EM_DTYPE_F32},
+        {EM_OP_LT, 2, {EM_DTYPE_F32, EM_DTYPE_F32}, EM_DTYPE_BOOL},
+        {EM_OP_ADD, 2, {EM_DTYPE_F16, EM_DTYPE_F16}, EM_DTYPE_F16},
+        {EM_OP_CAST, 1, {EM_DTYPE_F64}, EM_DTYPE_BF16},
+    };
+    char *src = em_cuda_ew_source(ks, 4);
     CHECK(src != NULL, "%s", em_last_error());
     if (!src) return;
     CHECK(strstr(src, "#include \"ember/ops_math.h\"") != NULL, "the source does not include ops_math.h");
-    CHECK(strstr(src, "sc_add_f32(x1.e[j], x2.e[j])") != NULL, "add does not call sc_add_f32 per vector lane");
-    CHECK(strstr(src, "bool *__restrict__ out") != NULL, "lt's result is not bool");
-    CHECK(strstr(src, "struct __align__(16) em_cuda_add_f32_contig_v1 { float e[4]; }") != NULL,
+    CHECK(strstr(src, "y.e[j] = sc_add_f32(x1.e[j], x2.e[j])") != NULL, "add does not call sc_add_f32 per lane");
+    CHECK(strstr(src, "em_cuda_lt_f32_f32_to_b8_contig(long long n, bool *__restrict__ out") != NULL,
+          "lt's result is not bool");
+    CHECK(strstr(src, "struct __align__(16) em_cuda_add_f32_f32_to_f32_contig_v1 { float e[4]; }") != NULL,
           "add's float operands are not loaded as 16-byte vectors");
+    CHECK(strstr(src, "sc_cast_f32_f16(sc_add_f32(sc_cast_f16_f32(x1.e[j]), sc_cast_f16_f32(x2.e[j])))") != NULL,
+          "float16 does not compute in float32 and round back");
+    CHECK(strstr(src, "struct __align__(16) em_cuda_add_f16_f16_to_f16_contig_v1 { em_sc_f16 e[8]; }") != NULL,
+          "float16 is not loaded 8 at a time");
+    CHECK(strstr(src, "out[o[0]] = sc_cast_f64_bf16(in1[o[1]])") != NULL, "a cast is not sc_cast_<from>_<to>");
     free(src);
 }
 
 static void errors_name_what_failed(void) {
-    em_op mm = EM_OP_MATMUL;
-    CHECK(em_cuda_ew_source(&mm, 1, EM_DTYPE_F32) == NULL, "matmul has an elementwise kernel?");
-    CHECK(strstr(em_last_error(), "matmul has no scalar definition for float32") != NULL, "%s", em_last_error());
-    em_op add = EM_OP_ADD;
-    CHECK(em_cuda_ew_source(&add, 1, EM_DTYPE_F16) == NULL, "float16 computes in float32");
+    em_cuda_ew_kernel mm = {EM_OP_MATMUL, 2, {EM_DTYPE_F32, EM_DTYPE_F32}, EM_DTYPE_F32};
+    CHECK(em_cuda_ew_source(&mm, 1) == NULL, "matmul has an elementwise kernel?");
+    CHECK(strstr(em_last_error(), "matmul is not an elementwise op") != NULL, "%s", em_last_error());
+    em_cuda_ew_kernel bad = {EM_OP_BITWISE_AND, 2, {EM_DTYPE_F32, EM_DTYPE_F32}, EM_DTYPE_F32};
+    CHECK(em_cuda_ew_source(&bad, 1) == NULL, "bitwise_and of floats?");
+    CHECK(strstr(em_last_error(), "bitwise_and has no scalar definition for (float32, float32) -> float32") != NULL,
+          "%s", em_last_error());
     char *ptx = NULL, *log = NULL;
     em_status st = em_nvrtc_compile("__global__ void k() { undefined_thing(); }", "bad.cu", 0, NULL, NULL, 90, &ptx,
                                     &log);
@@ -111,7 +169,67 @@ static void errors_name_what_failed(void) {
     free(log);
 }
 
+/* The one .ptx entry in dir, or false. */
+static bool ptx_entry(const char *dir, char *path, size_t n) {
+    DIR *d = opendir(dir);
+    bool found = false;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (len > 4 && strcmp(e->d_name + len - 4, ".ptx") == 0) {
+            snprintf(path, n, "%s/%s", dir, e->d_name);
+            found = true;
+        }
+    }
+    if (d) closedir(d);
+    return found;
+}
+
+/* PTX is compiled once: kept in the process, then on disk; a damaged entry
+ * is compiled again; another compute capability is another entry. */
+static void ptx_is_compiled_once(const char *dir) {
+    em_cuda_ew_kernel k = {EM_OP_NEG, 1, {EM_DTYPE_F32}, EM_DTYPE_F32};
+    char *src = em_cuda_ew_source(&k, 1), *p[5] = {NULL};
+    em_cuda_ptx_source from[5];
+    CHECK(src != NULL, "%s", em_last_error());
+    if (!src) return;
+    em_cuda_ptx_forget();
+    CHECK(em_cuda_ptx(src, "neg.cu", 90, &p[0], &from[0]) == EM_OK, "%s", em_last_error());
+    CHECK(em_cuda_ptx(src, "neg.cu", 90, &p[1], &from[1]) == EM_OK, "%s", em_last_error());
+    em_cuda_ptx_forget();
+    CHECK(em_cuda_ptx(src, "neg.cu", 90, &p[2], &from[2]) == EM_OK, "%s", em_last_error());
+    CHECK(from[0] == EM_PTX_COMPILED && from[1] == EM_PTX_FROM_MEMORY && from[2] == EM_PTX_FROM_DISK,
+          "sources %d %d %d", (int)from[0], (int)from[1], (int)from[2]);
+    CHECK(p[0] && p[1] && p[2] && !strcmp(p[0], p[1]) && !strcmp(p[0], p[2]), "the PTX differs");
+    char path[1200];
+    CHECK(ptx_entry(dir, path, sizeof path), "no .ptx entry in %s", dir);
+    FILE *f = fopen(path, "wb"); /* damaged: a compile again, not garbage */
+    if (f) {
+        fputs("not an entry", f);
+        fclose(f);
+    }
+    em_cuda_ptx_forget();
+    CHECK(em_cuda_ptx(src, "neg.cu", 90, &p[3], &from[3]) == EM_OK && from[3] == EM_PTX_COMPILED,
+          "a damaged entry was used");
+    CHECK(p[3] && p[0] && !strcmp(p[3], p[0]), "the PTX differs after a recompile");
+    CHECK(em_cuda_ptx(src, "neg.cu", 80, &p[4], &from[4]) == EM_OK && from[4] == EM_PTX_COMPILED,
+          "sm_80 was served sm_90's PTX");
+    CHECK(p[4] && strstr(p[4], ".target sm_80"), "no sm_80 target");
+    for (int i = 0; i < 5; i++) free(p[i]);
+    free(src);
+}
+
 int main(void) {
+    /* a cache of the test's own, so that every kernel is compiled here */
+    char dir[] = "/tmp/ember-cuda-test-XXXXXX";
+    if (!mkdtemp(dir)) return 1;
+    setenv("EMBER_CACHE_DIR", dir, 1);
+    int rc = run(dir);
+    em_disk_cache_clear();
+    rmdir(dir);
+    return rc;
+}
+
+static int run(const char *dir) {
     char why[512];
     if (!em_nvrtc_available(why, sizeof why)) {
         printf("skipped: %s\n", why);
@@ -124,6 +242,7 @@ int main(void) {
     printf("NVRTC %d.%d; ptxas %s\n", major, minor, tool ? tool : "not found");
     the_source_uses_the_shared_definitions();
     errors_name_what_failed();
+    ptx_is_compiled_once(dir);
     every_kernel_compiles(tool);
     if (failures) fprintf(stderr, "%d failures\n", failures);
     return failures ? 1 : 0;

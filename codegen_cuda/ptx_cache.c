@@ -1,0 +1,109 @@
+/*
+ * ptx_cache.c - generated CUDA C compiles once: its PTX is kept in this
+ * process and on disk (runtime/disk_cache.c, entries "<key>.ptx"), keyed by
+ * everything it depends on: the source, the headers it includes, the
+ * compute capability and NVRTC's version. The first use of a kernel in a
+ * process costs a lookup; in a new process, a read from disk; only new
+ * code costs NVRTC (about a second for a dtype's ~70 elementwise ops).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ember/codegen_cuda.h"
+#include "ember/disk_cache.h"
+
+typedef struct cached {
+    char key[EM_CACHE_KEY_LEN + 1];
+    char *ptx;
+    struct cached *next;
+} cached;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static cached *kept;
+
+static char *copy(const char *s, size_t n) {
+    char *c = malloc(n + 1);
+    if (c) {
+        memcpy(c, s, n);
+        c[n] = '\0';
+    }
+    return c;
+}
+
+/* The PTX kept under key in this process (a copy), or NULL. */
+static char *find(const char *key) {
+    char *ptx = NULL;
+    pthread_mutex_lock(&lock);
+    for (cached *c = kept; c && !ptx; c = c->next)
+        if (!strcmp(c->key, key)) ptx = copy(c->ptx, strlen(c->ptx));
+    pthread_mutex_unlock(&lock);
+    return ptx;
+}
+
+static void keep(const char *key, const char *ptx) {
+    cached *c = calloc(1, sizeof *c);
+    if (!c || !(c->ptx = copy(ptx, strlen(ptx)))) { /* (out of memory: it is compiled again next time) */
+        free(c);
+        return;
+    }
+    snprintf(c->key, sizeof c->key, "%s", key);
+    pthread_mutex_lock(&lock);
+    c->next = kept;
+    kept = c;
+    pthread_mutex_unlock(&lock);
+}
+
+void em_cuda_ptx_forget(void) {
+    pthread_mutex_lock(&lock);
+    while (kept) {
+        cached *c = kept;
+        kept = c->next;
+        free(c->ptx);
+        free(c);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+em_status em_cuda_ptx(const char *source, const char *name, int sm, char **ptx, em_cuda_ptx_source *from) {
+    *ptx = NULL;
+    const char *const *texts, *const *names;
+    int n_headers = em_cuda_headers(&texts, &names);
+    int major = 0, minor = 0;
+    if (n_headers < 0) return em_error(EM_ERR_NOMEM, "out of memory");
+    em_status st = em_nvrtc_version(&major, &minor);
+    if (st != EM_OK) return st;
+    em_cache_key k;
+    em_cache_key_init(&k);
+    char what[64];
+    snprintf(what, sizeof what, "ptx sm_%d nvrtc %d.%d", sm, major, minor);
+    em_cache_key_mix(&k, what);
+    for (int i = 0; i < n_headers; i++) {
+        em_cache_key_mix(&k, names[i]);
+        em_cache_key_mix(&k, texts[i]);
+    }
+    em_cache_key_mix(&k, source);
+    char key[EM_CACHE_KEY_LEN + 1];
+    em_cache_key_hex(&k, key);
+    if ((*ptx = find(key))) {
+        if (from) *from = EM_PTX_FROM_MEMORY;
+        return EM_OK;
+    }
+    size_t n = 0;
+    char *stored = em_disk_cache_get(key, "ptx", &n);
+    if (stored && memchr(stored, '\0', n) == NULL) { /* (PTX is text: a payload with a NUL is not one) */
+        *ptx = copy(stored, n);
+        free(stored);
+        if (!*ptx) return em_error(EM_ERR_NOMEM, "out of memory");
+        keep(key, *ptx);
+        if (from) *from = EM_PTX_FROM_DISK;
+        return EM_OK;
+    }
+    free(stored);
+    if ((st = em_nvrtc_compile(source, name, n_headers, texts, names, sm, ptx, NULL)) != EM_OK) return st;
+    keep(key, *ptx);
+    em_disk_cache_put(key, "ptx", *ptx, strlen(*ptx));
+    if (from) *from = EM_PTX_COMPILED;
+    return EM_OK;
+}
