@@ -3,13 +3,15 @@
  *
  * rand: float32 takes 24 bits per element (4 elements per block), float64
  * 53 bits (2 per block); values lie in [0, 1). randn: Box-Muller on one
- * block per pair of elements (cos for the first, sin for the second).
+ * block per pair of elements (cos for the first, sin for the second). The
+ * arithmetic is ops_random.h's, which the CUDA code generator compiles too.
  */
 #include <math.h>
 #include <pthread.h>
 
 #include "ember/alloc.h"
 #include "ember/ops_math.h"
+#include "ember/ops_random.h"
 #include "ember/parallel.h"
 #include "ember/random.h"
 #include "kernels.h"
@@ -45,29 +47,10 @@ em_rng_state em_rng_reserve(uint64_t n) {
     return s;
 }
 
-void em_philox(uint64_t key, uint64_t counter, uint32_t out[4]) {
-    uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
-    uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
-    for (int r = 0; r < 10; r++) {
-        uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
-        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-        c1 = (uint32_t)p1;
-        c3 = (uint32_t)p0;
-        c0 = n0;
-        c2 = n2;
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-    }
-    out[0] = c0;
-    out[1] = c1;
-    out[2] = c2;
-    out[3] = c3;
-}
+void em_philox(uint64_t key, uint64_t counter, uint32_t out[4]) { em_sc_philox(key, counter, out); }
 
-static inline double u53(uint32_t hi, uint32_t lo) {
-    return (double)((((uint64_t)hi << 32) | lo) >> 11) * 0x1p-53;
-}
-static inline float u24(uint32_t x) { return (float)(x >> 8) * 0x1p-24f; }
+static inline double u53(uint32_t hi, uint32_t lo) { return em_sc_u53(hi, lo); }
+static inline float u24(uint32_t x) { return em_sc_u24(x); }
 
 typedef struct {
     em_rng_state s;
@@ -97,7 +80,8 @@ static void perm_targets(void *arg, int64_t b, int64_t e) {
 #define RCHUNK 256 /* elements per chunk (even) */
 
 static void normals_f32(const rng_ctx *c, int64_t b, int64_t e) {
-    float u1[RCHUNK / 2], u2[RCHUNK / 2], r[RCHUNK / 2], sn[RCHUNK / 2], cs[RCHUNK / 2];
+    em_sc_u32 w0[RCHUNK / 2], w1[RCHUNK / 2];
+    float cs[RCHUNK / 2], sn[RCHUNK / 2];
     float *out = c->out;
     for (int64_t c0 = b & ~(int64_t)1; c0 < e; c0 += RCHUNK) {
         int64_t blocks = (e - c0 + 1) / 2 < RCHUNK / 2 ? (e - c0 + 1) / 2 : RCHUNK / 2;
@@ -105,19 +89,14 @@ static void normals_f32(const rng_ctx *c, int64_t b, int64_t e) {
         for (int64_t k = 0; k < blocks; k++) {
             uint32_t w[4];
             em_philox(c->s.seed, c->s.offset + first + (uint64_t)k, w);
-            u1[k] = 1.0f - u24(w[0]); /* (0, 1] */
-            u2[k] = u24(w[1]);
+            w0[k] = w[0];
+            w1[k] = w[1];
         }
-        for (int64_t k = 0; k < blocks; k++) {
-            r[k] = sqrtf(-2.0f * sc_log_f32(u1[k]));
-            float t = 6.28318530717958648f * u2[k];
-            sn[k] = sc_sin_f32(t);
-            cs[k] = sc_cos_f32(t);
-        }
+        for (int64_t k = 0; k < blocks; k++) em_sc_normal_pair_f32(w0[k], w1[k], &cs[k], &sn[k]);
         for (int64_t k = 0; k < blocks; k++) {
             int64_t i = c0 + 2 * k;
-            if (i >= b && i < e) out[i] = r[k] * cs[k];
-            if (i + 1 >= b && i + 1 < e) out[i + 1] = r[k] * sn[k];
+            if (i >= b && i < e) out[i] = cs[k];
+            if (i + 1 >= b && i + 1 < e) out[i + 1] = sn[k];
         }
     }
 }
@@ -146,9 +125,7 @@ static void fill_range(void *arg, int64_t b, int64_t e) {
             double u = u53(w[2 * lane], w[2 * lane + 1]);
             ((int64_t *)c->out)[i] = c->low + (int64_t)floor(u * c->span);
         } else { /* float64 normals */
-            double u1 = 1.0 - u53(w[0], w[1]), u2 = u53(w[2], w[3]);
-            double r = sqrt(-2.0 * log(u1)), t = 6.28318530717958647692 * u2;
-            ((double *)c->out)[i] = lane ? r * sin(t) : r * cos(t);
+            ((double *)c->out)[i] = em_sc_normal_f64(w, lane);
         }
     }
 }

@@ -79,6 +79,15 @@ int em_cuda_headers(const char *const **texts, const char *const **names);
 /* em_cuda_ew_source as PTX for compute capability sm (em_cuda_ptx). */
 em_status em_cuda_ew_ptx(const em_cuda_ew_kernel *ks, int n, int sm, char **ptx);
 
+/* ---- rand and randn (codegen_cuda/random_source.c) ---- */
+
+/* CUDA C of em_cuda_<name>(n, seed, offset, out) for each random kernel:
+ * element i of the result from Philox block offset + i / per_block, as the
+ * CPU draws it (ops_random.h). malloc'd. */
+char *em_cuda_random_source(void);
+/* The kernels' names ("rand_f32", ...): how many, the first max in names. */
+int em_cuda_random_kernels(const char **names, int max);
+
 /* ---- compiled once (codegen_cuda/ptx_cache.c) ---- */
 
 typedef enum em_cuda_ptx_source { EM_PTX_COMPILED, EM_PTX_FROM_MEMORY, EM_PTX_FROM_DISK } em_cuda_ptx_source;

@@ -169,6 +169,25 @@ static void errors_name_what_failed(void) {
     free(log);
 }
 
+/* rand and randn from ops_random.h, the CPU's arithmetic. */
+static void random_kernels_compile(const char *tool) {
+    char *src = em_cuda_random_source(), *ptx = NULL;
+    CHECK(src && strstr(src, "em_sc_philox(seed, offset + (unsigned long long)blk, w)"), "no Philox call");
+    em_status st = src ? em_cuda_ptx(src, "random.cu", 90, &ptx, NULL) : EM_ERR_NOMEM;
+    CHECK(st == EM_OK, "%s", em_last_error());
+    const char *names[8];
+    int n = em_cuda_random_kernels(names, 8);
+    CHECK(n == 4, "%d random kernels", n);
+    for (int i = 0; ptx && i < n; i++) {
+        char entry[96];
+        snprintf(entry, sizeof entry, ".entry em_cuda_%s(", names[i]);
+        CHECK(strstr(ptx, entry) != NULL, "no %s in the PTX", entry);
+    }
+    if (ptx && tool) CHECK(ptxas_accepts(tool, ptx, "random kernels"), "ptxas: random kernels");
+    free(ptx);
+    free(src);
+}
+
 /* The one .ptx entry in dir, or false. */
 static bool ptx_entry(const char *dir, char *path, size_t n) {
     DIR *d = opendir(dir);
@@ -243,6 +262,7 @@ static int run(const char *dir) {
     the_source_uses_the_shared_definitions();
     errors_name_what_failed();
     ptx_is_compiled_once(dir);
+    random_kernels_compile(tool);
     every_kernel_compiles(tool);
     if (failures) fprintf(stderr, "%d failures\n", failures);
     return failures ? 1 : 0;
