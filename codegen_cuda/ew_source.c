@@ -93,19 +93,10 @@ static char *header_text[3];
 static const char *const header_names[3] = {"ember/ops_math.h", "ops_math_trig_table.h", "ember/ops_random.h"};
 static pthread_once_t headers_once = PTHREAD_ONCE_INIT;
 
-static char *as_string(const unsigned char *bytes, size_t n) {
-    char *s = malloc(n + 1);
-    if (s) {
-        memcpy(s, bytes, n);
-        s[n] = '\0';
-    }
-    return s;
-}
-
 static void make_headers(void) {
-    header_text[0] = as_string(em_cuda_ops_math_h, em_cuda_ops_math_h_size);
-    header_text[1] = as_string(em_cuda_trig_table_h, em_cuda_trig_table_h_size);
-    header_text[2] = as_string(em_cuda_ops_random_h, em_cuda_ops_random_h_size);
+    header_text[0] = strndup((const char *)em_cuda_ops_math_h, em_cuda_ops_math_h_size);
+    header_text[1] = strndup((const char *)em_cuda_trig_table_h, em_cuda_trig_table_h_size);
+    header_text[2] = strndup((const char *)em_cuda_ops_random_h, em_cuda_ops_random_h_size);
 }
 
 int em_cuda_headers(const char *const **texts, const char *const **names) {

@@ -6,6 +6,7 @@
  * process costs a lookup; in a new process, a read from disk; only new
  * code costs NVRTC (about a second for a dtype's ~70 elementwise ops).
  */
+#define _POSIX_C_SOURCE 200809L /* strdup, strndup */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,28 +24,19 @@ typedef struct cached {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static cached *kept;
 
-static char *copy(const char *s, size_t n) {
-    char *c = malloc(n + 1);
-    if (c) {
-        memcpy(c, s, n);
-        c[n] = '\0';
-    }
-    return c;
-}
-
 /* The PTX kept under key in this process (a copy), or NULL. */
 static char *find(const char *key) {
     char *ptx = NULL;
     pthread_mutex_lock(&lock);
     for (cached *c = kept; c && !ptx; c = c->next)
-        if (!strcmp(c->key, key)) ptx = copy(c->ptx, strlen(c->ptx));
+        if (!strcmp(c->key, key)) ptx = strdup(c->ptx);
     pthread_mutex_unlock(&lock);
     return ptx;
 }
 
 static void keep(const char *key, const char *ptx) {
     cached *c = calloc(1, sizeof *c);
-    if (!c || !(c->ptx = copy(ptx, strlen(ptx)))) { /* (out of memory: it is compiled again next time) */
+    if (!c || !(c->ptx = strdup(ptx))) { /* (out of memory: it is compiled again next time) */
         free(c);
         return;
     }
@@ -93,7 +85,7 @@ em_status em_cuda_ptx(const char *source, const char *name, int sm, char **ptx, 
     size_t n = 0;
     char *stored = em_disk_cache_get(key, "ptx", &n);
     if (stored && memchr(stored, '\0', n) == NULL) { /* (PTX is text: a payload with a NUL is not one) */
-        *ptx = copy(stored, n);
+        *ptx = strndup(stored, n);
         free(stored);
         if (!*ptx) return em_error(EM_ERR_NOMEM, "out of memory");
         keep(key, *ptx);

@@ -15,14 +15,15 @@ typedef struct {
     const char *name;
     int per_block;
     const char *type;
+    bool normal_pair;    /* a and b hold the block's float32 normal pair */
     const char *element; /* element l of the block w[] */
 } random_kernel;
 
 static const random_kernel kernels[] = {
-    {"rand_f32", 4, "float", "em_sc_u24(w[l])"},
-    {"rand_f64", 2, "double", "em_sc_u53(w[2 * l], w[2 * l + 1])"},
-    {"randn_f32", 2, "float", "(l ? b : a)"},
-    {"randn_f64", 2, "double", "em_sc_normal_f64(w, l)"},
+    {"rand_f32", 4, "float", false, "em_sc_u24(w[l])"},
+    {"rand_f64", 2, "double", false, "em_sc_u53(w[2 * l], w[2 * l + 1])"},
+    {"randn_f32", 2, "float", true, "(l ? b : a)"},
+    {"randn_f64", 2, "double", false, "em_sc_normal_f64(w, l)"},
 };
 
 int em_cuda_random_kernels(const char **names, int max) {
@@ -39,7 +40,6 @@ char *em_cuda_random_source(void) {
                        "#include \"ember/ops_random.h\"\n");
     for (size_t k = 0; k < sizeof kernels / sizeof *kernels; k++) {
         const random_kernel *r = &kernels[k];
-        bool normal_f32 = r->element[0] == '(';
         em_strbuf_printf(&s,
                          "extern \"C\" __global__ void em_cuda_%s(long long n, unsigned long long seed, "
                          "unsigned long long offset, %s *__restrict__ out) {\n"
@@ -50,7 +50,7 @@ char *em_cuda_random_source(void) {
                          "        em_sc_u32 w[4];\n"
                          "        em_sc_philox(seed, offset + (unsigned long long)blk, w);\n",
                          r->name, r->type, r->per_block - 1, r->per_block);
-        if (normal_f32) em_strbuf_puts(&s, "        float a, b;\n        em_sc_normal_pair_f32(w[0], w[1], &a, &b);\n");
+        if (r->normal_pair) em_strbuf_puts(&s, "        float a, b;\n        em_sc_normal_pair_f32(w[0], w[1], &a, &b);\n");
         em_strbuf_printf(&s,
                          "        for (int l = 0; l < %d; l++) {\n"
                          "            long long i = blk * %d + l;\n"

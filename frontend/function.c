@@ -244,15 +244,14 @@ void em_function_reset(em_function *f) {
     f->n_value_guard_failures = 0;
     f->n_retries = 0;
     f->last_event = NULL;
-    f->sizes_vary = f->dynamic == 1;
-    snprintf(f->varying, sizeof f->varying, "%s", f->dynamic == 1 ? "every dim (dynamic=True)" : "");
-    f->instances_exhausted = false;
+    em_function_set_dynamic(f, f->dynamic); /* (what was seen to vary is forgotten too) */
 }
 
 void em_function_set_dynamic(em_function *f, int mode) {
     f->dynamic = mode < 0 ? -1 : mode > 0;
     f->sizes_vary = f->dynamic == 1;
     snprintf(f->varying, sizeof f->varying, "%s", f->dynamic == 1 ? "every dim (dynamic=True)" : "");
+    f->instances_exhausted = false;
 }
 
 /* Specialisations with machine code of their own (what the cache limit
