@@ -79,6 +79,43 @@ int em_cuda_headers(const char *const **texts, const char *const **names);
 /* em_cuda_ew_source as PTX for compute capability sm (em_cuda_ptx). */
 em_status em_cuda_ew_ptx(const em_cuda_ew_kernel *ks, int n, int sm, char **ptx);
 
+/* ---- eager reductions (codegen_cuda/reduce_source.c) ---- */
+
+typedef enum em_cuda_reduce_layout {
+    EM_CUDA_REDUCE_BLOCK,  /* one block per output: long reductions */
+    EM_CUDA_REDUCE_THREAD, /* one thread per output: many short ones, columns */
+} em_cuda_reduce_layout;
+
+/* What the reduction kernels take by value: the kept dims K (an output's
+ * index: its offsets in the input and the output) and the reduced dims R
+ * (offsets in the input), each coalesced, in elements. */
+typedef struct em_cuda_reduce_geometry {
+    int k_ndim, r_ndim;
+    long long k_shape[EM_MAX_DIMS], k_in[EM_MAX_DIMS], k_out[EM_MAX_DIMS];
+    long long r_shape[EM_MAX_DIMS], r_in[EM_MAX_DIMS];
+} em_cuda_reduce_geometry;
+
+/* One reduction kernel: op on an input of dtype in, result of dtype out
+ * (what the op table's inference gives); ord picks the p-norm's fold. */
+typedef struct em_cuda_reduce_kernel {
+    em_op op;
+    em_dtype in, out;
+    double ord;
+} em_cuda_reduce_kernel;
+
+/* Is k a reduction whose result dtype for `in` is `out`? An error naming
+ * the op and the dtypes when not. */
+em_status em_cuda_reduce_check(const em_cuda_reduce_kernel *k);
+/* Every reduction the op table defines for input dtype dt (the norm once
+ * per fold its ord picks): their count, the first max in ks[]. */
+int em_cuda_reduce_all(em_dtype dt, em_cuda_reduce_kernel *ks, int max);
+/* em_cuda_sum_f32_to_f32_block, em_cuda_norm2_f32_to_f32_thread, ... */
+void em_cuda_reduce_name(const em_cuda_reduce_kernel *k, em_cuda_reduce_layout layout, char *out, size_t n);
+/* CUDA C of both layouts of each of ks[0..n) (malloc'd), or NULL with
+ * em_cuda_reduce_check's error. */
+char *em_cuda_reduce_source(const em_cuda_reduce_kernel *ks, int n);
+em_status em_cuda_reduce_ptx(const em_cuda_reduce_kernel *ks, int n, int sm, char **ptx);
+
 /* ---- rand and randn (codegen_cuda/random_source.c) ---- */
 
 /* CUDA C of em_cuda_<name>(n, seed, offset, out) for each random kernel:

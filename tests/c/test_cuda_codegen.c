@@ -20,6 +20,11 @@
 static int run(const char *dir);
 
 static int failures;
+/* EMBER_CUDA_CODEGEN_QUICK=1 (the CI's sanitizer and second-compiler
+ * builds, where the generated text is the same as the release build's,
+ * which compiles it all): every source is still generated, and checked to
+ * define each kernel, but only float32's are compiled, and not by ptxas. */
+static bool quick;
 #define CHECK(cond, ...)                                                                           \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
@@ -66,6 +71,17 @@ static const em_dtype stored_dtypes[] = {EM_DTYPE_F32, EM_DTYPE_F64, EM_DTYPE_I6
 /* Compiles ks[0..n) (one source), checks every kernel is in the PTX and
  * that ptxas accepts it; returns how many kernels. */
 static int compile_all(const char *tool, const em_cuda_ew_kernel *ks, int n, const char *what) {
+    if (quick && strcmp(what, "float32") != 0) {
+        char *src = em_cuda_ew_source(ks, n);
+        CHECK(src != NULL, "%s: %s", what, em_last_error());
+        for (int i = 0; src && i < n; i++) {
+            char name[160];
+            em_cuda_ew_name(&ks[i], EM_CUDA_STRIDED, name, sizeof name);
+            CHECK(strstr(src, name) != NULL, "the source of %s has no %s", what, name);
+        }
+        free(src);
+        return src ? 2 * n : 0;
+    }
     char *ptx = NULL;
     em_status st = em_cuda_ew_ptx(ks, n, 90, &ptx);
     CHECK(st == EM_OK, "%s: %s", what, em_last_error());
@@ -122,7 +138,8 @@ static void every_kernel_compiles(const char *tool) {
     };
     kernels += compile_all(tool, mixed, (int)(sizeof mixed / sizeof *mixed), "mixed dtypes");
     CHECK(kernels > 900, "only %d kernels", kernels);
-    printf("%d eager elementwise kernels compiled to PTX for sm_90%s\n", kernels,
+    printf("%d eager elementwise kernels %s%s\n", kernels,
+           quick ? "generated (float32's compiled)" : "compiled to PTX for sm_90",
            tool ? " and checked by ptxas" : " (no ptxas: not checked)");
 }
 
@@ -186,6 +203,72 @@ static void random_kernels_compile(const char *tool) {
     if (ptx && tool) CHECK(ptxas_accepts(tool, ptx, "random kernels"), "ptxas: random kernels");
     free(ptx);
     free(src);
+}
+
+/* Every reduction in every dtype it accepts, both layouts, through ptxas;
+ * the source folds with ops_math.h's math and the rules' texts. */
+static void every_reduction_compiles(const char *tool) {
+    int kernels = 0;
+    em_cuda_reduce_kernel ks[4 * EM_OP_COUNT];
+    for (int d = 0; d < N_STORED; d++) {
+        int n = em_cuda_reduce_all(stored_dtypes[d], ks, 4 * EM_OP_COUNT);
+        CHECK(n >= 8 && n <= 4 * EM_OP_COUNT, "%d reductions of %s", n, em_dtype_name(stored_dtypes[d]));
+        char *ptx = NULL;
+        if (quick && stored_dtypes[d] != EM_DTYPE_F32) {
+            char *src = em_cuda_reduce_source(ks, n);
+            CHECK(src != NULL, "reductions of %s: %s", em_dtype_name(stored_dtypes[d]), em_last_error());
+            kernels += src ? 2 * n : 0;
+            free(src);
+            continue;
+        }
+        if (em_cuda_reduce_ptx(ks, n, 90, &ptx) != EM_OK) {
+            CHECK(0, "reductions of %s: %s", em_dtype_name(stored_dtypes[d]), em_last_error());
+            continue;
+        }
+        for (int i = 0; i < n; i++)
+            for (int l = 0; l < 2; l++) {
+                char name[160], entry[200];
+                em_cuda_reduce_name(&ks[i], (em_cuda_reduce_layout)l, name, sizeof name);
+                snprintf(entry, sizeof entry, ".entry %s(", name);
+                CHECK(strstr(ptx, entry) != NULL, "the PTX has no %s", name);
+                kernels++;
+            }
+        if (tool) CHECK(ptxas_accepts(tool, ptx, em_dtype_name(stored_dtypes[d])), "ptxas: reductions");
+        free(ptx);
+    }
+    CHECK(kernels > 250, "only %d reduction kernels", kernels);
+    printf("%d eager reduction kernels %s\n", kernels,
+           quick ? "generated (float32's compiled)" : "compiled to PTX for sm_90");
+
+    em_cuda_reduce_kernel some[] = {
+        {EM_OP_SUM, EM_DTYPE_F16, EM_DTYPE_F16, 0},     {EM_OP_SUM, EM_DTYPE_I32, EM_DTYPE_I64, 0},
+        {EM_OP_NORM, EM_DTYPE_F32, EM_DTYPE_F32, 3.0},  {EM_OP_ARGMAX, EM_DTYPE_BF16, EM_DTYPE_I64, 0},
+        {EM_OP_LOGSUMEXP, EM_DTYPE_I8, EM_DTYPE_F32, 0},
+    };
+    char *src = em_cuda_reduce_source(some, 5);
+    CHECK(src != NULL, "%s", em_last_error());
+    if (src) {
+        CHECK(strstr(src, "namespace em_cuda_sum_f16_to_f16_ns {\ntypedef float V;") != NULL,
+              "float16 does not sum in float32");
+        CHECK(strstr(src, "V x = sc_cast_f16_f32(in[at]);") != NULL, "float16 is not read through sc_cast");
+        CHECK(strstr(src, "namespace em_cuda_sum_i32_to_i64_ns {\ntypedef em_sc_i64 V;") != NULL,
+              "int32 does not sum in int64");
+        CHECK(strstr(src, "b.v = em_pow(em_abs(x), (V)p);") != NULL, "norm 3 does not fold |x|^p");
+        CHECK(strstr(src, "em_cuda_normp_f32_to_f32_block(") != NULL, "norm 3's kernel is not normp");
+        CHECK(strstr(src, "if (em_arg_takes(a.v, a.i, b.v, b.i, false)) a = b;") != NULL, "argmax's rule");
+        CHECK(strstr(src, "y = em_isinf(c) ? c : c + em_log(a.v);") != NULL, "logsumexp's finish");
+        CHECK(strstr(src, "V x = sc_cast_i8_f32(in[at]);") != NULL, "logsumexp of int8 is not in float32");
+        free(src);
+    }
+    em_cuda_reduce_kernel mean_int = {EM_OP_MEAN, EM_DTYPE_I64, EM_DTYPE_I64, 0};
+    CHECK(em_cuda_reduce_source(&mean_int, 1) == NULL, "mean of int64 has a kernel?");
+    CHECK(strstr(em_last_error(), "cuda: mean has no kernel for int64") != NULL, "%s", em_last_error());
+    em_cuda_reduce_kernel sum_f16_f32 = {EM_OP_SUM, EM_DTYPE_F16, EM_DTYPE_F32, 0};
+    CHECK(em_cuda_reduce_source(&sum_f16_f32, 1) == NULL, "sum float16 -> float32?");
+    CHECK(strstr(em_last_error(), "sum of float16 gives float16, not float32") != NULL, "%s", em_last_error());
+    em_cuda_reduce_kernel add = {EM_OP_ADD, EM_DTYPE_F32, EM_DTYPE_F32, 0};
+    CHECK(em_cuda_reduce_source(&add, 1) == NULL && strstr(em_last_error(), "cuda: add is not a reduction"),
+          "%s", em_last_error());
 }
 
 /* The one .ptx entry in dir, or false. */
@@ -257,12 +340,16 @@ static int run(const char *dir) {
     int major = 0, minor = 0;
     em_nvrtc_version(&major, &minor);
     char buf[1024];
-    const char *tool = ptxas(buf, sizeof buf);
-    printf("NVRTC %d.%d; ptxas %s\n", major, minor, tool ? tool : "not found");
+    const char *quick_env = getenv("EMBER_CUDA_CODEGEN_QUICK");
+    quick = quick_env && *quick_env && strcmp(quick_env, "0") != 0;
+    const char *tool = quick ? NULL : ptxas(buf, sizeof buf);
+    printf("NVRTC %d.%d; ptxas %s%s\n", major, minor, tool ? tool : quick ? "not run" : "not found",
+           quick ? " (EMBER_CUDA_CODEGEN_QUICK: every source generated, float32's compiled)" : "");
     the_source_uses_the_shared_definitions();
     errors_name_what_failed();
     ptx_is_compiled_once(dir);
     random_kernels_compile(tool);
+    every_reduction_compiles(tool);
     every_kernel_compiles(tool);
     if (failures) fprintf(stderr, "%d failures\n", failures);
     return failures ? 1 : 0;
