@@ -11,6 +11,9 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "ember/status.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -23,6 +26,46 @@ int em_cuda_driver_devices(char *why, size_t why_size);
 /* Can tensors live on a CUDA device? Not in this build (false), and `why`
  * says what is missing: a driver, a device, and ember's CUDA tensors. */
 bool em_cuda_available(char *why, size_t why_size);
+
+/* ---- the caching allocator (runtime/cuda/caching_allocator.c) ---- */
+
+/* Where the allocator's segments come from: the driver's cuMemAlloc and
+ * cuMemFree on a GPU; host memory with a limit in the tests. alloc returns
+ * 0 and the address, or nonzero when out of memory (the allocator then
+ * frees what it caches and asks once more). name says which in errors
+ * ("CUDA" when NULL). */
+typedef struct em_cuda_memory_source {
+    void *ctx;
+    int (*alloc)(void *ctx, size_t bytes, uint64_t *ptr);
+    void (*free)(void *ctx, uint64_t ptr);
+    const char *name;
+} em_cuda_memory_source;
+
+/* In bytes, and counts since the allocator was made (peaks: since the last
+ * reset). PyTorch's memory_stats names: allocated_bytes, reserved_bytes. */
+typedef struct em_cuda_memory_stats {
+    size_t allocated, max_allocated; /* handed out to tensors (rounded sizes) */
+    size_t reserved, max_reserved;   /* held from the source: segments */
+    long long segments;              /* held now */
+    long long allocations, frees, cache_hits, segment_allocs, segment_frees, ooms;
+} em_cuda_memory_stats;
+
+typedef struct em_cuda_allocator em_cuda_allocator;
+
+em_cuda_allocator *em_cuda_allocator_new(em_cuda_memory_source src);
+/* Returns every segment to the source (blocks still in use included). */
+void em_cuda_allocator_free(em_cuda_allocator *a);
+/* At least `bytes` (512-byte aligned within a segment) at *ptr; out of
+ * memory after freeing the cache: EM_ERR_DEVICE_NOMEM, naming the size
+ * asked for and what is held. */
+em_status em_cuda_alloc(em_cuda_allocator *a, size_t bytes, uint64_t *ptr);
+/* Back to the cache (0: nothing); an address it did not hand out: an
+ * error, nothing freed. */
+em_status em_cuda_release(em_cuda_allocator *a, uint64_t ptr);
+/* Segments with nothing in use go back to the source. */
+void em_cuda_empty_cache(em_cuda_allocator *a);
+void em_cuda_allocator_stats(em_cuda_allocator *a, em_cuda_memory_stats *out);
+void em_cuda_allocator_reset_peaks(em_cuda_allocator *a);
 
 #ifdef __cplusplus
 }

@@ -35,6 +35,8 @@ typedef enum em_status {
     EM_ERR_GUARD,           /* a compiled run stopped: a value guard failed  */
     EM_ERR_HOST,            /* a host callback failed; the host's own error
                                (a Python exception) is pending             */
+    EM_ERR_DEVICE_NOMEM,    /* device memory exhausted (ember.cuda.OutOfMemoryError,
+                               a RuntimeError)                              */
     EM_STATUS_COUNT
 } em_status;
 

@@ -45,6 +45,7 @@ int em_py_tensor_type_init(PyObject *module);
 /* ---- errors (errors.c) ---- */
 /* Raises the Python exception for em_last_status() with em_last_error(). */
 PyObject *em_py_raise(void);
+int em_py_errors_init(PyObject *module);
 /* Raises `exc` with a message; returns NULL. */
 PyObject *em_py_error(PyObject *exc, const char *fmt, ...);
 

@@ -14,6 +14,25 @@ PyObject *em_py_error(PyObject *exc, const char *fmt, ...) {
     return NULL;
 }
 
+/* ember.cuda.OutOfMemoryError: a RuntimeError, as torch.cuda's, so that
+ * `except RuntimeError` keeps working; made when the module loads. */
+PyObject *em_py_cuda_oom_error;
+
+int em_py_errors_init(PyObject *module) {
+    em_py_cuda_oom_error = PyErr_NewExceptionWithDoc(
+        "ember.cuda.OutOfMemoryError",
+        "Device memory ran out: the caching allocator freed what it held, asked again, and still got nothing. "
+        "The message says what was asked for and what is held.",
+        PyExc_RuntimeError, NULL);
+    if (!em_py_cuda_oom_error) return -1;
+    Py_INCREF(em_py_cuda_oom_error);
+    if (PyModule_AddObject(module, "CudaOutOfMemoryError", em_py_cuda_oom_error) < 0) {
+        Py_DECREF(em_py_cuda_oom_error);
+        return -1;
+    }
+    return 0;
+}
+
 PyObject *em_py_raise(void) {
     if (em_last_status() == EM_ERR_HOST && PyErr_Occurred()) return NULL; /* (already raised) */
     PyObject *exc;
@@ -22,6 +41,7 @@ PyObject *em_py_raise(void) {
     case EM_ERR_INDEX: exc = PyExc_IndexError; break;
     case EM_ERR_NOMEM: exc = PyExc_MemoryError; break;
     case EM_ERR_NOT_IMPLEMENTED: exc = PyExc_NotImplementedError; break;
+    case EM_ERR_DEVICE_NOMEM: exc = em_py_cuda_oom_error ? em_py_cuda_oom_error : PyExc_RuntimeError; break;
     /* PyTorch reports shape, dtype, device and value mistakes of ops as
      * RuntimeError; ValueError/TypeError come from argument parsing, which
      * the binding raises itself. */

@@ -74,13 +74,41 @@ def synchronize(device=None):
     raise _unavailable("cuda.synchronize")
 
 
+# Memory: with CUDA never started there is none, and these answer as
+# torch.cuda's do before CUDA starts (0, {}), so that code that logs them
+# runs here. The caching allocator (runtime/cuda/caching_allocator.c) keeps
+# the figures once a device runs.
+
+OutOfMemoryError = _C.CudaOutOfMemoryError
+
+
 def memory_allocated(device=None):
-    raise _unavailable("cuda.memory_allocated")
+    """Bytes held by tensors on the device: 0, CUDA has not started."""
+    return 0
 
 
 def max_memory_allocated(device=None):
-    raise _unavailable("cuda.max_memory_allocated")
+    """The peak of memory_allocated(): 0, CUDA has not started."""
+    return 0
+
+
+def memory_reserved(device=None):
+    """Bytes the caching allocator holds from the driver: 0, CUDA has not started."""
+    return 0
+
+
+def max_memory_reserved(device=None):
+    return 0
+
+
+def memory_stats(device=None):
+    """The caching allocator's counters: empty, CUDA has not started."""
+    return {}
+
+
+def reset_peak_memory_stats(device=None):
+    """Nothing to reset: CUDA has not started."""
 
 
 def empty_cache():
-    """Nothing to release: there is no CUDA memory."""
+    """Nothing to release: CUDA has not started."""

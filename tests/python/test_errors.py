@@ -297,6 +297,11 @@ def test_cuda_module_on_a_cpu_build():
     ember.cuda.manual_seed(0)
     ember.cuda.manual_seed_all(0)
     ember.cuda.empty_cache()
+    assert ember.cuda.memory_allocated() == 0 == torch.cuda.memory_allocated()
+    assert ember.cuda.max_memory_reserved() == 0 == torch.cuda.max_memory_reserved()
+    assert ember.cuda.memory_stats() == {} == dict(torch.cuda.memory_stats())
+    assert issubclass(ember.cuda.OutOfMemoryError, RuntimeError)
+    assert ember.cuda.OutOfMemoryError.__module__ == "ember.cuda"
     assert ember.ones(2).is_cuda is False
     device = "cuda" if ember.cuda.is_available() else "cpu"
     model = ember.nn.Linear(3, 2).to(device)
