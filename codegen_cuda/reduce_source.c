@@ -8,14 +8,18 @@
  * op's: mean divides by the count, std takes a square root, ...). Folds
  * are rules in one table: the identity, what one element contributes, and
  * how two partial results combine, so a block's threads, its warps and a
- * single thread all fold the same way. Elements are read in the value type:
- * float for float32, float16 and bfloat16 (as PyTorch's CUDA reductions
- * accumulate), double for float64, long long for integers and bool (sums and
- * products wrap, as on the CPU). The math calls are ops_math.h's, the CPU's
- * definitions. The CPU accumulates float32 in double, so a float32 sum here
- * differs from it by the rounding of a float32 tree sum: at most about
- * log2(n) ulp of the sum of magnitudes (docs/cuda.md); arg-reductions,
- * max/min, all/any and integer folds agree exactly.
+ * single thread all fold the same way. Elements are folded in the value
+ * type, the CPU's (runtime/cpu/reduce.c): double for every float dtype,
+ * int64 for integers and bool (sums and products wrap). PyTorch's CUDA
+ * reductions fold float32 in float32, which overflows where the CPU does
+ * not (the norm of 1e30) and drifts from the CPU by the length of the
+ * reduction; reductions are bound by memory, and a data-centre GPU adds
+ * doubles at several times the rate its memory delivers floats, so double
+ * costs no time there. Results then differ from the CPU's only by the
+ * order of the double additions, before the final rounding: float32 results
+ * are almost always the same bits; arg-reductions, max/min, all/any and
+ * integer folds agree exactly. The math calls are ops_math.h's, the CPU's
+ * definitions.
  *
  * The input's dims split into kept dims K (an output's) and reduced dims R,
  * each coalesced by the caller into an em_cuda_reduce_geometry. Two layouts:
@@ -141,12 +145,10 @@ static const char *device_type(em_dtype dt) {
     }
 }
 
-/* The value type elements are folded in: float for the 32-bit-or-narrower
- * floats, double for float64, int64 for integers and bool, unless the
- * result is a float (logsumexp of integers): then the result's. */
+/* The value type elements are folded in: double when the input or the
+ * result is a float (logsumexp of integers), else int64. */
 static em_dtype value_dtype(const em_cuda_reduce_kernel *k) {
-    em_dtype from = em_dtype_is_float(k->in) ? k->in : em_dtype_is_float(k->out) ? k->out : EM_DTYPE_I64;
-    return from == EM_DTYPE_F64 ? EM_DTYPE_F64 : em_dtype_is_float(from) ? EM_DTYPE_F32 : EM_DTYPE_I64;
+    return em_dtype_is_float(k->in) || em_dtype_is_float(k->out) ? EM_DTYPE_F64 : EM_DTYPE_I64;
 }
 
 static void convert(em_strbuf *s, const char *x, em_dtype from, em_dtype to) {
@@ -255,21 +257,21 @@ static void preamble(em_strbuf *s) {
         "template <class V> static __device__ __forceinline__ V em_lowest();\n"
         "template <> __device__ __forceinline__ float em_lowest<float>() { return -INFINITY; }\n"
         "template <> __device__ __forceinline__ double em_lowest<double>() { return -(double)INFINITY; }\n"
-        "template <> __device__ __forceinline__ long long em_lowest<long long>() { return (long long)(1ull << 63); }\n"
+        "template <> __device__ __forceinline__ em_sc_i64 em_lowest<em_sc_i64>() { return EM_SC_I64_MIN; }\n"
         "template <class V> static __device__ __forceinline__ V em_highest();\n"
         "template <> __device__ __forceinline__ float em_highest<float>() { return INFINITY; }\n"
         "template <> __device__ __forceinline__ double em_highest<double>() { return (double)INFINITY; }\n"
-        "template <> __device__ __forceinline__ long long em_highest<long long>() { return (long long)(~0ull >> 1); }\n"
+        "template <> __device__ __forceinline__ em_sc_i64 em_highest<em_sc_i64>() { return EM_SC_I64_MAX; }\n"
         "/* integers wrap, as the CPU's int64 accumulators */\n"
         "static __device__ __forceinline__ float em_add(float a, float b) { return a + b; }\n"
         "static __device__ __forceinline__ double em_add(double a, double b) { return a + b; }\n"
-        "static __device__ __forceinline__ long long em_add(long long a, long long b) {\n"
-        "    return (long long)((unsigned long long)a + (unsigned long long)b);\n"
+        "static __device__ __forceinline__ em_sc_i64 em_add(em_sc_i64 a, em_sc_i64 b) {\n"
+        "    return (em_sc_i64)((em_sc_u64)a + (em_sc_u64)b);\n"
         "}\n"
         "static __device__ __forceinline__ float em_mul(float a, float b) { return a * b; }\n"
         "static __device__ __forceinline__ double em_mul(double a, double b) { return a * b; }\n"
-        "static __device__ __forceinline__ long long em_mul(long long a, long long b) {\n"
-        "    return (long long)((unsigned long long)a * (unsigned long long)b);\n"
+        "static __device__ __forceinline__ em_sc_i64 em_mul(em_sc_i64 a, em_sc_i64 b) {\n"
+        "    return (em_sc_i64)((em_sc_u64)a * (em_sc_u64)b);\n"
         "}\n"
         "static __device__ __forceinline__ float em_abs(float x) { return sc_abs_f32(x); }\n"
         "static __device__ __forceinline__ double em_abs(double x) { return sc_abs_f64(x); }\n"

@@ -116,6 +116,40 @@ void em_cuda_reduce_name(const em_cuda_reduce_kernel *k, em_cuda_reduce_layout l
 char *em_cuda_reduce_source(const em_cuda_reduce_kernel *ks, int n);
 em_status em_cuda_reduce_ptx(const em_cuda_reduce_kernel *ks, int n, int sm, char **ptx);
 
+/* ---- eager ops along lines (codegen_cuda/line_source.c) ---- */
+
+typedef enum em_cuda_line_layout {
+    EM_CUDA_LINE_THREAD, /* one thread per line, in order: many short lines, side by side */
+    EM_CUDA_LINE_BLOCK,  /* one block per line (blockDim.x a multiple of 32): long lines */
+} em_cuda_line_layout;
+
+/* The lines: their index space (K: the first element's offsets in the
+ * input and the output), then along each line its length and steps, in
+ * elements. */
+typedef struct em_cuda_line_geometry {
+    int k_ndim;
+    long long k_shape[EM_MAX_DIMS], k_in[EM_MAX_DIMS], k_out[EM_MAX_DIMS];
+    long long len, in_step, out_step;
+} em_cuda_line_geometry;
+
+/* cumsum, cumprod, softmax, log_softmax or layer_norm of an input of dtype
+ * in, result of dtype out; n_in 1, or layer_norm's 2 (weight) or 3
+ * (weight and bias, of dtype in, contiguous along the line). */
+typedef struct em_cuda_line_kernel {
+    em_op op;
+    em_dtype in, out;
+    int n_in;
+} em_cuda_line_kernel;
+
+em_status em_cuda_line_check(const em_cuda_line_kernel *k);
+/* Every op along lines the op table defines for input dtype dt
+ * (layer_norm once per n_in): their count, the first max in ks[]. */
+int em_cuda_line_all(em_dtype dt, em_cuda_line_kernel *ks, int max);
+/* em_cuda_softmax_f32_to_f32_block, em_cuda_layer_norm_wb_f16_to_f16_thread, ... */
+void em_cuda_line_name(const em_cuda_line_kernel *k, em_cuda_line_layout layout, char *out, size_t n);
+char *em_cuda_line_source(const em_cuda_line_kernel *ks, int n);
+em_status em_cuda_line_ptx(const em_cuda_line_kernel *ks, int n, int sm, char **ptx);
+
 /* ---- rand and randn (codegen_cuda/random_source.c) ---- */
 
 /* CUDA C of em_cuda_<name>(n, seed, offset, out) for each random kernel:

@@ -248,16 +248,16 @@ static void every_reduction_compiles(const char *tool) {
     char *src = em_cuda_reduce_source(some, 5);
     CHECK(src != NULL, "%s", em_last_error());
     if (src) {
-        CHECK(strstr(src, "namespace em_cuda_sum_f16_to_f16_ns {\ntypedef float V;") != NULL,
-              "float16 does not sum in float32");
-        CHECK(strstr(src, "V x = sc_cast_f16_f32(in[at]);") != NULL, "float16 is not read through sc_cast");
+        CHECK(strstr(src, "namespace em_cuda_sum_f16_to_f16_ns {\ntypedef double V;") != NULL,
+              "float16 does not sum in double (the CPU's accumulator)");
+        CHECK(strstr(src, "V x = sc_cast_f16_f64(in[at]);") != NULL, "float16 is not read through sc_cast");
         CHECK(strstr(src, "namespace em_cuda_sum_i32_to_i64_ns {\ntypedef em_sc_i64 V;") != NULL,
               "int32 does not sum in int64");
         CHECK(strstr(src, "b.v = em_pow(em_abs(x), (V)p);") != NULL, "norm 3 does not fold |x|^p");
         CHECK(strstr(src, "em_cuda_normp_f32_to_f32_block(") != NULL, "norm 3's kernel is not normp");
         CHECK(strstr(src, "if (em_arg_takes(a.v, a.i, b.v, b.i, false)) a = b;") != NULL, "argmax's rule");
         CHECK(strstr(src, "y = em_isinf(c) ? c : c + em_log(a.v);") != NULL, "logsumexp's finish");
-        CHECK(strstr(src, "V x = sc_cast_i8_f32(in[at]);") != NULL, "logsumexp of int8 is not in float32");
+        CHECK(strstr(src, "V x = sc_cast_i8_f64(in[at]);") != NULL, "logsumexp of int8 is not in double");
         free(src);
     }
     em_cuda_reduce_kernel mean_int = {EM_OP_MEAN, EM_DTYPE_I64, EM_DTYPE_I64, 0};
@@ -269,6 +269,52 @@ static void every_reduction_compiles(const char *tool) {
     em_cuda_reduce_kernel add = {EM_OP_ADD, EM_DTYPE_F32, EM_DTYPE_F32, 0};
     CHECK(em_cuda_reduce_source(&add, 1) == NULL && strstr(em_last_error(), "cuda: add is not a reduction"),
           "%s", em_last_error());
+}
+
+/* Every op along lines (cumsum, cumprod, softmax, log_softmax, layer_norm)
+ * in every dtype it accepts, both layouts, through ptxas. */
+static void every_line_op_compiles(const char *tool) {
+    int kernels = 0;
+    em_cuda_line_kernel ks[16];
+    for (int d = 0; d < N_STORED; d++) {
+        int n = em_cuda_line_all(stored_dtypes[d], ks, 16);
+        bool fl = em_dtype_is_float(stored_dtypes[d]);
+        CHECK(n == (fl ? 7 : 2), "%d ops along lines for %s", n, em_dtype_name(stored_dtypes[d]));
+        if (quick && stored_dtypes[d] != EM_DTYPE_F32) {
+            char *src = em_cuda_line_source(ks, n);
+            CHECK(src != NULL, "%s", em_last_error());
+            kernels += src ? 2 * n : 0;
+            free(src);
+            continue;
+        }
+        char *ptx = NULL;
+        if (em_cuda_line_ptx(ks, n, 90, &ptx) != EM_OK) {
+            CHECK(0, "ops along lines of %s: %s", em_dtype_name(stored_dtypes[d]), em_last_error());
+            continue;
+        }
+        for (int i = 0; i < n; i++)
+            for (int l = 0; l < 2; l++) {
+                char name[160], entry[200];
+                em_cuda_line_name(&ks[i], (em_cuda_line_layout)l, name, sizeof name);
+                snprintf(entry, sizeof entry, ".entry %s(", name);
+                CHECK(strstr(ptx, entry) != NULL, "the PTX has no %s", name);
+                kernels++;
+            }
+        if (tool) CHECK(ptxas_accepts(tool, ptx, em_dtype_name(stored_dtypes[d])), "ptxas: ops along lines");
+        free(ptx);
+    }
+    printf("%d eager kernels along lines %s\n", kernels, quick ? "generated (float32's compiled)" : "compiled to PTX");
+    em_cuda_line_kernel sm_int = {EM_OP_SOFTMAX, EM_DTYPE_I32, EM_DTYPE_I32, 1};
+    CHECK(em_cuda_line_source(&sm_int, 1) == NULL && strstr(em_last_error(), "cuda: softmax has no kernel for int32"),
+          "%s", em_last_error());
+    em_cuda_line_kernel ln4 = {EM_OP_LAYER_NORM, EM_DTYPE_F32, EM_DTYPE_F32, 4};
+    CHECK(em_cuda_line_source(&ln4, 1) == NULL && strstr(em_last_error(), "layer_norm takes 1 to 3"), "%s",
+          em_last_error());
+    em_cuda_line_kernel cs = {EM_OP_CUMSUM, EM_DTYPE_BOOL, EM_DTYPE_I64, 1};
+    char *src = em_cuda_line_source(&cs, 1);
+    CHECK(src && strstr(src, "acc = j ? em_add(acc, x(j)) : x(j)") && strstr(src, "sc_cast_b8_i64(in[j * is])"),
+          "cumsum of bool does not scan in int64 from its first element");
+    free(src);
 }
 
 /* The one .ptx entry in dir, or false. */
@@ -350,6 +396,7 @@ static int run(const char *dir) {
     ptx_is_compiled_once(dir);
     random_kernels_compile(tool);
     every_reduction_compiles(tool);
+    every_line_op_compiles(tool);
     every_kernel_compiles(tool);
     if (failures) fprintf(stderr, "%d failures\n", failures);
     return failures ? 1 : 0;

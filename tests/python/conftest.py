@@ -6,6 +6,8 @@
 - `assert_close(t, expected, rtol, atol)` checks an ember tensor against a
   NumPy array: dtype and shape first, then values (NaNs must match NaNs).
 - `NP_DTYPES` / `EM_DTYPES` map dtype names to NumPy and ember dtypes.
+- `device`: a fixture over "cpu" and "cuda" (skipped, with the reason,
+  where ember has no CUDA device).
 - `subprocess_env(**overrides)`: an environment for running a script that
   imports this same ember build.
 - EMBER_JIT_MIN_ELEMENTS is 0 for the tests, and EMBER_CACHE_DIR a
@@ -46,6 +48,19 @@ requires_torch = pytest.mark.skipif(
 NP_DTYPES = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "bool": np.bool_}
 EM_DTYPES = {"float32": ember.float32, "float64": ember.float64, "int64": ember.int64,
              "bool": ember.bool}
+
+
+# Device-parametrized tests take the `device` fixture: "cpu" always, "cuda"
+# where ember has a CUDA device; elsewhere those cases skip, saying why.
+_CUDA_SKIP = pytest.mark.skipif(
+    not ember.cuda.is_available(),
+    reason=f"no CUDA device for ember: {ember.cuda.why_unavailable() if not ember.cuda.is_available() else ''}")
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=_CUDA_SKIP)])
+def device(request):
+    """The device a device-parametrized test runs on."""
+    return request.param
 
 
 @pytest.fixture

@@ -1,0 +1,631 @@
+/*
+ * test_cuda_host_run.c - the CUDA kernels ember generates compute what the
+ * CPU's eager kernels compute, checked without a GPU.
+ *
+ * The generated CUDA C is compiled by the host's C++ compiler with a
+ * prelude that makes a kernel an ordinary function run by one thread of
+ * one block (every kernel is a grid-stride loop, so one thread covers
+ * everything). ops_math.h then takes its host branch: the same text, the
+ * host's IEEE arithmetic, no contraction. What this checks is the
+ * generator's own work: operand conversions, float16/bfloat16 through
+ * float32, result dtypes, 16-byte vectors and their tails, strided and
+ * broadcast indexing, the reductions' folds, identities and finishes,
+ * Philox element placement. What it cannot check is NVRTC's code for the
+ * device (ptxas checks that it assembles: test_cuda_codegen) and the
+ * block-per-output reductions, whose warps need a GPU.
+ *
+ * Compared with the eager CPU op on the same data:
+ *   - elementwise ops and casts: every kernel of every compute dtype, and
+ *     float16 and bfloat16: to the bit (NaN matches any NaN);
+ *   - reductions (one thread per output, over rows and over columns):
+ *     integers, max/min, arg-reductions, all/any to the bit; float folds
+ *     in double on both, in another order, so within 1e-6 of the sum of
+ *     magnitudes for float32 (its last bit; float64: 1e-12;
+ *     float16/bfloat16: their rounding, 1e-3);
+ *   - rand and randn: the CPU's numbers, to the bit, for the same state.
+ *
+ * Needs a C++ compiler (c++, g++ or clang++); without one it is skipped
+ * (exit 77) with the reason.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ember/codegen_cuda.h"
+#include "ember/ops.h"
+#include "ember/random.h"
+#include "ember/tensor.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            failures++;                                                                            \
+            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                        \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
+    } while (0)
+
+static char cxx[256];
+static char workdir[] = "/tmp/ember-cuda-host-XXXXXX";
+static int n_builds;
+
+/* CUDA's names for host C++: a kernel is a function; the one thread of the
+ * one block is thread 0 of a grid of 1. */
+static const char prelude[] =
+    "#define __global__\n#define __device__\n#define __forceinline__ inline\n#define __restrict__\n"
+    "#define __align__(n) alignas(n)\n#define __shared__ static\n"
+    "struct em_host_dim3 { unsigned x, y, z; };\n"
+    "static const em_host_dim3 threadIdx = {0, 0, 0}, blockIdx = {0, 0, 0}, blockDim = {1, 1, 1},\n"
+    "                          gridDim = {1, 1, 1};\n"
+    "template <class T> static inline T __shfl_down_sync(unsigned, T v, int) { return v; }\n"
+    "template <class T> static inline T __shfl_up_sync(unsigned, T v, int) { return v; }\n"
+    "static inline void __syncthreads() {}\n";
+
+/* Compiles `source` for the host; the dlopen handle, or NULL. */
+static void *build(const char *source, const char *what) {
+    char cpp[512], so[512], cmd[2048];
+    snprintf(cpp, sizeof cpp, "%s/k%d.cpp", workdir, n_builds);
+    snprintf(so, sizeof so, "%s/k%d.so", workdir, n_builds);
+    n_builds++;
+    FILE *f = fopen(cpp, "w");
+    if (!f) return NULL;
+    fputs(prelude, f);
+    fputs(source, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd,
+             "%s -std=c++17 -O0 -ffp-contract=off -fno-fast-math -w -shared -fPIC -I'%s' -o '%s' '%s' 2>&1", cxx,
+             EMBER_INCLUDE_DIR, so, cpp);
+    FILE *p = popen(cmd, "r");
+    char out[4096] = "";
+    size_t got = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    out[got] = '\0';
+    int rc = p ? pclose(p) : -1;
+    CHECK(rc == 0, "the host compiler rejects the CUDA C of %s:\n%s", what, out);
+    void *h = rc == 0 ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
+    CHECK(rc != 0 || h, "dlopen %s: %s", so, dlerror());
+    unlink(cpp);
+    unlink(so);
+    return h;
+}
+
+/* ---- data ---- */
+
+#define N 37 /* not a multiple of any vector width: the tails run */
+
+static const double float_values[] = {0.0, -0.0, 1.0, -1.0, 0.5, 2.5, -3.75, 1e-3, 100.0, -100.0, 1e30, -1e-30,
+                                      INFINITY, -INFINITY, NAN, 3.14159, -2.5, 7.0, 0.25, 1e-8, 65504.0, -7.5};
+static const int64_t int_values[] = {0, 1, -1, 2, -2, 3, 7, -8, 100, -100, 127, -128, 255, 32767, -32768,
+                                     2147483647, -2147483647 - 1, 9007199254740993LL, INT64_MAX, INT64_MIN};
+
+/* element i of operand `which` in dtype dt; divisors (operand 1 of
+ * integers) are never zero, as the eager kernels refuse a zero divisor. */
+static void fill(em_dtype dt, int which, void *out, int n) {
+    unsigned r = 2463534242u + 977u * (unsigned)which;
+    for (int i = 0; i < n; i++) {
+        r ^= r << 13, r ^= r >> 17, r ^= r << 5;
+        double f = i < 22 && which == 0 ? float_values[i] : ((int)(r % 4001) - 2000) / 97.0;
+        int64_t v = i < 20 && which == 0 ? int_values[i] : (int64_t)(r % 301) - 150;
+        if (which == 1 && i < 20) v = int_values[(i * 7) % 20] >> (i % 3 ? 40 : 0);
+        if (which == 1 && v == 0) v = 3;
+        em_tensor *t = em_dtype_is_float(dt) ? em_tensor_scalar(f, dt)
+                       : dt == EM_DTYPE_BOOL  ? em_tensor_scalar((double)((r >> 3) & 1), dt)
+                                              : em_tensor_scalar_i64(v, dt);
+        static const unsigned char zero[8];
+        if (which == 1 && !em_dtype_is_float(dt) && dt != EM_DTYPE_BOOL &&
+            !memcmp(em_tensor_data(t), zero, em_dtype_size(dt))) { /* (zero once narrowed) */
+            em_tensor_release(t);
+            t = em_tensor_scalar_i64(3, dt);
+        }
+        memcpy((char *)out + (size_t)i * em_dtype_size(dt), em_tensor_data(t), em_dtype_size(dt));
+        em_tensor_release(t);
+    }
+}
+
+static em_tensor *tensor_of(em_dtype dt, const void *data, int n) {
+    int64_t shape[1] = {n};
+    em_tensor *t = em_tensor_empty(shape, 1, dt, em_cpu());
+    if (t) memcpy(em_tensor_data(t), data, (size_t)n * em_dtype_size(dt));
+    return t;
+}
+
+/* As double, for comparing (integers exactly up to 2^53; compared as
+ * bytes below anyway). */
+static double value(em_dtype dt, const void *data, int i) {
+    em_tensor *t = tensor_of(dt, (const char *)data + (size_t)i * em_dtype_size(dt), 1);
+    em_attrs a;
+    memset(&a, 0, sizeof a);
+    a.dtype = EM_DTYPE_F64;
+    em_tensor *d = NULL;
+    em_op_run(EM_OP_CAST, &t, 1, &a, &d, 1);
+    double v = d ? *(double *)em_tensor_data(d) : NAN;
+    em_tensor_release(t);
+    em_tensor_release(d);
+    return v;
+}
+
+/* Equal to the bit, or both NaN. */
+static bool same(em_dtype dt, const void *a, const void *b, int i) {
+    size_t s = em_dtype_size(dt);
+    if (!memcmp((const char *)a + i * s, (const char *)b + i * s, s)) return true;
+    return em_dtype_is_float(dt) && isnan(value(dt, a, i)) && isnan(value(dt, b, i));
+}
+
+/* ---- elementwise ---- */
+
+typedef void (*contig1)(long long, void *, const void *);
+typedef void (*contig2)(long long, void *, const void *, const void *);
+typedef void (*contig3)(long long, void *, const void *, const void *, const void *);
+typedef void (*strided1)(long long, em_cuda_geometry, void *, const void *);
+typedef void (*strided2)(long long, em_cuda_geometry, void *, const void *, const void *);
+typedef void (*strided3)(long long, em_cuda_geometry, void *, const void *, const void *, const void *);
+
+/* The eager op on the same operands: n results into out; false when eager
+ * refuses them. */
+static bool eager(const em_cuda_ew_kernel *k, void *const *in, void *out) {
+    em_tensor *t[3] = {NULL}, *y = NULL;
+    for (int i = 0; i < k->n_in; i++) t[i] = tensor_of(k->in[i], in[i], N);
+    em_attrs a;
+    memset(&a, 0, sizeof a);
+    a.dtype = k->out;
+    em_status st = em_op_run(k->op, t, k->n_in, &a, &y, 1);
+    bool ok = st == EM_OK && y->dtype == k->out;
+    if (ok) memcpy(out, em_tensor_data(y), N * em_dtype_size(k->out));
+    for (int i = 0; i < k->n_in; i++) em_tensor_release(t[i]);
+    em_tensor_release(y);
+    return ok;
+}
+
+static void run_contig(void *fn, const em_cuda_ew_kernel *k, void *out, void *const *in) {
+    if (k->n_in == 1) ((contig1)fn)(N, out, in[0]);
+    if (k->n_in == 2) ((contig2)fn)(N, out, in[0], in[1]);
+    if (k->n_in == 3) ((contig3)fn)(N, out, in[0], in[1], in[2]);
+}
+
+/* The strided kernel reading operand 0 backwards (stride -1 from its last
+ * element) and operand 1 broadcast (stride 0); the rest contiguous. */
+static void run_strided(void *fn, const em_cuda_ew_kernel *k, void *out, void *const *in) {
+    em_cuda_geometry g;
+    memset(&g, 0, sizeof g);
+    g.ndim = 1;
+    g.shape[0] = N;
+    g.strides[0][0] = 1;
+    const void *p[3];
+    for (int i = 0; i < k->n_in; i++) {
+        g.strides[i + 1][0] = i == 0 ? -1 : i == 1 ? 0 : 1;
+        p[i] = i == 0 ? (const char *)in[0] + (N - 1) * em_dtype_size(k->in[0]) : in[i];
+    }
+    if (k->n_in == 1) ((strided1)fn)(N, g, out, p[0]);
+    if (k->n_in == 2) ((strided2)fn)(N, g, out, p[0], p[1]);
+    if (k->n_in == 3) ((strided3)fn)(N, g, out, p[0], p[1], p[2]);
+}
+
+/* Each kernel of ks[0..n) in both layouts against eager; returns how many
+ * kernels ran. */
+static int check_ew(const em_cuda_ew_kernel *ks, int n, const char *what, int *refused) {
+    char *src = em_cuda_ew_source(ks, n);
+    CHECK(src != NULL, "%s: %s", what, em_last_error());
+    void *h = src ? build(src, what) : NULL;
+    free(src);
+    if (!h) return 0;
+    int ran = 0;
+    _Alignas(16) unsigned char in[3][N * 8], rev[3][N * 8], want[N * 8], got[N * 8];
+    for (int i = 0; i < n; i++) {
+        const em_cuda_ew_kernel *k = &ks[i];
+        void *ins[3] = {in[0], in[1], in[2]}, *revs[3] = {rev[0], rev[1], rev[2]};
+        for (int j = 0; j < k->n_in; j++) {
+            fill(k->in[j], j, in[j], N);
+            size_t s = em_dtype_size(k->in[j]);
+            for (int e = 0; e < N; e++) /* what the strided run reads */
+                memcpy(rev[j] + e * s, in[j] + (j == 0 ? N - 1 - e : j == 1 ? 0 : e) * s, s);
+        }
+        char name[160];
+        em_cuda_ew_name(k, EM_CUDA_CONTIG, name, sizeof name);
+        if (!eager(k, ins, want)) {
+            (*refused)++;
+            if (getenv("EMBER_TEST_VERBOSE")) printf("eager refuses the operands of %s: %s\n", name, em_last_error());
+            continue;
+        }
+        void *fc = dlsym(h, name);
+        em_cuda_ew_name(k, EM_CUDA_STRIDED, name, sizeof name);
+        void *fs = dlsym(h, name);
+        CHECK(fc && fs, "%s: no kernel %s", what, name);
+        if (!fc || !fs) continue;
+        memset(got, 0xa5, sizeof got);
+        run_contig(fc, k, got, ins);
+        for (int e = 0; e < N; e++)
+            if (!same(k->out, got, want, e)) {
+                CHECK(0, "%s: element %d is %.17g, eager gives %.17g", name, e, value(k->out, got, e),
+                      value(k->out, want, e));
+                break;
+            }
+        if (!eager(k, revs, want)) continue;
+        memset(got, 0xa5, sizeof got);
+        run_strided(fs, k, got, ins);
+        for (int e = 0; e < N; e++)
+            if (!same(k->out, got, want, e)) {
+                CHECK(0, "%s: element %d is %.17g, eager gives %.17g", name, e, value(k->out, got, e),
+                      value(k->out, want, e));
+                break;
+            }
+        ran++;
+    }
+    dlclose(h);
+    return ran;
+}
+
+static const em_dtype stored[] = {EM_DTYPE_F32, EM_DTYPE_F64, EM_DTYPE_I64, EM_DTYPE_I32, EM_DTYPE_I16,
+                                  EM_DTYPE_I8,  EM_DTYPE_U8,  EM_DTYPE_BOOL, EM_DTYPE_F16, EM_DTYPE_BF16};
+#define N_STORED ((int)(sizeof stored / sizeof *stored))
+
+static void elementwise_matches_eager(bool quick) {
+    int ran = 0, refused = 0;
+    em_cuda_ew_kernel ks[4 * EM_OP_COUNT];
+    for (int d = 0; d < N_STORED; d++) {
+        em_dtype dt = stored[d], compute = em_dtype_is_half(dt) ? EM_DTYPE_F32 : dt;
+        if (quick && dt != EM_DTYPE_F32 && dt != EM_DTYPE_BF16) continue;
+        int n = em_cuda_ew_uniform(compute, ks, 4 * EM_OP_COUNT);
+        for (int i = 0; i < n && compute != dt; i++) {
+            for (int j = 0; j < ks[i].n_in; j++)
+                if (ks[i].in[j] == compute) ks[i].in[j] = dt;
+            if (ks[i].out == compute) ks[i].out = dt;
+        }
+        ran += check_ew(ks, n, em_dtype_name(dt), &refused);
+    }
+    int n = 0;
+    for (int a = 0; a < N_STORED; a++)
+        for (int b = 0; b < N_STORED; b++) ks[n++] = (em_cuda_ew_kernel){EM_OP_CAST, 1, {stored[a]}, stored[b]};
+    ran += check_ew(ks, n, "casts", &refused);
+    em_cuda_ew_kernel mixed[] = {
+        {EM_OP_ADD, 2, {EM_DTYPE_I32, EM_DTYPE_F32}, EM_DTYPE_F32},
+        {EM_OP_MUL, 2, {EM_DTYPE_F16, EM_DTYPE_F32}, EM_DTYPE_F32},
+        {EM_OP_LT, 2, {EM_DTYPE_BF16, EM_DTYPE_F32}, EM_DTYPE_BOOL},
+        {EM_OP_WHERE, 3, {EM_DTYPE_BOOL, EM_DTYPE_F16, EM_DTYPE_F32}, EM_DTYPE_F32},
+        {EM_OP_ADD, 2, {EM_DTYPE_U8, EM_DTYPE_I8}, EM_DTYPE_I16},
+        {EM_OP_DIV, 2, {EM_DTYPE_I64, EM_DTYPE_I64}, EM_DTYPE_F32},
+        {EM_OP_EXP, 1, {EM_DTYPE_I32}, EM_DTYPE_F32},
+    };
+    ran += check_ew(mixed, (int)(sizeof mixed / sizeof *mixed), "mixed dtypes", &refused);
+    CHECK(ran > (quick ? 150 : 450), "only %d elementwise kernels ran", ran);
+    CHECK(refused < 10, "eager refused %d kernels' operands", refused);
+    printf("%d elementwise kernels (both layouts) match eager to the bit%s; %d kernels' operands refused by "
+           "eager\n", ran, quick ? " (quick: float32, bfloat16, casts, mixed)" : "", refused);
+}
+
+/* ---- reductions ---- */
+
+typedef void (*reduce_fn)(long long, long long, em_cuda_reduce_geometry, void *, const void *, const void *,
+                          double);
+
+#define ROWS 6
+
+/* The eager reduction of x (ROWS x N) over dim `dim`: its results into
+ * out, as doubles into f; the count, or -1 when eager refuses. */
+static int eager_reduce(const em_cuda_reduce_kernel *k, em_tensor *x, int dim, double *f) {
+    em_attrs a;
+    memset(&a, 0, sizeof a);
+    a.n_dims = 1;
+    a.dims[0] = dim;
+    a.ord = k->ord;
+    a.correction = 1;
+    em_tensor *y = NULL, *d = NULL;
+    if (em_op_run(k->op, &x, 1, &a, &y, 1) != EM_OK) {
+        em_clear_error();
+        return -1;
+    }
+    memset(&a, 0, sizeof a);
+    a.dtype = EM_DTYPE_F64;
+    em_op_run(EM_OP_CAST, &y, 1, &a, &d, 1);
+    int n = d ? (int)d->numel : -1;
+    for (int i = 0; i < n; i++) f[i] = ((double *)em_tensor_data(d))[i];
+    em_tensor_release(y);
+    em_tensor_release(d);
+    return n;
+}
+
+static double tolerance(const em_cuda_reduce_kernel *k) {
+    em_reduction r = em_op_get(k->op)->reduction;
+    bool sums = r == EM_RED_SUM || r == EM_RED_PROD || r == EM_RED_SUMSQDEV || r == EM_RED_SUMEXP ||
+                r == EM_RED_PNORM;
+    if (!sums || !em_dtype_is_float(k->out)) return 0.0;
+    return k->out == EM_DTYPE_F64 ? 1e-12 : em_dtype_is_half(k->out) ? 1e-3 : 1e-6;
+}
+
+/* Sums and means cancel: their error is relative to the sum of the
+ * magnitudes (into scale), not to the result. */
+static void magnitudes(const em_cuda_reduce_kernel *k, em_tensor *x, int dim, double *scale, int n_out) {
+    for (int o = 0; o < n_out; o++) scale[o] = 0.0;
+    if (k->op != EM_OP_SUM && k->op != EM_OP_MEAN) return;
+    em_attrs a;
+    memset(&a, 0, sizeof a);
+    a.dtype = EM_DTYPE_F64;
+    em_tensor *xf = NULL, *ax = NULL, *s = NULL;
+    em_op_run(EM_OP_CAST, &x, 1, &a, &xf, 1);
+    if (xf) em_op_run(EM_OP_ABS, &xf, 1, &a, &ax, 1);
+    memset(&a, 0, sizeof a);
+    a.n_dims = 1;
+    a.dims[0] = dim;
+    if (ax) em_op_run(k->op, &ax, 1, &a, &s, 1);
+    for (int o = 0; s && o < n_out; o++) scale[o] = ((double *)em_tensor_data(s))[o];
+    em_tensor_release(xf);
+    em_tensor_release(ax);
+    em_tensor_release(s);
+}
+
+/* The centers var/std (the mean) and logsumexp (the max) fold around, per
+ * output, in the value type (double). */
+static void centers(const em_cuda_reduce_kernel *k, em_tensor *x, int dim, double *c, int n_out) {
+    em_op first = k->op == EM_OP_LOGSUMEXP ? EM_OP_AMAX : EM_OP_MEAN;
+    em_attrs a;
+    memset(&a, 0, sizeof a);
+    a.n_dims = 1;
+    a.dims[0] = dim;
+    em_tensor *xf = NULL, *m = NULL;
+    em_attrs cast;
+    memset(&cast, 0, sizeof cast);
+    cast.dtype = EM_DTYPE_F64;
+    em_op_run(EM_OP_CAST, &x, 1, &cast, &xf, 1);
+    em_op_run(first, &xf, 1, &a, &m, 1);
+    for (int i = 0; m && i < n_out; i++) c[i] = ((double *)em_tensor_data(m))[i];
+    em_tensor_release(xf);
+    em_tensor_release(m);
+}
+
+static int check_reductions(em_dtype dt) {
+    em_cuda_reduce_kernel ks[4 * EM_OP_COUNT];
+    int n = em_cuda_reduce_all(dt, ks, 4 * EM_OP_COUNT);
+    char *src = em_cuda_reduce_source(ks, n);
+    CHECK(src != NULL, "%s", em_last_error());
+    void *h = src ? build(src, em_dtype_name(dt)) : NULL;
+    free(src);
+    if (!h) return 0;
+    unsigned char data[ROWS * N * 8];
+    fill(dt, 0, data, N);
+    for (int r = 1; r < ROWS; r++) fill(dt, r + 1, data + (size_t)r * N * em_dtype_size(dt), N);
+    int64_t shape[2] = {ROWS, N};
+    em_tensor *x = em_tensor_empty(shape, 2, dt, em_cpu());
+    memcpy(em_tensor_data(x), data, (size_t)ROWS * N * em_dtype_size(dt));
+    int ran = 0;
+    for (int i = 0; i < n; i++) {
+        const em_cuda_reduce_kernel *k = &ks[i];
+        char name[160];
+        em_cuda_reduce_name(k, EM_CUDA_REDUCE_THREAD, name, sizeof name);
+        reduce_fn fn = (reduce_fn)(uintptr_t)dlsym(h, name);
+        CHECK(fn != NULL, "no %s", name);
+        for (int dim = 0; fn && dim < 2; dim++) {
+            double want[N], p = k->op == EM_OP_NORM ? k->ord : 1.0;
+            int n_out = eager_reduce(k, x, dim, want);
+            if (n_out < 0) continue;
+            /* over dim 1: rows (K: ROWS outputs N apart; R: N elements 1
+             * apart); over dim 0: columns (K: N outputs 1 apart; R: ROWS
+             * elements N apart) */
+            em_cuda_reduce_geometry g;
+            memset(&g, 0, sizeof g);
+            g.k_ndim = g.r_ndim = 1;
+            g.k_shape[0] = dim ? ROWS : N;
+            g.k_in[0] = dim ? N : 1;
+            g.k_out[0] = 1;
+            g.r_shape[0] = dim ? N : ROWS;
+            g.r_in[0] = dim ? 1 : N;
+            double c[N];
+            bool centered = k->op == EM_OP_VAR || k->op == EM_OP_STD || k->op == EM_OP_LOGSUMEXP;
+            if (centered) centers(k, x, dim, c, n_out);
+            unsigned char got[N * 8];
+            fn(n_out, g.r_shape[0], g, got, data, centered ? c : NULL, p);
+            double tol = tolerance(k), scale[N];
+            magnitudes(k, x, dim, scale, n_out);
+            for (int o = 0; o < n_out; o++) {
+                double v = value(k->out, got, o);
+                bool ok = v == want[o] || (isnan(v) && isnan(want[o])) ||
+                          (tol > 0 && fabs(v - want[o]) <= tol * fmax(fabs(want[o]), scale[o]));
+                if (!ok) {
+                    CHECK(0, "%s over dim %d: output %d is %.17g, eager gives %.17g", name, dim, o, v, want[o]);
+                    break;
+                }
+            }
+            ran++;
+        }
+    }
+    em_tensor_release(x);
+    dlclose(h);
+    return ran;
+}
+
+static void reductions_match_eager(bool quick) {
+    int ran = 0;
+    for (int d = 0; d < N_STORED; d++)
+        if (!quick || stored[d] == EM_DTYPE_F32 || stored[d] == EM_DTYPE_I32) ran += check_reductions(stored[d]);
+    CHECK(ran > (quick ? 40 : 200), "only %d reductions ran", ran);
+    printf("%d reductions (one thread per output, rows and columns) match eager\n", ran);
+}
+
+/* ---- ops along lines ---- */
+
+typedef void (*line1)(long long, em_cuda_line_geometry, void *, const void *, double);
+typedef void (*line2)(long long, em_cuda_line_geometry, void *, const void *, const void *, double);
+typedef void (*line3)(long long, em_cuda_line_geometry, void *, const void *, const void *, const void *, double);
+
+/* The eager op over dim `dim` of x (layer_norm: over the last dim, with
+ * weight and bias as given): its results as doubles into f, or -1. */
+static int eager_line(const em_cuda_line_kernel *k, em_tensor *const *in, int dim, double *f, void *raw) {
+    em_attrs a;
+    memset(&a, 0, sizeof a);
+    a.n_dims = 1;
+    a.dims[0] = dim;
+    a.value = 1e-5;
+    em_tensor *y = NULL, *d = NULL;
+    if (em_op_run(k->op, in, k->n_in, &a, &y, 1) != EM_OK || y->dtype != k->out) {
+        em_clear_error();
+        em_tensor_release(y);
+        return -1;
+    }
+    memset(&a, 0, sizeof a);
+    a.dtype = EM_DTYPE_F64;
+    em_op_run(EM_OP_CAST, &y, 1, &a, &d, 1);
+    int n = d ? (int)d->numel : -1;
+    for (int i = 0; i < n; i++) f[i] = ((double *)em_tensor_data(d))[i];
+    if (n > 0) memcpy(raw, em_tensor_data(y), (size_t)n * em_dtype_size(y->dtype));
+    em_tensor_release(y);
+    em_tensor_release(d);
+    return n;
+}
+
+/* Where the CPU's order of additions and the GPU's differ, the bound; 0:
+ * the same bits. The CPU sums a long line's exps in 8 lanes, short and
+ * side-by-side lines in order, as the thread layout does; its float32
+ * softmax and layer_norm of contiguous rows take float lanes. */
+static double line_tolerance(const em_cuda_line_kernel *k) {
+    if (k->op == EM_OP_CUMSUM || k->op == EM_OP_CUMPROD) return 0.0;
+    double ulps = k->in == EM_DTYPE_F64 ? 1e-14 : em_dtype_is_half(k->in) ? 2e-3 : 1e-6;
+    if (k->op == EM_OP_LAYER_NORM) return k->in == EM_DTYPE_F32 ? 1e-5 : 0.0;
+    return ulps;
+}
+
+static int check_lines(em_dtype dt) {
+    em_cuda_line_kernel ks[16];
+    int n = em_cuda_line_all(dt, ks, 16);
+    char *src = em_cuda_line_source(ks, n);
+    CHECK(src != NULL, "%s", em_last_error());
+    void *h = src ? build(src, em_dtype_name(dt)) : NULL;
+    free(src);
+    if (!h) return 0;
+    size_t item = em_dtype_size(dt);
+    unsigned char data[ROWS * N * 8], wb[2][N * 8];
+    for (int r = 0; r < ROWS; r++) fill(dt, r ? r + 1 : 0, data + (size_t)r * N * item, N);
+    fill(dt, 7, wb[0], N);
+    fill(dt, 8, wb[1], N);
+    int64_t shape[2] = {ROWS, N}, wshape[1] = {N};
+    em_tensor *t[3] = {em_tensor_empty(shape, 2, dt, em_cpu()), em_tensor_empty(wshape, 1, dt, em_cpu()),
+                       em_tensor_empty(wshape, 1, dt, em_cpu())};
+    memcpy(em_tensor_data(t[0]), data, (size_t)ROWS * N * item);
+    memcpy(em_tensor_data(t[1]), wb[0], N * item);
+    memcpy(em_tensor_data(t[2]), wb[1], N * item);
+    int ran = 0;
+    for (int i = 0; i < n; i++) {
+        const em_cuda_line_kernel *k = &ks[i];
+        char name[160];
+        em_cuda_line_name(k, EM_CUDA_LINE_THREAD, name, sizeof name);
+        void *fn = dlsym(h, name);
+        CHECK(fn != NULL, "no %s", name);
+        for (int dim = k->op == EM_OP_LAYER_NORM ? 1 : 0; fn && dim < 2; dim++) {
+            double want[ROWS * N];
+            unsigned char raw[ROWS * N * 8];
+            int count = eager_line(k, t, dim, want, raw);
+            CHECK(count == ROWS * N, "eager refuses %s over dim %d", name, dim);
+            if (count != ROWS * N) continue;
+            /* dim 1: ROWS lines of N, N apart; dim 0: N lines of ROWS, 1 apart */
+            em_cuda_line_geometry g;
+            memset(&g, 0, sizeof g);
+            g.k_ndim = 1;
+            g.k_shape[0] = dim ? ROWS : N;
+            g.k_in[0] = g.k_out[0] = dim ? N : 1;
+            g.len = dim ? N : ROWS;
+            g.in_step = g.out_step = dim ? 1 : N;
+            unsigned char got[ROWS * N * 8];
+            if (k->n_in == 1) ((line1)fn)(g.k_shape[0], g, got, data, 1e-5);
+            if (k->n_in == 2) ((line2)fn)(g.k_shape[0], g, got, data, wb[0], 1e-5);
+            if (k->n_in == 3) ((line3)fn)(g.k_shape[0], g, got, data, wb[0], wb[1], 1e-5);
+            double tol = line_tolerance(k);
+            for (int e = 0; e < count; e++) {
+                double v = value(k->out, got, e);
+                bool ok = tol == 0 ? same(k->out, got, raw, e)
+                                   : (isnan(v) && isnan(want[e])) || v == want[e] ||
+                                         fabs(v - want[e]) <= tol * fmax(fabs(want[e]), 1.0);
+                if (!ok) {
+                    CHECK(0, "%s over dim %d: element %d is %.17g, eager gives %.17g", name, dim, e, v, want[e]);
+                    break;
+                }
+            }
+            ran++;
+        }
+    }
+    for (int i = 0; i < 3; i++) em_tensor_release(t[i]);
+    dlclose(h);
+    return ran;
+}
+
+static void lines_match_eager(bool quick) {
+    int ran = 0;
+    for (int d = 0; d < N_STORED; d++)
+        if (!quick || stored[d] == EM_DTYPE_F32 || stored[d] == EM_DTYPE_BF16) ran += check_lines(stored[d]);
+    CHECK(ran > (quick ? 10 : 40), "only %d ops along lines ran", ran);
+    printf("%d ops along lines (cumsum, cumprod, softmax, log_softmax, layer_norm; one thread per line) match "
+           "eager\n", ran);
+}
+
+/* ---- random ---- */
+
+typedef void (*random_fn)(long long, unsigned long long, unsigned long long, void *);
+
+static void random_matches_eager(void) {
+    void *h = NULL;
+    char *src = em_cuda_random_source();
+    if (src) h = build(src, "random kernels");
+    free(src);
+    if (!h) return;
+    const struct {
+        const char *name;
+        em_op op;
+        em_dtype dt;
+    } cases[] = {{"em_cuda_rand_f32", EM_OP_RAND, EM_DTYPE_F32},
+                 {"em_cuda_rand_f64", EM_OP_RAND, EM_DTYPE_F64},
+                 {"em_cuda_randn_f32", EM_OP_RANDN, EM_DTYPE_F32},
+                 {"em_cuda_randn_f64", EM_OP_RANDN, EM_DTYPE_F64}};
+    em_manual_seed(1234);
+    for (int c = 0; c < 4; c++) {
+        int64_t shape[1] = {1001};
+        em_rng_state s = em_rng_get_state();
+        em_tensor *t = cases[c].op == EM_OP_RAND ? em_rand(shape, 1, cases[c].dt) : em_randn(shape, 1, cases[c].dt);
+        random_fn fn = (random_fn)(uintptr_t)dlsym(h, cases[c].name);
+        CHECK(t && fn, "%s", cases[c].name);
+        if (!t || !fn) continue;
+        size_t bytes = 1001 * em_dtype_size(cases[c].dt);
+        void *got = malloc(bytes);
+        fn(1001, (unsigned long long)s.seed, (unsigned long long)s.offset, got);
+        CHECK(!memcmp(got, em_tensor_data(t), bytes), "%s differs from the CPU's numbers for the same state",
+              cases[c].name);
+        free(got);
+        em_tensor_release(t);
+    }
+    printf("rand and randn (float32, float64) give the CPU's numbers to the bit\n");
+    dlclose(h);
+}
+
+static bool find_cxx(void) {
+    const char *env = getenv("CXX");
+    const char *tries[] = {env, "c++", "g++", "clang++"};
+    for (int i = 0; i < 4; i++) {
+        if (!tries[i] || !*tries[i]) continue;
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "command -v '%s' >/dev/null 2>&1", tries[i]);
+        if (system(cmd) == 0) {
+            snprintf(cxx, sizeof cxx, "%s", tries[i]);
+            return true;
+        }
+    }
+    return false;
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IONBF, 0); /* (in order with the failures on stderr) */
+    if (!find_cxx()) {
+        printf("skipped: no C++ compiler (c++, g++ or clang++) to compile the generated CUDA C for the host\n");
+        return 77;
+    }
+    if (!mkdtemp(workdir)) return 1;
+    const char *q = getenv("EMBER_CUDA_CODEGEN_QUICK");
+    bool quick = q && *q && strcmp(q, "0") != 0;
+    random_matches_eager();
+    reductions_match_eager(quick);
+    lines_match_eager(quick);
+    elementwise_matches_eager(quick);
+    rmdir(workdir);
+    if (failures) fprintf(stderr, "%d failures\n", failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,180 @@
+"""The eager library on each device: every test takes the `device` fixture
+(conftest.py), "cpu" and "cuda". A CUDA case runs where ember has a CUDA
+device and skips elsewhere with the reason (ember.cuda.why_unavailable()).
+
+Each test computes on `device` and checks against NumPy or PyTorch on the
+CPU, so the CPU cases are real tests too, and a CUDA case checks the GPU's
+kernels against the same references: elementwise ops in every float width,
+reductions, ops along lines, matmul and convolution, random numbers (the
+CPU's for the same seed), autograd, a training step of a module moved with
+.to(device), DLPack, and loading a checkpoint onto the device.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+import ember
+import ember.nn.functional as F
+from conftest import requires_torch, torch
+
+
+def on(device, a, dtype=None):
+    t = ember.tensor(a, dtype=dtype)
+    return t.to(device)
+
+
+def check(t, expected, device, rtol=1e-6, atol=1e-6):
+    assert t.device.type == device, f"the result is on {t.device}, not {device}"
+    np.testing.assert_allclose(t.cpu().double().numpy(), np.asarray(expected, np.float64),
+                               rtol=rtol, atol=atol, equal_nan=True)
+
+
+RNG = np.random.default_rng(7)
+A = RNG.standard_normal((33, 65)).astype(np.float32)
+B = RNG.standard_normal((33, 65)).astype(np.float32)
+
+
+@pytest.mark.parametrize("dtype,rtol", [(ember.float32, 1e-6), (ember.float64, 1e-12), (ember.float16, 1e-3),
+                                        (ember.bfloat16, 1e-2)])
+def test_elementwise(device, dtype, rtol):
+    a, b = on(device, A, dtype), on(device, B, dtype)
+    ref_a, ref_b = a.cpu().double().numpy(), b.cpu().double().numpy()
+    check(a + b, ref_a + ref_b, device, rtol, 1e-6)
+    check(a * b, ref_a * ref_b, device, rtol, 1e-6)
+    check((a - b).abs(), np.abs(ref_a - ref_b), device, rtol, 1e-6)
+    check(ember.exp(a), np.exp(ref_a), device, max(rtol, 1e-5), 1e-6)
+    gelu = ref_a * 0.5 * (1.0 + np.vectorize(math.erf)(ref_a / math.sqrt(2.0)))
+    check(F.gelu(a), gelu, device, max(rtol, 1e-5), 1e-6)
+    check(a.T + b.T, (ref_a + ref_b).T, device, rtol, 1e-6)  # strided
+    check(a + b[:1], ref_a + ref_b[:1], device, rtol, 1e-6)  # broadcast
+
+
+def test_integer_elementwise_wraps(device):
+    a = on(device, np.array([2**62, -2**63, 7], np.int64))
+    got = (a * 4 + 1).cpu().numpy()
+    np.testing.assert_array_equal(got, np.array([2**62, -2**63, 7], np.int64) * 4 + 1)
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin", "prod", "var", "std", "logsumexp", "norm"])
+@pytest.mark.parametrize("dim", [0, 1, None])
+def test_reductions(device, op, dim):
+    a = on(device, A[:, :20] * 0.5)
+    x = A[:, :20].astype(np.float64) * 0.5
+    np_op = {"sum": np.sum, "mean": np.mean, "amax": np.max, "amin": np.min, "prod": np.prod,
+             "var": lambda v, axis: np.var(v, axis=axis, ddof=1), "std": lambda v, axis: np.std(v, axis=axis, ddof=1),
+             "logsumexp": lambda v, axis: np.log(np.sum(np.exp(v), axis=axis)),
+             "norm": lambda v, axis: np.sqrt(np.sum(v * v, axis=axis))}[op]
+    if dim is None and op == "logsumexp":
+        got = ember.logsumexp(a, dim=(0, 1))
+    elif op == "norm":
+        got = a.norm(dim=dim) if dim is not None else a.norm()
+    else:
+        got = getattr(a, op)(dim) if dim is not None else getattr(a, op)()
+    check(got, np_op(x, axis=dim), device, 1e-5, 1e-5)
+
+
+def test_arg_reductions_take_the_first_index_and_nan_wins(device):
+    x = np.array([[1.0, 3.0, 3.0, np.nan, 2.0], [5.0, 5.0, -1.0, 0.0, 5.0]], np.float32)
+    a = on(device, x)
+    np.testing.assert_array_equal(a.argmax(1).cpu().numpy(), [3, 0])
+    np.testing.assert_array_equal(a.argmin(1).cpu().numpy(), [3, 2])
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_ops_along_lines(device, dim):
+    a = on(device, A)
+    x = A.astype(np.float64)
+    e = np.exp(x - x.max(axis=dim, keepdims=True))
+    check(F.softmax(a, dim=dim), e / e.sum(axis=dim, keepdims=True), device, 1e-5, 1e-7)
+    check(F.log_softmax(a, dim=dim), np.log(e / e.sum(axis=dim, keepdims=True)), device, 1e-5, 1e-5)
+    check(a.cumsum(dim), np.cumsum(x, axis=dim), device, 1e-5, 1e-5)
+    ints = on(device, np.arange(12).reshape(3, 4) % 5)
+    np.testing.assert_array_equal(ints.cumsum(dim).cpu().numpy(), np.cumsum(np.arange(12).reshape(3, 4) % 5, dim))
+
+
+def test_layer_norm(device):
+    w, b = RNG.standard_normal(65).astype(np.float32), RNG.standard_normal(65).astype(np.float32)
+    got = F.layer_norm(on(device, A), (65,), on(device, w), on(device, b), eps=1e-5)
+    x = A.astype(np.float64)
+    mean, var = x.mean(axis=1, keepdims=True), x.var(axis=1, keepdims=True)
+    check(got, (x - mean) / np.sqrt(var + 1e-5) * w + b, device, 1e-5, 1e-5)
+
+
+def test_matmul_and_convolution(device):
+    a, b = on(device, A), on(device, B.T.copy())
+    check(a @ b, A.astype(np.float64) @ B.T.astype(np.float64), device, 1e-4, 1e-4)
+    img = RNG.standard_normal((2, 3, 9, 9)).astype(np.float32)
+    k = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    got = F.conv2d(on(device, img), on(device, k), padding=1)
+    want = F.conv2d(ember.tensor(img.astype(np.float64)), ember.tensor(k.astype(np.float64)), padding=1)
+    check(got, want.numpy(), device, 1e-4, 1e-4)
+
+
+def test_random_numbers_are_the_cpus(device):
+    """The same seed gives the same numbers on every device (Philox, drawn
+    by element index)."""
+    ember.manual_seed(11)
+    cpu = ember.randn(1001), ember.rand(7, 3, dtype=ember.float64)
+    ember.manual_seed(11)
+    dev = ember.randn(1001, device=device), ember.rand(7, 3, dtype=ember.float64, device=device)
+    for c, d in zip(cpu, dev):
+        assert d.device.type == device
+        np.testing.assert_array_equal(d.cpu().numpy(), c.numpy())
+
+
+def test_autograd(device):
+    x = on(device, A[:4, :5]).requires_grad_()
+    y = (F.gelu(x) * x).sum()
+    y.backward()
+    xr = ember.tensor(A[:4, :5].astype(np.float64)).requires_grad_()
+    (F.gelu(xr) * xr).sum().backward()
+    check(x.grad, xr.grad.numpy(), device, 1e-5, 1e-6)
+
+
+def test_training_step_of_a_module_moved_to_the_device(device):
+    ember.manual_seed(0)
+    model = ember.nn.Sequential(ember.nn.Linear(65, 16), ember.nn.ReLU(), ember.nn.Linear(16, 3))
+    reference = ember.nn.Sequential(ember.nn.Linear(65, 16), ember.nn.ReLU(), ember.nn.Linear(16, 3))
+    reference.load_state_dict(model.state_dict())
+    model.to(device)
+    assert all(p.device.type == device for p in model.parameters())
+    target = np.arange(33) % 3
+    losses = []
+    for m in (model, reference):
+        dev = device if m is model else "cpu"
+        opt = ember.optim.AdamW(m.parameters(), lr=1e-2)
+        for _ in range(3):
+            loss = F.cross_entropy(m(on(dev, A)), on(dev, target))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        losses.append(loss.item())
+    assert abs(losses[0] - losses[1]) <= 1e-4 * abs(losses[1])
+
+
+def test_dlpack_round_trip(device):
+    a = on(device, A)
+    b = ember.from_dlpack(a)
+    assert b.device == a.device
+    np.testing.assert_array_equal(b.cpu().numpy(), A)
+
+
+@requires_torch
+def test_dlpack_with_pytorch(device):
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("PyTorch has no CUDA device")
+    t = torch.arange(6.0, device=device).reshape(2, 3)
+    e = ember.from_dlpack(t)
+    assert e.device.type == device
+    back = torch.from_dlpack(e * 2)
+    assert torch.equal(back.cpu(), (t * 2).cpu())
+
+
+def test_checkpoint_loads_onto_the_device(device, tmp_path):
+    path = tmp_path / "m.safetensors"
+    ember.save({"w": ember.tensor(A)}, str(path))
+    state = ember.load(str(path), map_location=device)
+    assert state["w"].device.type == device
+    np.testing.assert_array_equal(state["w"].cpu().numpy(), A)
