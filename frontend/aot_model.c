@@ -505,7 +505,12 @@ static ember_status wrap(const DLTensor *dl, const em_type *ty, const char *what
         em_contiguous_strides(ty->shape, ty->ndim, strides);
         extent = numel;
     }
-    char *data = (char *)dl->data + dl->byte_offset;
+    /* (an offset that wraps the address space round points before data:
+     * no buffer starts there; found by tests/fuzz/fuzz_aot.c) */
+    if (dl->byte_offset > UINTPTR_MAX - (uintptr_t)dl->data)
+        return fail(EMBER_ERR_ARGUMENT, "%s %d (%s): byte_offset %llu goes past the end of the address space", what, i,
+                    name, (unsigned long long)dl->byte_offset);
+    char *data = (char *)((uintptr_t)dl->data + (uintptr_t)dl->byte_offset);
     if ((uintptr_t)data % (uintptr_t)size)
         return fail(EMBER_ERR_ARGUMENT, "%s %d (%s): data is not aligned to its %lld-byte elements", what, i, name,
                     (long long)size);

@@ -339,34 +339,48 @@ static em_status parse_header(em_st_file *f, const char *path, size_t hlen) {
     return j.failed ? em_last_status() : EM_OK;
 }
 
+em_status em_st_parse(unsigned char *bytes, size_t size, const char *name, em_st_file *f) {
+    memset(f, 0, sizeof *f);
+    f->bytes = bytes;
+    f->size = size;
+    em_status st;
+    uint64_t hlen = 0;
+    if (size < 8) {
+        st = em_error(EM_ERR_VALUE, "%s: not a safetensors file (%zu bytes, the header alone takes 8)", name, size);
+    } else {
+        for (int i = 7; i >= 0; i--) hlen = hlen << 8 | bytes[i];
+        if (hlen > MAX_HEADER || hlen > size - 8)
+            st = em_error(EM_ERR_VALUE, "%s: at byte 0: the header claims %llu bytes, the file has %zu after it", name,
+                          (unsigned long long)hlen, size - 8);
+        else
+            st = parse_header(f, name, (size_t)hlen);
+    }
+    if (st != EM_OK) em_st_close(f);
+    return st;
+}
+
 em_status em_st_read(const char *path, em_st_file *f) {
     memset(f, 0, sizeof *f);
     FILE *fp = fopen(path, "rb");
     if (!fp) return em_error(EM_ERR_RUNTIME, "%s: cannot open: %s", path, strerror(errno));
     long size = fseek(fp, 0, SEEK_END) == 0 ? ftell(fp) : -1;
+    unsigned char *bytes = NULL;
     em_status st = EM_OK;
     if (size < 8) {
         st = em_error(EM_ERR_VALUE, "%s: not a safetensors file (%ld bytes, the header alone takes 8)", path, size);
-    } else if (!(f->bytes = malloc((size_t)size))) {
+    } else if (!(bytes = malloc((size_t)size))) {
         st = em_error(EM_ERR_NOMEM, "%s: out of memory reading %ld bytes", path, size);
     } else {
         rewind(fp);
-        if (fread(f->bytes, 1, (size_t)size, fp) != (size_t)size)
+        if (fread(bytes, 1, (size_t)size, fp) != (size_t)size)
             st = em_error(EM_ERR_RUNTIME, "%s: read failed: %s", path, strerror(errno));
     }
     fclose(fp);
-    if (st == EM_OK) {
-        f->size = (size_t)size;
-        uint64_t hlen = 0;
-        for (int i = 7; i >= 0; i--) hlen = hlen << 8 | f->bytes[i];
-        if (hlen > MAX_HEADER || hlen > f->size - 8)
-            st = em_error(EM_ERR_VALUE, "%s: at byte 0: the header claims %llu bytes, the file has %zu after it",
-                          path, (unsigned long long)hlen, f->size - 8);
-        else
-            st = parse_header(f, path, (size_t)hlen);
+    if (st != EM_OK) {
+        free(bytes);
+        return st;
     }
-    if (st != EM_OK) em_st_close(f);
-    return st;
+    return em_st_parse(bytes, (size_t)size, path, f);
 }
 
 const em_st_tensor *em_st_find(const em_st_file *f, const char *name) {

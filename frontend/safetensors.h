@@ -42,6 +42,9 @@ typedef struct em_st_file {
 
 /* Reads and checks the file at path. On failure f is empty. */
 em_status em_st_read(const char *path, em_st_file *f);
+/* Checks a file's bytes (malloc'd; f owns them from here, also on
+ * failure), named `name` in errors. */
+em_status em_st_parse(unsigned char *bytes, size_t size, const char *name, em_st_file *f);
 /* The tensor called name, or NULL. */
 const em_st_tensor *em_st_find(const em_st_file *f, const char *name);
 void em_st_close(em_st_file *f);

@@ -9,6 +9,7 @@
  *       ^
  * and the partly built graph is freed.
  */
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -41,6 +42,7 @@ typedef struct {
 typedef struct {
     const char *src, *pos, *filename, *line_start;
     int line;
+    int depth; /* regions open: bounded, so that text cannot exhaust the stack */
     token tok;
     em_ir_graph *g;
     em_strmap names; /* value name -> em_ir_value* */
@@ -66,6 +68,7 @@ __attribute__((format(printf, 3, 4), noreturn)) static void error_at(parser *p, 
 }
 
 #define FAIL(...) error_at(p, &p->tok, __VA_ARGS__)
+#define MAX_REGION_DEPTH 32
 
 /* ---- lexer ---- */
 
@@ -164,12 +167,14 @@ static int64_t parse_int(parser *p) {
     bool neg = accept_punct(p, '-');
     if (p->tok.kind != T_NUMBER) FAIL("expected an integer");
     char buf[64];
-    size_t n = p->tok.len < 63 ? p->tok.len : 63;
-    memcpy(buf, p->tok.s, n);
-    buf[n] = '\0';
+    if (p->tok.len > 20) FAIL("integer out of range: %.*s...", 20, p->tok.s);
+    memcpy(buf, p->tok.s, p->tok.len);
+    buf[p->tok.len] = '\0';
     char *end;
+    errno = 0;
     long long v = strtoll(buf, &end, 10);
     if (*end) FAIL("expected an integer, got '%s'", buf);
+    if (errno == ERANGE) FAIL("integer out of range: %s", buf);
     next(p);
     return neg ? -v : v;
 }
@@ -247,14 +252,20 @@ static em_type parse_type(parser *p) {
         FAIL("expected a type such as f32[2,3]");
     next(p);
     t.ndim = parse_int_list(p, t.shape, EM_MAX_DIMS);
-    for (int i = 0; i < t.ndim; i++)
+    int64_t bytes = (int64_t)em_dtype_size(t.dtype);
+    for (int i = 0; i < t.ndim; i++) {
         if (t.shape[i] < 0) FAIL("negative dimension in type");
+        /* (sizes multiply without overflow everywhere past the parser) */
+        if (__builtin_mul_overflow(bytes, t.shape[i], &bytes)) FAIL("a type too large for memory");
+    }
     if (p->tok.kind == T_GLOBAL) { /* @cuda:0 */
         if (p->tok.len != 4 || memcmp(p->tok.s, "cuda", 4) != 0) FAIL("unknown device");
         next(p);
         expect_punct(p, ':');
         t.device.type = EM_DEVICE_CUDA;
-        t.device.index = (int8_t)parse_int(p);
+        int64_t index = parse_int(p);
+        if (index < 0 || index > 127) FAIL("device index %lld out of range", (long long)index);
+        t.device.index = (int8_t)index;
     }
     return t;
 }
@@ -419,6 +430,8 @@ static void parse_node(parser *p, em_ir_block *b) {
     em_ir_insert(b, n, NULL);
     for (int i = 0; i < n_out; i++) define(p, &results[i], n->out[i]);
     if (info->kind == EM_KIND_FUSED) {
+        if (p->depth == MAX_REGION_DEPTH) FAIL("regions nested more than %d deep", MAX_REGION_DEPTH);
+        p->depth++;
         expect_punct(p, '{');
         expect_punct(p, '^');
         expect_punct(p, '(');
@@ -428,6 +441,7 @@ static void parse_node(parser *p, em_ir_block *b) {
         expect_punct(p, ':');
         parse_block_body(p, n->region, "yield");
         expect_punct(p, '}');
+        p->depth--;
     } else if (is_punct(p, '{')) {
         FAIL("only fused nodes have a region");
     }

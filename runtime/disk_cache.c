@@ -116,26 +116,42 @@ static bool is_entry(const char *name) {
     return true;
 }
 
+const void *em_disk_cache_payload(const void *file, size_t n, const char *key, size_t *payload_n) {
+    entry_header h;
+    if (n < sizeof h) return NULL;
+    memcpy(&h, file, sizeof h);
+    const unsigned char *payload = (const unsigned char *)file + sizeof h;
+    bool ok = !memcmp(h.magic, MAGIC, 8) && h.format == FORMAT && !memcmp(h.key, key, EM_CACHE_KEY_LEN) &&
+              h.size == (uint64_t)(n - sizeof h) && h.size > 0 && h.size < ((uint64_t)1 << 32) &&
+              em_fnv1a(0xCBF29CE484222325ull, payload, (size_t)h.size) == h.checksum;
+    if (!ok) return NULL;
+    *payload_n = (size_t)h.size;
+    return payload;
+}
+
 void *em_disk_cache_get(const char *key, const char *ext, size_t *n) {
     char dir[4096], path[4200];
     if (!cache_enabled() || !cache_dir(dir, sizeof dir)) return NULL;
     entry_path(dir, key, ext, path, sizeof path);
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
-    entry_header h;
-    void *data = NULL;
     struct stat s;
-    bool ok = fstat(fileno(f), &s) == 0 && fread(&h, sizeof h, 1, f) == 1 && !memcmp(h.magic, MAGIC, 8) &&
-              h.format == FORMAT && !memcmp(h.key, key, EM_CACHE_KEY_LEN) &&
-              h.size == (uint64_t)s.st_size - sizeof h && h.size > 0 && h.size < ((uint64_t)1 << 32);
-    if (ok && (data = malloc(h.size)) && fread(data, 1, h.size, f) == h.size &&
-        em_fnv1a(0xCBF29CE484222325ull, data, h.size) == h.checksum) {
-        fclose(f);
-        utimensat(AT_FDCWD, path, NULL, 0); /* (used now: the last to go) */
-        *n = h.size;
-        return data;
+    unsigned char *data = NULL;
+    const void *payload = NULL;
+    size_t size = 0, got = 0;
+    /* the file's own size bounds what is read (the header's is checked
+     * against it), and an entry is under 4 GiB */
+    if (fstat(fileno(f), &s) == 0 && s.st_size > 0 && (uint64_t)s.st_size < ((uint64_t)1 << 32) + sizeof(entry_header)) {
+        size = (size_t)s.st_size;
+        if ((data = malloc(size)) && fread(data, 1, size, f) == size) payload = em_disk_cache_payload(data, size, key, &got);
     }
     fclose(f);
+    if (payload) {
+        memmove(data, payload, got);
+        utimensat(AT_FDCWD, path, NULL, 0); /* (used now: the last to go) */
+        *n = got;
+        return data;
+    }
     free(data);
     warn_once(&said_bad, "ignoring the damaged entry %s (it is compiled again)%s", path, "");
     return NULL;

@@ -109,8 +109,9 @@ em_status view_reshape(const em_type *x, const int64_t *strides, const em_attrs 
             infer_at = i;
         } else if (a->shape[i] < 0) {
             return em_error(EM_ERR_VALUE, "reshape: invalid shape dimension %lld", (long long)a->shape[i]);
-        } else {
-            known *= a->shape[i];
+        } else if (__builtin_mul_overflow(known, a->shape[i], &known)) {
+            return em_error(EM_ERR_VALUE, "reshape: shape %s has more elements than fit in memory",
+                            (em_shape_str(a->shape, a->n_shape, s, sizeof s), s));
         }
     }
     memset(r, 0, sizeof *r);

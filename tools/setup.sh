@@ -69,5 +69,5 @@ quiet() {
 }
 
 # What building ember needs (runtime + LLVM backend + Python extension).
-BUILD_PACKAGES=(cmake make gcc libc6-dev clang-19 libopenblas-dev llvm-19-dev llvm-19-tools
+BUILD_PACKAGES=(cmake make gcc g++ libc6-dev clang-19 libclang-rt-19-dev libopenblas-dev llvm-19-dev llvm-19-tools
                 python3-dev python3-numpy)

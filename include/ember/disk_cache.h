@@ -32,6 +32,13 @@ uint64_t em_fnv1a(uint64_t h, const void *p, size_t n);
  * there is none, the cache is off (EMBER_CACHE=0), or the entry is damaged
  * (one warning). */
 void *em_disk_cache_get(const char *key, const char *ext, size_t *n);
+/* An entry file's bytes (file, n) checked as em_disk_cache_get checks them
+ * (the magic, the format, the key, the size against n, the checksum): its
+ * payload within file and *payload_n, or NULL. Entries are untrusted
+ * input up to this check; a payload that passes it is what this user's
+ * ember wrote (object code is loaded and run: the cache directory is the
+ * user's, like their shell's startup files). */
+const void *em_disk_cache_payload(const void *file, size_t n, const char *key, size_t *payload_n);
 /* Stores a payload under key and ext (never fails a caller: trouble costs
  * one warning), then keeps the directory under EMBER_CACHE_MAX_MB. */
 void em_disk_cache_put(const char *key, const char *ext, const void *data, size_t n);

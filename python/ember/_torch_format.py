@@ -24,6 +24,7 @@ import io
 import pickle
 import struct
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -189,12 +190,28 @@ class _Reader(pickle.Unpickler):
         return t
 
 
+# What the ZIP reader raises on a damaged archive, at opening or at reading
+# a member (a bad local header, a bad CRC, deflate data that does not
+# inflate, a compression method or an encryption it does not do).
+_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError)
+
+
 def read(fh, fname):
-    """The object a PyTorch zip checkpoint holds."""
+    """The object a PyTorch zip checkpoint holds. A damaged archive is a
+    ValueError naming the file; a pickle that names anything but tensors
+    and containers is Refused (pickle.UnpicklingError, as torch.load's
+    weights_only refusal)."""
     try:
-        archive = zipfile.ZipFile(fh)
-    except zipfile.BadZipFile as e:
-        raise ValueError(f"{fname}: not a readable PyTorch checkpoint (a damaged ZIP archive: {e})") from None
+        return _read(fh, fname)
+    except Refused:
+        raise
+    except _ZIP_ERRORS as e:
+        raise ValueError(f"{fname}: not a readable PyTorch checkpoint (a damaged ZIP archive: "
+                         f"{type(e).__name__}: {e})") from None
+
+
+def _read(fh, fname):
+    archive = zipfile.ZipFile(fh)
     with archive:
         names = archive.namelist()
         pkl = [n for n in names if n.endswith("data.pkl") and n.count("/") == 1]

@@ -599,8 +599,8 @@ static void random_matches_eager(void) {
 
 static bool find_cxx(void) {
     const char *env = getenv("CXX");
-    const char *tries[] = {env, "c++", "g++", "clang++"};
-    for (int i = 0; i < 4; i++) {
+    const char *tries[] = {env, "c++", "g++", "clang++", "clang++-19"};
+    for (int i = 0; i < 5; i++) {
         if (!tries[i] || !*tries[i]) continue;
         char cmd[512];
         snprintf(cmd, sizeof cmd, "command -v '%s' >/dev/null 2>&1", tries[i]);

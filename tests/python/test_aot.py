@@ -338,3 +338,27 @@ def test_a_cpu_without_the_models_features_is_refused(mlp_so):
     r = c_program("run", path, d / "in.bin", check=False, env=env)
     assert r.returncode != 0
     assert "compiled for a CPU with avx2, which this one lacks" in r.stderr
+
+
+def test_fuzz_corpus_of_the_abi_replays(tmp_path):
+    """tests/fuzz/fuzz_aot.c's seed inputs and past findings, replayed
+    against the model it fuzzes: bad calls are refused, none crashes or
+    touches memory outside its buffers (which lie between inaccessible
+    pages)."""
+    replay = os.path.join(BUILD, "tests", "fuzz", "replay_aot")
+    if not os.path.exists(replay):
+        pytest.skip(f"{replay} is not built")
+    fuzz = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fuzz")
+    sys.path.insert(0, fuzz)
+    try:
+        import make_aot_model
+    finally:
+        sys.path.remove(fuzz)
+    model = make_aot_model.write(tmp_path / "model.so")
+    inputs = [os.path.join(fuzz, "corpus", "aot")]
+    if os.path.isdir(os.path.join(fuzz, "regressions", "aot")):
+        inputs.append(os.path.join(fuzz, "regressions", "aot"))
+    r = subprocess.run([replay, *inputs], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "EMBER_FUZZ_AOT_MODEL": str(model)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "replayed" in r.stdout and int(r.stdout.split()[1]) >= 10
