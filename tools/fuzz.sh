@@ -10,7 +10,12 @@
 # (a crash, a sanitizer report, a timeout, a leak) stops the script with
 # libFuzzer's report; the input is kept under build-fuzz/findings/. Once
 # fixed, copy it to tests/fuzz/regressions/<harness>/, where the ordinary
-# test suite replays it (ctest fuzz_replay_<harness>).
+# test suite replays it (ctest fuzz_replay_<harness>; the AOT harness's in
+# tests/python/test_aot.py).
+#
+# The AOT harness drives a model's shared object, which ember.aot.compile
+# writes: with the Python extension of $EMBER_FUZZ_MODEL_BUILD (default:
+# build, the release build, which is built first if missing).
 set -euo pipefail
 source "$(dirname "$0")/setup.sh"
 cd "$EMBER_ROOT"
@@ -21,6 +26,7 @@ harnesses=("$@")
 [ ${#harnesses[@]} -eq 0 ] && harnesses=(ir safetensors cache_entry aot)
 
 ensure_packages "${BUILD_PACKAGES[@]}"
+pick_python
 mkdir -p build-fuzz/findings
 targets=()
 for h in "${harnesses[@]}"; do targets+=("fuzz_$h"); done
@@ -33,6 +39,12 @@ if ! { cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang-19 -DEMBER_FUZZ=ON -DEM
 fi
 
 for h in "${harnesses[@]}"; do
+    if [ "$h" = aot ] && [ -z "${EMBER_FUZZ_AOT_MODEL:-}" ]; then
+        model_build="${EMBER_FUZZ_MODEL_BUILD:-build}"
+        ls "$model_build"/python/ember/_C*.so >/dev/null 2>&1 || build "$model_build" -DEMBER_WERROR=ON
+        PYTHONPATH="python:$model_build/python" "$PYTHON" tests/fuzz/make_aot_model.py build-fuzz/aot_model.so
+        export EMBER_FUZZ_AOT_MODEL="$EMBER_ROOT/build-fuzz/aot_model.so"
+    fi
     work="$(mktemp -d)"
     cp tests/fuzz/corpus/"$h"/* "$work"/
     [ -d tests/fuzz/regressions/"$h" ] && cp tests/fuzz/regressions/"$h"/* "$work"/ 2>/dev/null || true

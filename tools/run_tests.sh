@@ -2,7 +2,8 @@
 # Runs every ember test on a fresh Debian 12 machine: installs what is
 # missing, checks the line budget (no source file over 1,500 lines, no
 # function over 150: tools/line_budget.py), builds from scratch, then
-#   1. a clang build (warnings are errors) and its C tests,
+#   1. a clang build (warnings are errors) and its C tests, then each
+#      libFuzzer harness for 30 seconds (tools/fuzz.sh),
 #   2. a build without LLVM: C tests, and the Python tests with every
 #      compiled function running on the IR interpreter,
 #   3. a sanitizer build (ASan + UBSan): C tests with leak checking, then the
@@ -28,6 +29,11 @@ quick_cuda="env EMBER_CUDA_CODEGEN_QUICK=1"
 echo "== clang build"
 build build-clang -DCMAKE_C_COMPILER=clang-19 -DEMBER_WERROR=ON
 quiet "clang ctest" $quick_cuda ctest --test-dir build-clang --output-on-failure -E lit_ir
+
+# libFuzzer on every reader of untrusted bytes (tests/fuzz), 30 seconds
+# each; the AOT harness's model is written with the clang build's Python.
+echo "== fuzzing"
+EMBER_FUZZ_MODEL_BUILD=build-clang tools/fuzz.sh "${EMBER_FUZZ_SECONDS:-30}"
 
 echo "== build without LLVM (compiled functions run on the interpreter)"
 build build-nollvm -DEMBER_LLVM=OFF -DEMBER_WERROR=ON

@@ -192,8 +192,10 @@ class _Reader(pickle.Unpickler):
 
 # What the ZIP reader raises on a damaged archive, at opening or at reading
 # a member (a bad local header, a bad CRC, deflate data that does not
-# inflate, a compression method or an encryption it does not do).
-_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError)
+# inflate, a compression method or an encryption it does not do, a member
+# name that is not UTF-8).
+_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError,
+               UnicodeDecodeError)
 
 
 def read(fh, fname):
