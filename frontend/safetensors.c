@@ -323,7 +323,7 @@ static em_status parse_header(em_st_file *f, const char *path, size_t hlen) {
                 memset(t, 0, sizeof *t);
                 uint64_t range[2] = {0, 0};
                 entry(&j, t, range, data_size);
-                t->data = data + range[0];
+                t->data = j.failed ? NULL : data + range[0]; /* (range is checked only when entry succeeds) */
                 name_at[f->n++] = names.len;
                 em_strbuf_add(&names, k, strlen(k) + 1);
             }

@@ -46,39 +46,51 @@ static uint8_t next(cursor *c) { return c->p < c->end ? *c->p++ : 0; }
 /* ---- buffers with inaccessible pages on both sides ---- */
 
 typedef struct {
-    void *map;
-    size_t len;
+    char *map;
+    size_t len; /* the body's pages and the two guards */
 } guarded;
 
-static guarded live[8 * MAX_IO];
-static int n_live;
+static guarded live[8 * MAX_IO], spare[256];
+static int n_live, n_spare;
 
 /* n bytes (0 allowed) whose end touches an inaccessible page, and whose
- * start follows one; NULL when out of slots or memory. */
+ * start follows one; NULL when out of slots or memory. Mappings are kept
+ * for reuse (mapping and protecting pages is most of a run's time). */
 static void *guarded_alloc(size_t n) {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE), body = (n + page - 1) / page * page;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), body = (n + page - 1) / page * page, len = body + 2 * page;
     if (n_live == (int)(sizeof live / sizeof *live)) return NULL;
-    size_t len = body + 2 * page;
-    char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return NULL;
-    mprotect(m, page, PROT_NONE);
-    mprotect(m + page + body, page, PROT_NONE);
+    char *m = NULL;
+    for (int i = 0; i < n_spare && !m; i++)
+        if (spare[i].len == len) {
+            m = spare[i].map;
+            spare[i] = spare[--n_spare];
+        }
+    if (!m) {
+        m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) return NULL;
+        mprotect(m, page, PROT_NONE);
+        mprotect(m + page + body, page, PROT_NONE);
+    }
     live[n_live++] = (guarded){m, len};
     return m + page + body - n;
 }
 
 /* A page no access may touch. */
 static void *forbidden(void) {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    if (n_live == (int)(sizeof live / sizeof *live)) return NULL;
-    char *m = mmap(NULL, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return NULL;
-    live[n_live++] = (guarded){m, page};
-    return m;
+    static void *page;
+    if (!page) {
+        page = mmap(NULL, (size_t)sysconf(_SC_PAGESIZE), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (page == MAP_FAILED) page = NULL;
+    }
+    return page;
 }
 
 static void release_all(void) {
-    for (int i = 0; i < n_live; i++) munmap(live[i].map, live[i].len);
+    for (int i = 0; i < n_live; i++)
+        if (n_spare < (int)(sizeof spare / sizeof *spare))
+            spare[n_spare++] = live[i];
+        else
+            munmap(live[i].map, live[i].len);
     n_live = 0;
 }
 
