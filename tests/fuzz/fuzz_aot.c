@@ -86,8 +86,9 @@ static void *forbidden(void) {
 }
 
 static void release_all(void) {
+    size_t keep = 16 * (size_t)sysconf(_SC_PAGESIZE); /* (big ones go back: their pages stay resident) */
     for (int i = 0; i < n_live; i++)
-        if (n_spare < (int)(sizeof spare / sizeof *spare))
+        if (n_spare < (int)(sizeof spare / sizeof *spare) && live[i].len <= keep)
             spare[n_spare++] = live[i];
         else
             munmap(live[i].map, live[i].len);
