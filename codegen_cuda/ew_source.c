@@ -32,6 +32,7 @@
 
 #include "ember/codegen_cuda.h"
 #include "ember/strbuf.h"
+#include "source_text.h"
 
 /* ---- the op table's elementwise rows ---- */
 
@@ -109,28 +110,6 @@ int em_cuda_headers(const char *const **texts, const char *const **names) {
 
 /* ---- the source ---- */
 
-static const char *const sfx_of[EM_DTYPE_COUNT] = {
-#define SFX(unused, S, T, sfx) [EM_DTYPE_##S] = #sfx,
-    EM_FOR_DTYPES_STORED(SFX, _)
-#undef SFX
-};
-
-/* The type a dtype has in device code (ops_math.h's names). */
-static const char *device_type(em_dtype dt) {
-    switch (dt) {
-    case EM_DTYPE_F32: return "float";
-    case EM_DTYPE_F64: return "double";
-    case EM_DTYPE_I64: return "em_sc_i64";
-    case EM_DTYPE_I32: return "em_sc_i32";
-    case EM_DTYPE_I16: return "em_sc_i16";
-    case EM_DTYPE_I8: return "em_sc_i8";
-    case EM_DTYPE_U8: return "em_sc_u8";
-    case EM_DTYPE_F16: return "em_sc_f16";
-    case EM_DTYPE_BF16: return "em_sc_bf16";
-    default: return "bool";
-    }
-}
-
 static bool is_cast(em_op op) { return em_op_get(op)->kind == EM_KIND_CAST; }
 
 /* The compute dtype of kernel k (its scalar definition's), or -1 when it
@@ -163,18 +142,9 @@ em_status em_cuda_ew_check(const em_cuda_ew_kernel *k) {
 
 void em_cuda_ew_name(const em_cuda_ew_kernel *k, em_cuda_layout layout, char *out, size_t n) {
     int w = snprintf(out, n, "em_cuda_%s", em_op_get(k->op)->name);
-    for (int i = 0; i < k->n_in && w >= 0 && (size_t)w < n; i++) w += snprintf(out + w, n - (size_t)w, "_%s", sfx_of[k->in[i]]);
+    for (int i = 0; i < k->n_in && w >= 0 && (size_t)w < n; i++) w += snprintf(out + w, n - (size_t)w, "_%s", em_cuda_sfx(k->in[i]));
     if (w >= 0 && (size_t)w < n)
-        snprintf(out + w, n - (size_t)w, "_to_%s_%s", sfx_of[k->out], layout == EM_CUDA_CONTIG ? "contig" : "strided");
-}
-
-/* Appends `x` converted from dtype `from` to `to` (as the eager kernels
- * convert: ops_math.h's sc_cast_<from>_<to>). */
-static void convert(em_strbuf *s, const char *x, em_dtype from, em_dtype to) {
-    if (from == to)
-        em_strbuf_puts(s, x);
-    else
-        em_strbuf_printf(s, "sc_cast_%s_%s(%s)", sfx_of[from], sfx_of[to], x);
+        snprintf(out + w, n - (size_t)w, "_to_%s_%s", em_cuda_sfx(k->out), layout == EM_CUDA_CONTIG ? "contig" : "strided");
 }
 
 /* The element expression of kernel k, operand i read as args[i]: what
@@ -183,7 +153,7 @@ static void convert(em_strbuf *s, const char *x, em_dtype from, em_dtype to) {
  * kernel's. */
 static void element(em_strbuf *s, const em_cuda_ew_kernel *k, const char *const *args) {
     if (is_cast(k->op)) {
-        convert(s, args[0], k->in[0], k->out);
+        em_cuda_convert(s, args[0], k->in[0], k->out);
         return;
     }
     em_type in[3];
@@ -191,24 +161,24 @@ static void element(em_strbuf *s, const em_cuda_ew_kernel *k, const char *const 
     em_dtype cd = (em_dtype)compute_dtype(k), native = em_ew_native_result(k->op, cd);
     em_strbuf call;
     em_strbuf_init(&call);
-    em_strbuf_printf(&call, "sc_%s_%s(", row_of(k->op, cd)->name, sfx_of[cd]);
+    em_strbuf_printf(&call, "sc_%s_%s(", row_of(k->op, cd)->name, em_cuda_sfx(cd));
     for (int i = 0; i < k->n_in; i++) {
         em_dtype via = em_ew_operand_via(k->op, i, in, k->n_in, k->out), od = em_ew_operand_dtype(k->op, i, cd);
         em_strbuf first;
         em_strbuf_init(&first);
-        convert(&first, args[i], k->in[i], via);
+        em_cuda_convert(&first, args[i], k->in[i], via);
         if (i) em_strbuf_puts(&call, ", ");
-        convert(&call, first.data ? first.data : "", via, od);
+        em_cuda_convert(&call, first.data ? first.data : "", via, od);
         free(em_strbuf_take(&first));
     }
     em_strbuf_puts(&call, ")");
-    convert(s, call.data ? call.data : "", native, k->out);
+    em_cuda_convert(s, call.data ? call.data : "", native, k->out);
     free(em_strbuf_take(&call));
 }
 
 static void parameters(em_strbuf *s, const em_cuda_ew_kernel *k) {
-    em_strbuf_printf(s, "%s *__restrict__ out", device_type(k->out));
-    for (int i = 0; i < k->n_in; i++) em_strbuf_printf(s, ", const %s *__restrict__ in%d", device_type(k->in[i]), i + 1);
+    em_strbuf_printf(s, "%s *__restrict__ out", em_cuda_ctype(k->out));
+    for (int i = 0; i < k->n_in; i++) em_strbuf_printf(s, ", const %s *__restrict__ in%d", em_cuda_ctype(k->in[i]), i + 1);
 }
 
 static size_t size_of(em_dtype dt) { return em_dtype_size(dt); }
@@ -222,7 +192,7 @@ static void contig_kernel(em_strbuf *s, const em_cuda_ew_kernel *k) {
     for (int i = 0; i <= k->n_in; i++) {
         em_dtype dt = i ? k->in[i - 1] : k->out;
         em_strbuf_printf(s, "struct __align__(%zu) %s_v%d { %s e[%d]; };\n", size_of(dt) * (size_t)v, name, i,
-                         device_type(dt), v);
+                         em_cuda_ctype(dt), v);
     }
     em_strbuf_printf(s, "extern \"C\" __global__ void %s(long long n, ", name);
     parameters(s, k);
@@ -278,16 +248,9 @@ char *em_cuda_ew_source(const em_cuda_ew_kernel *ks, int n) {
         contig_kernel(&s, &ks[i]);
         strided_kernel(&s, &ks[i]);
     }
-    char *text = em_strbuf_take(&s);
-    if (!text) em_error(EM_ERR_NOMEM, "out of memory generating CUDA C");
-    return text;
+    return em_cuda_source_take(&s);
 }
 
 em_status em_cuda_ew_ptx(const em_cuda_ew_kernel *ks, int n, int sm, char **ptx) {
-    *ptx = NULL;
-    char *src = em_cuda_ew_source(ks, n);
-    if (!src) return em_last_status();
-    em_status st = em_cuda_ptx(src, "ember_ew.cu", sm, ptx, NULL);
-    free(src);
-    return st;
+    return em_cuda_source_ptx(em_cuda_ew_source(ks, n), "ember_ew.cu", sm, ptx);
 }

@@ -37,27 +37,7 @@
 
 #include "ember/codegen_cuda.h"
 #include "ember/strbuf.h"
-
-static const char *const sfx_of[EM_DTYPE_COUNT] = {
-#define SFX(unused, S, T, sfx) [EM_DTYPE_##S] = #sfx,
-    EM_FOR_DTYPES_STORED(SFX, _)
-#undef SFX
-};
-
-static const char *device_type(em_dtype dt) {
-    switch (dt) {
-    case EM_DTYPE_F32: return "float";
-    case EM_DTYPE_F64: return "double";
-    case EM_DTYPE_I64: return "em_sc_i64";
-    case EM_DTYPE_I32: return "em_sc_i32";
-    case EM_DTYPE_I16: return "em_sc_i16";
-    case EM_DTYPE_I8: return "em_sc_i8";
-    case EM_DTYPE_U8: return "em_sc_u8";
-    case EM_DTYPE_F16: return "em_sc_f16";
-    case EM_DTYPE_BF16: return "em_sc_bf16";
-    default: return "bool";
-    }
-}
+#include "source_text.h"
 
 static bool is_line_op(em_op op) {
     return op == EM_OP_CUMSUM || op == EM_OP_CUMPROD || op == EM_OP_SOFTMAX || op == EM_OP_LOG_SOFTMAX ||
@@ -195,7 +175,7 @@ int em_cuda_line_all(em_dtype dt, em_cuda_line_kernel *ks, int max) {
 void em_cuda_line_name(const em_cuda_line_kernel *k, em_cuda_line_layout layout, char *out, size_t n) {
     static const char *const affine[4] = {"", "", "_w", "_wb"};
     snprintf(out, n, "em_cuda_%s%s_%s_to_%s_%s", em_op_name(k->op), k->op == EM_OP_LAYER_NORM ? affine[k->n_in] : "",
-             sfx_of[k->in], sfx_of[k->out], layout == EM_CUDA_LINE_BLOCK ? "block" : "thread");
+             em_cuda_sfx(k->in), em_cuda_sfx(k->out), layout == EM_CUDA_LINE_BLOCK ? "block" : "thread");
 }
 
 /* ---- the source ---- */
@@ -294,7 +274,7 @@ static void preamble(em_strbuf *s) {
 static void accessors(em_strbuf *s, const em_cuda_line_kernel *k, const char *name) {
     bool fl = em_dtype_is_float(k->in);
     const char *V = fl ? "double" : "em_sc_i64", *vs = fl ? "f64" : "i64";
-    const char *T = device_type(k->in), *O = device_type(k->out);
+    const char *T = em_cuda_ctype(k->in), *O = em_cuda_ctype(k->out);
     em_strbuf_printf(s, "namespace %s_ns {\ntypedef %s V;\n", name, V);
     em_strbuf_printf(s, "struct line {\n    const %s *in; const %s *wt; const %s *bs; %s *out; long long is, os;\n", T, T,
                      T, O);
@@ -302,13 +282,13 @@ static void accessors(em_strbuf *s, const em_cuda_line_kernel *k, const char *na
         em_strbuf_puts(s, "    __device__ V x(long long j) const { return in[j * is]; }\n");
     else
         em_strbuf_printf(s, "    __device__ V x(long long j) const { return sc_cast_%s_%s(in[j * is]); }\n",
-                         sfx_of[k->in], vs);
+                         em_cuda_sfx(k->in), vs);
     em_dtype v = fl ? EM_DTYPE_F64 : EM_DTYPE_I64;
     if (k->out == v)
         em_strbuf_puts(s, "    __device__ void put(long long j, V v) const { out[j * os] = v; }\n");
     else
         em_strbuf_printf(s, "    __device__ void put(long long j, V v) const { out[j * os] = sc_cast_%s_%s(v); }\n", vs,
-                         sfx_of[k->out]);
+                         em_cuda_sfx(k->out));
     if (k->op == EM_OP_LAYER_NORM) {
         /* v times the weight plus the bias, each only when given (as the
          * CPU: no multiply by 1, no add of 0, which would turn -0 into +0) */
@@ -316,7 +296,7 @@ static void accessors(em_strbuf *s, const em_cuda_line_kernel *k, const char *na
         if (k->in == EM_DTYPE_F64)
             em_strbuf_puts(s, "#define W(e) (e)\n");
         else
-            em_strbuf_printf(s, "#define W(e) sc_cast_%s_f64(e)\n", sfx_of[k->in]);
+            em_strbuf_printf(s, "#define W(e) sc_cast_%s_f64(e)\n", em_cuda_sfx(k->in));
         em_strbuf_printf(s, "    __device__ V affine(long long j, V v) const { (void)j; return %s; }\n#undef W\n",
                          affine[k->n_in]);
     }
@@ -328,10 +308,10 @@ static void accessors(em_strbuf *s, const em_cuda_line_kernel *k, const char *na
 }
 
 static void kernel(em_strbuf *s, const em_cuda_line_kernel *k, const char *name, em_cuda_line_layout layout) {
-    const char *T = device_type(k->in);
+    const char *T = em_cuda_ctype(k->in);
     em_strbuf_printf(s, "extern \"C\" __global__ void %s_%s(long long n_lines, em_cuda_line_geometry g, %s *__restrict__ out, "
                         "const %s *__restrict__ in",
-                     name, layout == EM_CUDA_LINE_BLOCK ? "block" : "thread", device_type(k->out), T);
+                     name, layout == EM_CUDA_LINE_BLOCK ? "block" : "thread", em_cuda_ctype(k->out), T);
     if (k->op == EM_OP_LAYER_NORM && k->n_in > 1) em_strbuf_printf(s, ", const %s *__restrict__ weight", T);
     if (k->op == EM_OP_LAYER_NORM && k->n_in > 2) em_strbuf_printf(s, ", const %s *__restrict__ bias", T);
     em_strbuf_printf(s, ", double eps) {\n    using namespace %s_ns;\n    (void)eps;\n", name);
@@ -364,16 +344,9 @@ char *em_cuda_line_source(const em_cuda_line_kernel *ks, int n) {
         kernel(&s, &ks[i], name, EM_CUDA_LINE_THREAD);
         kernel(&s, &ks[i], name, EM_CUDA_LINE_BLOCK);
     }
-    char *text = em_strbuf_take(&s);
-    if (!text) em_error(EM_ERR_NOMEM, "out of memory generating CUDA C");
-    return text;
+    return em_cuda_source_take(&s);
 }
 
 em_status em_cuda_line_ptx(const em_cuda_line_kernel *ks, int n, int sm, char **ptx) {
-    *ptx = NULL;
-    char *src = em_cuda_line_source(ks, n);
-    if (!src) return em_last_status();
-    em_status st = em_cuda_ptx(src, "ember_lines.cu", sm, ptx, NULL);
-    free(src);
-    return st;
+    return em_cuda_source_ptx(em_cuda_line_source(ks, n), "ember_lines.cu", sm, ptx);
 }

@@ -45,6 +45,7 @@
 
 #include "ember/codegen_cuda.h"
 #include "ember/strbuf.h"
+#include "source_text.h"
 
 /* ---- folds ---- */
 
@@ -124,38 +125,10 @@ static const char *finish_of(const em_cuda_reduce_kernel *k) {
 
 /* ---- dtypes ---- */
 
-static const char *const sfx_of[EM_DTYPE_COUNT] = {
-#define SFX(unused, S, T, sfx) [EM_DTYPE_##S] = #sfx,
-    EM_FOR_DTYPES_STORED(SFX, _)
-#undef SFX
-};
-
-static const char *device_type(em_dtype dt) {
-    switch (dt) {
-    case EM_DTYPE_F32: return "float";
-    case EM_DTYPE_F64: return "double";
-    case EM_DTYPE_I64: return "em_sc_i64";
-    case EM_DTYPE_I32: return "em_sc_i32";
-    case EM_DTYPE_I16: return "em_sc_i16";
-    case EM_DTYPE_I8: return "em_sc_i8";
-    case EM_DTYPE_U8: return "em_sc_u8";
-    case EM_DTYPE_F16: return "em_sc_f16";
-    case EM_DTYPE_BF16: return "em_sc_bf16";
-    default: return "bool";
-    }
-}
-
 /* The value type elements are folded in: double when the input or the
  * result is a float (logsumexp of integers), else int64. */
 static em_dtype value_dtype(const em_cuda_reduce_kernel *k) {
     return em_dtype_is_float(k->in) || em_dtype_is_float(k->out) ? EM_DTYPE_F64 : EM_DTYPE_I64;
-}
-
-static void convert(em_strbuf *s, const char *x, em_dtype from, em_dtype to) {
-    if (from == to)
-        em_strbuf_puts(s, x);
-    else
-        em_strbuf_printf(s, "sc_cast_%s_%s(%s)", sfx_of[from], sfx_of[to], x);
 }
 
 /* ---- checks and the list ---- */
@@ -211,7 +184,7 @@ int em_cuda_reduce_all(em_dtype dt, em_cuda_reduce_kernel *ks, int max) {
 
 void em_cuda_reduce_name(const em_cuda_reduce_kernel *k, em_cuda_reduce_layout layout, char *out, size_t n) {
     snprintf(out, n, "em_cuda_%s%s_%s_to_%s_%s", em_op_name(k->op),
-             em_op_get(k->op)->reduction == EM_RED_PNORM ? folds[fold_of(k)].name : "", sfx_of[k->in], sfx_of[k->out],
+             em_op_get(k->op)->reduction == EM_RED_PNORM ? folds[fold_of(k)].name : "", em_cuda_sfx(k->in), em_cuda_sfx(k->out),
              layout == EM_CUDA_REDUCE_BLOCK ? "block" : "thread");
 }
 
@@ -303,20 +276,20 @@ static void preamble(em_strbuf *s) {
 static void fold_functions(em_strbuf *s, const em_cuda_reduce_kernel *k, const char *name) {
     const fold_rule *f = &folds[fold_of(k)];
     em_dtype v = value_dtype(k);
-    const char *V = device_type(v);
+    const char *V = em_cuda_ctype(v);
     em_strbuf_printf(s, "namespace %s_ns {\ntypedef %s V;\ntypedef em_acc<V> A;\n", name, V);
     em_strbuf_printf(s, "static __device__ __forceinline__ void combine(A &a, const A &b) { %s }\n", f->combine);
     em_strbuf_printf(s, "static __device__ __forceinline__ A lift(const %s *in, long long at, long long r, V c, double p) {\n"
                         "    (void)c; (void)p;\n    V x = ",
-                     device_type(k->in));
-    convert(s, "in[at]", k->in, v);
+                     em_cuda_ctype(k->in));
+    em_cuda_convert(s, "in[at]", k->in, v);
     em_strbuf_printf(s, ";\n    A b;\n    b.v = %s;\n    b.i = r;\n    return b;\n}\n", f->lift);
     em_strbuf_printf(s, "static __device__ __forceinline__ A identity() { A a; a.v = %s; a.i = -1; return a; }\n", f->init);
     em_dtype y = (k->op == EM_OP_ARGMAX || k->op == EM_OP_ARGMIN) ? EM_DTYPE_I64 : v;
     em_strbuf_printf(s, "static __device__ __forceinline__ %s finish(const A &a, long long n, V c, double p) {\n"
                         "    (void)n; (void)c; (void)p;\n    %s y;\n    %s\n    return ",
-                     device_type(k->out), device_type(y), finish_of(k));
-    convert(s, "y", y, k->out);
+                     em_cuda_ctype(k->out), em_cuda_ctype(y), finish_of(k));
+    em_cuda_convert(s, "y", y, k->out);
     em_strbuf_puts(s, ";\n}\n");
     /* a partial result handed between lanes: __shfl_down_sync moves 32 and
      * 64-bit words, so a value travels as itself and an index as 64 bits */
@@ -330,7 +303,7 @@ static void kernel_parameters(em_strbuf *s, const em_cuda_reduce_kernel *k, cons
                      "extern \"C\" __global__ void %s_%s(long long n_out, long long n_red, em_cuda_reduce_geometry g,\n"
                      "    %s *__restrict__ out, const %s *__restrict__ in, const %s_ns::V *__restrict__ centers, "
                      "double p) {\n    using namespace %s_ns;\n",
-                     name, layout, device_type(k->out), device_type(k->in), name, name);
+                     name, layout, em_cuda_ctype(k->out), em_cuda_ctype(k->in), name, name);
 }
 
 static void block_kernel(em_strbuf *s, const em_cuda_reduce_kernel *k, const char *name) {
@@ -394,16 +367,9 @@ char *em_cuda_reduce_source(const em_cuda_reduce_kernel *ks, int n) {
         block_kernel(&s, &ks[i], name);
         thread_kernel(&s, &ks[i], name);
     }
-    char *text = em_strbuf_take(&s);
-    if (!text) em_error(EM_ERR_NOMEM, "out of memory generating CUDA C");
-    return text;
+    return em_cuda_source_take(&s);
 }
 
 em_status em_cuda_reduce_ptx(const em_cuda_reduce_kernel *ks, int n, int sm, char **ptx) {
-    *ptx = NULL;
-    char *src = em_cuda_reduce_source(ks, n);
-    if (!src) return em_last_status();
-    em_status st = em_cuda_ptx(src, "ember_reduce.cu", sm, ptx, NULL);
-    free(src);
-    return st;
+    return em_cuda_source_ptx(em_cuda_reduce_source(ks, n), "ember_reduce.cu", sm, ptx);
 }

@@ -14,26 +14,18 @@
 #include <dirent.h>
 #include <stdbool.h>
 
+#include "check.h"
 #include "ember/codegen_cuda.h"
 #include "ember/disk_cache.h"
 
 static int run(const char *dir);
 
-static int failures;
 /* EMBER_CUDA_CODEGEN_QUICK=1 (the CI's sanitizer and second-compiler
  * builds, where the generated text is the same as the release build's,
  * which compiles it all): every source is still generated, and checked to
  * define each kernel, but only float32's are compiled, and not by ptxas. */
 static bool quick;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
+
 
 /* ptxas from $CUDA_HOME or /usr/local/cuda, or NULL. */
 static const char *ptxas(char *buf, size_t n) {
@@ -73,18 +65,18 @@ static const em_dtype stored_dtypes[] = {EM_DTYPE_F32, EM_DTYPE_F64, EM_DTYPE_I6
 static int compile_all(const char *tool, const em_cuda_ew_kernel *ks, int n, const char *what) {
     if (quick && strcmp(what, "float32") != 0) {
         char *src = em_cuda_ew_source(ks, n);
-        CHECK(src != NULL, "%s: %s", what, em_last_error());
+        CHECK_MSG(src != NULL, "%s: %s", what, em_last_error());
         for (int i = 0; src && i < n; i++) {
             char name[160];
             em_cuda_ew_name(&ks[i], EM_CUDA_STRIDED, name, sizeof name);
-            CHECK(strstr(src, name) != NULL, "the source of %s has no %s", what, name);
+            CHECK_MSG(strstr(src, name) != NULL, "the source of %s has no %s", what, name);
         }
         free(src);
         return src ? 2 * n : 0;
     }
     char *ptx = NULL;
     em_status st = em_cuda_ew_ptx(ks, n, 90, &ptx);
-    CHECK(st == EM_OK, "%s: %s", what, em_last_error());
+    CHECK_MSG(st == EM_OK, "%s: %s", what, em_last_error());
     if (st != EM_OK) return 0;
     int kernels = 0;
     for (int i = 0; i < n; i++)
@@ -92,10 +84,10 @@ static int compile_all(const char *tool, const em_cuda_ew_kernel *ks, int n, con
             char name[160], entry[200];
             em_cuda_ew_name(&ks[i], (em_cuda_layout)l, name, sizeof name);
             snprintf(entry, sizeof entry, ".entry %s(", name);
-            CHECK(strstr(ptx, entry) != NULL, "the PTX of %s has no %s", what, name);
+            CHECK_MSG(strstr(ptx, entry) != NULL, "the PTX of %s has no %s", what, name);
             kernels++;
         }
-    if (tool) CHECK(ptxas_accepts(tool, ptx, what), "ptxas: %s", what);
+    if (tool) CHECK_MSG(ptxas_accepts(tool, ptx, what), "ptxas: %s", what);
     free(ptx);
     return kernels;
 }
@@ -108,7 +100,7 @@ static void every_kernel_compiles(const char *tool) {
     em_cuda_ew_kernel ks[4 * EM_OP_COUNT];
     for (size_t d = 0; d < sizeof compute_dtypes / sizeof *compute_dtypes; d++) {
         int n = em_cuda_ew_uniform(compute_dtypes[d], ks, 4 * EM_OP_COUNT);
-        CHECK(n > 0, "no elementwise ops for %s", em_dtype_name(compute_dtypes[d]));
+        CHECK_MSG(n > 0, "no elementwise ops for %s", em_dtype_name(compute_dtypes[d]));
         kernels += compile_all(tool, ks, n, em_dtype_name(compute_dtypes[d]));
     }
     em_dtype halves[2] = {EM_DTYPE_F16, EM_DTYPE_BF16};
@@ -137,7 +129,7 @@ static void every_kernel_compiles(const char *tool) {
         {EM_OP_EXP, 1, {EM_DTYPE_I32}, EM_DTYPE_F32},
     };
     kernels += compile_all(tool, mixed, (int)(sizeof mixed / sizeof *mixed), "mixed dtypes");
-    CHECK(kernels > 900, "only %d kernels", kernels);
+    CHECK_MSG(kernels > 900, "only %d kernels", kernels);
     printf("%d eager elementwise kernels %s%s\n", kernels,
            quick ? "generated (float32's compiled)" : "compiled to PTX for sm_90",
            tool ? " and checked by ptxas" : " (no ptxas: not checked)");
@@ -151,56 +143,56 @@ static void the_source_uses_the_shared_definitions(void) {
         {EM_OP_CAST, 1, {EM_DTYPE_F64}, EM_DTYPE_BF16},
     };
     char *src = em_cuda_ew_source(ks, 4);
-    CHECK(src != NULL, "%s", em_last_error());
+    CHECK_MSG(src != NULL, "%s", em_last_error());
     if (!src) return;
-    CHECK(strstr(src, "#include \"ember/ops_math.h\"") != NULL, "the source does not include ops_math.h");
-    CHECK(strstr(src, "y.e[j] = sc_add_f32(x1.e[j], x2.e[j])") != NULL, "add does not call sc_add_f32 per lane");
-    CHECK(strstr(src, "em_cuda_lt_f32_f32_to_b8_contig(long long n, bool *__restrict__ out") != NULL,
+    CHECK_MSG(strstr(src, "#include \"ember/ops_math.h\"") != NULL, "the source does not include ops_math.h");
+    CHECK_MSG(strstr(src, "y.e[j] = sc_add_f32(x1.e[j], x2.e[j])") != NULL, "add does not call sc_add_f32 per lane");
+    CHECK_MSG(strstr(src, "em_cuda_lt_f32_f32_to_b8_contig(long long n, bool *__restrict__ out") != NULL,
           "lt's result is not bool");
-    CHECK(strstr(src, "struct __align__(16) em_cuda_add_f32_f32_to_f32_contig_v1 { float e[4]; }") != NULL,
+    CHECK_MSG(strstr(src, "struct __align__(16) em_cuda_add_f32_f32_to_f32_contig_v1 { float e[4]; }") != NULL,
           "add's float operands are not loaded as 16-byte vectors");
-    CHECK(strstr(src, "sc_cast_f32_f16(sc_add_f32(sc_cast_f16_f32(x1.e[j]), sc_cast_f16_f32(x2.e[j])))") != NULL,
+    CHECK_MSG(strstr(src, "sc_cast_f32_f16(sc_add_f32(sc_cast_f16_f32(x1.e[j]), sc_cast_f16_f32(x2.e[j])))") != NULL,
           "float16 does not compute in float32 and round back");
-    CHECK(strstr(src, "struct __align__(16) em_cuda_add_f16_f16_to_f16_contig_v1 { em_sc_f16 e[8]; }") != NULL,
+    CHECK_MSG(strstr(src, "struct __align__(16) em_cuda_add_f16_f16_to_f16_contig_v1 { em_sc_f16 e[8]; }") != NULL,
           "float16 is not loaded 8 at a time");
-    CHECK(strstr(src, "out[o[0]] = sc_cast_f64_bf16(in1[o[1]])") != NULL, "a cast is not sc_cast_<from>_<to>");
+    CHECK_MSG(strstr(src, "out[o[0]] = sc_cast_f64_bf16(in1[o[1]])") != NULL, "a cast is not sc_cast_<from>_<to>");
     free(src);
 }
 
 static void errors_name_what_failed(void) {
     em_cuda_ew_kernel mm = {EM_OP_MATMUL, 2, {EM_DTYPE_F32, EM_DTYPE_F32}, EM_DTYPE_F32};
-    CHECK(em_cuda_ew_source(&mm, 1) == NULL, "matmul has an elementwise kernel?");
-    CHECK(strstr(em_last_error(), "matmul is not an elementwise op") != NULL, "%s", em_last_error());
+    CHECK_MSG(em_cuda_ew_source(&mm, 1) == NULL, "matmul has an elementwise kernel?");
+    CHECK_MSG(strstr(em_last_error(), "matmul is not an elementwise op") != NULL, "%s", em_last_error());
     em_cuda_ew_kernel bad = {EM_OP_BITWISE_AND, 2, {EM_DTYPE_F32, EM_DTYPE_F32}, EM_DTYPE_F32};
-    CHECK(em_cuda_ew_source(&bad, 1) == NULL, "bitwise_and of floats?");
-    CHECK(strstr(em_last_error(), "bitwise_and has no scalar definition for (float32, float32) -> float32") != NULL,
+    CHECK_MSG(em_cuda_ew_source(&bad, 1) == NULL, "bitwise_and of floats?");
+    CHECK_MSG(strstr(em_last_error(), "bitwise_and has no scalar definition for (float32, float32) -> float32") != NULL,
           "%s", em_last_error());
     char *ptx = NULL, *log = NULL;
     em_status st = em_nvrtc_compile("__global__ void k() { undefined_thing(); }", "bad.cu", 0, NULL, NULL, 90, &ptx,
                                     &log);
-    CHECK(st != EM_OK && ptx == NULL, "bad source compiled");
-    CHECK(strstr(em_last_error(), "bad.cu did not compile for sm_90") != NULL, "%s", em_last_error());
-    CHECK(strstr(em_last_error(), "undefined_thing") != NULL, "the error does not quote NVRTC's log: %s",
+    CHECK_MSG(st != EM_OK && ptx == NULL, "bad source compiled");
+    CHECK_MSG(strstr(em_last_error(), "bad.cu did not compile for sm_90") != NULL, "%s", em_last_error());
+    CHECK_MSG(strstr(em_last_error(), "undefined_thing") != NULL, "the error does not quote NVRTC's log: %s",
           em_last_error());
-    CHECK(log && strstr(log, "undefined_thing"), "no log");
+    CHECK_MSG(log && strstr(log, "undefined_thing"), "no log");
     free(log);
 }
 
 /* rand and randn from ops_random.h, the CPU's arithmetic. */
 static void random_kernels_compile(const char *tool) {
     char *src = em_cuda_random_source(), *ptx = NULL;
-    CHECK(src && strstr(src, "em_sc_philox(seed, offset + (unsigned long long)blk, w)"), "no Philox call");
+    CHECK_MSG(src && strstr(src, "em_sc_philox(seed, offset + (unsigned long long)blk, w)"), "no Philox call");
     em_status st = src ? em_cuda_ptx(src, "random.cu", 90, &ptx, NULL) : EM_ERR_NOMEM;
-    CHECK(st == EM_OK, "%s", em_last_error());
+    CHECK_MSG(st == EM_OK, "%s", em_last_error());
     const char *names[8];
     int n = em_cuda_random_kernels(names, 8);
-    CHECK(n == 4, "%d random kernels", n);
+    CHECK_MSG(n == 4, "%d random kernels", n);
     for (int i = 0; ptx && i < n; i++) {
         char entry[96];
         snprintf(entry, sizeof entry, ".entry em_cuda_%s(", names[i]);
-        CHECK(strstr(ptx, entry) != NULL, "no %s in the PTX", entry);
+        CHECK_MSG(strstr(ptx, entry) != NULL, "no %s in the PTX", entry);
     }
-    if (ptx && tool) CHECK(ptxas_accepts(tool, ptx, "random kernels"), "ptxas: random kernels");
+    if (ptx && tool) CHECK_MSG(ptxas_accepts(tool, ptx, "random kernels"), "ptxas: random kernels");
     free(ptx);
     free(src);
 }
@@ -212,17 +204,17 @@ static void every_reduction_compiles(const char *tool) {
     em_cuda_reduce_kernel ks[4 * EM_OP_COUNT];
     for (int d = 0; d < N_STORED; d++) {
         int n = em_cuda_reduce_all(stored_dtypes[d], ks, 4 * EM_OP_COUNT);
-        CHECK(n >= 8 && n <= 4 * EM_OP_COUNT, "%d reductions of %s", n, em_dtype_name(stored_dtypes[d]));
+        CHECK_MSG(n >= 8 && n <= 4 * EM_OP_COUNT, "%d reductions of %s", n, em_dtype_name(stored_dtypes[d]));
         char *ptx = NULL;
         if (quick && stored_dtypes[d] != EM_DTYPE_F32) {
             char *src = em_cuda_reduce_source(ks, n);
-            CHECK(src != NULL, "reductions of %s: %s", em_dtype_name(stored_dtypes[d]), em_last_error());
+            CHECK_MSG(src != NULL, "reductions of %s: %s", em_dtype_name(stored_dtypes[d]), em_last_error());
             kernels += src ? 2 * n : 0;
             free(src);
             continue;
         }
         if (em_cuda_reduce_ptx(ks, n, 90, &ptx) != EM_OK) {
-            CHECK(0, "reductions of %s: %s", em_dtype_name(stored_dtypes[d]), em_last_error());
+            CHECK_MSG(0, "reductions of %s: %s", em_dtype_name(stored_dtypes[d]), em_last_error());
             continue;
         }
         for (int i = 0; i < n; i++)
@@ -230,13 +222,13 @@ static void every_reduction_compiles(const char *tool) {
                 char name[160], entry[200];
                 em_cuda_reduce_name(&ks[i], (em_cuda_reduce_layout)l, name, sizeof name);
                 snprintf(entry, sizeof entry, ".entry %s(", name);
-                CHECK(strstr(ptx, entry) != NULL, "the PTX has no %s", name);
+                CHECK_MSG(strstr(ptx, entry) != NULL, "the PTX has no %s", name);
                 kernels++;
             }
-        if (tool) CHECK(ptxas_accepts(tool, ptx, em_dtype_name(stored_dtypes[d])), "ptxas: reductions");
+        if (tool) CHECK_MSG(ptxas_accepts(tool, ptx, em_dtype_name(stored_dtypes[d])), "ptxas: reductions");
         free(ptx);
     }
-    CHECK(kernels > 250, "only %d reduction kernels", kernels);
+    CHECK_MSG(kernels > 250, "only %d reduction kernels", kernels);
     printf("%d eager reduction kernels %s\n", kernels,
            quick ? "generated (float32's compiled)" : "compiled to PTX for sm_90");
 
@@ -246,28 +238,28 @@ static void every_reduction_compiles(const char *tool) {
         {EM_OP_LOGSUMEXP, EM_DTYPE_I8, EM_DTYPE_F32, 0},
     };
     char *src = em_cuda_reduce_source(some, 5);
-    CHECK(src != NULL, "%s", em_last_error());
+    CHECK_MSG(src != NULL, "%s", em_last_error());
     if (src) {
-        CHECK(strstr(src, "namespace em_cuda_sum_f16_to_f16_ns {\ntypedef double V;") != NULL,
+        CHECK_MSG(strstr(src, "namespace em_cuda_sum_f16_to_f16_ns {\ntypedef double V;") != NULL,
               "float16 does not sum in double (the CPU's accumulator)");
-        CHECK(strstr(src, "V x = sc_cast_f16_f64(in[at]);") != NULL, "float16 is not read through sc_cast");
-        CHECK(strstr(src, "namespace em_cuda_sum_i32_to_i64_ns {\ntypedef em_sc_i64 V;") != NULL,
+        CHECK_MSG(strstr(src, "V x = sc_cast_f16_f64(in[at]);") != NULL, "float16 is not read through sc_cast");
+        CHECK_MSG(strstr(src, "namespace em_cuda_sum_i32_to_i64_ns {\ntypedef em_sc_i64 V;") != NULL,
               "int32 does not sum in int64");
-        CHECK(strstr(src, "b.v = em_pow(em_abs(x), (V)p);") != NULL, "norm 3 does not fold |x|^p");
-        CHECK(strstr(src, "em_cuda_normp_f32_to_f32_block(") != NULL, "norm 3's kernel is not normp");
-        CHECK(strstr(src, "if (em_arg_takes(a.v, a.i, b.v, b.i, false)) a = b;") != NULL, "argmax's rule");
-        CHECK(strstr(src, "y = em_isinf(c) ? c : c + em_log(a.v);") != NULL, "logsumexp's finish");
-        CHECK(strstr(src, "V x = sc_cast_i8_f64(in[at]);") != NULL, "logsumexp of int8 is not in double");
+        CHECK_MSG(strstr(src, "b.v = em_pow(em_abs(x), (V)p);") != NULL, "norm 3 does not fold |x|^p");
+        CHECK_MSG(strstr(src, "em_cuda_normp_f32_to_f32_block(") != NULL, "norm 3's kernel is not normp");
+        CHECK_MSG(strstr(src, "if (em_arg_takes(a.v, a.i, b.v, b.i, false)) a = b;") != NULL, "argmax's rule");
+        CHECK_MSG(strstr(src, "y = em_isinf(c) ? c : c + em_log(a.v);") != NULL, "logsumexp's finish");
+        CHECK_MSG(strstr(src, "V x = sc_cast_i8_f64(in[at]);") != NULL, "logsumexp of int8 is not in double");
         free(src);
     }
     em_cuda_reduce_kernel mean_int = {EM_OP_MEAN, EM_DTYPE_I64, EM_DTYPE_I64, 0};
-    CHECK(em_cuda_reduce_source(&mean_int, 1) == NULL, "mean of int64 has a kernel?");
-    CHECK(strstr(em_last_error(), "cuda: mean has no kernel for int64") != NULL, "%s", em_last_error());
+    CHECK_MSG(em_cuda_reduce_source(&mean_int, 1) == NULL, "mean of int64 has a kernel?");
+    CHECK_MSG(strstr(em_last_error(), "cuda: mean has no kernel for int64") != NULL, "%s", em_last_error());
     em_cuda_reduce_kernel sum_f16_f32 = {EM_OP_SUM, EM_DTYPE_F16, EM_DTYPE_F32, 0};
-    CHECK(em_cuda_reduce_source(&sum_f16_f32, 1) == NULL, "sum float16 -> float32?");
-    CHECK(strstr(em_last_error(), "sum of float16 gives float16, not float32") != NULL, "%s", em_last_error());
+    CHECK_MSG(em_cuda_reduce_source(&sum_f16_f32, 1) == NULL, "sum float16 -> float32?");
+    CHECK_MSG(strstr(em_last_error(), "sum of float16 gives float16, not float32") != NULL, "%s", em_last_error());
     em_cuda_reduce_kernel add = {EM_OP_ADD, EM_DTYPE_F32, EM_DTYPE_F32, 0};
-    CHECK(em_cuda_reduce_source(&add, 1) == NULL && strstr(em_last_error(), "cuda: add is not a reduction"),
+    CHECK_MSG(em_cuda_reduce_source(&add, 1) == NULL && strstr(em_last_error(), "cuda: add is not a reduction"),
           "%s", em_last_error());
 }
 
@@ -279,17 +271,17 @@ static void every_line_op_compiles(const char *tool) {
     for (int d = 0; d < N_STORED; d++) {
         int n = em_cuda_line_all(stored_dtypes[d], ks, 16);
         bool fl = em_dtype_is_float(stored_dtypes[d]);
-        CHECK(n == (fl ? 7 : 2), "%d ops along lines for %s", n, em_dtype_name(stored_dtypes[d]));
+        CHECK_MSG(n == (fl ? 7 : 2), "%d ops along lines for %s", n, em_dtype_name(stored_dtypes[d]));
         if (quick && stored_dtypes[d] != EM_DTYPE_F32) {
             char *src = em_cuda_line_source(ks, n);
-            CHECK(src != NULL, "%s", em_last_error());
+            CHECK_MSG(src != NULL, "%s", em_last_error());
             kernels += src ? 2 * n : 0;
             free(src);
             continue;
         }
         char *ptx = NULL;
         if (em_cuda_line_ptx(ks, n, 90, &ptx) != EM_OK) {
-            CHECK(0, "ops along lines of %s: %s", em_dtype_name(stored_dtypes[d]), em_last_error());
+            CHECK_MSG(0, "ops along lines of %s: %s", em_dtype_name(stored_dtypes[d]), em_last_error());
             continue;
         }
         for (int i = 0; i < n; i++)
@@ -297,22 +289,22 @@ static void every_line_op_compiles(const char *tool) {
                 char name[160], entry[200];
                 em_cuda_line_name(&ks[i], (em_cuda_line_layout)l, name, sizeof name);
                 snprintf(entry, sizeof entry, ".entry %s(", name);
-                CHECK(strstr(ptx, entry) != NULL, "the PTX has no %s", name);
+                CHECK_MSG(strstr(ptx, entry) != NULL, "the PTX has no %s", name);
                 kernels++;
             }
-        if (tool) CHECK(ptxas_accepts(tool, ptx, em_dtype_name(stored_dtypes[d])), "ptxas: ops along lines");
+        if (tool) CHECK_MSG(ptxas_accepts(tool, ptx, em_dtype_name(stored_dtypes[d])), "ptxas: ops along lines");
         free(ptx);
     }
     printf("%d eager kernels along lines %s\n", kernels, quick ? "generated (float32's compiled)" : "compiled to PTX");
     em_cuda_line_kernel sm_int = {EM_OP_SOFTMAX, EM_DTYPE_I32, EM_DTYPE_I32, 1};
-    CHECK(em_cuda_line_source(&sm_int, 1) == NULL && strstr(em_last_error(), "cuda: softmax has no kernel for int32"),
+    CHECK_MSG(em_cuda_line_source(&sm_int, 1) == NULL && strstr(em_last_error(), "cuda: softmax has no kernel for int32"),
           "%s", em_last_error());
     em_cuda_line_kernel ln4 = {EM_OP_LAYER_NORM, EM_DTYPE_F32, EM_DTYPE_F32, 4};
-    CHECK(em_cuda_line_source(&ln4, 1) == NULL && strstr(em_last_error(), "layer_norm takes 1 to 3"), "%s",
+    CHECK_MSG(em_cuda_line_source(&ln4, 1) == NULL && strstr(em_last_error(), "layer_norm takes 1 to 3"), "%s",
           em_last_error());
     em_cuda_line_kernel cs = {EM_OP_CUMSUM, EM_DTYPE_BOOL, EM_DTYPE_I64, 1};
     char *src = em_cuda_line_source(&cs, 1);
-    CHECK(src && strstr(src, "acc = j ? em_add(acc, x(j)) : x(j)") && strstr(src, "sc_cast_b8_i64(in[j * is])"),
+    CHECK_MSG(src && strstr(src, "acc = j ? em_add(acc, x(j)) : x(j)") && strstr(src, "sc_cast_b8_i64(in[j * is])"),
           "cumsum of bool does not scan in int64 from its first element");
     free(src);
 }
@@ -338,30 +330,30 @@ static void ptx_is_compiled_once(const char *dir) {
     em_cuda_ew_kernel k = {EM_OP_NEG, 1, {EM_DTYPE_F32}, EM_DTYPE_F32};
     char *src = em_cuda_ew_source(&k, 1), *p[5] = {NULL};
     em_cuda_ptx_source from[5];
-    CHECK(src != NULL, "%s", em_last_error());
+    CHECK_MSG(src != NULL, "%s", em_last_error());
     if (!src) return;
     em_cuda_ptx_forget();
-    CHECK(em_cuda_ptx(src, "neg.cu", 90, &p[0], &from[0]) == EM_OK, "%s", em_last_error());
-    CHECK(em_cuda_ptx(src, "neg.cu", 90, &p[1], &from[1]) == EM_OK, "%s", em_last_error());
+    CHECK_MSG(em_cuda_ptx(src, "neg.cu", 90, &p[0], &from[0]) == EM_OK, "%s", em_last_error());
+    CHECK_MSG(em_cuda_ptx(src, "neg.cu", 90, &p[1], &from[1]) == EM_OK, "%s", em_last_error());
     em_cuda_ptx_forget();
-    CHECK(em_cuda_ptx(src, "neg.cu", 90, &p[2], &from[2]) == EM_OK, "%s", em_last_error());
-    CHECK(from[0] == EM_PTX_COMPILED && from[1] == EM_PTX_FROM_MEMORY && from[2] == EM_PTX_FROM_DISK,
+    CHECK_MSG(em_cuda_ptx(src, "neg.cu", 90, &p[2], &from[2]) == EM_OK, "%s", em_last_error());
+    CHECK_MSG(from[0] == EM_PTX_COMPILED && from[1] == EM_PTX_FROM_MEMORY && from[2] == EM_PTX_FROM_DISK,
           "sources %d %d %d", (int)from[0], (int)from[1], (int)from[2]);
-    CHECK(p[0] && p[1] && p[2] && !strcmp(p[0], p[1]) && !strcmp(p[0], p[2]), "the PTX differs");
+    CHECK_MSG(p[0] && p[1] && p[2] && !strcmp(p[0], p[1]) && !strcmp(p[0], p[2]), "the PTX differs");
     char path[1200];
-    CHECK(ptx_entry(dir, path, sizeof path), "no .ptx entry in %s", dir);
+    CHECK_MSG(ptx_entry(dir, path, sizeof path), "no .ptx entry in %s", dir);
     FILE *f = fopen(path, "wb"); /* damaged: a compile again, not garbage */
     if (f) {
         fputs("not an entry", f);
         fclose(f);
     }
     em_cuda_ptx_forget();
-    CHECK(em_cuda_ptx(src, "neg.cu", 90, &p[3], &from[3]) == EM_OK && from[3] == EM_PTX_COMPILED,
+    CHECK_MSG(em_cuda_ptx(src, "neg.cu", 90, &p[3], &from[3]) == EM_OK && from[3] == EM_PTX_COMPILED,
           "a damaged entry was used");
-    CHECK(p[3] && p[0] && !strcmp(p[3], p[0]), "the PTX differs after a recompile");
-    CHECK(em_cuda_ptx(src, "neg.cu", 80, &p[4], &from[4]) == EM_OK && from[4] == EM_PTX_COMPILED,
+    CHECK_MSG(p[3] && p[0] && !strcmp(p[3], p[0]), "the PTX differs after a recompile");
+    CHECK_MSG(em_cuda_ptx(src, "neg.cu", 80, &p[4], &from[4]) == EM_OK && from[4] == EM_PTX_COMPILED,
           "sm_80 was served sm_90's PTX");
-    CHECK(p[4] && strstr(p[4], ".target sm_80"), "no sm_80 target");
+    CHECK_MSG(p[4] && strstr(p[4], ".target sm_80"), "no sm_80 target");
     for (int i = 0; i < 5; i++) free(p[i]);
     free(src);
 }
@@ -398,6 +390,5 @@ static int run(const char *dir) {
     every_reduction_compiles(tool);
     every_line_op_compiles(tool);
     every_kernel_compiles(tool);
-    if (failures) fprintf(stderr, "%d failures\n", failures);
-    return failures ? 1 : 0;
+    return check_report();
 }

@@ -36,21 +36,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "ember/codegen_cuda.h"
 #include "ember/ops.h"
 #include "ember/random.h"
 #include "ember/tensor.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
 
 static char cxx[256];
 static char workdir[] = "/tmp/ember-cuda-host-XXXXXX";
@@ -87,9 +78,9 @@ static void *build(const char *source, const char *what) {
     size_t got = p ? fread(out, 1, sizeof out - 1, p) : 0;
     out[got] = '\0';
     int rc = p ? pclose(p) : -1;
-    CHECK(rc == 0, "the host compiler rejects the CUDA C of %s:\n%s", what, out);
+    CHECK_MSG(rc == 0, "the host compiler rejects the CUDA C of %s:\n%s", what, out);
     void *h = rc == 0 ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
-    CHECK(rc != 0 || h, "dlopen %s: %s", so, dlerror());
+    CHECK_MSG(rc != 0 || h, "dlopen %s: %s", so, dlerror());
     unlink(cpp);
     unlink(so);
     return h;
@@ -210,7 +201,7 @@ static void run_strided(void *fn, const em_cuda_ew_kernel *k, void *out, void *c
  * kernels ran. */
 static int check_ew(const em_cuda_ew_kernel *ks, int n, const char *what, int *refused) {
     char *src = em_cuda_ew_source(ks, n);
-    CHECK(src != NULL, "%s: %s", what, em_last_error());
+    CHECK_MSG(src != NULL, "%s: %s", what, em_last_error());
     void *h = src ? build(src, what) : NULL;
     free(src);
     if (!h) return 0;
@@ -235,13 +226,13 @@ static int check_ew(const em_cuda_ew_kernel *ks, int n, const char *what, int *r
         void *fc = dlsym(h, name);
         em_cuda_ew_name(k, EM_CUDA_STRIDED, name, sizeof name);
         void *fs = dlsym(h, name);
-        CHECK(fc && fs, "%s: no kernel %s", what, name);
+        CHECK_MSG(fc && fs, "%s: no kernel %s", what, name);
         if (!fc || !fs) continue;
         memset(got, 0xa5, sizeof got);
         run_contig(fc, k, got, ins);
         for (int e = 0; e < N; e++)
             if (!same(k->out, got, want, e)) {
-                CHECK(0, "%s: element %d is %.17g, eager gives %.17g", name, e, value(k->out, got, e),
+                CHECK_MSG(0, "%s: element %d is %.17g, eager gives %.17g", name, e, value(k->out, got, e),
                       value(k->out, want, e));
                 break;
             }
@@ -250,7 +241,7 @@ static int check_ew(const em_cuda_ew_kernel *ks, int n, const char *what, int *r
         run_strided(fs, k, got, ins);
         for (int e = 0; e < N; e++)
             if (!same(k->out, got, want, e)) {
-                CHECK(0, "%s: element %d is %.17g, eager gives %.17g", name, e, value(k->out, got, e),
+                CHECK_MSG(0, "%s: element %d is %.17g, eager gives %.17g", name, e, value(k->out, got, e),
                       value(k->out, want, e));
                 break;
             }
@@ -292,8 +283,8 @@ static void elementwise_matches_eager(bool quick) {
         {EM_OP_EXP, 1, {EM_DTYPE_I32}, EM_DTYPE_F32},
     };
     ran += check_ew(mixed, (int)(sizeof mixed / sizeof *mixed), "mixed dtypes", &refused);
-    CHECK(ran > (quick ? 150 : 450), "only %d elementwise kernels ran", ran);
-    CHECK(refused < 10, "eager refused %d kernels' operands", refused);
+    CHECK_MSG(ran > (quick ? 150 : 450), "only %d elementwise kernels ran", ran);
+    CHECK_MSG(refused < 10, "eager refused %d kernels' operands", refused);
     printf("%d elementwise kernels (both layouts) match eager to the bit%s; %d kernels' operands refused by "
            "eager\n", ran, quick ? " (quick: float32, bfloat16, casts, mixed)" : "", refused);
 }
@@ -381,7 +372,7 @@ static int check_reductions(em_dtype dt) {
     em_cuda_reduce_kernel ks[4 * EM_OP_COUNT];
     int n = em_cuda_reduce_all(dt, ks, 4 * EM_OP_COUNT);
     char *src = em_cuda_reduce_source(ks, n);
-    CHECK(src != NULL, "%s", em_last_error());
+    CHECK_MSG(src != NULL, "%s", em_last_error());
     void *h = src ? build(src, em_dtype_name(dt)) : NULL;
     free(src);
     if (!h) return 0;
@@ -397,7 +388,7 @@ static int check_reductions(em_dtype dt) {
         char name[160];
         em_cuda_reduce_name(k, EM_CUDA_REDUCE_THREAD, name, sizeof name);
         reduce_fn fn = (reduce_fn)(uintptr_t)dlsym(h, name);
-        CHECK(fn != NULL, "no %s", name);
+        CHECK_MSG(fn != NULL, "no %s", name);
         for (int dim = 0; fn && dim < 2; dim++) {
             double want[N], p = k->op == EM_OP_NORM ? k->ord : 1.0;
             int n_out = eager_reduce(k, x, dim, want);
@@ -425,7 +416,7 @@ static int check_reductions(em_dtype dt) {
                 bool ok = v == want[o] || (isnan(v) && isnan(want[o])) ||
                           (tol > 0 && fabs(v - want[o]) <= tol * fmax(fabs(want[o]), scale[o]));
                 if (!ok) {
-                    CHECK(0, "%s over dim %d: output %d is %.17g, eager gives %.17g", name, dim, o, v, want[o]);
+                    CHECK_MSG(0, "%s over dim %d: output %d is %.17g, eager gives %.17g", name, dim, o, v, want[o]);
                     break;
                 }
             }
@@ -441,7 +432,7 @@ static void reductions_match_eager(bool quick) {
     int ran = 0;
     for (int d = 0; d < N_STORED; d++)
         if (!quick || stored[d] == EM_DTYPE_F32 || stored[d] == EM_DTYPE_I32) ran += check_reductions(stored[d]);
-    CHECK(ran > (quick ? 40 : 200), "only %d reductions ran", ran);
+    CHECK_MSG(ran > (quick ? 40 : 200), "only %d reductions ran", ran);
     printf("%d reductions (one thread per output, rows and columns) match eager\n", ran);
 }
 
@@ -491,7 +482,7 @@ static int check_lines(em_dtype dt) {
     em_cuda_line_kernel ks[16];
     int n = em_cuda_line_all(dt, ks, 16);
     char *src = em_cuda_line_source(ks, n);
-    CHECK(src != NULL, "%s", em_last_error());
+    CHECK_MSG(src != NULL, "%s", em_last_error());
     void *h = src ? build(src, em_dtype_name(dt)) : NULL;
     free(src);
     if (!h) return 0;
@@ -512,12 +503,12 @@ static int check_lines(em_dtype dt) {
         char name[160];
         em_cuda_line_name(k, EM_CUDA_LINE_THREAD, name, sizeof name);
         void *fn = dlsym(h, name);
-        CHECK(fn != NULL, "no %s", name);
+        CHECK_MSG(fn != NULL, "no %s", name);
         for (int dim = k->op == EM_OP_LAYER_NORM ? 1 : 0; fn && dim < 2; dim++) {
             double want[ROWS * N];
             unsigned char raw[ROWS * N * 8];
             int count = eager_line(k, t, dim, want, raw);
-            CHECK(count == ROWS * N, "eager refuses %s over dim %d", name, dim);
+            CHECK_MSG(count == ROWS * N, "eager refuses %s over dim %d", name, dim);
             if (count != ROWS * N) continue;
             /* dim 1: ROWS lines of N, N apart; dim 0: N lines of ROWS, 1 apart */
             em_cuda_line_geometry g;
@@ -538,7 +529,7 @@ static int check_lines(em_dtype dt) {
                                    : (isnan(v) && isnan(want[e])) || v == want[e] ||
                                          fabs(v - want[e]) <= tol * fmax(fabs(want[e]), 1.0);
                 if (!ok) {
-                    CHECK(0, "%s over dim %d: element %d is %.17g, eager gives %.17g", name, dim, e, v, want[e]);
+                    CHECK_MSG(0, "%s over dim %d: element %d is %.17g, eager gives %.17g", name, dim, e, v, want[e]);
                     break;
                 }
             }
@@ -554,7 +545,7 @@ static void lines_match_eager(bool quick) {
     int ran = 0;
     for (int d = 0; d < N_STORED; d++)
         if (!quick || stored[d] == EM_DTYPE_F32 || stored[d] == EM_DTYPE_BF16) ran += check_lines(stored[d]);
-    CHECK(ran > (quick ? 10 : 40), "only %d ops along lines ran", ran);
+    CHECK_MSG(ran > (quick ? 10 : 40), "only %d ops along lines ran", ran);
     printf("%d ops along lines (cumsum, cumprod, softmax, log_softmax, layer_norm; one thread per line) match "
            "eager\n", ran);
 }
@@ -583,12 +574,12 @@ static void random_matches_eager(void) {
         em_rng_state s = em_rng_get_state();
         em_tensor *t = cases[c].op == EM_OP_RAND ? em_rand(shape, 1, cases[c].dt) : em_randn(shape, 1, cases[c].dt);
         random_fn fn = (random_fn)(uintptr_t)dlsym(h, cases[c].name);
-        CHECK(t && fn, "%s", cases[c].name);
+        CHECK_MSG(t && fn, "%s", cases[c].name);
         if (!t || !fn) continue;
         size_t bytes = 1001 * em_dtype_size(cases[c].dt);
         void *got = malloc(bytes);
         fn(1001, (unsigned long long)s.seed, (unsigned long long)s.offset, got);
-        CHECK(!memcmp(got, em_tensor_data(t), bytes), "%s differs from the CPU's numbers for the same state",
+        CHECK_MSG(!memcmp(got, em_tensor_data(t), bytes), "%s differs from the CPU's numbers for the same state",
               cases[c].name);
         free(got);
         em_tensor_release(t);
@@ -626,6 +617,5 @@ int main(void) {
     lines_match_eager(quick);
     elementwise_matches_eager(quick);
     rmdir(workdir);
-    if (failures) fprintf(stderr, "%d failures\n", failures);
-    return failures ? 1 : 0;
+    return check_report();
 }
