@@ -17,7 +17,9 @@
  * correct call): per input, then per output, a flags byte; then, for each
  * flag set, the bytes of its change: a dtype (code, bits, lanes), an ndim,
  * shape changes, explicit strides, a byte offset, a device, no data. The
- * first byte's top bit picks run_alloc.
+ * first byte's top bit picks run_alloc. Strides are small (a byte each) or
+ * beyond any buffer, so that every claim the model may accept is backed by
+ * a small buffer.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -50,21 +52,22 @@ typedef struct {
     size_t len; /* the body's pages and the two guards */
 } guarded;
 
-static guarded live[8 * MAX_IO], spare[256];
-static int n_live, n_spare;
+#define KEEP_PAGES 16 /* mappings of up to this many body pages are kept for reuse */
+#define KEEP_EACH 16  /* ... this many of each size */
+
+static guarded live[8 * MAX_IO], spare[KEEP_PAGES + 1][KEEP_EACH];
+static int n_live, n_spare[KEEP_PAGES + 1];
 
 /* n bytes (0 allowed) whose end touches an inaccessible page, and whose
  * start follows one; NULL when out of slots or memory. Mappings are kept
- * for reuse (mapping and protecting pages is most of a run's time). */
+ * for reuse, by size (mapping and protecting pages is most of a run's
+ * time otherwise). */
 static void *guarded_alloc(size_t n) {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE), body = (n + page - 1) / page * page, len = body + 2 * page;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = (n + page - 1) / page, body = pages * page;
+    size_t len = body + 2 * page;
     if (n_live == (int)(sizeof live / sizeof *live)) return NULL;
     char *m = NULL;
-    for (int i = 0; i < n_spare && !m; i++)
-        if (spare[i].len == len) {
-            m = spare[i].map;
-            spare[i] = spare[--n_spare];
-        }
+    if (pages <= KEEP_PAGES && n_spare[pages]) m = spare[pages][--n_spare[pages]].map;
     if (!m) {
         m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED) return NULL;
@@ -86,12 +89,14 @@ static void *forbidden(void) {
 }
 
 static void release_all(void) {
-    size_t keep = 16 * (size_t)sysconf(_SC_PAGESIZE); /* (big ones go back: their pages stay resident) */
-    for (int i = 0; i < n_live; i++)
-        if (n_spare < (int)(sizeof spare / sizeof *spare) && live[i].len <= keep)
-            spare[n_spare++] = live[i];
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    for (int i = 0; i < n_live; i++) {
+        size_t pages = live[i].len / page - 2;
+        if (pages <= KEEP_PAGES && n_spare[pages] < KEEP_EACH)
+            spare[pages][n_spare[pages]++] = live[i];
         else
             munmap(live[i].map, live[i].len);
+    }
     n_live = 0;
 }
 
@@ -147,9 +152,11 @@ static void fuzz_tensor(cursor *c, const ember_tensor_info *want, DLTensor *t) {
     t->strides = NULL;
     if (flags & 8) {
         int64_t *strides = guarded_alloc((size_t)n * sizeof *strides);
+        /* small strides (any sign, zero), or one of two no buffer backs:
+         * the buffers stay small, so runs stay fast */
         for (int d = 0; strides && d < n; d++) {
-            int16_t s = (int16_t)(next(c) | next(c) << 8);
-            strides[d] = s == INT16_MIN ? INT64_MIN : s;
+            int8_t s = (int8_t)next(c);
+            strides[d] = s == INT8_MIN ? INT64_MIN : s == INT8_MAX ? INT64_MAX / 2 : s;
         }
         t->strides = strides;
     }
