@@ -73,7 +73,7 @@ static const line_rule rules[] = {
      "    for (long long at = 0; at < len; at += blockDim.x) {\n"
      "        long long j = at + threadIdx.x;\n"
      "        V total, v = em_block_scan(j < len ? x(j) : (V)0, em_fold_add(), (V)0, &total);\n"
-     "        if (j < len) put(j, em_add(carry, v));\n"
+     "        if (j < len) put(j, at ? em_add(carry, v) : v); /* (the first chunk: -0 stays) */\n"
      "        carry = em_add(carry, total);\n"
      "    }\n"},
     {EM_OP_CUMPROD,
@@ -82,7 +82,7 @@ static const line_rule rules[] = {
      "    for (long long at = 0; at < len; at += blockDim.x) {\n"
      "        long long j = at + threadIdx.x;\n"
      "        V total, v = em_block_scan(j < len ? x(j) : (V)1, em_fold_mul(), (V)1, &total);\n"
-     "        if (j < len) put(j, em_mul(carry, v));\n"
+     "        if (j < len) put(j, at ? em_mul(carry, v) : v); /* (the first chunk: -0 stays) */\n"
      "        carry = em_mul(carry, total);\n"
      "    }\n"},
     {EM_OP_SOFTMAX,
@@ -147,14 +147,9 @@ em_status em_cuda_line_check(const em_cuda_line_kernel *k) {
     if (k->n_in != 1 && !(k->op == EM_OP_LAYER_NORM && k->n_in >= 1 && k->n_in <= 3))
         return em_error(EM_ERR_VALUE, "cuda: %s takes %s, not %d operands", name,
                         k->op == EM_OP_LAYER_NORM ? "1 to 3 (input, weight, bias)" : "1", k->n_in);
-    em_dtype out;
-    if (infer(k, &out) != EM_OK)
-        return em_error(EM_ERR_NOT_IMPLEMENTED, "cuda: %s has no kernel for %s: %s", name,
-                        em_dtype_long_name(k->in), em_last_error());
-    if (out != k->out)
-        return em_error(EM_ERR_NOT_IMPLEMENTED, "cuda: %s of %s gives %s, not %s (cast the result)", name,
-                        em_dtype_long_name(k->in), em_dtype_long_name(out), em_dtype_long_name(k->out));
-    return EM_OK;
+    em_dtype out = EM_DTYPE_COUNT;
+    em_status inferred = infer(k, &out);
+    return em_cuda_check_inferred(name, k->in, k->out, inferred, out);
 }
 
 int em_cuda_line_all(em_dtype dt, em_cuda_line_kernel *ks, int max) {
@@ -184,7 +179,7 @@ static void preamble(em_strbuf *s) {
     em_strbuf_printf(
         s,
         "/* ember: eager ops along lines (generated from ops.def and ops_math.h) */\n"
-        "#include \"ember/ops_math.h\"\n"
+        "#include \"ember/ops_math.h\"\n" EM_CUDA_FOLD_HELPERS
         "struct em_cuda_line_geometry {\n"
         "    int k_ndim;\n"
         "    long long k_shape[%d], k_in[%d], k_out[%d];\n"
@@ -202,15 +197,6 @@ static void preamble(em_strbuf *s) {
         "    }\n"
         "    *at = out;\n"
         "    return in;\n"
-        "}\n"
-        "template <class V> static __device__ __forceinline__ bool em_isinf(V x) { return x - x != x - x && x == x; }\n"
-        "static __device__ __forceinline__ double em_add(double a, double b) { return a + b; }\n"
-        "static __device__ __forceinline__ em_sc_i64 em_add(em_sc_i64 a, em_sc_i64 b) {\n"
-        "    return (em_sc_i64)((em_sc_u64)a + (em_sc_u64)b);\n"
-        "}\n"
-        "static __device__ __forceinline__ double em_mul(double a, double b) { return a * b; }\n"
-        "static __device__ __forceinline__ em_sc_i64 em_mul(em_sc_i64 a, em_sc_i64 b) {\n"
-        "    return (em_sc_i64)((em_sc_u64)a * (em_sc_u64)b);\n"
         "}\n"
         "struct em_fold_add { template <class V> __device__ V operator()(V a, V b) const { return em_add(a, b); } };\n"
         "struct em_fold_mul { template <class V> __device__ V operator()(V a, V b) const { return em_mul(a, b); } };\n"

@@ -153,14 +153,9 @@ em_status em_cuda_reduce_check(const em_cuda_reduce_kernel *k) {
     const char *name = em_op_name(k->op);
     if (k->in < 0 || k->in >= EM_DTYPE_COUNT || k->out < 0 || k->out >= EM_DTYPE_COUNT)
         return em_error(EM_ERR_VALUE, "cuda: %s: bad dtype", name);
-    em_dtype out;
-    if (infer(k, &out) != EM_OK)
-        return em_error(EM_ERR_NOT_IMPLEMENTED, "cuda: %s has no kernel for %s: %s", name,
-                        em_dtype_long_name(k->in), em_last_error());
-    if (out != k->out)
-        return em_error(EM_ERR_NOT_IMPLEMENTED, "cuda: %s of %s gives %s, not %s (cast the result)", name,
-                        em_dtype_long_name(k->in), em_dtype_long_name(out), em_dtype_long_name(k->out));
-    return EM_OK;
+    em_dtype out = EM_DTYPE_COUNT;
+    em_status inferred = infer(k, &out);
+    return em_cuda_check_inferred(name, k->in, k->out, inferred, out);
 }
 
 int em_cuda_reduce_all(em_dtype dt, em_cuda_reduce_kernel *ks, int max) {
@@ -196,7 +191,7 @@ static void preamble(em_strbuf *s) {
     em_strbuf_printf(
         s,
         "/* ember: eager reductions (generated from ops.def and ops_math.h) */\n"
-        "#include \"ember/ops_math.h\"\n"
+        "#include \"ember/ops_math.h\"\n" EM_CUDA_FOLD_HELPERS
         "struct em_cuda_reduce_geometry {\n"
         "    int k_ndim, r_ndim;\n"
         "    long long k_shape[%d], k_in[%d], k_out[%d];\n"
@@ -226,35 +221,16 @@ static void preamble(em_strbuf *s) {
         "}\n"
         "template <class V> struct em_acc { V v; long long i; };\n"
         "template <class V> static __device__ __forceinline__ bool em_isnan(V x) { return x != x; }\n"
-        "template <class V> static __device__ __forceinline__ bool em_isinf(V x) { return x - x != x - x && x == x; }\n"
         "template <class V> static __device__ __forceinline__ V em_lowest();\n"
-        "template <> __device__ __forceinline__ float em_lowest<float>() { return -INFINITY; }\n"
         "template <> __device__ __forceinline__ double em_lowest<double>() { return -(double)INFINITY; }\n"
         "template <> __device__ __forceinline__ em_sc_i64 em_lowest<em_sc_i64>() { return EM_SC_I64_MIN; }\n"
         "template <class V> static __device__ __forceinline__ V em_highest();\n"
-        "template <> __device__ __forceinline__ float em_highest<float>() { return INFINITY; }\n"
         "template <> __device__ __forceinline__ double em_highest<double>() { return (double)INFINITY; }\n"
         "template <> __device__ __forceinline__ em_sc_i64 em_highest<em_sc_i64>() { return EM_SC_I64_MAX; }\n"
-        "/* integers wrap, as the CPU's int64 accumulators */\n"
-        "static __device__ __forceinline__ float em_add(float a, float b) { return a + b; }\n"
-        "static __device__ __forceinline__ double em_add(double a, double b) { return a + b; }\n"
-        "static __device__ __forceinline__ em_sc_i64 em_add(em_sc_i64 a, em_sc_i64 b) {\n"
-        "    return (em_sc_i64)((em_sc_u64)a + (em_sc_u64)b);\n"
-        "}\n"
-        "static __device__ __forceinline__ float em_mul(float a, float b) { return a * b; }\n"
-        "static __device__ __forceinline__ double em_mul(double a, double b) { return a * b; }\n"
-        "static __device__ __forceinline__ em_sc_i64 em_mul(em_sc_i64 a, em_sc_i64 b) {\n"
-        "    return (em_sc_i64)((em_sc_u64)a * (em_sc_u64)b);\n"
-        "}\n"
-        "static __device__ __forceinline__ float em_abs(float x) { return sc_abs_f32(x); }\n"
         "static __device__ __forceinline__ double em_abs(double x) { return sc_abs_f64(x); }\n"
-        "static __device__ __forceinline__ float em_pow(float x, float y) { return sc_pow_f32(x, y); }\n"
         "static __device__ __forceinline__ double em_pow(double x, double y) { return sc_pow_f64(x, y); }\n"
-        "static __device__ __forceinline__ float em_exp(float x) { return sc_exp_f32(x); }\n"
         "static __device__ __forceinline__ double em_exp(double x) { return sc_exp_f64(x); }\n"
-        "static __device__ __forceinline__ float em_log(float x) { return sc_log_f32(x); }\n"
         "static __device__ __forceinline__ double em_log(double x) { return sc_log_f64(x); }\n"
-        "static __device__ __forceinline__ float em_sqrt(float x) { return sc_sqrt_f32(x); }\n"
         "static __device__ __forceinline__ double em_sqrt(double x) { return sc_sqrt_f64(x); }\n"
         "/* Does b (value bv at index bi; -1: none) replace a in an arg-reduction?\n"
         " * NaN beats every number, and of equals (NaNs too) the first index wins:\n"

@@ -50,3 +50,13 @@ em_status em_cuda_source_ptx(char *src, const char *name, int sm, char **ptx) {
     free(src);
     return st;
 }
+
+em_status em_cuda_check_inferred(const char *name, em_dtype in, em_dtype out, em_status inferred, em_dtype got) {
+    if (inferred != EM_OK)
+        return em_error(EM_ERR_NOT_IMPLEMENTED, "cuda: %s has no kernel for %s: %s", name, em_dtype_long_name(in),
+                        em_last_error());
+    if (got != out)
+        return em_error(EM_ERR_NOT_IMPLEMENTED, "cuda: %s of %s gives %s, not %s (cast the result)", name,
+                        em_dtype_long_name(in), em_dtype_long_name(got), em_dtype_long_name(out));
+    return EM_OK;
+}

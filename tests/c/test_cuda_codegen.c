@@ -306,6 +306,8 @@ static void every_line_op_compiles(const char *tool) {
     char *src = em_cuda_line_source(&cs, 1);
     CHECK_MSG(src && strstr(src, "acc = j ? em_add(acc, x(j)) : x(j)") && strstr(src, "sc_cast_b8_i64(in[j * is])"),
           "cumsum of bool does not scan in int64 from its first element");
+    CHECK_MSG(src && strstr(src, "put(j, at ? em_add(carry, v) : v)"),
+              "the block scan adds its carry to the first chunk (a leading -0 would become +0)");
     free(src);
 }
 
