@@ -64,7 +64,7 @@ const char *em_status_name(em_status status) {
         "ok",           "value error",  "type error",   "index error",
         "shape error",  "dtype error",  "device error", "out of memory",
         "not implemented", "parse error", "runtime error", "internal error", "value guard failed",
-        "host error", "device out of memory",
+        "host error", "device out of memory", "distributed error",
     };
     return (unsigned)status < EM_STATUS_COUNT ? names[status] : "unknown status";
 }

@@ -70,4 +70,4 @@ quiet() {
 
 # What building ember needs (runtime + LLVM backend + Python extension).
 BUILD_PACKAGES=(cmake make gcc g++ libc6-dev clang-19 libclang-rt-19-dev libopenblas-dev llvm-19-dev llvm-19-tools
-                python3-dev python3-numpy)
+                python3-dev python3-numpy libopenmpi-dev openmpi-bin)

@@ -101,6 +101,12 @@ typedef struct em_grad_hook em_grad_hook;
  * added. The hook lives with the leaf, or with the node that made t;
  * free_ctx(ctx) runs when it goes (not on failure). */
 em_status em_tensor_register_hook(em_tensor *t, em_grad_hook_fn fn, void *ctx, void (*free_ctx)(void *));
+/* Adds a hook on a leaf that runs after backward accumulated into its .grad
+ * (PyTorch's register_post_accumulate_grad_hook): fn(ctx, leaf, ignored).
+ * Not in autograd.grad, which accumulates nothing. DistributedDataParallel
+ * starts reducing a bucket of gradients from it. */
+em_status em_tensor_register_post_accumulate_hook(em_tensor *t, em_grad_hook_fn fn, void *ctx,
+                                                  void (*free_ctx)(void *));
 void em_grad_hooks_free(em_grad_hook *h);
 /* A result t keeps its gradient in t->grad from now on (summed over
  * backward calls, without history), as a leaf does; a leaf already does. */

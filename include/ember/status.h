@@ -37,6 +37,10 @@ typedef enum em_status {
                                (a Python exception) is pending             */
     EM_ERR_DEVICE_NOMEM,    /* device memory exhausted (ember.cuda.OutOfMemoryError,
                                a RuntimeError)                              */
+    EM_ERR_DISTRIBUTED,     /* a collective failed between processes: a timeout,
+                               ranks that disagree, MPI's own error
+                               (ember.distributed.DistBackendError, a
+                               RuntimeError)                                */
     EM_STATUS_COUNT
 } em_status;
 

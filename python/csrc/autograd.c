@@ -440,6 +440,21 @@ static PyObject *f_register_hook(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* _register_post_accumulate_grad_hook(t, fn): fn(t) after backward
+ * accumulated into t.grad (a leaf) */
+static PyObject *f_register_post_accumulate_hook(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *t, *fn;
+    if (!PyArg_ParseTuple(args, "OO", &t, &fn)) return NULL;
+    if (!em_py_is_tensor(t)) return em_py_error(PyExc_TypeError, "register_post_accumulate_grad_hook: expected a Tensor");
+    Py_INCREF(fn);
+    if (em_tensor_register_post_accumulate_hook(T(t), call_hook, fn, free_pyobject) != EM_OK) {
+        Py_DECREF(fn);
+        return em_py_raise();
+    }
+    Py_RETURN_NONE;
+}
+
 /* The backward of an autograd.Function: ctx is fn(*grads) -> one value per
  * input (a Tensor or None). */
 static em_status call_custom(void *ctx, em_tensor *const *gout, int n_out, em_tensor **gin, int n_in,
@@ -571,6 +586,8 @@ static PyMethodDef autograd_methods[] = {
     {"_node_live_count", f_node_live_count, METH_NOARGS, "live autograd nodes (leak tests)"},
     {"_make_subclass", f_make_subclass, METH_VARARGS, "_make_subclass(cls, data, requires_grad)"},
     {"_register_hook", f_register_hook, METH_VARARGS, "_register_hook(t, fn): fn(grad) on t's gradient"},
+    {"_register_post_accumulate_grad_hook", f_register_post_accumulate_hook, METH_VARARGS,
+     "_register_post_accumulate_grad_hook(t, fn): fn(t) after backward accumulated into t.grad"},
     {"_custom_function", f_custom_function, METH_VARARGS, "_custom_function(name, inputs, outputs, backward)"},
     {"_retain_grad", f_retain_grad, METH_O, "_retain_grad(t): a result keeps its .grad"},
     {"_retains_grad", f_retains_grad, METH_O, "_retains_grad(t)"},

@@ -96,6 +96,9 @@ PyObject *em_py_inplace(em_op op, PyObject *out, PyObject *const *objs, int n);
 int em_py_rng_swap_in(PyObject *gen, em_rng_state *global);
 PyObject *em_py_rng_swap_out(PyObject *gen, em_rng_state global, em_tensor *t);
 
+/* ---- ember.distributed (distributed.c) ---- */
+int em_py_distributed_init(PyObject *module);
+
 /* ---- interop (interop.c) ---- */
 PyObject *em_py_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *em_py_tensor_dlpack_device(PyObject *self, PyObject *unused);

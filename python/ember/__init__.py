@@ -70,3 +70,4 @@ from .serialization import load, save  # noqa: E402,F401
 from . import utils  # noqa: E402,F401
 from . import aot  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
+from . import distributed  # noqa: E402,F401

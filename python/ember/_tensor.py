@@ -147,6 +147,19 @@ class Tensor(_C._TensorBase):
         _C._register_hook(self, handle)
         return handle
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """Calls hook(self) each time backward has accumulated a gradient
+        into this leaf's .grad (its return value is ignored). Returns a
+        handle whose remove() turns the hook off."""
+        from .autograd.graph import RemovableHandle
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        handle = RemovableHandle(hook)
+        _C._register_post_accumulate_grad_hook(self, lambda leaf: handle(leaf) and None)
+        return handle
+
     def retain_grad(self):
         """Keep this (non-leaf) tensor's gradient in .grad after backward."""
         _C._retain_grad(self)

@@ -352,6 +352,33 @@ em_status em_tensor_register_hook(em_tensor *t, em_grad_hook_fn fn, void *ctx, v
     return add_hook(t, fn, ctx, free_ctx) ? EM_OK : em_last_status();
 }
 
+/* A leaf's hooks after accumulation sit in its list with output_nr
+ * POST_ACCUMULATE, which run_hooks (output 0) passes over. */
+#define POST_ACCUMULATE (-1)
+
+em_status em_tensor_register_post_accumulate_hook(em_tensor *t, em_grad_hook_fn fn, void *ctx,
+                                                  void (*free_ctx)(void *)) {
+    if (!t->requires_grad)
+        return em_error(EM_ERR_RUNTIME, "cannot register a hook on a tensor that doesn't require gradient");
+    if (t->grad_fn)
+        return em_error(EM_ERR_RUNTIME, "post accumulate grad hooks cannot be registered on non-leaf tensors");
+    em_grad_hook *h = add_hook(t, fn, ctx, free_ctx);
+    if (!h) return em_last_status();
+    h->output_nr = POST_ACCUMULATE;
+    return EM_OK;
+}
+
+static em_status run_post_accumulate_hooks(em_tensor *leaf) {
+    for (em_grad_hook *h = leaf->hooks; h; h = h->next) {
+        if (h->output_nr != POST_ACCUMULATE) continue;
+        em_tensor *ignored = NULL;
+        em_status st = h->fn(h->ctx, leaf, &ignored);
+        em_tensor_release(ignored);
+        if (st != EM_OK) return st;
+    }
+    return EM_OK;
+}
+
 /* retain_grad: the hook's ctx is the tensor, weakly: the tensor dying sets
  * it to NULL (em_grad_hook_forget), the hook dying (with its node) clears
  * the tensor's pointer to it. */
@@ -767,7 +794,10 @@ static em_status run_node(engine *e, task *t, bool retain_graph) {
     if (n->op == EM_OP_ACCUMULATE) {
         if (!t->grads || !t->grads[0]) return EM_OK;
         em_status st = e->within ? EM_OK : run_hooks(n->variable->hooks, 0, &t->grads[0]);
-        return st == EM_OK ? accumulate(e, n, t->grads[0]) : st;
+        if (st == EM_OK) st = accumulate(e, n, t->grads[0]);
+        if (st == EM_OK && !e->within && !e->capture_in && n->variable->hooks)
+            st = run_post_accumulate_hooks(n->variable);
+        return st;
     }
     if (e->within && n->hooks) {
         char name[64];

@@ -333,3 +333,42 @@ def test_custom_function_second_backward_needs_retain_graph():
     assert x.grad.tolist() == [6.0, 24.0]
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         y.backward()
+
+
+def test_post_accumulate_grad_hooks_see_the_accumulated_grad():
+    """register_post_accumulate_grad_hook (torch 2.1's): hook(leaf) after
+    backward accumulated into leaf.grad, each backward; not for autograd.grad
+    (nothing accumulates), not on non-leaves; remove() turns it off."""
+    w = ember.tensor([1.0, 2.0], requires_grad=True)
+    seen = []
+    handle = w.register_post_accumulate_grad_hook(lambda p: seen.append(p.grad.tolist()) or "ignored")
+    (w * 3).sum().backward()
+    (w * w).sum().backward()
+    assert seen == [[3.0, 3.0], [5.0, 7.0]]
+    ember.autograd.grad((w * 2).sum(), [w])
+    assert len(seen) == 2
+    handle.remove()
+    (w * 3).sum().backward()
+    assert len(seen) == 2
+    with pytest.raises(RuntimeError, match="non-leaf"):
+        (w * 2).register_post_accumulate_grad_hook(print)
+    with pytest.raises(RuntimeError, match="doesn't require gradient"):
+        ember.ones(2).register_post_accumulate_grad_hook(print)
+    # torch agrees on what the hook sees
+    tw = torch.tensor([1.0, 2.0], requires_grad=True)
+    if hasattr(tw, "register_post_accumulate_grad_hook"):
+        tseen = []
+        tw.register_post_accumulate_grad_hook(lambda p: tseen.append(p.grad.tolist()))
+        (tw * 3).sum().backward()
+        (tw * tw).sum().backward()
+        assert tseen == [[3.0, 3.0], [5.0, 7.0]]
+
+
+def test_a_raising_post_accumulate_hook_stops_backward():
+    w = ember.ones(2, requires_grad=True)
+
+    def boom(p):
+        raise KeyError("from the hook")
+    w.register_post_accumulate_grad_hook(boom)
+    with pytest.raises(KeyError, match="from the hook"):
+        (w * 2).sum().backward()

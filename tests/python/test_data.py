@@ -383,3 +383,45 @@ def test_random_split_with_a_seeded_generator():
 def test_random_split_refuses_a_torch_generator():
     with pytest.raises(TypeError, match=r"random_split\(\): generator must be an ember.Generator"):
         random_split(Squares(3), [1, 2], generator=torch.Generator())
+
+
+def test_loader_takes_its_order_from_a_sampler():
+    class Backwards(ember.utils.data.Sampler):
+        def __init__(self, n):
+            self.n = n
+
+        def __iter__(self):
+            return iter(range(self.n - 1, -1, -1))
+
+        def __len__(self):
+            return self.n
+
+    ds = TensorDataset(ember.arange(10))
+    loader = DataLoader(ds, batch_size=4, sampler=Backwards(10))
+    assert len(loader) == 3
+    assert [b[0].tolist() for b in loader] == [[9, 8, 7, 6], [5, 4, 3, 2], [1, 0]]
+    assert [b[0].tolist() for b in DataLoader(ds, batch_size=3, sampler=Backwards(7), drop_last=True)] == \
+        [[6, 5, 4], [3, 2, 1]]
+    with pytest.raises(ValueError, match="mutually exclusive"):
+        DataLoader(ds, sampler=Backwards(3), shuffle=True)
+
+
+def test_distributed_sampler_matches_torch_without_shuffle():
+    """Explicit num_replicas and rank need no process group."""
+    from ember.utils.data.distributed import DistributedSampler
+    import torch.utils.data.distributed as tdd
+    for n in (0, 1, 5, 12, 13):
+        for replicas in (1, 2, 3, 5):
+            for rank in range(replicas):
+                for drop_last in (False, True):
+                    ours = DistributedSampler(list(range(n)), replicas, rank, shuffle=False, drop_last=drop_last)
+                    theirs = tdd.DistributedSampler(list(range(n)), replicas, rank, shuffle=False,
+                                                    drop_last=drop_last)
+                    assert list(ours) == list(theirs) and len(ours) == len(theirs), (n, replicas, rank)
+    s = DistributedSampler(list(range(30)), 3, 1, seed=4)
+    order = list(s)
+    assert list(DistributedSampler(list(range(30)), 3, 1, seed=4)) == order  # the seed fixes it
+    parts = [set(DistributedSampler(list(range(30)), 3, r, seed=4)) for r in range(3)]
+    assert set.union(*parts) == set(range(30)) and sum(map(len, parts)) == 30
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        DistributedSampler(list(range(3)))

@@ -16,7 +16,11 @@ datasets, one process).
   the default collation takes a fast path: one index op per tensor per batch
   (tensor[idx]) instead of stacking samples, with the same result.
 
-Not here (yet): worker processes, samplers, IterableDataset.
+- Sampler: an iterable of dataset indices; DataLoader(sampler=...) takes
+  its order instead of shuffle's (distributed.DistributedSampler gives each
+  rank of a data-parallel job its own part of the dataset).
+
+Not here (yet): worker processes, batch samplers, IterableDataset.
 """
 
 import bisect
@@ -28,8 +32,8 @@ import warnings
 from typing import Generic, TypeVar
 
 # the public API (ember/__init__ imports this package last, so it is all there)
-from .. import Tensor, arange, as_tensor, float64, randperm, stack, tensor
-from .._generator import _state_of
+from ... import Tensor, arange, as_tensor, float64, int64, randperm, stack, tensor
+from ..._generator import _state_of
 
 __all__ = ["Dataset", "TensorDataset", "ConcatDataset", "Subset", "DataLoader",
            "random_split", "default_collate"]
@@ -231,6 +235,30 @@ def _collate_sequence(elem, batch):
         return fields
 
 
+# ---- samplers ----
+
+class Sampler(Generic[T_co]):
+    """Base of samplers: __iter__ yields dataset indices, __len__ says how
+    many."""
+
+    def __init__(self, data_source=None):
+        pass
+
+    def __iter__(self):
+        raise NotImplementedError
+
+
+class SequentialSampler(Sampler):
+    def __init__(self, data_source):
+        self.data_source = data_source
+
+    def __iter__(self):
+        return iter(range(len(self.data_source)))
+
+    def __len__(self):
+        return len(self.data_source)
+
+
 # ---- loader ----
 
 class DataLoader:
@@ -239,7 +267,7 @@ class DataLoader:
     ember.randperm (with `generator`, if given) for every pass; drop_last
     drops a final short batch."""
 
-    def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, generator=None,
+    def __init__(self, dataset, batch_size=1, shuffle=False, sampler=None, drop_last=False, generator=None,
                  collate_fn=None, num_workers=0):
         if not isinstance(batch_size, numbers.Integral) or isinstance(batch_size, bool) \
                 or batch_size <= 0:
@@ -249,7 +277,10 @@ class DataLoader:
         if num_workers:
             raise NotImplementedError(f"DataLoader(num_workers={num_workers}): ember loads "
                                       f"batches in the calling process only; use num_workers=0")
+        if sampler is not None and shuffle:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
         self.dataset = dataset
+        self.sampler = sampler
         self.batch_size = int(batch_size)
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
@@ -258,13 +289,17 @@ class DataLoader:
         self.num_workers = 0
 
     def __len__(self):
-        n = len(self.dataset)
+        n = len(self.dataset) if self.sampler is None else len(self.sampler)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def __iter__(self):
         # a generator function: the order is drawn at the first next(), as in torch
-        n = len(self.dataset)
-        order = randperm(n, generator=self.generator) if self.shuffle else arange(n)
+        if self.sampler is not None:
+            order = as_tensor(list(iter(self.sampler)), dtype=int64)
+        else:
+            order = randperm(len(self.dataset), generator=self.generator) if self.shuffle \
+                else arange(len(self.dataset))
+        n = len(order)
         stop = n - n % self.batch_size if self.drop_last else n
         fast = self._is_plain_tensor_dataset()
         positions = None if fast else order.tolist()

@@ -1,0 +1,280 @@
+"""nn.parallel.DistributedDataParallel: data-parallel training on
+ember.distributed, as torch's.
+
+Each rank runs the same model on its own part of the batch. At
+construction the parameters and buffers are broadcast from rank 0, so every
+rank starts equal. During backward, gradients are averaged across the ranks
+in buckets: the parameters are grouped in reverse order (about the order
+backward reaches them), a bucket per dtype up to bucket_cap_mb (the first
+1 MiB, so that communication starts early); when backward has accumulated
+the last gradient of a bucket (a post-accumulate-grad hook), the bucket's
+gradients are copied into one flat tensor and its all_reduce is queued on
+the communication thread, which runs it while backward goes on computing
+the gradients of the next bucket. When the last bucket is queued, the hook
+waits for all of them and writes the averages back into each .grad. After
+backward every rank holds the same gradients, so the optimizers stay equal.
+
+- no_sync(): backward accumulates locally, with no communication; the next
+  backward outside it averages the accumulated gradients.
+- find_unused_parameters=True: forward walks the autograd graph from its
+  outputs and counts parameters it does not reach as ready (their share is
+  zero); a parameter no rank used keeps .grad None, as torch's. Without
+  it, a parameter without a gradient leaves its bucket unfinished, and the
+  next forward raises naming it.
+- broadcast_buffers: buffers (running statistics) are broadcast from rank 0
+  at every forward.
+
+Compiled models: DistributedDataParallel(ember.compile(model)) or
+ember.compile(ddp_model) compile the forward (and its backward); the
+gradient hooks run in the real backward, so bucketing and overlap are as
+eager. A compiled whole training step (forward, backward and the
+optimizer in one ember.compile) cannot hold the all_reduce: a collective
+inside a traced function ends the trace, and the step runs eagerly (see
+ember.compiler.explain). Compile the model, not the step, under DDP.
+"""
+import contextlib
+import weakref
+
+from ... import distributed as dist
+from ... import int32, tensor, zeros
+from ...autograd import is_grad_enabled, no_grad
+from ..modules.module import Module
+
+_FIRST_BUCKET_BYTES = 1 << 20
+
+
+class _Bucket:
+    def __init__(self, index, params):
+        self.index = index
+        self.params = params  # indices into the reducer's parameter list
+        self.ready = 0
+        self.work = None
+        self.flat = None
+
+
+def _graph_leaves(outputs):
+    """The leaves an autograd graph from `outputs` accumulates into."""
+    # grad_fn objects are made afresh on each access: keep those seen alive
+    # (in `seen`), so that no id is reused for another node
+    seen, found, stack = {}, set(), []
+    for t in outputs:
+        if getattr(t, "grad_fn", None) is not None:
+            stack.append(t.grad_fn)
+        elif getattr(t, "requires_grad", False):
+            found.add(id(t))
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen[id(node)] = node
+        var = getattr(node, "variable", None)
+        if var is not None:
+            found.add(id(var))
+        for nxt, _ in node.next_functions:
+            if nxt is not None:
+                stack.append(nxt)
+    return found
+
+
+def _tensors_in(obj):
+    if hasattr(obj, "grad_fn"):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for o in obj:
+            yield from _tensors_in(o)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            yield from _tensors_in(o)
+
+
+class DistributedDataParallel(Module):
+    """Wraps `module` for data-parallel training over `process_group` (the
+    world by default); see the module's documentation."""
+
+    def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True,
+                 process_group=None, bucket_cap_mb=25, find_unused_parameters=False, check_reduction=False,
+                 gradient_as_bucket_view=False, static_graph=False):
+        super().__init__()
+        if device_ids is not None or output_device is not None:
+            raise ValueError("DistributedDataParallel: device_ids and output_device must be None for CPU "
+                             "modules (ember has no CUDA device yet)")
+        if gradient_as_bucket_view:
+            raise NotImplementedError("DistributedDataParallel(gradient_as_bucket_view=True): gradients are "
+                                      "copied into buckets for now; leave it False")
+        if not bucket_cap_mb > 0:
+            raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be positive, got {bucket_cap_mb}")
+        self.module = module
+        object.__setattr__(self, "process_group", process_group)
+        object.__setattr__(self, "_group_size", dist.get_world_size(process_group))
+        if self._group_size < 1:
+            raise ValueError("DistributedDataParallel: this rank is not in process_group")
+        self.broadcast_buffers = broadcast_buffers
+        self.find_unused_parameters = find_unused_parameters
+        self.require_backward_grad_sync = True
+        self.bucket_cap_mb = bucket_cap_mb
+        params, seen = [], set()
+        for p in module.parameters():
+            if p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                params.append(p)
+        if not params:
+            raise RuntimeError("DistributedDataParallel is not needed when a module doesn't have any "
+                               "parameter that requires a gradient.")
+        object.__setattr__(self, "_params", params)
+        self._sync_from_rank0(list(module.parameters()) + list(module.buffers()))
+        object.__setattr__(self, "_buckets", self._make_buckets(params, bucket_cap_mb))
+        object.__setattr__(self, "_bucket_of", {})
+        for b in self._buckets:
+            for i in b.params:
+                self._bucket_of[i] = b
+        object.__setattr__(self, "_unused", set())
+        object.__setattr__(self, "_armed", False)  # a forward ran that a backward will reduce
+        object.__setattr__(self, "_done", set())  # params ready in this backward
+        ref = weakref.ref(self)
+        handles = []
+        for i, p in enumerate(params):
+            handles.append(p.register_post_accumulate_grad_hook(
+                lambda _p, i=i: ref() is not None and ref()._grad_ready(i)))
+        object.__setattr__(self, "_handles", handles)
+
+    def __del__(self):
+        for h in getattr(self, "_handles", ()):
+            h.remove()
+
+    # ---- construction ----
+
+    def _sync_from_rank0(self, tensors):
+        src = dist.get_global_rank(self.process_group, 0) if self.process_group is not None else 0
+        with no_grad():
+            works = [dist.broadcast(t.detach(), src=src, group=self.process_group, async_op=True)
+                     for t in tensors]
+            for w in works:
+                if w is not None:
+                    w.wait()
+
+    @staticmethod
+    def _make_buckets(params, cap_mb):
+        buckets, cap = [], _FIRST_BUCKET_BYTES
+        open_by_dtype = {}  # dtype -> (indices, bytes)
+        for i in reversed(range(len(params))):
+            p = params[i]
+            idx, size = open_by_dtype.get(p.dtype, ([], 0))
+            nbytes = p.numel() * p.element_size()
+            if idx and size + nbytes > cap:
+                buckets.append(_Bucket(len(buckets), idx))
+                cap = int(cap_mb * (1 << 20))
+                idx, size = [], 0
+            idx.append(i)
+            open_by_dtype[p.dtype] = (idx, size + nbytes)
+        for idx, _ in open_by_dtype.values():
+            if idx:
+                buckets.append(_Bucket(len(buckets), idx))
+        return buckets
+
+    # ---- forward ----
+
+    def forward(self, *inputs, **kwargs):
+        if self._done:
+            missing = [i for i in range(len(self._params)) if i not in self._done and i not in self._unused]
+            names = self._names_of(missing)
+            self._reset()
+            raise RuntimeError(
+                "Expected to have finished reduction in the prior iteration before starting a new one. This "
+                "error indicates that your module has parameters that were not used in producing loss. You can "
+                "enable unused parameter detection by passing the keyword argument "
+                "`find_unused_parameters=True` to `DistributedDataParallel`. Parameters that did not receive "
+                f"a gradient on rank {dist.get_rank()}: {', '.join(names)}")
+        if self.broadcast_buffers:
+            bufs = list(self.module.buffers())
+            if bufs:
+                self._sync_from_rank0(bufs)
+        out = self.module(*inputs, **kwargs)
+        sync = self.require_backward_grad_sync and is_grad_enabled()
+        object.__setattr__(self, "_armed", sync)
+        if sync and self.find_unused_parameters:
+            reached = _graph_leaves(list(_tensors_in(out)))
+            object.__setattr__(self, "_unused", {i for i, p in enumerate(self._params) if id(p) not in reached})
+            for i in self._unused:
+                self._grad_ready(i)
+        else:
+            object.__setattr__(self, "_unused", set())
+        return out
+
+    def _names_of(self, indices):
+        by_id = {id(p): name for name, p in self.module.named_parameters()}
+        return [by_id.get(id(self._params[i]), f"#{i}") for i in indices]
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Backward inside accumulates gradients locally, without
+        communication; the first backward after it averages them."""
+        old = self.require_backward_grad_sync
+        self.require_backward_grad_sync = False
+        try:
+            yield
+        finally:
+            self.require_backward_grad_sync = old
+
+    # ---- backward: the reducer ----
+
+    def _grad_ready(self, i):
+        if not self._armed or i in self._done:
+            return
+        self._done.add(i)
+        b = self._bucket_of[i]
+        b.ready += 1
+        if b.ready == len(b.params):
+            self._launch(b)
+        if len(self._done) == len(self._params):
+            self._finish()
+
+    def _launch(self, b):
+        params = [self._params[i] for i in b.params]
+        with no_grad():
+            if b.flat is None:
+                b.flat = zeros(sum(p.numel() for p in params), dtype=params[0].dtype)
+            at = 0
+            for i, p in zip(b.params, params):
+                n = p.numel()
+                piece = b.flat[at:at + n]
+                if p.grad is None:
+                    piece.zero_()
+                else:
+                    piece.copy_(p.grad.reshape(-1))
+                at += n
+            b.work = dist.all_reduce(b.flat, op=dist.ReduceOp.AVG, group=self.process_group, async_op=True)
+
+    def _finish(self):
+        used_anywhere = None
+        if self.find_unused_parameters:
+            # which parameters some rank used: those keep None nowhere
+            used = tensor([0 if i in self._unused else 1 for i in range(len(self._params))], dtype=int32)
+            dist.all_reduce(used, op=dist.ReduceOp.MAX, group=self.process_group)
+            used_anywhere = used.tolist()
+        try:
+            for b in self._buckets:
+                if b.work is not None:
+                    b.work.wait()
+            with no_grad():
+                for b in self._buckets:
+                    at = 0
+                    for i in b.params:
+                        p = self._params[i]
+                        n = p.numel()
+                        if used_anywhere is None or used_anywhere[i]:
+                            avg = b.flat[at:at + n].reshape(p.shape)
+                            if p.grad is None:
+                                p.grad = avg.clone()
+                            else:
+                                p.grad.copy_(avg)
+                        at += n
+        finally:
+            self._reset()
+
+    def _reset(self):
+        for b in self._buckets:
+            b.ready = 0
+            b.work = None
+        self._done.clear()
+        object.__setattr__(self, "_armed", False)
+

@@ -1,0 +1,100 @@
+"""ember.distributed under real MPI jobs: the scripts in distributed/ run
+under `mpirun -np 2` and `-np 3` (oversubscribed on a 2-core machine) and
+fail their job when a rank's check fails. Also: a rank that hangs or dies
+makes the others fail with the message within the timeout.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+import ember
+import ember.distributed as dist
+
+from conftest import subprocess_env
+
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "distributed")
+MPIRUN = shutil.which("mpirun")
+
+pytestmark = pytest.mark.skipif(
+    not (dist.is_available() and MPIRUN),
+    reason="ember was built without MPI, or mpirun is missing (Debian: libopenmpi-dev, openmpi-bin)")
+
+
+def mpirun(script, n, *args, recovery=False, timeout=240, extra_env=None):
+    """Runs distributed/<script> on n ranks; returns the CompletedProcess."""
+    cmd = [MPIRUN, "-np", str(n), "--oversubscribe"]
+    if recovery:  # mpirun leaves the other ranks running when one dies
+        cmd.append("--enable-recovery")
+    cmd += [sys.executable, os.path.join(HERE, script), *map(str, args)]
+    env = subprocess_env(OMPI_ALLOW_RUN_AS_ROOT=1, OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1,
+                         OMPI_MCA_btl_vader_single_copy_mechanism="none", **(extra_env or {}))
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def expect_ok(proc, n, marker):
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    for r in range(n):
+        assert f"rank {r} of {n}: {marker}" in out, out[-6000:]
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_collectives_against_numpy(n):
+    expect_ok(mpirun("collectives.py", n), n, "collectives ok")
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_ddp_equals_training_on_the_global_batch(n):
+    """MLP and CNN, 20 steps, to 1e-6 relative; no_sync; unused parameters;
+    DistributedSampler (distributed/ddp.py)."""
+    expect_ok(mpirun("ddp.py", n), n, "ddp ok")
+
+
+def test_collectives_in_a_world_of_one():
+    """A Python started without mpirun is a world of one (MPI's singleton)."""
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "collectives.py")], env=subprocess_env(),
+                          capture_output=True, text=True, timeout=120)
+    expect_ok(proc, 1, "collectives ok")
+
+
+@pytest.mark.parametrize("how", ["hang", "die"])
+def test_a_lost_rank_fails_the_others_within_the_timeout(how, tmp_path):
+    """Rank 1 hangs (sleeps) or dies (SIGKILL) after a first all_reduce;
+    rank 0's next all_reduce fails within its 3 s timeout with a message
+    naming it, and rank 0 exits non-zero. A hang fails the whole job;
+    a death is run with --enable-recovery, so that mpirun does not kill
+    rank 0 first, and rank 0 reports through a file."""
+    report = tmp_path / "rank0.txt"
+    start = time.monotonic()
+    proc = mpirun("lost_rank.py", 2, how, report, recovery=how == "die", timeout=120)
+    took = time.monotonic() - start
+    text = report.read_text()
+    assert "exit 1" in text, text + proc.stdout + proc.stderr
+    assert "all_reduce of float32[1000]" in text and "timeout of 3 s" in text, text
+    assert "DistBackendError" in text, text
+    assert float(text.split("after ")[1].split(" s")[0]) < 3 + 2, text
+    if how == "hang":
+        assert proc.returncode != 0
+    assert took < 60, took
+
+
+def test_without_init():
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        dist.get_rank()
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        dist.all_reduce(ember.ones(2))
+    assert not dist.is_initialized()
+
+
+def test_backends_other_than_mpi_say_why():
+    with pytest.raises(NotImplementedError, match="CUDA"):
+        dist.init_process_group("nccl")
+    with pytest.raises(NotImplementedError, match="mpi"):
+        dist.init_process_group("gloo")
+    with pytest.raises(NotImplementedError, match="init_method"):
+        dist.init_process_group("mpi", init_method="tcp://10.0.0.1:23456")
+    assert not dist.is_initialized()
