@@ -23,6 +23,11 @@ backward every rank holds the same gradients, so the optimizers stay equal.
   next forward raises naming it.
 - broadcast_buffers: buffers (running statistics) are broadcast from rank 0
   at every forward.
+- gradient_as_bucket_view=True: after backward each .grad is a view of its
+  bucket rather than a copy (no copy back; with zero_grad(set_to_none=False)
+  the next backward accumulates into the bucket itself, so nothing is
+  copied in either). A .grad kept across steps then changes with the
+  bucket, as torch's.
 
 Compiled models: DistributedDataParallel(ember.compile(model)) or
 ember.compile(ddp_model) compile the forward (and its backward); the
@@ -98,9 +103,6 @@ class DistributedDataParallel(Module):
         if device_ids is not None or output_device is not None:
             raise ValueError("DistributedDataParallel: device_ids and output_device must be None for CPU "
                              "modules (ember has no CUDA device yet)")
-        if gradient_as_bucket_view:
-            raise NotImplementedError("DistributedDataParallel(gradient_as_bucket_view=True): gradients are "
-                                      "copied into buckets for now; leave it False")
         if not bucket_cap_mb > 0:
             raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be positive, got {bucket_cap_mb}")
         self.module = module
@@ -112,6 +114,7 @@ class DistributedDataParallel(Module):
         self.find_unused_parameters = find_unused_parameters
         self.require_backward_grad_sync = True
         self.bucket_cap_mb = bucket_cap_mb
+        self.gradient_as_bucket_view = gradient_as_bucket_view
         params, seen = [], set()
         for p in module.parameters():
             if p.requires_grad and id(p) not in seen:
@@ -239,7 +242,7 @@ class DistributedDataParallel(Module):
                 piece = b.flat[at:at + n]
                 if p.grad is None:
                     piece.zero_()
-                else:
+                elif p.grad.data_ptr() != piece.data_ptr():  # (a bucket view accumulated in place)
                     piece.copy_(p.grad.reshape(-1))
                 at += n
             b.work = dist.all_reduce(b.flat, op=dist.ReduceOp.AVG, group=self.process_group, async_op=True)
@@ -262,8 +265,11 @@ class DistributedDataParallel(Module):
                         p = self._params[i]
                         n = p.numel()
                         if used_anywhere is None or used_anywhere[i]:
-                            avg = b.flat[at:at + n].reshape(p.shape)
-                            if p.grad is None:
+                            avg = b.flat[at:at + n].view(p.shape)
+                            if self.gradient_as_bucket_view:
+                                if p.grad is None or p.grad.data_ptr() != avg.data_ptr():
+                                    p.grad = avg
+                            elif p.grad is None:
                                 p.grad = avg.clone()
                             else:
                                 p.grad.copy_(avg)

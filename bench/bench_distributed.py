@@ -1,0 +1,269 @@
+"""ember.distributed's speed on this machine, next to a plain MPI C program
+(the same Open MPI) and PyTorch's gloo backend, in one run. Prints Markdown
+tables for RESULTS.md.
+
+    PYTHONPATH=python:build/python /usr/bin/python3 bench/bench_distributed.py
+
+1. all_reduce (SUM, in place) of 64 MB of float32 between 2 processes:
+   ember, MPI_Allreduce in C (allreduce_ref.c, built here with mpicc), and
+   torch.distributed with gloo. Each launch times 8 calls after 2 of
+   warm-up, between barriers, on rank 0; the median counts.
+2. The MLP step of bench_train.py (784-512-512-10, batch 128 per process,
+   SGD) with 1 thread per process: one process alone, and 2 processes
+   under DistributedDataParallel (the global batch is 256); the same for
+   PyTorch (gloo). Throughput is samples per second of the whole job;
+   medians over 40 steps after 5.
+3. all_reduce's cost against its size (2 processes), for the scaling model
+   of RESULTS.md.
+
+Launches of the contenders interleave over ROUNDS rounds and each keeps
+its best median, as the other bench scripts do: this 2-core machine is
+noisy. Every launch is a fresh `mpirun -np 2` (ranks bound to a core each,
+Open MPI's default).
+"""
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROUNDS = 3
+AR_FLOATS = 16 << 20  # 64 MB
+MLP_STEPS, MLP_WARM, BATCH = 40, 5, 128
+SIZES = [1 << k for k in range(10, 25, 2)]  # floats: 4 KB .. 64 MB
+
+
+def median_ms(times):
+    return statistics.median(times) * 1e3
+
+
+# ---------------------------------------------------------------- workers (run under mpirun)
+
+def worker_allreduce_ember(count, warm, iters):
+    import ember
+    import ember.distributed as dist
+    dist.init_process_group("mpi")
+    t = ember.full((count,), 1e-3 * (dist.get_rank() + 1))
+    times = []
+    for i in range(warm + iters):
+        dist.barrier()
+        s = time.perf_counter()
+        dist.all_reduce(t)
+        if i >= warm:
+            times.append(time.perf_counter() - s)
+    return dist.get_rank(), times
+
+
+def _torch_init():
+    import torch.distributed as tdist
+    tdist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['BENCH_PORT']}",
+                             rank=int(os.environ["OMPI_COMM_WORLD_RANK"]),
+                             world_size=int(os.environ["OMPI_COMM_WORLD_SIZE"]))
+    return tdist
+
+
+def worker_allreduce_torch(count, warm, iters):
+    import torch
+    torch.set_num_threads(1)
+    tdist = _torch_init()
+    t = torch.full((count,), 1e-3 * (tdist.get_rank() + 1))
+    times = []
+    for i in range(warm + iters):
+        tdist.barrier()
+        s = time.perf_counter()
+        tdist.all_reduce(t)
+        if i >= warm:
+            times.append(time.perf_counter() - s)
+    rank = tdist.get_rank()
+    tdist.destroy_process_group()
+    return rank, times
+
+
+def mlp_step(m, ddp, views=False):
+    """One SGD step of the MLP in library m, wrapped in DDP when ddp (with
+    gradient_as_bucket_view and zero_grad(set_to_none=False) when views)."""
+    nn, F = m.nn, m.nn.functional
+    m.manual_seed(0)
+    model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+    net = m.nn.parallel.DistributedDataParallel(model, gradient_as_bucket_view=views) if ddp else model
+    opt = m.optim.SGD(model.parameters(), lr=0.01)
+    x = m.randn(BATCH, 784)
+    y = m.randint(0, 10, (BATCH,))
+
+    def step():
+        opt.zero_grad(set_to_none=not views)
+        F.cross_entropy(net(x), y).backward()
+        opt.step()
+    return step
+
+
+def worker_mlp(lib, ddp, views=False):
+    if lib == "ember":
+        import ember as m
+        m.set_num_threads(1)
+        if ddp:
+            m.distributed.init_process_group("mpi")
+        rank = m.distributed.get_rank() if ddp else 0
+    else:
+        import torch as m
+        import torch.nn.parallel  # noqa: F401
+        m.set_num_threads(1)
+        if ddp:
+            _torch_init()
+        rank = m.distributed.get_rank() if ddp else 0
+    step = mlp_step(m, ddp, views)
+    for _ in range(MLP_WARM):
+        step()
+    times = []
+    for _ in range(MLP_STEPS):
+        s = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - s)
+    if ddp:
+        m.distributed.destroy_process_group()
+    return rank, times
+
+
+def worker_sizes():
+    import ember
+    import ember.distributed as dist
+    dist.init_process_group("mpi")
+    out = {}
+    for n in SIZES:
+        t = ember.ones(n)
+        times = []
+        for i in range(3 + 15):
+            dist.barrier()
+            s = time.perf_counter()
+            dist.all_reduce(t)
+            if i >= 3:
+                times.append(time.perf_counter() - s)
+        out[n] = median_ms(times)
+    return dist.get_rank(), out
+
+
+# ---------------------------------------------------------------- the driver
+
+def env():
+    e = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+             OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    e.pop("OPENBLAS_CORETYPE", None)
+    return e
+
+
+_port = [29600]
+
+
+def launch(n, args):
+    """Runs this script's worker on n ranks (n == 1: without mpirun);
+    returns rank 0's result."""
+    _port[0] += 1
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", json.dumps(args)]
+    if n > 1:
+        cmd = ["mpirun", "-np", str(n), "-x", f"BENCH_PORT={_port[0]}"] + cmd
+    proc = subprocess.run(cmd, env=dict(env(), BENCH_PORT=str(_port[0])), capture_output=True, text=True,
+                          timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd}: {proc.stdout[-2000:]}{proc.stderr[-3000:]}")
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            rank, value = json.loads(line[7:])
+            if rank == 0:
+                return value
+    raise RuntimeError(f"no result from {cmd}: {proc.stdout[-2000:]}")
+
+
+def launch_c(exe, count, warm, iters, chunk=None):
+    extra = [str(chunk)] if chunk else []
+    proc = subprocess.run(["mpirun", "-np", "2", exe, str(count), str(warm), str(iters)] + extra, env=env(),
+                          capture_output=True, text=True, timeout=600, check=True)
+    return [float(line.split()[1]) / 1e3 for line in proc.stdout.splitlines() if line.startswith("ms ")]
+
+
+def have_torch_gloo():
+    try:
+        import torch.distributed as tdist
+        return tdist.is_available() and tdist.is_gloo_available()
+    except ImportError:
+        return False
+
+
+def main():
+    if not shutil.which("mpirun") or not shutil.which("mpicc"):
+        sys.exit("needs Open MPI: apt-get install openmpi-bin libopenmpi-dev")
+    exe = os.path.join(tempfile.mkdtemp(prefix="ember-bench-"), "allreduce_ref")
+    subprocess.run(["mpicc", "-O2", os.path.join(HERE, "allreduce_ref.c"), "-o", exe], check=True)
+    torch_ok = have_torch_gloo()
+
+    # 1. all_reduce of 64 MB
+    best = {}
+    for _ in range(ROUNDS):
+        runs = {"ember": lambda: launch(2, ["allreduce_ember", AR_FLOATS, 2, 8]),
+                "C": lambda: launch_c(exe, AR_FLOATS, 2, 8),
+                "C4": lambda: launch_c(exe, AR_FLOATS, 2, 8, 1 << 20)}
+        if torch_ok:
+            runs["torch"] = lambda: launch(2, ["allreduce_torch", AR_FLOATS, 2, 8])
+        for name, fn in runs.items():
+            ms = median_ms(fn())
+            best[name] = min(best.get(name, ms), ms)
+    nbytes = AR_FLOATS * 4
+    print("\n### all_reduce of 64 MB float32, 2 processes\n")
+    print("| contender | median ms | GB/s (bytes / time) | speed vs one MPI_Allreduce | vs 4 MiB calls in C |")
+    print("|---|---:|---:|---:|---:|")
+    names = {"ember": "ember.distributed.all_reduce (4 MiB calls)", "C": "one MPI_Allreduce in C (same Open MPI)",
+             "C4": "MPI_Allreduce in C, 4 MiB calls", "torch": "torch.distributed (gloo)"}
+    for k in best:
+        print(f"| {names[k]} | {best[k]:.1f} | {nbytes / best[k] / 1e6:.2f} | {best['C'] / best[k]:.2f}x "
+              f"| {best['C4'] / best[k]:.2f}x |")
+
+    # 2. DDP throughput on the MLP step
+    best = {}
+    for _ in range(ROUNDS):
+        runs = {("ember", 1): lambda: launch(1, ["mlp", "ember", False]),
+                ("ember", 2): lambda: launch(2, ["mlp", "ember", True]),
+                ("ember, gradient_as_bucket_view", 2): lambda: launch(2, ["mlp", "ember", True, True])}
+        if torch_ok:
+            runs[("torch", 1)] = lambda: launch(1, ["mlp", "torch", False])
+            runs[("torch", 2)] = lambda: launch(2, ["mlp", "torch", True])
+        for key, fn in runs.items():
+            ms = median_ms(fn())
+            best[key] = min(best.get(key, ms), ms)
+    print("\n### DistributedDataParallel, MLP step, 1 thread per process\n")
+    print("| library | processes | step ms (median) | samples/s | vs 1 process |")
+    print("|---|---:|---:|---:|---:|")
+    for lib, n in best:
+        one = 1 * BATCH / best[(lib.split(",")[0], 1)]
+        thr = n * BATCH / best[(lib, n)]
+        print(f"| {lib} | {n} | {best[(lib, n)]:.2f} | {thr * 1e3:.0f} | {thr / one:.2f}x |")
+
+    # 3. all_reduce cost against size
+    sizes = launch(2, ["sizes"])
+    print("\n### ember all_reduce against size, 2 processes\n")
+    print("| floats | bytes | median ms | GB/s |")
+    print("|---:|---:|---:|---:|")
+    for n, ms in sizes.items():
+        print(f"| {int(n):,} | {int(n) * 4:,} | {ms:.3f} | {int(n) * 4 / ms / 1e6:.2f} |")
+    import numpy as np
+    x = np.array([int(n) * 4 for n in sizes]), np.array(list(sizes.values()))
+    beta, alpha = np.polyfit(x[0], x[1], 1)
+    print(f"\nleast-squares fit: time = {alpha * 1e3:.1f} us + bytes / {1 / beta / 1e6:.2f} GB/s")
+
+    mpi = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    print(f"\nMachine: {platform.machine()}, {os.cpu_count()} cores; Python {platform.python_version()}; {mpi}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--worker":
+        args = json.loads(sys.argv[2])
+        fn = {"allreduce_ember": worker_allreduce_ember, "allreduce_torch": worker_allreduce_torch,
+              "mlp": worker_mlp, "sizes": worker_sizes}[args[0]]
+        rank, value = fn(*args[1:])
+        if rank == 0:  # (the ranks' lines would interleave)
+            print("RESULT " + json.dumps([rank, value]), flush=True)
+    else:
+        main()
