@@ -3,7 +3,9 @@
 # on scikit-learn's 8x8 digits eagerly (tools/train_digits.py: progress bar,
 # per-epoch loss and accuracy, a checkpoint of model, optimizer and scheduler
 # in PyTorch's .pt format; fails below 95%
-# test accuracy), then tours the eager API, a GELU compiled into one kernel
+# test accuracy) and again data-parallel on two processes under mpirun
+# (tools/train_digits_ddp.py: DistributedSampler, DistributedDataParallel),
+# then tours the eager API, a GELU compiled into one kernel
 # with the IR dumped for reading, a whole training step compiled into one
 # function next to its eager run, and a model compiled with ember.compile in
 # an ordinary loop (backward and the optimizer outside; tools/demo.py);
@@ -20,6 +22,11 @@ ensure_packages "${BUILD_PACKAGES[@]}" python3-sklearn
 pick_python
 build build
 PYTHONPATH=python:build/python "$PYTHON" tools/train_digits.py
+echo
+echo "== data-parallel: the same CNN on 2 processes (mpirun -np 2, ember.distributed on Open MPI)"
+mpi_flags=(-np 2 --oversubscribe)
+[ "$(id -u)" -eq 0 ] && mpi_flags+=(--allow-run-as-root)
+PYTHONPATH=python:build/python mpirun "${mpi_flags[@]}" "$PYTHON" tools/train_digits_ddp.py
 echo
 EMBER_DUMP=ir,passes,llvm EMBER_DUMP_DIR="${EMBER_DUMP_DIR:-$EMBER_ROOT/ember_dump}" \
     PYTHONPATH=python:build/python "$PYTHON" tools/demo.py "$@"

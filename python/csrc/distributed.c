@@ -223,6 +223,17 @@ static PyObject *f_collective(PyObject *self, PyObject *args) {
     return r;
 }
 
+/* _dist_end_trace(what): a trace in progress ends here (the call runs
+ * eagerly), `what` named as the reason: DistributedDataParallel's forward
+ * says so before its buckets' copies would give a vaguer one. */
+static PyObject *f_end_trace(PyObject *self, PyObject *what) {
+    (void)self;
+    const char *text = PyUnicode_AsUTF8(what);
+    if (!text) return NULL;
+    em_note_event(EM_EVENT_MUTATION, text, NULL);
+    Py_RETURN_NONE;
+}
+
 static PyObject *f_version(PyObject *self, PyObject *noargs) {
     (void)self, (void)noargs;
     return PyUnicode_FromString(em_dist_backend_version());
@@ -249,6 +260,7 @@ static PyMethodDef dist_methods[] = {
     {"_dist_destroy_group", f_destroy_group, METH_O, NULL},
     {"_dist_collective", f_collective, METH_VARARGS, "(kind, group, a, b, root_or_peer, op_or_tag) -> Work"},
     {"_dist_version", f_version, METH_NOARGS, "the MPI library's version"},
+    {"_dist_end_trace", f_end_trace, METH_O, "(what): a trace in progress fails, naming what"},
     {"_dist_stats", f_stats, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };

@@ -139,6 +139,38 @@ def test_unused_parameters():
         assert "find_unused_parameters=True" in str(e) and "head_b.weight" in str(e) and "never.bias" in str(e), e
 
 
+def test_compiled_step_with_ddp_runs_eagerly_and_says_why():
+    """A whole training step compiled with DDP inside: the all_reduce ends
+    the trace, so the step runs eagerly (same results), and explain names
+    the collective."""
+    ember.manual_seed(11)
+    model, ref = mlp(), mlp()
+    ref.load_state_dict(model.state_dict())
+    ddp = DDP(model)
+    opt = ember.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = ember.optim.SGD(ref.parameters(), lr=0.1)
+
+    @ember.compile
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(ddp(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    for k, (x, y) in enumerate(batches("mlp", 3)):
+        if k == 2:
+            report = ember.compiler.explain(step, x[R * LOCAL:(R + 1) * LOCAL], y[R * LOCAL:(R + 1) * LOCAL],
+                                            print_report=False)
+            assert "all_reduce" in str(report), str(report)
+        else:
+            step(x[R * LOCAL:(R + 1) * LOCAL], y[R * LOCAL:(R + 1) * LOCAL])
+        ref_opt.zero_grad()
+        F.cross_entropy(ref(x), y).backward()
+        ref_opt.step()
+    assert_close(params_of(model), params_of(ref), "compiled step with DDP")
+
+
 def test_sampler_partitions():
     for n_items in (10, 12, 13, 1):
         for drop_last in (False, True):

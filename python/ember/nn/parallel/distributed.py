@@ -29,17 +29,20 @@ backward every rank holds the same gradients, so the optimizers stay equal.
   copied in either). A .grad kept across steps then changes with the
   bucket, as torch's.
 
-Compiled models: DistributedDataParallel(ember.compile(model)) or
-ember.compile(ddp_model) compile the forward (and its backward); the
-gradient hooks run in the real backward, so bucketing and overlap are as
-eager. A compiled whole training step (forward, backward and the
-optimizer in one ember.compile) cannot hold the all_reduce: a collective
-inside a traced function ends the trace, and the step runs eagerly (see
-ember.compiler.explain). Compile the model, not the step, under DDP.
+Compiled models: DistributedDataParallel(ember.compile(model)) compiles
+the forward (and its backward); the gradient hooks run in the real
+backward, so bucketing and overlap are as eager. A compiled whole training step (forward, backward and the
+optimizer in one ember.compile) cannot hold the all_reduce: the forward of
+a DDP that will reduce gradients ends the trace (a collective is not an IR
+node yet), so the step runs eagerly and ember.compiler.explain names
+DistributedDataParallel's all_reduce as the reason; so does
+ember.compile(ddp_model). Compile the model inside, not the step or the
+DDP.
 """
 import contextlib
 import weakref
 
+from ... import _C
 from ... import distributed as dist
 from ... import int32, tensor, zeros
 from ...autograd import is_grad_enabled, no_grad
@@ -177,6 +180,9 @@ class DistributedDataParallel(Module):
     # ---- forward ----
 
     def forward(self, *inputs, **kwargs):
+        if _C._is_tracing() and self.require_backward_grad_sync and is_grad_enabled():
+            _C._dist_end_trace("DistributedDataParallel's gradient all_reduce (compile the model, "
+                               "DistributedDataParallel(ember.compile(model)), not the step)")
         if self._done:
             missing = [i for i in range(len(self._params)) if i not in self._done and i not in self._unused]
             names = self._names_of(missing)
