@@ -13,8 +13,17 @@ tables for RESULTS.md.
    under DistributedDataParallel (the global batch is 256); the same for
    PyTorch (gloo). Throughput is samples per second of the whole job;
    medians over 40 steps after 5.
-3. all_reduce's cost against its size (2 processes), for the scaling model
-   of RESULTS.md.
+3. all_reduce's cost against its size (2 processes): a latency and a
+   bandwidth fitted to it.
+4. A model of DDP's scaling to 8 and 64 processes (one per node), from
+   measured per-bucket figures: when each bucket of the MLP is ready in a
+   single process's backward (post-accumulate hooks), what compute follows
+   it, and a ring all_reduce's cost 2(p-1) a + 2 (p-1)/p n b for the
+   bucket's n bytes, with this machine's fitted a and b, and with two
+   networks' (stated assumptions): a bucket's reduction overlaps the
+   backward after it (on a core of its own, as on a cluster node with
+   cores to spare), the last one's is exposed. Copies into and out of the
+   buckets, and the ranks' skew, are left out (see RESULTS.md).
 
 Launches of the contenders interleave over ROUNDS rounds and each keeps
 its best median, as the other bench scripts do: this 2-core machine is
@@ -127,6 +136,55 @@ def worker_mlp(lib, ddp, views=False):
     if ddp:
         m.distributed.destroy_process_group()
     return rank, times
+
+
+def worker_bucket_times(cap_mb):
+    """For each DDP bucket of the MLP (cap bucket_cap_mb): its bytes, and
+    the milliseconds of the step left after it is ready (backward's rest
+    and the optimizer), median over steps; and the step's time."""
+    import ember
+    from ember.nn.parallel.distributed import DistributedDataParallel as DDP
+    ember.set_num_threads(1)
+    nn, F = ember.nn, ember.nn.functional
+    ember.manual_seed(0)
+    model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+    params = list(model.parameters())
+    buckets = DDP._make_buckets(params, cap_mb)
+    ready = {}
+    for i, p in enumerate(params):
+        p.register_post_accumulate_grad_hook(lambda _p, i=i: ready.__setitem__(i, time.perf_counter()))
+    opt = ember.optim.SGD(params, lr=0.01)
+    x, y = ember.randn(BATCH, 784), ember.randint(0, 10, (BATCH,))
+    after = [[] for _ in buckets]
+    steps = []
+    for k in range(MLP_WARM + MLP_STEPS):
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+        end = time.perf_counter()
+        if k >= MLP_WARM:
+            steps.append(end - t0)
+            for j, b in enumerate(buckets):
+                after[j].append(end - max(ready[i] for i in b.params))
+    return 0, {"step": median_ms(steps),
+               "buckets": [[sum(params[i].numel() * 4 for i in b.params), median_ms(a)]
+                           for b, a in zip(buckets, after)]}
+
+
+def ring_ms(p, nbytes, alpha_ms, gb_s):
+    return 2 * (p - 1) * alpha_ms + 2 * (p - 1) / p * nbytes / (gb_s * 1e6)
+
+
+def model_step(p, cost, alpha_ms, gb_s):
+    """A step's time on p ranks: the buckets reduce one after another on a
+    core of their own, each starting when it is ready and the one before it
+    is done; what is left after backward's end is exposed."""
+    free_at = 0.0  # when the communication thread is free, in ms after the step's start
+    for nbytes, after in cost["buckets"]:
+        ready = cost["step"] - after
+        free_at = max(free_at, ready) + ring_ms(p, nbytes, alpha_ms, gb_s)
+    return max(cost["step"], free_at)
 
 
 def worker_sizes():
@@ -248,10 +306,28 @@ def main():
     print("|---:|---:|---:|---:|")
     for n, ms in sizes.items():
         print(f"| {int(n):,} | {int(n) * 4:,} | {ms:.3f} | {int(n) * 4 / ms / 1e6:.2f} |")
-    import numpy as np
-    x = np.array([int(n) * 4 for n in sizes]), np.array(list(sizes.values()))
-    beta, alpha = np.polyfit(x[0], x[1], 1)
-    print(f"\nleast-squares fit: time = {alpha * 1e3:.1f} us + bytes / {1 / beta / 1e6:.2f} GB/s")
+    # latency from the smallest message, bandwidth from the two largest (a
+    # least-squares line is all large messages and may give a negative latency)
+    items = sorted((int(n) * 4, ms) for n, ms in sizes.items())
+    alpha = items[0][1]
+    beta = (items[-1][1] - items[-2][1]) / (items[-1][0] - items[-2][0])
+    print(f"\nfit: time = {alpha * 1e3:.1f} us (the smallest message) + bytes / {1 / beta / 1e6:.2f} GB/s "
+          f"(the slope between the two largest)")
+
+    # 4. the scaling model
+    nets = [("this machine's shared memory (fit above)", alpha / 2, 1 / beta / 1e6, (2,)),
+            ("25 Gb/s Ethernet (assumed: 25 us, 3.1 GB/s)", 0.025, 3.1, (2, 8, 64)),
+            ("100 Gb/s InfiniBand (assumed: 2 us, 12 GB/s)", 0.002, 12.0, (2, 8, 64))]
+    for cap in (25, 1):
+        cost = launch(1, ["buckets", cap])
+        print(f"\n### scaling model, bucket_cap_mb={cap}: buckets (bytes, ms of the step after it is ready) "
+              f"{[(b, round(a, 3)) for b, a in cost['buckets']]}, step {cost['step']:.2f} ms alone\n")
+        print("| network | ranks | step ms | efficiency | speed-up |")
+        print("|---|---:|---:|---:|---:|")
+        for name, a_ms, gbs, ranks in nets:
+            for p in ranks:
+                t = model_step(p, cost, a_ms, gbs)
+                print(f"| {name} | {p} | {t:.2f} | {cost['step'] / t * 100:.0f}% | {p * cost['step'] / t:.1f}x |")
 
     mpi = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     print(f"\nMachine: {platform.machine()}, {os.cpu_count()} cores; Python {platform.python_version()}; {mpi}")
@@ -261,7 +337,7 @@ if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--worker":
         args = json.loads(sys.argv[2])
         fn = {"allreduce_ember": worker_allreduce_ember, "allreduce_torch": worker_allreduce_torch,
-              "mlp": worker_mlp, "sizes": worker_sizes}[args[0]]
+              "mlp": worker_mlp, "sizes": worker_sizes, "buckets": worker_bucket_times}[args[0]]
         rank, value = fn(*args[1:])
         if rank == 0:  # (the ranks' lines would interleave)
             print("RESULT " + json.dumps([rank, value]), flush=True)

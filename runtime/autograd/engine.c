@@ -630,8 +630,16 @@ static em_status discover(engine *e, em_node *const *roots, int n_roots) {
     return st;
 }
 
+/* Which ready task runs first: a leaf's accumulation as soon as its
+ * gradient is complete (as PyTorch's AccumulateGrad, whose sequence number
+ * is the largest), so that post-accumulate hooks (DistributedDataParallel
+ * starting a bucket's all_reduce) fire while the rest of backward still
+ * runs and a leaf's summed gradients go early; else the newest node. */
 static bool newer(const engine *e, size_t a, size_t b) {
-    return e->tasks[a].node->seq > e->tasks[b].node->seq;
+    const em_node *x = e->tasks[a].node, *y = e->tasks[b].node;
+    bool xa = x->op == EM_OP_ACCUMULATE, ya = y->op == EM_OP_ACCUMULATE;
+    if (xa != ya) return xa;
+    return x->seq > y->seq;
 }
 
 static void push_ready(engine *e, task *t) {

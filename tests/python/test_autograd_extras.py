@@ -372,3 +372,29 @@ def test_a_raising_post_accumulate_hook_stops_backward():
     w.register_post_accumulate_grad_hook(boom)
     with pytest.raises(KeyError, match="from the hook"):
         (w * 2).sum().backward()
+
+
+def test_leaves_accumulate_as_soon_as_their_gradient_is_complete():
+    """As PyTorch's AccumulateGrad: a leaf's gradient is accumulated (and
+    its post-accumulate hooks run) when complete, not after the rest of
+    backward; DistributedDataParallel overlaps on that."""
+    order = []
+
+    class Mark(ember.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            order.append("first layer's backward")
+            return g
+
+    x = ember.ones(3, requires_grad=True)
+    w1 = ember.ones(3, requires_grad=True)
+    w2 = ember.ones(3, requires_grad=True)
+    w2.register_post_accumulate_grad_hook(lambda p: order.append("w2 accumulated"))
+    w1.register_post_accumulate_grad_hook(lambda p: order.append("w1 accumulated"))
+    h = Mark.apply(x * w1)
+    (h * w2).sum().backward()
+    assert order == ["w2 accumulated", "first layer's backward", "w1 accumulated"], order

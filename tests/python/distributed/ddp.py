@@ -72,10 +72,17 @@ def train(make, kind, steps, ddp_kwargs=None, compiled=False):
 
 
 def test_training_equals_the_global_batch():
-    for make, kind in ((mlp, "mlp"), (cnn, "cnn")):
-        for kwargs in ({}, {"bucket_cap_mb": 1e-4}, {"gradient_as_bucket_view": True}):  # one bucket; one each
-            got, want = train(make, kind, 20, kwargs)
-            assert_close(got, want, f"{kind} {kwargs}")
+    import ember.nn.parallel.distributed as D
+    spare = D._core_to_spare
+    try:
+        for overlap in (False, True):  # reduced at backward's end, or bucket by bucket during it
+            D._core_to_spare = lambda: overlap
+            for make, kind in ((mlp, "mlp"), (cnn, "cnn")):
+                for kwargs in ({}, {"bucket_cap_mb": 1e-4}, {"gradient_as_bucket_view": True}):
+                    got, want = train(make, kind, 20, kwargs)
+                    assert_close(got, want, f"{kind} {kwargs} overlap={overlap}")
+    finally:
+        D._core_to_spare = spare
     got, want = train(mlp, "mlp", 20, compiled=True)
     assert_close(got, want, "compiled mlp")
 

@@ -8,10 +8,16 @@ in buckets: the parameters are grouped in reverse order (about the order
 backward reaches them), a bucket per dtype up to bucket_cap_mb (the first
 1 MiB, so that communication starts early); when backward has accumulated
 the last gradient of a bucket (a post-accumulate-grad hook), the bucket's
-gradients are copied into one flat tensor and its all_reduce is queued on
-the communication thread, which runs it while backward goes on computing
-the gradients of the next bucket. When the last bucket is queued, the hook
-waits for all of them and writes the averages back into each .grad. After
+gradients are copied into its slice of one flat tensor (per dtype) and its
+all_reduce is queued on the communication thread, which runs it while
+backward goes on computing the gradients of the next bucket. When the last
+bucket is queued, the hook waits for all of them and writes the averages
+back into each .grad. That overlap needs a core for the communication
+thread: when the process has no more cores (its CPU affinity) than ember's
+compute threads (ember.set_num_threads), the buckets are only filled during
+backward and the whole flat tensor is reduced at its end in one
+all_reduce, which measured faster there (bench/RESULTS.md, issue 18); to
+overlap, leave a core free: ember.set_num_threads(cores - 1). After
 backward every rank holds the same gradients, so the optimizers stay equal.
 
 - no_sync(): backward accumulates locally, with no communication; the next
@@ -40,11 +46,12 @@ ember.compile(ddp_model). Compile the model inside, not the step or the
 DDP.
 """
 import contextlib
+import os
 import weakref
 
 from ... import _C
 from ... import distributed as dist
-from ... import int32, tensor, zeros
+from ... import get_num_threads, int32, tensor, zeros
 from ...autograd import is_grad_enabled, no_grad
 from ..modules.module import Module
 
@@ -56,8 +63,19 @@ class _Bucket:
         self.index = index
         self.params = params  # indices into the reducer's parameter list
         self.ready = 0
-        self.work = None
-        self.flat = None
+        self.flat = None  # its slice of its dtype's flat tensor
+
+
+def _core_to_spare():
+    """Has this process a core beyond ember's compute threads, for the
+    communication thread? Without one, a bucket's all_reduce during
+    backward only takes turns with the computation on the same cores
+    (measured: slower than reducing everything at the end)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return cores > get_num_threads()
 
 
 def _graph_leaves(outputs):
@@ -130,9 +148,24 @@ class DistributedDataParallel(Module):
         self._sync_from_rank0(list(module.parameters()) + list(module.buffers()))
         object.__setattr__(self, "_buckets", self._make_buckets(params, bucket_cap_mb))
         object.__setattr__(self, "_bucket_of", {})
+        # one flat tensor per dtype; each bucket is a slice of its dtype's
+        flats, used = {}, {}
         for b in self._buckets:
+            dt = params[b.params[0]].dtype
+            used[dt] = used.get(dt, 0) + sum(params[i].numel() for i in b.params)
+        for dt, n in used.items():
+            flats[dt] = zeros(n, dtype=dt)
+        at = dict.fromkeys(used, 0)
+        for b in self._buckets:
+            dt = params[b.params[0]].dtype
+            n = sum(params[i].numel() for i in b.params)
+            b.flat = flats[dt][at[dt]:at[dt] + n]
+            at[dt] += n
             for i in b.params:
                 self._bucket_of[i] = b
+        object.__setattr__(self, "_flats", flats)
+        object.__setattr__(self, "_works", [])
+        object.__setattr__(self, "_overlap", True)
         object.__setattr__(self, "_unused", set())
         object.__setattr__(self, "_armed", False)  # a forward ran that a backward will reduce
         object.__setattr__(self, "_done", set())  # params ready in this backward
@@ -200,6 +233,7 @@ class DistributedDataParallel(Module):
         out = self.module(*inputs, **kwargs)
         sync = self.require_backward_grad_sync and is_grad_enabled()
         object.__setattr__(self, "_armed", sync)
+        object.__setattr__(self, "_overlap", _core_to_spare())
         if sync and self.find_unused_parameters:
             reached = _graph_leaves(list(_tensors_in(out)))
             object.__setattr__(self, "_unused", {i for i, p in enumerate(self._params) if id(p) not in reached})
@@ -233,15 +267,22 @@ class DistributedDataParallel(Module):
         b = self._bucket_of[i]
         b.ready += 1
         if b.ready == len(b.params):
-            self._launch(b)
+            self._fill(b)
+            if self._overlap:
+                self._reduce(b.flat)
         if len(self._done) == len(self._params):
+            if not self._overlap:  # no core to overlap on: one all_reduce per dtype, at the end
+                for flat in self._flats.values():
+                    self._reduce(flat)
             self._finish()
 
-    def _launch(self, b):
+    def _reduce(self, flat):
+        self._works.append(dist.all_reduce(flat, op=dist.ReduceOp.AVG, group=self.process_group, async_op=True))
+
+    def _fill(self, b):
+        """Copies the bucket's gradients into its slice of the flat tensor."""
         params = [self._params[i] for i in b.params]
         with no_grad():
-            if b.flat is None:
-                b.flat = zeros(sum(p.numel() for p in params), dtype=params[0].dtype)
             at = 0
             for i, p in zip(b.params, params):
                 n = p.numel()
@@ -251,7 +292,6 @@ class DistributedDataParallel(Module):
                 elif p.grad.data_ptr() != piece.data_ptr():  # (a bucket view accumulated in place)
                     piece.copy_(p.grad.reshape(-1))
                 at += n
-            b.work = dist.all_reduce(b.flat, op=dist.ReduceOp.AVG, group=self.process_group, async_op=True)
 
     def _finish(self):
         used_anywhere = None
@@ -261,9 +301,8 @@ class DistributedDataParallel(Module):
             dist.all_reduce(used, op=dist.ReduceOp.MAX, group=self.process_group)
             used_anywhere = used.tolist()
         try:
-            for b in self._buckets:
-                if b.work is not None:
-                    b.work.wait()
+            for w in self._works:
+                w.wait()
             with no_grad():
                 for b in self._buckets:
                     at = 0
@@ -286,7 +325,7 @@ class DistributedDataParallel(Module):
     def _reset(self):
         for b in self._buckets:
             b.ready = 0
-            b.work = None
+        self._works.clear()
         self._done.clear()
         object.__setattr__(self, "_armed", False)
 
