@@ -5,8 +5,9 @@ tables for RESULTS.md.
     PYTHONPATH=python:build/python /usr/bin/python3 bench/bench_distributed.py
 
 1. all_reduce (SUM, in place) of 64 MB of float32 between 2 processes:
-   ember, MPI_Allreduce in C (allreduce_ref.c, built here with mpicc), and
-   torch.distributed with gloo. Each launch times 8 calls after 2 of
+   ember, MPI_Allreduce in C (allreduce_ref.c, built here with mpicc; one
+   call, and calls of 4 MiB as ember makes them, on memory allocated as
+   ember's allocator does), and torch.distributed with gloo. Each launch times 8 calls after 2 of
    warm-up, between barriers, on rank 0; the median counts.
 2. The MLP step of bench_train.py (784-512-512-10, batch 128 per process,
    SGD) with 1 thread per process: one process alone, and 2 processes
