@@ -85,6 +85,7 @@ struct em_work {
     int *ranks, n_ranks;
     double new_timeout;
     em_pg *new_pg;
+    bool waited_on; /* a caller blocks in em_work_wait on it (atomic) */
     /* under D.mu */
     bool done, caller_released;
     em_status status;
@@ -177,18 +178,21 @@ static void desc_str(const wire_desc *d, char *buf, size_t size) {
     if (n < size) snprintf(buf + n, size - n, "]");
 }
 
-/* Waits for a request without spinning for long: MPI's own waits poll
- * flat out, and a rank that waits for a slower one (the usual case in
- * DistributedDataParallel, whose ranks reach each bucket at slightly
- * different times) would take a core from the computation that rank and
- * its neighbours still do. The first microseconds poll, then sleeps grow
- * to 50 us (the thread's timer slack is 1 us, so they are that long). */
-static int gentle_wait(MPI_Request *req) {
+/* Waits for a request without spinning for long while the caller's thread
+ * computes: MPI's own waits poll flat out, and a rank that waits for a
+ * slower one (the usual case in DistributedDataParallel, whose ranks reach
+ * each bucket at slightly different times) would take a core from the
+ * computation that rank and its neighbours still do. The first
+ * microseconds poll, then sleeps grow to 50 us (the thread's timer slack is
+ * 1 us, so they are that long). While a caller waits for this very work,
+ * its thread computes nothing: then polling costs nothing and sleeping
+ * only adds latency and context switches, so it polls. */
+static int gentle_wait(MPI_Request *req, const em_work *w) {
     int done = 0, rc;
     double start = now_s();
     long sleep_ns = 1000;
     while ((rc = MPI_Test(req, &done, MPI_STATUS_IGNORE)) == MPI_SUCCESS && !done) {
-        if (now_s() - start < 20e-6) continue;
+        if (now_s() - start < 20e-6 || __atomic_load_n(&w->waited_on, __ATOMIC_RELAXED)) continue;
         struct timespec ts = {0, sleep_ns};
         nanosleep(&ts, NULL);
         if (sleep_ns < 50000) sleep_ns *= 2;
@@ -206,7 +210,7 @@ static em_status check_agreement(em_work *w) {
     MPI_Request req;
     int rc = MPI_Iallgather(&w->desc, (int)sizeof(wire_desc), MPI_BYTE, all, (int)sizeof(wire_desc), MPI_BYTE,
                             pg->comm, &req);
-    if (rc == MPI_SUCCESS) rc = gentle_wait(&req);
+    if (rc == MPI_SUCCESS) rc = gentle_wait(&req, w);
     if (rc != MPI_SUCCESS) {
         free(all);
         return mpi_fail(w, rc);
@@ -689,6 +693,7 @@ em_status em_work_wait(em_work *w, double interval_s, int (*interrupted)(void *c
     double timeout = w->timeout_s;
     double deadline = w->queued_at + timeout;
     bool collective = w->kind <= W_RECV; /* (control works may outlive their group) */
+    __atomic_store_n(&w->waited_on, true, __ATOMIC_RELAXED);
     pthread_mutex_lock(&D.mu);
     while (!w->done) {
         if (D.failed) {
