@@ -98,3 +98,25 @@ def test_backends_other_than_mpi_say_why():
     with pytest.raises(NotImplementedError, match="init_method"):
         dist.init_process_group("mpi", init_method="tcp://10.0.0.1:23456")
     assert not dist.is_initialized()
+
+
+def test_env_and_arguments_must_agree_with_mpi():
+    """init_method="env://" reads RANK and WORLD_SIZE, which (like rank= and
+    world_size=) must agree with what MPI made this process; a world of one
+    here (no mpirun)."""
+    code = ("import ember.distributed as dist\n"
+            "import sys\n"
+            "kw = eval(sys.argv[1])\n"
+            "try:\n"
+            "    dist.init_process_group('mpi', **kw)\n"
+            "    print('ok', dist.get_rank(), dist.get_world_size())\n"
+            "except ValueError as e:\n"
+            "    print('ValueError:', e)\n")
+    cases = [({"init_method": "env://"}, {"RANK": "0", "WORLD_SIZE": "1"}, "ok 0 1"),
+             ({"init_method": "env://"}, {"RANK": "1", "WORLD_SIZE": "2"}, "RANK=1 in the environment"),
+             ({"rank": 2}, {}, "rank=2, but MPI made this process rank 0 of 1"),
+             ({"world_size": 4}, {}, "world_size=4")]
+    for kwargs, env, want in cases:
+        proc = subprocess.run([sys.executable, "-c", code, repr(kwargs)], env=subprocess_env(**env),
+                              capture_output=True, text=True, timeout=120)
+        assert want in proc.stdout, (kwargs, env, proc.stdout + proc.stderr)

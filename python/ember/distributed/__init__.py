@@ -193,6 +193,7 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
         expected.append((f"world_size={world_size}", world_size, pg.size()))
     for said, value, mine in expected:
         if value != mine:
+            _C._dist_finalize()  # (an MPI process must finish MPI before it exits)
             raise ValueError(f"{what}: {said}, but MPI made this process rank {pg.rank()} of {pg.size()}: "
                              f"with backend='mpi' the launcher (mpirun -np N) sets ranks")
     _state["world"] = pg
