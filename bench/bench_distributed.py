@@ -54,19 +54,25 @@ def median_ms(times):
 
 # ---------------------------------------------------------------- workers (run under mpirun)
 
+def timed_all_reduce(d, t, warm, iters):
+    """Seconds of d.all_reduce(t) (d: ember's or torch's distributed),
+    each started after a barrier, after `warm` untimed calls."""
+    times = []
+    for i in range(warm + iters):
+        d.barrier()
+        s = time.perf_counter()
+        d.all_reduce(t)
+        if i >= warm:
+            times.append(time.perf_counter() - s)
+    return times
+
+
 def worker_allreduce_ember(count, warm, iters):
     import ember
     import ember.distributed as dist
     dist.init_process_group("mpi")
     t = ember.full((count,), 1e-3 * (dist.get_rank() + 1))
-    times = []
-    for i in range(warm + iters):
-        dist.barrier()
-        s = time.perf_counter()
-        dist.all_reduce(t)
-        if i >= warm:
-            times.append(time.perf_counter() - s)
-    return dist.get_rank(), times
+    return dist.get_rank(), timed_all_reduce(dist, t, warm, iters)
 
 
 def _torch_init():
@@ -82,13 +88,7 @@ def worker_allreduce_torch(count, warm, iters):
     torch.set_num_threads(1)
     tdist = _torch_init()
     t = torch.full((count,), 1e-3 * (tdist.get_rank() + 1))
-    times = []
-    for i in range(warm + iters):
-        tdist.barrier()
-        s = time.perf_counter()
-        tdist.all_reduce(t)
-        if i >= warm:
-            times.append(time.perf_counter() - s)
+    times = timed_all_reduce(tdist, t, warm, iters)
     rank = tdist.get_rank()
     tdist.destroy_process_group()
     return rank, times
@@ -194,15 +194,7 @@ def worker_sizes():
     dist.init_process_group("mpi")
     out = {}
     for n in SIZES:
-        t = ember.ones(n)
-        times = []
-        for i in range(3 + 15):
-            dist.barrier()
-            s = time.perf_counter()
-            dist.all_reduce(t)
-            if i >= 3:
-                times.append(time.perf_counter() - s)
-        out[n] = median_ms(times)
+        out[n] = median_ms(timed_all_reduce(dist, ember.ones(n), 3, 15))
     return dist.get_rank(), out
 
 

@@ -426,33 +426,31 @@ static em_status call_hook(void *ctx, em_tensor *grad, em_tensor **replacement) 
     return st;
 }
 
-/* _register_hook(t, fn): fn(grad) -> Tensor or None, on t's gradient */
-static PyObject *f_register_hook(PyObject *self, PyObject *args) {
-    (void)self;
+/* (t, fn) -> `registrar`(t, fn as a hook), for the two kinds of hook. */
+static PyObject *register_with(PyObject *args, const char *what,
+                               em_status (*registrar)(em_tensor *, em_grad_hook_fn, void *, void (*)(void *))) {
     PyObject *t, *fn;
     if (!PyArg_ParseTuple(args, "OO", &t, &fn)) return NULL;
-    if (!em_py_is_tensor(t)) return em_py_error(PyExc_TypeError, "register_hook: expected a Tensor");
+    if (!em_py_is_tensor(t)) return em_py_error(PyExc_TypeError, "%s: expected a Tensor", what);
     Py_INCREF(fn);
-    if (em_tensor_register_hook(T(t), call_hook, fn, free_pyobject) != EM_OK) {
+    if (registrar(T(t), call_hook, fn, free_pyobject) != EM_OK) {
         Py_DECREF(fn);
         return em_py_raise();
     }
     Py_RETURN_NONE;
 }
 
+/* _register_hook(t, fn): fn(grad) -> Tensor or None, on t's gradient */
+static PyObject *f_register_hook(PyObject *self, PyObject *args) {
+    (void)self;
+    return register_with(args, "register_hook", em_tensor_register_hook);
+}
+
 /* _register_post_accumulate_grad_hook(t, fn): fn(t) after backward
  * accumulated into t.grad (a leaf) */
 static PyObject *f_register_post_accumulate_hook(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *t, *fn;
-    if (!PyArg_ParseTuple(args, "OO", &t, &fn)) return NULL;
-    if (!em_py_is_tensor(t)) return em_py_error(PyExc_TypeError, "register_post_accumulate_grad_hook: expected a Tensor");
-    Py_INCREF(fn);
-    if (em_tensor_register_post_accumulate_hook(T(t), call_hook, fn, free_pyobject) != EM_OK) {
-        Py_DECREF(fn);
-        return em_py_raise();
-    }
-    Py_RETURN_NONE;
+    return register_with(args, "register_post_accumulate_grad_hook", em_tensor_register_post_accumulate_hook);
 }
 
 /* The backward of an autograd.Function: ctx is fn(*grads) -> one value per
