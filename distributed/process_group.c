@@ -32,6 +32,9 @@
 #include "ember/ops.h"
 #include "mpi_ops.h"
 
+/* Groups alive at once, the world included. */
+#define MAX_GROUPS 1024
+
 enum work_kind {
     W_ALL_REDUCE,
     W_REDUCE,
@@ -60,6 +63,7 @@ typedef struct wire_desc {
 
 struct em_pg {
     MPI_Comm comm;
+    int id; /* the all_reduce op's group attribute: 0 the world */
     int rank, size;
     double timeout_s;
     int *global_ranks; /* [size] */
@@ -106,6 +110,7 @@ static struct {
     em_work *pending;     /* posted sends and recvs (the thread's own list) */
     em_work *graveyard;   /* finished works the caller let go: freed on its thread */
     em_pg *world;
+    em_pg *by_id[MAX_GROUPS]; /* live groups by id (the caller's thread's) */
     em_dist_stats stats;
     char version[MPI_MAX_LIBRARY_VERSION_STRING + 1];
 } D = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -747,6 +752,23 @@ void em_work_release(em_work *w) {
 
 /* ---- groups, init and finalize ---- */
 
+int em_pg_id(const em_pg *pg) { return pg->id; }
+
+/* The all_reduce op's kernel calls this (em_set_collective_handler): the
+ * collective queued like any other, and waited for. */
+static em_status collective_op(em_tensor *buf, int64_t reduce_op, int64_t group) {
+    em_pg *pg = group >= 0 && group < MAX_GROUPS ? D.by_id[group] : NULL;
+    if (!pg)
+        return em_error(EM_ERR_VALUE, "all_reduce: process group %lld does not exist (destroyed, or never made "
+                        "in this process)", (long long)group);
+    em_work *w;
+    em_status st = em_pg_all_reduce(pg, buf, (em_reduce_op)reduce_op, &w);
+    if (st != EM_OK) return st;
+    st = em_work_wait(w, 0, NULL, NULL);
+    em_work_release(w);
+    return st;
+}
+
 bool em_dist_available(void) { return true; }
 bool em_dist_initialized(void) { return D.initialized && !D.finalized; }
 const char *em_dist_backend_version(void) { return D.version; }
@@ -823,7 +845,9 @@ em_status em_dist_init(double timeout_s, em_pg **world) {
         return em_error(EM_ERR_RUNTIME, "init_process_group: could not start the communication thread");
     D.thread_running = true;
     D.world = pg;
+    D.by_id[0] = pg;
     D.initialized = true;
+    em_set_collective_handler(collective_op);
     *world = pg;
     return EM_OK;
 }
@@ -862,13 +886,26 @@ em_status em_pg_new_group(em_pg *world, const int *ranks, int n, double timeout_
     em_work *got;
     if ((st = enqueue(w, &got)) != EM_OK) return st;
     st = em_work_wait(got, 0, NULL, NULL);
-    if (st == EM_OK) *out = got->new_pg;
+    if (st == EM_OK && got->new_pg) {
+        int id = 1;
+        while (id < MAX_GROUPS && D.by_id[id]) id++;
+        if (id == MAX_GROUPS) {
+            em_pg_destroy(got->new_pg);
+            em_work_release(got);
+            return em_error(EM_ERR_RUNTIME, "new_group: %d groups are alive already", MAX_GROUPS);
+        }
+        got->new_pg->id = id;
+        D.by_id[id] = got->new_pg;
+        *out = got->new_pg;
+    }
     em_work_release(got);
     return st;
 }
 
 void em_pg_destroy(em_pg *pg) {
-    if (!pg || pg == D.world || D.failed) return;
+    if (!pg || pg == D.world) return;
+    if (pg->id > 0 && pg->id < MAX_GROUPS && D.by_id[pg->id] == pg) D.by_id[pg->id] = NULL;
+    if (D.failed) return;
     em_work *w = work_new(W_FREE_GROUP, pg);
     if (w) control(w);
 }
@@ -889,6 +926,8 @@ em_status em_dist_finalize(void) {
     free(D.world->global_ranks);
     free(D.world);
     D.world = NULL;
+    D.by_id[0] = NULL;
+    em_set_collective_handler(NULL);
     em_mpi_ops_free();
     if (D.we_initialized) MPI_Finalize();
     D.finalized = true;

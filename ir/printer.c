@@ -43,8 +43,8 @@ static void put_ints(printer *p, const int64_t *v, int n) {
 static void put_attrs(printer *p, const em_ir_node *n) {
     uint64_t mask = em_op_get(n->op)->attrs & ~(uint64_t)(EM_A_SHAPE | EM_A_DTYPE);
     const em_attrs *a = &n->attrs;
-    if (!a->n_layout) mask &= ~(uint32_t)EM_A_LAYOUT; /* (optional: left out at their defaults) */
-    if (a->alpha == 0) mask &= ~(uint32_t)EM_A_ALPHA;
+    if (!a->n_layout) mask &= ~(uint64_t)EM_A_LAYOUT; /* (optional: left out at their defaults) */
+    if (a->alpha == 0) mask &= ~(uint64_t)EM_A_ALPHA;
     if (!mask) return;
     char num[32];
     bool first = true;

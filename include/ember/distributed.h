@@ -68,6 +68,8 @@ int em_pg_size(const em_pg *pg);
 /* The rank in the world group of this group's rank r. */
 int em_pg_global_rank(const em_pg *pg, int r);
 double em_pg_timeout(const em_pg *pg);
+/* The group's id, the all_reduce op's `group` attribute (0: the world). */
+int em_pg_id(const em_pg *pg);
 /* A group of the world ranks ranks[0..n) (sorted, distinct); every rank of
  * the world must call it. *out is NULL on ranks outside it. */
 em_status em_pg_new_group(em_pg *world, const int *ranks, int n, double timeout_s, em_pg **out);

@@ -179,7 +179,9 @@ typedef enum em_attr_kind {
     X(RIGHT, right, BOOL)                                                                          \
     X(MINLENGTH, minlength, INT)                                                                   \
     X(UPPER, upper, BOOL)                                                                          \
-    X(FULL, full, BOOL)
+    X(FULL, full, BOOL)                                                                            \
+    X(REDUCE_OP, reduce_op, INT)                                                                   \
+    X(PROCESS_GROUP, process_group, INT)
 
 enum {
 #define X(E, n, k) EM_A_BIT_##E,
@@ -251,6 +253,11 @@ typedef struct em_attrs {
     /* linear algebra (runtime/cpu/linalg.c) */
     bool upper; /* solve_triangular: the matrix is upper triangular; eigh: read its upper triangle */
     bool full;  /* svd: full_matrices; qr: mode 'complete' */
+    /* collectives (runtime/collective.c): how values combine (em_reduce_op's
+     * numbering, torch.distributed.ReduceOp's order) and the process
+     * group's id */
+    int64_t reduce_op;
+    int64_t process_group;
 } em_attrs;
 
 /* Where attribute `bit` lives in em_attrs (EM_ATTR_LIST's kind): offset is
@@ -340,6 +347,16 @@ em_dtype em_ew_native_result(em_op op, em_dtype compute);
  * dtype before a kernel widens them (bf16 x * float32 0-d y uses bf16(y)).
  * Otherwise the operand dtype itself. */
 em_dtype em_ew_operand_via(em_op op, int i, const em_type *in, int n_in, em_dtype result);
+
+/* ---- collectives ---- */
+
+/* Runs a collective on `buf` (a contiguous CPU tensor, combined in place
+ * across the processes of group `group` with reduce op `reduce_op`) and
+ * waits for it. The runtime knows no MPI: the process-group layer
+ * (distributed/) installs this when a process group starts, and the
+ * all_reduce op's kernel (a node a compiled graph can hold) calls it. */
+typedef em_status (*em_collective_fn)(em_tensor *buf, int64_t reduce_op, int64_t group);
+void em_set_collective_handler(em_collective_fn fn);
 
 /* ---- trace hook ---- */
 

@@ -134,7 +134,7 @@ static PyObject *f_info(PyObject *self, PyObject *cap) {
     PyObject *ranks = PyList_New(em_pg_size(pg));
     if (!ranks) return NULL;
     for (int r = 0; r < em_pg_size(pg); r++) PyList_SET_ITEM(ranks, r, PyLong_FromLong(em_pg_global_rank(pg, r)));
-    return Py_BuildValue("iiNd", em_pg_rank(pg), em_pg_size(pg), ranks, em_pg_timeout(pg));
+    return Py_BuildValue("iiNdi", em_pg_rank(pg), em_pg_size(pg), ranks, em_pg_timeout(pg), em_pg_id(pg));
 }
 
 static PyObject *f_new_group(PyObject *self, PyObject *args) {
@@ -255,7 +255,7 @@ static PyMethodDef dist_methods[] = {
     {"_dist_available", f_available, METH_NOARGS, "Was ember built with MPI?"},
     {"_dist_init", f_init, METH_VARARGS, "(timeout_s) -> the world group"},
     {"_dist_finalize", f_finalize, METH_NOARGS, NULL},
-    {"_dist_group_info", f_info, METH_O, "group -> (rank, size, global ranks, timeout_s)"},
+    {"_dist_group_info", f_info, METH_O, "group -> (rank, size, global ranks, timeout_s, id)"},
     {"_dist_new_group", f_new_group, METH_VARARGS, "(world, ranks, timeout_s) -> group, or None off it"},
     {"_dist_destroy_group", f_destroy_group, METH_O, NULL},
     {"_dist_collective", f_collective, METH_VARARGS, "(kind, group, a, b, root_or_peer, op_or_tag) -> Work"},

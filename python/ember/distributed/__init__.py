@@ -34,13 +34,14 @@ from .. import _C, empty, stack
 
 __all__ = [
     "Backend", "DistBackendError", "GroupMember", "ReduceOp", "Work", "all_gather", "all_gather_into_tensor",
-    "all_reduce", "barrier", "broadcast", "destroy_process_group", "gather", "get_backend", "get_rank",
+    "all_reduce", "barrier", "broadcast", "destroy_process_group", "functional_all_reduce", "gather", "get_backend", "get_rank",
     "get_global_rank", "get_process_group_ranks", "get_world_size", "group", "init_process_group", "irecv", "is_available", "is_gloo_available",
     "is_initialized", "is_mpi_available", "is_nccl_available", "isend", "new_group", "recv", "reduce",
     "reduce_scatter", "reduce_scatter_tensor", "scatter", "send",
 ]
 
 DistBackendError = getattr(_C, "DistBackendError", RuntimeError)
+_ALL_REDUCE = _C._op_ids()["all_reduce"]
 default_pg_timeout = datetime.timedelta(minutes=30)
 
 
@@ -86,7 +87,7 @@ class ProcessGroup:
         self._refresh()
 
     def _refresh(self):
-        self._rank, self._size, self.ranks, self.timeout_s = _C._dist_group_info(self._handle)
+        self._rank, self._size, self.ranks, self.timeout_s, self._id = _C._dist_group_info(self._handle)
 
     def rank(self):
         return self._rank
@@ -346,6 +347,21 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     if _not_member(g):
         return None
     return _run("all_reduce", g, tensor, None, 0, op, async_op)
+
+
+def functional_all_reduce(tensor, op=ReduceOp.SUM, group=None):
+    """A new tensor: `tensor` combined across the group's ranks with `op`
+    (as torch.distributed._functional_collectives.all_reduce). It is an op
+    of ember's op table, so a traced function records it as a node and its
+    compiled graph runs the collective in its place; all_reduce, which
+    writes into its argument from the communication thread, ends a trace
+    instead. Synchronous; not differentiable."""
+    g = _group(group, "functional_all_reduce")
+    if _not_member(g):
+        raise ValueError(f"functional_all_reduce: this rank is not in {group!r}")
+    if not isinstance(op, int):
+        raise TypeError(f"functional_all_reduce: op must be a ReduceOp, got {op!r}")
+    return _C._op(_ALL_REDUCE, [tensor], {"reduce_op": int(op), "process_group": g._id})
 
 
 def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):

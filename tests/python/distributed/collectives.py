@@ -101,6 +101,30 @@ def test_all_reduce():
     expect_error(y.backward, "modified by an inplace operation")
 
 
+def test_functional_all_reduce_eager_and_compiled():
+    """functional_all_reduce returns a new tensor (its argument untouched),
+    and inside ember.compile it is a node the compiled graph runs, on every
+    call, in its place (here between two elementwise ops)."""
+    arrays = [data(r, "float32", salt=5) for r in range(N)]
+    x = ember.tensor(arrays[R])
+    avg = dist.functional_all_reduce(x, ReduceOp.AVG)
+    check(avg, (fold(ReduceOp.SUM, arrays, "float32") / N).astype(np.float32), "functional AVG")
+    check(x, arrays[R], "functional leaves its argument")
+    g = dist.new_group(list(range(N)))
+
+    @ember.compile
+    def f(t):
+        return dist.functional_all_reduce(t * 2, ReduceOp.MAX, group=g) + 1
+
+    for k in range(4):
+        arrays = [data(r, "float32", salt=10 + k) for r in range(N)]
+        got = f(ember.tensor(arrays[R]))
+        check(got, fold(ReduceOp.MAX, [a * 2 for a in arrays], "float32") + 1, f"compiled call {k}")
+    report = str(ember.compiler.explain(f, ember.tensor(arrays[R]), print_report=False))
+    assert "ran compiled" in report and "all_reduce(" in report and "process_group=1" in report, report
+    dist.destroy_process_group(g)
+
+
 def test_reduce_broadcast():
     arrays = [data(r, "float32") for r in range(N)]
     for root in range(N):
@@ -233,6 +257,8 @@ def test_errors():
     expect_error(lambda: dist.all_gather_into_tensor(ember.zeros(5), ember.ones(3)), "all_gather", "elements")
     expect_error(lambda: dist.all_gather([ember.zeros(3)] * (N + 1), ember.ones(3)), "list of", exc=ValueError)
     expect_error(lambda: dist.init_process_group("mpi"), "twice")
+    expect_error(lambda: ember._C._op(dist._ALL_REDUCE, [ember.ones(2)], {"reduce_op": 0, "process_group": 77}),
+                 "process group 77 does not exist", exc=RuntimeError)
     expect_error(lambda: dist.new_group([0, 0]) if N > 1 else dist.new_group([1]), "new_group", exc=ValueError)
     # the group still works after all that
     t = ember.ones(2)

@@ -146,36 +146,41 @@ def test_unused_parameters():
         assert "find_unused_parameters=True" in str(e) and "head_b.weight" in str(e) and "never.bias" in str(e), e
 
 
-def test_compiled_step_with_ddp_runs_eagerly_and_says_why():
-    """A whole training step compiled with DDP inside: the all_reduce ends
-    the trace, so the step runs eagerly (same results), and explain names
-    the collective."""
-    ember.manual_seed(11)
-    model, ref = mlp(), mlp()
-    ref.load_state_dict(model.state_dict())
-    ddp = DDP(model)
-    opt = ember.optim.SGD(model.parameters(), lr=0.1)
-    ref_opt = ember.optim.SGD(ref.parameters(), lr=0.1)
+def test_compiled_step_holds_the_all_reduce():
+    """A whole training step compiled with DDP inside: the reduction is an
+    all_reduce node of the graph, the step runs compiled, and its
+    parameters follow the global batch's as eager DDP's do. With
+    find_unused_parameters the step runs eagerly, saying why."""
+    for find_unused in (False, True):
+        ember.manual_seed(11)
+        model, ref = mlp(), mlp()
+        ref.load_state_dict(model.state_dict())
+        ddp = DDP(model, find_unused_parameters=find_unused)
+        opt = ember.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        ref_opt = ember.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
 
-    @ember.compile
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(ddp(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+        @ember.compile
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(ddp(x), y)
+            loss.backward()
+            opt.step()
+            return loss
 
-    for k, (x, y) in enumerate(batches("mlp", 3)):
-        if k == 2:
-            report = ember.compiler.explain(step, x[R * LOCAL:(R + 1) * LOCAL], y[R * LOCAL:(R + 1) * LOCAL],
-                                            print_report=False)
-            assert "all_reduce" in str(report), str(report)
-        else:
-            step(x[R * LOCAL:(R + 1) * LOCAL], y[R * LOCAL:(R + 1) * LOCAL])
-        ref_opt.zero_grad()
-        F.cross_entropy(ref(x), y).backward()
-        ref_opt.step()
-    assert_close(params_of(model), params_of(ref), "compiled step with DDP")
+        for k, (x, y) in enumerate(batches("mlp", 8)):
+            xs, ys = x[R * LOCAL:(R + 1) * LOCAL], y[R * LOCAL:(R + 1) * LOCAL]
+            if k == 5:
+                report = str(ember.compiler.explain(step, xs, ys, print_report=False))
+                if find_unused:
+                    assert "find_unused_parameters" in report and "ran eagerly" in report, report
+                else:
+                    assert "ran compiled" in report and "all_reduce(" in report, report
+            else:
+                step(xs, ys)
+            ref_opt.zero_grad()
+            F.cross_entropy(ref(x), y).backward()
+            ref_opt.step()
+        assert_close(params_of(model), params_of(ref), f"compiled step with DDP (find_unused={find_unused})")
 
 
 def test_sampler_partitions():

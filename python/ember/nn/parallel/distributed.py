@@ -35,15 +35,17 @@ backward every rank holds the same gradients, so the optimizers stay equal.
   copied in either). A .grad kept across steps then changes with the
   bucket, as torch's.
 
-Compiled models: DistributedDataParallel(ember.compile(model)) compiles
-the forward (and its backward); the gradient hooks run in the real
-backward, so bucketing and overlap are as eager. A compiled whole training step (forward, backward and the
-optimizer in one ember.compile) cannot hold the all_reduce: the forward of
-a DDP that will reduce gradients ends the trace (a collective is not an IR
-node yet), so the step runs eagerly and ember.compiler.explain names
-DistributedDataParallel's all_reduce as the reason; so does
-ember.compile(ddp_model). Compile the model inside, not the step or the
-DDP.
+Compiled: DistributedDataParallel(ember.compile(model)) compiles the
+model's forward and backward; the gradient hooks run in the real backward,
+so bucketing and overlap are as eager. A whole training step under
+ember.compile (forward, backward and the optimizer) holds the reduction as
+a node: while such a step is traced, DDP's hooks concatenate the gradients
+(one tensor per dtype) and average them with the all_reduce op
+(ember.distributed.functional_all_reduce, a collective in the op table),
+whose node the compiled graph runs between backward and the optimizer, in
+the same order on every rank. No overlap there: the graph's nodes run one
+after another. A traced step with find_unused_parameters or buffers to
+broadcast runs eagerly (explain says why).
 """
 import contextlib
 import os
@@ -51,7 +53,7 @@ import weakref
 
 from ... import _C
 from ... import distributed as dist
-from ... import get_num_threads, int32, tensor, zeros
+from ... import cat, get_num_threads, int32, tensor, zeros, zeros_like
 from ...autograd import is_grad_enabled, no_grad
 from ..modules.module import Module
 
@@ -166,6 +168,7 @@ class DistributedDataParallel(Module):
         object.__setattr__(self, "_flats", flats)
         object.__setattr__(self, "_works", [])
         object.__setattr__(self, "_overlap", True)
+        object.__setattr__(self, "_traced", False)
         object.__setattr__(self, "_unused", set())
         object.__setattr__(self, "_armed", False)  # a forward ran that a backward will reduce
         object.__setattr__(self, "_done", set())  # params ready in this backward
@@ -213,9 +216,11 @@ class DistributedDataParallel(Module):
     # ---- forward ----
 
     def forward(self, *inputs, **kwargs):
-        if _C._is_tracing() and self.require_backward_grad_sync and is_grad_enabled():
-            _C._dist_end_trace("DistributedDataParallel's gradient all_reduce (compile the model, "
-                               "DistributedDataParallel(ember.compile(model)), not the step)")
+        traced = bool(_C._is_tracing()) and self.require_backward_grad_sync and is_grad_enabled()
+        if traced and (self.find_unused_parameters or self.broadcast_buffers and any(True for _ in self.module.buffers())):
+            _C._dist_end_trace("DistributedDataParallel with find_unused_parameters or buffers to broadcast "
+                               "(a compiled step holds only its gradient reduction)")
+        object.__setattr__(self, "_traced", traced)
         if self._done:
             missing = [i for i in range(len(self._params)) if i not in self._done and i not in self._unused]
             names = self._names_of(missing)
@@ -264,6 +269,10 @@ class DistributedDataParallel(Module):
         if not self._armed or i in self._done:
             return
         self._done.add(i)
+        if self._traced:  # a compiled step: one functional reduction at the end
+            if len(self._done) == len(self._params):
+                self._finish_traced()
+            return
         b = self._bucket_of[i]
         b.ready += 1
         if b.ready == len(b.params):
@@ -318,6 +327,25 @@ class DistributedDataParallel(Module):
                                 p.grad = avg.clone()
                             else:
                                 p.grad.copy_(avg)
+                        at += n
+        finally:
+            self._reset()
+
+    def _finish_traced(self):
+        """Inside a trace (a compiled training step): the gradients of each
+        dtype concatenated, averaged by the all_reduce op (a node of the
+        graph), and the averages made the .grad values, all as ops the
+        trace records; the compiled step runs them in its place."""
+        try:
+            with no_grad():
+                for dt in self._flats:
+                    ps = [p for p in self._params if p.dtype == dt]
+                    flat = cat([(p.grad if p.grad is not None else zeros_like(p)).reshape(-1) for p in ps])
+                    avg = dist.functional_all_reduce(flat, dist.ReduceOp.AVG, self.process_group)
+                    at = 0
+                    for p in ps:
+                        n = p.numel()
+                        p.grad = avg[at:at + n].view(p.shape)
                         at += n
         finally:
             self._reset()
