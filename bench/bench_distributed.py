@@ -11,8 +11,9 @@ tables for RESULTS.md.
    warm-up, between barriers, on rank 0; the median counts.
 2. The MLP step of bench_train.py (784-512-512-10, batch 128 per process,
    SGD) with 1 thread per process: one process alone, and 2 processes
-   under DistributedDataParallel (the global batch is 256); the same for
-   PyTorch (gloo). Throughput is samples per second of the whole job;
+   under DistributedDataParallel (the global batch is 256), eager and with
+   the whole step compiled (the reduction a node of its graph); the same
+   for PyTorch (gloo), eager. Throughput is samples per second of the whole job;
    medians over 40 steps after 5.
 3. all_reduce's cost against its size (2 processes): a latency and a
    bandwidth fitted to it.
@@ -94,9 +95,10 @@ def worker_allreduce_torch(count, warm, iters):
     return rank, times
 
 
-def mlp_step(m, ddp, views=False):
+def mlp_step(m, ddp, views=False, compiled=False):
     """One SGD step of the MLP in library m, wrapped in DDP when ddp (with
-    gradient_as_bucket_view and zero_grad(set_to_none=False) when views)."""
+    gradient_as_bucket_view and zero_grad(set_to_none=False) when views),
+    the whole step under ember.compile when compiled."""
     nn, F = m.nn, m.nn.functional
     m.manual_seed(0)
     model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
@@ -105,14 +107,17 @@ def mlp_step(m, ddp, views=False):
     x = m.randn(BATCH, 784)
     y = m.randint(0, 10, (BATCH,))
 
-    def step():
+    def step(x, y):
         opt.zero_grad(set_to_none=not views)
-        F.cross_entropy(net(x), y).backward()
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
         opt.step()
-    return step
+        return loss
+    run = m.compile(step) if compiled else step
+    return lambda: run(x, y)
 
 
-def worker_mlp(lib, ddp, views=False):
+def worker_mlp(lib, ddp, views=False, compiled=False):
     if lib == "ember":
         import ember as m
         m.set_num_threads(1)
@@ -126,7 +131,7 @@ def worker_mlp(lib, ddp, views=False):
         if ddp:
             _torch_init()
         rank = m.distributed.get_rank() if ddp else 0
-    step = mlp_step(m, ddp, views)
+    step = mlp_step(m, ddp, views, compiled)
     for _ in range(MLP_WARM):
         step()
     times = []
@@ -277,7 +282,9 @@ def main():
     for _ in range(ROUNDS):
         runs = {("ember", 1): lambda: launch(1, ["mlp", "ember", False]),
                 ("ember", 2): lambda: launch(2, ["mlp", "ember", True]),
-                ("ember, gradient_as_bucket_view", 2): lambda: launch(2, ["mlp", "ember", True, True])}
+                ("ember, gradient_as_bucket_view", 2): lambda: launch(2, ["mlp", "ember", True, True]),
+                ("ember, compiled step", 1): lambda: launch(1, ["mlp", "ember", False, False, True]),
+                ("ember, compiled step", 2): lambda: launch(2, ["mlp", "ember", True, False, True])}
         if torch_ok:
             runs[("torch", 1)] = lambda: launch(1, ["mlp", "torch", False])
             runs[("torch", 2)] = lambda: launch(2, ["mlp", "torch", True])
@@ -288,7 +295,7 @@ def main():
     print("| library | processes | step ms (median) | samples/s | vs 1 process |")
     print("|---|---:|---:|---:|---:|")
     for lib, n in best:
-        one = 1 * BATCH / best[(lib.split(",")[0], 1)]
+        one = 1 * BATCH / best[(lib if (lib, 1) in best else lib.split(",")[0], 1)]
         thr = n * BATCH / best[(lib, n)]
         print(f"| {lib} | {n} | {best[(lib, n)]:.2f} | {thr * 1e3:.0f} | {thr / one:.2f}x |")
 
