@@ -4,8 +4,11 @@
 Every rank also trains the same model alone on the global batch (the
 reference DDP must equal): the MLP and the CNN for 20 steps, with one
 bucket and with a bucket per parameter, eager and compiled; no_sync
-accumulation; unused parameters found, and not.
+accumulation; unused parameters found, and not. The models are small, so
+each is also run with the size from which a gradient is reduced alone
+(in its own memory, not packed into a bucket) lowered: some alone, or all.
 """
+import contextlib
 import datetime
 import sys
 
@@ -71,6 +74,22 @@ def train(make, kind, steps, ddp_kwargs=None, compiled=False):
     return params_of(model), params_of(ref)
 
 
+@contextlib.contextmanager
+def alone_from(nbytes):
+    """Gradients of `nbytes` times (ranks - 1) or more are reduced alone
+    (None: the default)."""
+    import ember.nn.parallel.distributed as D
+    old = D._ALONE_MIN_BYTES
+    D._ALONE_MIN_BYTES = old if nbytes is None else nbytes
+    try:
+        yield
+    finally:
+        D._ALONE_MIN_BYTES = old
+
+
+ALONE_SIZES = (None, 400, 0)  # none of these models' gradients alone; some weights (not the biases); all
+
+
 def test_training_equals_the_global_batch():
     import ember.nn.parallel.distributed as D
     spare = D._core_to_spare
@@ -79,15 +98,48 @@ def test_training_equals_the_global_batch():
             D._core_to_spare = lambda: overlap
             for make, kind in ((mlp, "mlp"), (cnn, "cnn")):
                 for kwargs in ({}, {"bucket_cap_mb": 1e-4}, {"gradient_as_bucket_view": True}):
-                    got, want = train(make, kind, 20, kwargs)
-                    assert_close(got, want, f"{kind} {kwargs} overlap={overlap}")
+                    for alone in ALONE_SIZES[:2]:
+                        with alone_from(alone):
+                            got, want = train(make, kind, 20, kwargs)
+                        assert_close(got, want, f"{kind} {kwargs} overlap={overlap} alone from {alone}")
     finally:
         D._core_to_spare = spare
-    got, want = train(mlp, "mlp", 20, compiled=True)
-    assert_close(got, want, "compiled mlp")
+    for alone in ALONE_SIZES:
+        with alone_from(alone):
+            got, want = train(mlp, "mlp", 20, compiled=True)
+        assert_close(got, want, f"compiled mlp, alone from {alone}")
+
+
+def test_gradients_reduced_alone_keep_their_tensors():
+    """A gradient reduced alone is averaged in its own memory: .grad stays
+    the same tensor, contiguous or not (a non-contiguous one through a
+    contiguous stand-in, written back)."""
+    ember.manual_seed(4)
+    model, ref = mlp(), mlp()
+    ref.load_state_dict(model.state_dict())
+    with alone_from(0):
+        ddp = DDP(model)
+        w = model[0].weight
+        w.grad = ember.zeros(w.shape[1], w.shape[0]).t()  # accumulated into, in place: stays non-contiguous
+        kept = [p.grad for p in model.parameters()]
+        (x, y), = batches("mlp", 1)
+        before = dist._C._dist_stats()["collectives"]
+        F.cross_entropy(ddp(x[R * LOCAL:(R + 1) * LOCAL]), y[R * LOCAL:(R + 1) * LOCAL]).backward()
+        calls = dist._C._dist_stats()["collectives"] - before
+    assert calls == len(kept), f"{calls} all_reduce calls for {len(kept)} gradients, each alone"
+    assert model[0].weight.grad is kept[0] and not kept[0].is_contiguous()
+    F.cross_entropy(ref(x), y).backward()
+    assert_close([p.grad.numpy() for p in model.parameters()], [p.grad.numpy() for p in ref.parameters()],
+                 "gradients reduced alone", rtol=1e-5, atol=1e-6)
 
 
 def test_no_sync_accumulates():
+    for alone in ALONE_SIZES:
+        with alone_from(alone):
+            no_sync_accumulates(alone)
+
+
+def no_sync_accumulates(alone):
     ember.manual_seed(5)
     model, ref = mlp(), mlp()
     ref.load_state_dict(model.state_dict())
@@ -101,7 +153,7 @@ def test_no_sync_accumulates():
     F.cross_entropy(ref(x1), y1).backward()
     F.cross_entropy(ref(x2), y2).backward()
     assert_close([p.grad.numpy() for p in model.parameters()], [p.grad.numpy() for p in ref.parameters()],
-                 "no_sync then sync", rtol=1e-5, atol=1e-6)
+                 f"no_sync then sync, alone from {alone}", rtol=1e-5, atol=1e-6)
 
 
 class TwoHeads(nn.Module):
@@ -118,6 +170,13 @@ class TwoHeads(nn.Module):
 
 
 def test_unused_parameters():
+    for alone in (None, 60, 0):  # (60: the body's weight alone, the rest packed, on 2 and 3 ranks)
+        with alone_from(alone):
+            unused_parameters(alone)
+    finds_unfinished_reduction()
+
+
+def unused_parameters(alone):
     ember.manual_seed(9)
     model = TwoHeads()
     ref = TwoHeads()
@@ -135,8 +194,12 @@ def test_unused_parameters():
         elif q.grad is None:
             assert p.grad is None or not p.grad.abs().sum().item(), name
         else:
-            assert_close([p.grad.numpy()], [q.grad.numpy()], f"unused params: {name}")
-    # without find_unused_parameters, the next forward names the parameters
+            assert_close([p.grad.numpy()], [q.grad.numpy()], f"unused params: {name}, alone from {alone}")
+
+
+def finds_unfinished_reduction():
+    """Without find_unused_parameters, the next forward names the parameters."""
+    x = ember.ones(N, 6) * ember.arange(N).float().reshape(N, 1)
     ddp2 = DDP(TwoHeads())
     ddp2(x[R:R + 1], False).sum().backward()
     try:

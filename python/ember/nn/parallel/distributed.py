@@ -6,19 +6,23 @@ construction the parameters and buffers are broadcast from rank 0, so every
 rank starts equal. During backward, gradients are averaged across the ranks
 in buckets: the parameters are grouped in reverse order (about the order
 backward reaches them), a bucket per dtype up to bucket_cap_mb (the first
-1 MiB, so that communication starts early); when backward has accumulated
+1 MiB, so that communication starts early). A large gradient (from 256
+KiB times the ranks less one) is reduced alone, in its own memory: one
+more all_reduce call costs less than copying it into a bucket and back. When backward has accumulated
 the last gradient of a bucket (a post-accumulate-grad hook), the bucket's
-gradients are copied into its slice of one flat tensor (per dtype) and its
-all_reduce is queued on the communication thread, which runs it while
-backward goes on computing the gradients of the next bucket. When the last
-bucket is queued, the hook waits for all of them and writes the averages
-back into each .grad. That overlap needs a core for the communication
+small gradients are copied into its slice of one flat tensor (per dtype),
+and that slice and the bucket's large gradients are queued on the
+communication thread, which reduces them while backward goes on computing
+the gradients of the next bucket. When the last bucket is queued, the hook
+waits for all of them and writes the flat tensor's averages back into the
+small gradients' .grad. That overlap needs a core for the communication
 thread: when the process has no more cores (its CPU affinity) than ember's
 compute threads (ember.set_num_threads), the buckets are only filled during
-backward and the whole flat tensor is reduced at its end in one
-all_reduce, which measured faster there (bench/RESULTS.md, issue 18); to
-overlap, leave a core free: ember.set_num_threads(cores - 1). After
-backward every rank holds the same gradients, so the optimizers stay equal.
+backward and everything is reduced at its end (the large gradients, then
+one flat tensor per dtype), which measured faster there (bench/RESULTS.md,
+issue 18); to overlap, leave a core free: ember.set_num_threads(cores - 1).
+After backward every rank holds the same gradients, so the optimizers stay
+equal.
 
 - no_sync(): backward accumulates locally, with no communication; the next
   backward outside it averages the accumulated gradients.
@@ -29,23 +33,24 @@ backward every rank holds the same gradients, so the optimizers stay equal.
   next forward raises naming it.
 - broadcast_buffers: buffers (running statistics) are broadcast from rank 0
   at every forward.
-- gradient_as_bucket_view=True: after backward each .grad is a view of its
-  bucket rather than a copy (no copy back; with zero_grad(set_to_none=False)
-  the next backward accumulates into the bucket itself, so nothing is
-  copied in either). A .grad kept across steps then changes with the
-  bucket, as torch's.
+- gradient_as_bucket_view=True: every gradient is packed (none is reduced
+  alone); after backward each .grad is a view of its bucket rather than a
+  copy (no copy back; with zero_grad(set_to_none=False) the next backward
+  accumulates into the bucket itself, so nothing is copied in either). A
+  .grad kept across steps then changes with the bucket, as torch's.
 
 Compiled: DistributedDataParallel(ember.compile(model)) compiles the
 model's forward and backward; the gradient hooks run in the real backward,
 so bucketing and overlap are as eager. A whole training step under
 ember.compile (forward, backward and the optimizer) holds the reduction as
-a node: while such a step is traced, DDP's hooks concatenate the gradients
-(one tensor per dtype) and average them with the all_reduce op
-(ember.distributed.functional_all_reduce, a collective in the op table),
-whose node the compiled graph runs between backward and the optimizer, in
-the same order on every rank. No overlap there: the graph's nodes run one
-after another. A traced step with find_unused_parameters or buffers to
-broadcast runs eagerly (explain says why).
+nodes: while such a step is traced, DDP's hooks average each large
+gradient alone and the small ones concatenated (one tensor per dtype) with
+the all_reduce op (ember.distributed.functional_all_reduce, a collective
+in the op table), whose nodes the compiled graph runs between backward
+and the optimizer, in the same order on every rank. No overlap there: the
+graph's nodes run one after another. A traced step with
+find_unused_parameters or buffers to broadcast runs eagerly (explain says
+why).
 """
 import contextlib
 import os
@@ -58,14 +63,24 @@ from ...autograd import is_grad_enabled, no_grad
 from ..modules.module import Module
 
 _FIRST_BUCKET_BYTES = 1 << 20
+# A gradient from this size times (ranks - 1) on is all_reduced alone, in
+# its own memory: packing it costs two copies (into the flat tensor and
+# back), and copying 256 KiB in and out (about 35 us) costs more than the
+# fixed cost of one more all_reduce call between 2 processes (17-25 us;
+# bench/RESULTS.md, issue 18). A call's fixed cost grows with the ranks (a
+# ring's latency is 2 (ranks - 1) hops), the copies' does not: on many
+# ranks only very large gradients are worth a call of their own.
+_ALONE_MIN_BYTES = 256 << 10
 
 
 class _Bucket:
     def __init__(self, index, params):
         self.index = index
         self.params = params  # indices into the reducer's parameter list
+        self.packed = params  # those whose gradients are copied into `flat`
+        self.alone = []  # those whose gradients are reduced in their own memory
         self.ready = 0
-        self.flat = None  # its slice of its dtype's flat tensor
+        self.flat = None  # its slice of its dtype's flat tensor (None: nothing packed)
 
 
 def _core_to_spare():
@@ -150,23 +165,32 @@ class DistributedDataParallel(Module):
         self._sync_from_rank0(list(module.parameters()) + list(module.buffers()))
         object.__setattr__(self, "_buckets", self._make_buckets(params, bucket_cap_mb))
         object.__setattr__(self, "_bucket_of", {})
-        # one flat tensor per dtype; each bucket is a slice of its dtype's
+        alone_min = _ALONE_MIN_BYTES * max(1, self._group_size - 1)
+        for b in self._buckets:
+            if not gradient_as_bucket_view:
+                b.alone = [i for i in b.params if params[i].numel() * params[i].element_size() >= alone_min]
+                b.packed = [i for i in b.params if i not in b.alone]
+            for i in b.params:
+                self._bucket_of[i] = b
+        # one flat tensor per dtype for the packed gradients; each bucket's
+        # packed gradients are a slice of its dtype's
         flats, used = {}, {}
         for b in self._buckets:
-            dt = params[b.params[0]].dtype
-            used[dt] = used.get(dt, 0) + sum(params[i].numel() for i in b.params)
+            if b.packed:
+                dt = params[b.packed[0]].dtype
+                used[dt] = used.get(dt, 0) + sum(params[i].numel() for i in b.packed)
         for dt, n in used.items():
             flats[dt] = zeros(n, dtype=dt)
         at = dict.fromkeys(used, 0)
         for b in self._buckets:
-            dt = params[b.params[0]].dtype
-            n = sum(params[i].numel() for i in b.params)
-            b.flat = flats[dt][at[dt]:at[dt] + n]
-            at[dt] += n
-            for i in b.params:
-                self._bucket_of[i] = b
+            if b.packed:
+                dt = params[b.packed[0]].dtype
+                n = sum(params[i].numel() for i in b.packed)
+                b.flat = flats[dt][at[dt]:at[dt] + n]
+                at[dt] += n
         object.__setattr__(self, "_flats", flats)
         object.__setattr__(self, "_works", [])
+        object.__setattr__(self, "_stand_ins", {})  # param index -> the tensor reduced for its gradient
         object.__setattr__(self, "_overlap", True)
         object.__setattr__(self, "_traced", False)
         object.__setattr__(self, "_unused", set())
@@ -278,22 +302,40 @@ class DistributedDataParallel(Module):
         if b.ready == len(b.params):
             self._fill(b)
             if self._overlap:
-                self._reduce(b.flat)
+                self._reduce_bucket(b)
         if len(self._done) == len(self._params):
-            if not self._overlap:  # no core to overlap on: one all_reduce per dtype, at the end
+            if not self._overlap:  # no core to overlap on: everything at the end, a flat tensor per dtype
+                for b in self._buckets:
+                    self._reduce_bucket(b, packed=False)
                 for flat in self._flats.values():
                     self._reduce(flat)
             self._finish()
+
+    def _reduce_bucket(self, b, packed=True):
+        for i in b.alone:  # (the same calls in the same order on every rank)
+            self._reduce(self._stand_ins.get(i, self._params[i].grad))
+        if packed and b.flat is not None:
+            self._reduce(b.flat)
 
     def _reduce(self, flat):
         self._works.append(dist.all_reduce(flat, op=dist.ReduceOp.AVG, group=self.process_group, async_op=True))
 
     def _fill(self, b):
-        """Copies the bucket's gradients into its slice of the flat tensor."""
-        params = [self._params[i] for i in b.params]
+        """Copies the bucket's packed gradients into its slice of the flat
+        tensor. A gradient to reduce alone is reduced in place when this
+        rank used its parameter and it is contiguous; else a stand-in is
+        reduced (zeros, or a contiguous copy), and _finish writes it back."""
         with no_grad():
+            for i in b.alone:
+                p = self._params[i]
+                if p.grad is None:
+                    self._stand_ins[i] = zeros_like(p)
+                elif i in self._unused or not p.grad.is_contiguous():
+                    # (an unused parameter's gradient stays as it was where no rank used it)
+                    self._stand_ins[i] = p.grad.contiguous() if i not in self._unused else p.grad.clone()
+            params = [self._params[i] for i in b.packed]
             at = 0
-            for i, p in zip(b.params, params):
+            for i, p in zip(b.packed, params):
                 n = p.numel()
                 piece = b.flat[at:at + n]
                 if p.grad is None:
@@ -313,9 +355,16 @@ class DistributedDataParallel(Module):
             for w in self._works:
                 w.wait()
             with no_grad():
+                for i, stand_in in self._stand_ins.items():
+                    p = self._params[i]
+                    if used_anywhere is None or used_anywhere[i]:
+                        if p.grad is None:
+                            p.grad = stand_in
+                        else:
+                            p.grad.copy_(stand_in)
                 for b in self._buckets:
                     at = 0
-                    for i in b.params:
+                    for i in b.packed:
                         p = self._params[i]
                         n = p.numel()
                         if used_anywhere is None or used_anywhere[i]:
@@ -337,10 +386,17 @@ class DistributedDataParallel(Module):
         graph), and the averages made the .grad values, all as ops the
         trace records; the compiled step runs them in its place."""
         try:
+            def grad_of(p):
+                return p.grad if p.grad is not None else zeros_like(p)
+
             with no_grad():
+                for b in self._buckets:
+                    for i in b.alone:
+                        p = self._params[i]
+                        p.grad = dist.functional_all_reduce(grad_of(p), dist.ReduceOp.AVG, self.process_group)
                 for dt in self._flats:
-                    ps = [p for p in self._params if p.dtype == dt]
-                    flat = cat([(p.grad if p.grad is not None else zeros_like(p)).reshape(-1) for p in ps])
+                    ps = [self._params[i] for b in self._buckets for i in b.packed if self._params[i].dtype == dt]
+                    flat = cat([grad_of(p).reshape(-1) for p in ps])
                     avg = dist.functional_all_reduce(flat, dist.ReduceOp.AVG, self.process_group)
                     at = 0
                     for p in ps:
@@ -354,6 +410,7 @@ class DistributedDataParallel(Module):
         for b in self._buckets:
             b.ready = 0
         self._works.clear()
+        self._stand_ins.clear()
         self._done.clear()
         object.__setattr__(self, "_armed", False)
 
