@@ -14,7 +14,12 @@ tables for RESULTS.md.
    under DistributedDataParallel (the global batch is 256), eager and with
    the whole step compiled (the reduction a node of its graph); the same
    for PyTorch (gloo), eager. Throughput is samples per second of the whole job;
-   medians over 40 steps after 5.
+   medians over 40 steps after 5. The ember rows "single-copy off" run with
+   Open MPI's single-copy transfers (CMA) off, each message through its
+   shared memory (OMPI_MCA_btl_vader_single_copy_mechanism=none).
+   2b. Where one rank's eager step goes (worker_timeline): alone, in
+   lockstep with another process (a barrier, nothing reduced), and under
+   DDP, whose hooks are split into the all_reduce calls and the rest.
 3. all_reduce's cost against its size (2 processes): a latency and a
    bandwidth fitted to it.
 4. A model of DDP's scaling to 8 and 64 processes (one per node), from
@@ -26,6 +31,9 @@ tables for RESULTS.md.
    backward after it (on a core of its own, as on a cluster node with
    cores to spare), the last one's is exposed. Copies into and out of the
    buckets, and the ranks' skew, are left out (see RESULTS.md).
+
+`--pairs N` instead runs N interleaved pairs of launches of the compiled
+DDP step and the eager one (compiled_against_eager).
 
 Launches of the contenders interleave over ROUNDS rounds and each keeps
 its best median, as the other bench scripts do: this 2-core machine is
@@ -144,6 +152,68 @@ def worker_mlp(lib, ddp, views=False, compiled=False):
     return rank, times
 
 
+def worker_timeline(mode):
+    """Where one rank's eager MLP step goes, medians over MLP_STEPS * 5
+    steps: `alone` (one process), `lockstep` (2 processes meeting at a
+    barrier after backward, nothing reduced: the cost of running side by
+    side in step) or `ddp` (2 processes under DDP, whose hooks' time is
+    taken out of backward's and split into its all_reduce calls, which the
+    communication thread runs at once on the rank's one core, the ranks'
+    skew included, and the rest: copies and Python)."""
+    import ember
+    import ember.distributed as dist
+    import ember.nn.parallel.distributed as D
+    ember.set_num_threads(1)
+    if mode != "alone":
+        dist.init_process_group("mpi")
+    nn, F = ember.nn, ember.nn.functional
+    ember.manual_seed(0)
+    model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+    net = D.DistributedDataParallel(model) if mode == "ddp" else model
+    opt = ember.optim.SGD(model.parameters(), lr=0.01)
+    x, y = ember.randn(BATCH, 784), ember.randint(0, 10, (BATCH,))
+    spent = {}
+
+    def timed(name, fn):
+        def run(*a, **k):
+            s = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - s
+        return run
+    D.DistributedDataParallel._grad_ready = timed("hooks", D.DistributedDataParallel._grad_ready)
+    dist.all_reduce = timed("all_reduce", dist.all_reduce)
+    dist.Work.wait = timed("wait", dist.Work.wait)
+    rows = {k: [] for k in ("forward", "backward (compute)", "DDP: all_reduce calls and waits",
+                            "DDP: copies and Python", "barrier (skew)", "optimizer", "step")}
+    for k in range(MLP_WARM + MLP_STEPS * 5):
+        spent.clear()
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        loss = F.cross_entropy(net(x), y)
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        hooks, comm = spent.get("hooks", 0.0), spent.get("all_reduce", 0.0) + spent.get("wait", 0.0)
+        if mode == "lockstep":
+            dist.barrier()
+        t3 = time.perf_counter()
+        opt.step()
+        t4 = time.perf_counter()
+        if k < MLP_WARM:
+            continue
+        for name, v in (("forward", t1 - t0), ("backward (compute)", t2 - t1 - hooks),
+                        ("DDP: all_reduce calls and waits", comm), ("DDP: copies and Python", hooks - comm),
+                        ("barrier (skew)", t3 - t2), ("optimizer", t4 - t3), ("step", t4 - t0)):
+            rows[name].append(v)
+    rank = 0
+    if mode != "alone":
+        rank = dist.get_rank()
+        dist.destroy_process_group()
+    return rank, {k: median_ms(v) for k, v in rows.items()}
+
+
 def worker_bucket_times(cap_mb):
     """For each DDP bucket of the MLP (cap bucket_cap_mb): its bytes, and
     the milliseconds of the step left after it is ready (backward's rest
@@ -213,17 +283,18 @@ def env():
 
 
 _port = [29600]
+NO_CMA = {"OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
 
 
-def launch(n, args):
-    """Runs this script's worker on n ranks (n == 1: without mpirun);
-    returns rank 0's result."""
+def launch(n, args, **extra_env):
+    """Runs this script's worker on n ranks (n == 1: without mpirun), with
+    extra_env added to the environment; returns rank 0's result."""
     _port[0] += 1
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", json.dumps(args)]
     if n > 1:
         cmd = ["mpirun", "-np", str(n), "-x", f"BENCH_PORT={_port[0]}"] + cmd
-    proc = subprocess.run(cmd, env=dict(env(), BENCH_PORT=str(_port[0])), capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(cmd, env=dict(env(), BENCH_PORT=str(_port[0]), **extra_env), capture_output=True,
+                          text=True, timeout=600)
     if proc.returncode != 0:
         raise RuntimeError(f"{cmd}: {proc.stdout[-2000:]}{proc.stderr[-3000:]}")
     for line in proc.stdout.splitlines():
@@ -283,8 +354,12 @@ def main():
         runs = {("ember", 1): lambda: launch(1, ["mlp", "ember", False]),
                 ("ember", 2): lambda: launch(2, ["mlp", "ember", True]),
                 ("ember, gradient_as_bucket_view", 2): lambda: launch(2, ["mlp", "ember", True, True]),
+                # Open MPI's single-copy transfers (CMA) off: each message through its shared memory
+                ("ember, single-copy off", 2): lambda: launch(2, ["mlp", "ember", True], **NO_CMA),
                 ("ember, compiled step", 1): lambda: launch(1, ["mlp", "ember", False, False, True]),
-                ("ember, compiled step", 2): lambda: launch(2, ["mlp", "ember", True, False, True])}
+                ("ember, compiled step", 2): lambda: launch(2, ["mlp", "ember", True, False, True]),
+                ("ember, compiled step, single-copy off", 2):
+                    lambda: launch(2, ["mlp", "ember", True, False, True], **NO_CMA)}
         if torch_ok:
             runs[("torch", 1)] = lambda: launch(1, ["mlp", "torch", False])
             runs[("torch", 2)] = lambda: launch(2, ["mlp", "torch", True])
@@ -295,9 +370,26 @@ def main():
     print("| library | processes | step ms (median) | samples/s | vs 1 process |")
     print("|---|---:|---:|---:|---:|")
     for lib, n in best:
-        one = 1 * BATCH / best[(lib if (lib, 1) in best else lib.split(",")[0], 1)]
+        parts = lib.split(", ")  # against the 1-process run of the longest prefix of its name
+        base = next(k for k in (", ".join(parts[:j]) for j in range(len(parts), 0, -1)) if (k, 1) in best)
+        one = 1 * BATCH / best[(base, 1)]
         thr = n * BATCH / best[(lib, n)]
         print(f"| {lib} | {n} | {best[(lib, n)]:.2f} | {thr * 1e3:.0f} | {thr / one:.2f}x |")
+
+    # 2b. where the time of a DDP step goes
+    parts = {}
+    for _ in range(ROUNDS):
+        for mode, n in (("alone", 1), ("lockstep", 2), ("ddp", 2)):
+            got = launch(n, ["timeline", mode], **NO_CMA)
+            if mode not in parts or got["step"] < parts[mode]["step"]:
+                parts[mode] = got
+    print("\n### Where one rank's eager MLP step goes (ms, medians; the round with the fastest step; "
+          "single-copy off)\n")
+    print("| part | one process | 2 processes in lockstep, nothing reduced | 2 processes under DDP |")
+    print("|---|---:|---:|---:|")
+    for part in parts["ddp"]:
+        print(f"| {part} | " + " | ".join(f"{parts[m][part]:.2f}" if parts[m][part] > 0.005 else "-"
+                                         for m in ("alone", "lockstep", "ddp")) + " |")
 
     # 3. all_reduce cost against size
     sizes = launch(2, ["sizes"])
@@ -333,11 +425,27 @@ def main():
     print(f"\nMachine: {platform.machine()}, {os.cpu_count()} cores; Python {platform.python_version()}; {mpi}")
 
 
+def compiled_against_eager(pairs):
+    """The compiled DDP step against the eager one, launched in interleaved
+    pairs (a noisy machine moves both of a pair alike), with Open MPI's
+    single-copy transfers off and on: each pair's eager/compiled ratio."""
+    print("| pair | single-copy | eager ms | compiled ms | eager / compiled |")
+    print("|---:|---|---:|---:|---:|")
+    for k in range(pairs):
+        for name, extra in (("off", NO_CMA), ("on", {})):
+            e = median_ms(launch(2, ["mlp", "ember", True], **extra))
+            c = median_ms(launch(2, ["mlp", "ember", True, False, True], **extra))
+            print(f"| {k + 1} | {name} | {e:.2f} | {c:.2f} | {e / c:.3f} |", flush=True)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) > 2 and sys.argv[1] == "--worker":
+    if len(sys.argv) > 2 and sys.argv[1] == "--pairs":
+        compiled_against_eager(int(sys.argv[2]))
+    elif len(sys.argv) > 2 and sys.argv[1] == "--worker":
         args = json.loads(sys.argv[2])
         fn = {"allreduce_ember": worker_allreduce_ember, "allreduce_torch": worker_allreduce_torch,
-              "mlp": worker_mlp, "sizes": worker_sizes, "buckets": worker_bucket_times}[args[0]]
+              "mlp": worker_mlp, "sizes": worker_sizes, "buckets": worker_bucket_times,
+              "timeline": worker_timeline}[args[0]]
         rank, value = fn(*args[1:])
         if rank == 0:  # (the ranks' lines would interleave)
             print("RESULT " + json.dumps([rank, value]), flush=True)
