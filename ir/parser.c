@@ -125,7 +125,8 @@ static void next(parser *p) {
         t->kind = T_NUMBER;
     } else if (c == '"') {
         p->pos++;
-        while (*p->pos && *p->pos != '"' && *p->pos != '\n') p->pos += *p->pos == '\\' ? 2 : 1;
+        /* (a backslash escapes the next character, but never the text's end) */
+        while (*p->pos && *p->pos != '"' && *p->pos != '\n') p->pos += *p->pos == '\\' && p->pos[1] && p->pos[1] != '\n' ? 2 : 1;
         if (*p->pos != '"') FAIL("unterminated string");
         p->pos++;
         t->kind = T_STRING;
