@@ -213,37 +213,49 @@ def test_compiled_step_holds_the_all_reduce():
     """A whole training step compiled with DDP inside: the reduction is an
     all_reduce node of the graph, the step runs compiled, and its
     parameters follow the global batch's as eager DDP's do. With
-    find_unused_parameters the step runs eagerly, saying why."""
-    for find_unused in (False, True):
-        ember.manual_seed(11)
-        model, ref = mlp(), mlp()
-        ref.load_state_dict(model.state_dict())
-        ddp = DDP(model, find_unused_parameters=find_unused)
-        opt = ember.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-        ref_opt = ember.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    find_unused_parameters the step runs eagerly, saying why. With every
+    gradient reduced alone, the graph holds an all_reduce per parameter."""
+    for find_unused, alone in ((False, None), (True, None), (False, 0)):
+        with alone_from(alone):
+            compiled_step_holds_the_all_reduce(find_unused, alone)
 
-        @ember.compile
-        def step(x, y):
-            opt.zero_grad()
-            loss = F.cross_entropy(ddp(x), y)
-            loss.backward()
-            opt.step()
-            return loss
 
-        for k, (x, y) in enumerate(batches("mlp", 8)):
-            xs, ys = x[R * LOCAL:(R + 1) * LOCAL], y[R * LOCAL:(R + 1) * LOCAL]
-            if k == 5:
-                report = str(ember.compiler.explain(step, xs, ys, print_report=False))
-                if find_unused:
-                    assert "find_unused_parameters" in report and "ran eagerly" in report, report
-                else:
-                    assert "ran compiled" in report and "all_reduce(" in report, report
+def compiled_step_holds_the_all_reduce(find_unused, alone):
+    ember.manual_seed(11)
+    model, ref = mlp(), mlp()
+    ref.load_state_dict(model.state_dict())
+    ddp = DDP(model, find_unused_parameters=find_unused)
+    opt = ember.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    ref_opt = ember.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+
+    @ember.compile
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(ddp(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    for k, (x, y) in enumerate(batches("mlp", 8)):
+        xs, ys = x[R * LOCAL:(R + 1) * LOCAL], y[R * LOCAL:(R + 1) * LOCAL]
+        before = dist._C._dist_stats()["collectives"]
+        if k == 5:
+            report = str(ember.compiler.explain(step, xs, ys, print_report=False))
+            if find_unused:
+                assert "find_unused_parameters" in report and "ran eagerly" in report, report
             else:
-                step(xs, ys)
-            ref_opt.zero_grad()
-            F.cross_entropy(ref(x), y).backward()
-            ref_opt.step()
-        assert_close(params_of(model), params_of(ref), f"compiled step with DDP (find_unused={find_unused})")
+                assert "ran compiled" in report and "all_reduce(" in report, report
+        else:
+            step(xs, ys)
+        if k == 6 and alone == 0:  # compiled by now: the graph's all_reduce nodes
+            calls = dist._C._dist_stats()["collectives"] - before
+            n = len(list(model.parameters()))
+            assert calls == n, f"{calls} all_reduce calls in a compiled step, not one per gradient ({n})"
+        ref_opt.zero_grad()
+        F.cross_entropy(ref(x), y).backward()
+        ref_opt.step()
+    assert_close(params_of(model), params_of(ref),
+                 f"compiled step with DDP (find_unused={find_unused}, alone from {alone})")
 
 
 def test_sampler_partitions():

@@ -1,28 +1,28 @@
 """nn.parallel.DistributedDataParallel: data-parallel training on
 ember.distributed, as torch's.
 
-Each rank runs the same model on its own part of the batch. At
-construction the parameters and buffers are broadcast from rank 0, so every
-rank starts equal. During backward, gradients are averaged across the ranks
-in buckets: the parameters are grouped in reverse order (about the order
-backward reaches them), a bucket per dtype up to bucket_cap_mb (the first
-1 MiB, so that communication starts early). A large gradient (from 256
-KiB times the ranks less one) is reduced alone, in its own memory: one
-more all_reduce call costs less than copying it into a bucket and back. When backward has accumulated
-the last gradient of a bucket (a post-accumulate-grad hook), the bucket's
-small gradients are copied into its slice of one flat tensor (per dtype),
-and that slice and the bucket's large gradients are queued on the
-communication thread, which reduces them while backward goes on computing
-the gradients of the next bucket. When the last bucket is queued, the hook
-waits for all of them and writes the flat tensor's averages back into the
-small gradients' .grad. That overlap needs a core for the communication
-thread: when the process has no more cores (its CPU affinity) than ember's
-compute threads (ember.set_num_threads), the buckets are only filled during
-backward and everything is reduced at its end (the large gradients, then
-one flat tensor per dtype), which measured faster there (bench/RESULTS.md,
-issue 18); to overlap, leave a core free: ember.set_num_threads(cores - 1).
-After backward every rank holds the same gradients, so the optimizers stay
-equal.
+Each rank runs the same model on its own part of the batch. At construction
+the parameters and buffers are broadcast from rank 0, so every rank starts
+equal. During backward, gradients are averaged across the ranks in buckets:
+the parameters are grouped in reverse order (about the order backward
+reaches them), a bucket per dtype up to bucket_cap_mb (the first 1 MiB, so
+that communication starts early). A large gradient (from 256 KiB times the
+ranks less one) is reduced alone, in its own memory: one more all_reduce
+call costs less than copying it into a bucket and back. When backward has
+accumulated the last gradient of a bucket (a post-accumulate-grad hook),
+the bucket's small gradients are copied into its slice of one flat tensor
+(per dtype), and that slice and the bucket's large gradients are queued on
+the communication thread, which reduces them while backward goes on
+computing the gradients of the next bucket. When the last bucket is queued,
+the hook waits for all of them and writes the flat tensor's averages back
+into the small gradients' .grad. That overlap needs a core for the
+communication thread: when the process has no more cores (its CPU affinity)
+than ember's compute threads (ember.set_num_threads), the buckets are only
+filled during backward and everything is reduced at its end (the large
+gradients, then one flat tensor per dtype), which measured faster there
+(bench/RESULTS.md, issue 18); to overlap, leave a core free:
+ember.set_num_threads(cores - 1). After backward every rank holds the same
+gradients, so the optimizers stay equal.
 
 - no_sync(): backward accumulates locally, with no communication; the next
   backward outside it averages the accumulated gradients.
@@ -174,20 +174,15 @@ class DistributedDataParallel(Module):
                 self._bucket_of[i] = b
         # one flat tensor per dtype for the packed gradients; each bucket's
         # packed gradients are a slice of its dtype's
-        flats, used = {}, {}
+        spans, used = [], {}  # (bucket, dtype, start, numel); numel per dtype
         for b in self._buckets:
             if b.packed:
-                dt = params[b.packed[0]].dtype
-                used[dt] = used.get(dt, 0) + sum(params[i].numel() for i in b.packed)
-        for dt, n in used.items():
-            flats[dt] = zeros(n, dtype=dt)
-        at = dict.fromkeys(used, 0)
-        for b in self._buckets:
-            if b.packed:
-                dt = params[b.packed[0]].dtype
-                n = sum(params[i].numel() for i in b.packed)
-                b.flat = flats[dt][at[dt]:at[dt] + n]
-                at[dt] += n
+                dt, n = params[b.packed[0]].dtype, sum(params[i].numel() for i in b.packed)
+                spans.append((b, dt, used.get(dt, 0), n))
+                used[dt] = used.get(dt, 0) + n
+        flats = {dt: zeros(n, dtype=dt) for dt, n in used.items()}
+        for b, dt, start, n in spans:
+            b.flat = flats[dt][start:start + n]
         object.__setattr__(self, "_flats", flats)
         object.__setattr__(self, "_works", [])
         object.__setattr__(self, "_stand_ins", {})  # param index -> the tensor reduced for its gradient
@@ -330,9 +325,10 @@ class DistributedDataParallel(Module):
                 p = self._params[i]
                 if p.grad is None:
                     self._stand_ins[i] = zeros_like(p)
-                elif i in self._unused or not p.grad.is_contiguous():
-                    # (an unused parameter's gradient stays as it was where no rank used it)
-                    self._stand_ins[i] = p.grad.contiguous() if i not in self._unused else p.grad.clone()
+                elif i in self._unused:  # (its gradient stays as it was if no rank used it)
+                    self._stand_ins[i] = p.grad.clone()
+                elif not p.grad.is_contiguous():
+                    self._stand_ins[i] = p.grad.contiguous()
             params = [self._params[i] for i in b.packed]
             at = 0
             for i, p in zip(b.packed, params):
