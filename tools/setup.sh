@@ -57,13 +57,22 @@ quiet() {
     local label="$1"; shift
     local log
     log="$(mktemp)"
-    if "$@" >"$log" 2>&1; then
+    local status=0
+    "$@" >"$log" 2>&1 || status=$?
+    if [ "$status" -eq 0 ]; then
         echo "$label: $(grep -E "tests passed|passed|failed" "$log" | tail -n 1)"
         rm -f "$log"
     else
         cat "$log"
         rm -f "$log"
-        echo "$label failed" >&2
+        # A status over 128 is a signal's (128 + its number): a process
+        # killed from outside leaves no message of its own.
+        if [ "$status" -gt 128 ]; then
+            echo "$label failed: exit status $status, killed by signal $((status - 128))" \
+                 "($(kill -l $((status - 128)) 2>/dev/null || echo unknown))" >&2
+        else
+            echo "$label failed: exit status $status" >&2
+        fi
         return 1
     fi
 }

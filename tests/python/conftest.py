@@ -15,8 +15,10 @@
 """
 
 import atexit
+import faulthandler
 import os
 import shutil
+import signal
 import tempfile
 
 import numpy as np
@@ -28,6 +30,13 @@ import ember
 # under 2048 elements, not worth LLVM's time), so the code generator sees
 # all of the tests' tiny graphs; test_compile_training checks the default.
 os.environ["EMBER_JIT_MIN_ELEMENTS"] = "0"
+
+# A run killed by a signal should say so: pytest's faulthandler covers the
+# crashing signals; SIGTERM and SIGHUP would otherwise end it without a
+# word. Each prints every thread's stack to stderr, then takes its default
+# action.
+for _sig in (signal.SIGTERM, signal.SIGHUP):
+    faulthandler.register(_sig, all_threads=True, chain=True)
 
 # Compiled code goes to a cache directory of this run's own (the user's
 # stays untouched); later compiles of the same graphs in the run load it.

@@ -5,6 +5,7 @@ makes the others fail with the message within the timeout.
 """
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -24,6 +25,32 @@ pytestmark = pytest.mark.skipif(
     reason="ember was built without MPI, or mpirun is missing (Debian: libopenmpi-dev, openmpi-bin)")
 
 
+def _kill_session(pgid):
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):  # nothing was left
+        pass
+
+
+def run_job(cmd, env, timeout):
+    """Runs an MPI job (mpirun, or a singleton that forks its own orted) in
+    a session of its own, and kills what is left in that session when it
+    ends: a rank mpirun did not reap (the "hang" case's sleeper), a daemon.
+    Nothing of a job outlives its test or shares pytest's process group,
+    so no signal meant for the job's group can reach pytest."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_session(proc.pid)
+        proc.communicate()
+        raise
+    finally:
+        _kill_session(proc.pid)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def mpirun(script, n, *args, recovery=False, timeout=240, extra_env=None):
     """Runs distributed/<script> on n ranks; returns the CompletedProcess."""
     cmd = [MPIRUN, "-np", str(n), "--oversubscribe"]
@@ -32,7 +59,7 @@ def mpirun(script, n, *args, recovery=False, timeout=240, extra_env=None):
     cmd += [sys.executable, os.path.join(HERE, script), *map(str, args)]
     env = subprocess_env(OMPI_ALLOW_RUN_AS_ROOT=1, OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1,
                          OMPI_MCA_btl_vader_single_copy_mechanism="none", **(extra_env or {}))
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    return run_job(cmd, env, timeout)
 
 
 def expect_ok(proc, n, marker):
@@ -56,8 +83,7 @@ def test_ddp_equals_training_on_the_global_batch(n):
 
 def test_collectives_in_a_world_of_one():
     """A Python started without mpirun is a world of one (MPI's singleton)."""
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "collectives.py")], env=subprocess_env(),
-                          capture_output=True, text=True, timeout=120)
+    proc = run_job([sys.executable, os.path.join(HERE, "collectives.py")], subprocess_env(), 120)
     expect_ok(proc, 1, "collectives ok")
 
 
@@ -117,6 +143,5 @@ def test_env_and_arguments_must_agree_with_mpi():
              ({"rank": 2}, {}, "rank=2, but MPI made this process rank 0 of 1"),
              ({"world_size": 4}, {}, "world_size=4")]
     for kwargs, env, want in cases:
-        proc = subprocess.run([sys.executable, "-c", code, repr(kwargs)], env=subprocess_env(**env),
-                              capture_output=True, text=True, timeout=120)
+        proc = run_job([sys.executable, "-c", code, repr(kwargs)], subprocess_env(**env), 120)
         assert want in proc.stdout, (kwargs, env, proc.stdout + proc.stderr)
