@@ -78,6 +78,16 @@ typedef struct em_llvm_sizes {
  * node then runs op by op on the eager kernels). */
 em_status em_llvm_kernel_split(const em_ir_node *node, int64_t (*const in_strides)[EM_MAX_DIMS],
                                em_llvm_split *split);
+/* Does the kernel of this split walk TILE x TILE tiles (an operand read
+ * transposed, kernel.c)? */
+bool em_llvm_split_is_tiled(const em_ir_node *node, const em_llvm_split *split);
+
+/* off[k] += operand k's offset (strides[k], in elements) of position pos of
+ * the row-major space shape[0..upto) (the outermost index is what is left
+ * of pos); sizes and strides through em_llvm_size. */
+struct em_llvm_emitter;
+void em_llvm_emit_offsets(struct em_llvm_emitter *e, const int64_t *shape, const int64_t (*strides)[EM_MAX_DIMS],
+                          int n_ops, int upto, LLVMValueRef pos, LLVMValueRef *off);
 
 /* What the kernel files share to emit per-element code. */
 typedef struct em_llvm_emitter {

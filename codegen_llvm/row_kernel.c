@@ -608,18 +608,7 @@ static em_status emit_rows(emit_ctx *c) {
     /* row.body: the operands' row offsets, then the loops */
     LLVMPositionBuilderAtEnd(b, body);
     for (int k = 0; k < p->n_ops; k++) c->off[k] = em_llvm_i64(e, 0);
-    LLVMValueRef rem = row;
-    for (int d = p->nd_outer - 1; d >= 0; d--) {
-        LLVMValueRef idx = rem;
-        if (d) {
-            LLVMValueRef size = em_llvm_size(e, p->outer[d]);
-            idx = LLVMBuildSRem(b, rem, size, "");
-            rem = LLVMBuildSDiv(b, rem, size, "");
-        }
-        for (int k = 0; k < p->n_ops; k++)
-            if (p->ostr[k][d])
-                c->off[k] = LLVMBuildAdd(b, c->off[k], LLVMBuildMul(b, idx, em_llvm_size(e, p->ostr[k][d]), ""), "");
-    }
+    em_llvm_emit_offsets(e, p->outer, (const int64_t(*)[EM_MAX_DIMS])p->ostr, p->n_ops, p->nd_outer, row, c->off);
     for (const em_ir_node *n = p->r->first; n; n = n->next) {
         const em_ir_value *v = n->out[0];
         if (p->home[v->id] >= 0) c->buf[v->id] = at(c, p->home[v->id], v->type.dtype, NULL);

@@ -300,6 +300,52 @@ def test_result_independent_of_threads():
         np.testing.assert_array_equal(p.numpy(), q.numpy())
 
 
+# Reductions over an outer dim of a wide tensor (the "columns" strategy)
+# split the rows into blocks of about 256K elements whose partial results
+# combine in order: (700, 1000) makes 3 blocks, (3, 300, 1000) over dim 1
+# 2 blocks per kept index; the values put ties, NaNs and the only False in
+# later blocks than the first.
+COLUMN_OPS = {
+    "sum": lambda m, x, d: x.sum(d), "mean": lambda m, x, d: x.mean(d),
+    "prod": lambda m, x, d: x.prod(d), "amax": lambda m, x, d: x.amax(d),
+    "amin": lambda m, x, d: x.amin(d), "argmax": lambda m, x, d: x.argmax(d),
+    "argmin": lambda m, x, d: x.argmin(d), "var": lambda m, x, d: x.var(d),
+    "std": lambda m, x, d: x.std(d), "logsumexp": lambda m, x, d: m.logsumexp(x, d),
+    "norm1": lambda m, x, d: m.norm(x, 1, dim=d), "norm3": lambda m, x, d: m.norm(x, 3, dim=d),
+    "norm_inf": lambda m, x, d: m.norm(x, float("inf"), dim=d),
+    "norm0": lambda m, x, d: m.norm(x, 0, dim=d),
+}
+
+
+@pytest.mark.parametrize("shape,dim", [((700, 1000), 0), ((3, 300, 1000), 1)], ids=["2d", "3d"])
+@pytest.mark.parametrize("op", sorted(COLUMN_OPS))
+def test_column_reductions_over_several_row_blocks(op, shape, dim):
+    rng = np.random.default_rng(7)
+    if op == "prod":
+        v = 1 + rng.standard_normal(shape) * 1e-3
+    elif op in ("argmax", "argmin", "amax", "amin"):
+        v = rng.integers(-3, 4, shape).astype(np.float64)  # ties in every block
+    else:
+        v = rng.standard_normal(shape)
+    fn = COLUMN_OPS[op]
+    # ember sums floats in double, PyTorch in float: 700 terms differ by more than an ulp
+    check(lambda m, x: fn(m, x, dim), Arg(v, "float32"), rtol=1e-5, atol=1e-4)
+    if op in ("amax", "amin", "argmax", "argmin"):
+        w = v.copy()
+        w[(slice(None),) * dim + (-1,)] = np.nan  # the last row, in the last block
+        check(lambda m, x: fn(m, x, dim), Arg(w, "float32"))
+        check(lambda m, x: fn(m, x, dim), Arg(v, "int64"))
+    if op == "sum":
+        check(lambda m, x: fn(m, x, dim), Arg(rng.integers(-9, 10, shape), "int64"))
+
+
+@pytest.mark.parametrize("op", ["all", "any"])
+def test_all_any_over_several_row_blocks(op):
+    v = np.full((700, 1000), op == "all")
+    v[-1, ::3] = op != "all"  # the deciding values only in the last block
+    check(lambda m, x: getattr(x, op)(0), Arg(v, "bool"))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("n", [15, 16, 17, 100, 1000, 70001])
 def test_long_arg_and_minmax_reductions_ties_and_nans(dtype, n):
