@@ -556,9 +556,11 @@ static char *llvm_describe(void *state) {
         for (const em_ir_node *n = k->node->region->first; n; n = n->next) ops++;
         char t[256];
         em_type_str(&k->node->out[0]->type, t, sizeof t);
+        char tiles[64];
+        snprintf(tiles, sizeof tiles, " in %d x %d tiles (an operand is read transposed)", EM_LLVM_TILE, EM_LLVM_TILE);
         em_strbuf_printf(&s, "  %s [%s]: %d ops over %s%s", k->name, cache_word[x->source], ops, t,
                          em_llvm_gemm_of(k->node)                     ? " (a matmul and its epilogue, per block)"
-                         : em_llvm_split_is_tiled(k->node, &k->split) ? " in 32 x 32 tiles (an operand is read transposed)"
+                         : em_llvm_split_is_tiled(k->node, &k->split) ? tiles
                                                                       : "");
         if (k->node->loc.file)
             em_strbuf_printf(&s, " from %s:%d-%d", k->node->loc.file, k->node->loc.line,

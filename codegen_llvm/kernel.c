@@ -36,8 +36,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <llvm-c/DebugInfo.h>
-
 #include "llvm_internal.h"
 
 static const char *const dtype_sfx[EM_DTYPE_COUNT] = {
@@ -304,8 +302,13 @@ static em_status plan(const em_ir_node *node, int64_t (*const in_strides)[EM_MAX
  * fit in L1 by the next row. The kernel then walks TILE x TILE tiles of the
  * two innermost dims, as the eager iterator does (runtime/cpu/iter.c): a
  * tile's lines stay in L1 across its rows. Compiled x.t() * 2 over
- * 1024x1024 took 5.4 ms on one thread untiled, against eager's 1.8. */
-#define TILE 32
+ * 1024x1024 took 5.4 ms on one thread untiled, against eager's 1.8.
+ * LLVM vectorises a tile's rows with scatters (and a stepped operand's
+ * rows with gathers). Scalar loops were faster for a multiply (0.5 ms)
+ * but 2-10x slower for exp or tanh, whose vector forms then go unused;
+ * staging strided operands through a contiguous buffer would serve both
+ * (not done: bench/RESULTS.md). */
+#define TILE EM_LLVM_TILE
 
 static bool tiled(const geometry *g) {
     if (g->nd < 2) return false;
@@ -360,24 +363,13 @@ em_status em_llvm_kernel_split(const em_ir_node *node, int64_t (*const in_stride
     return EM_OK;
 }
 
-/* Marks the loop whose latch branch is br "do not vectorise". */
-static void not_vectorized(const emitter *e, LLVMValueRef br) {
-    LLVMMetadataRef self = LLVMTemporaryMDNode(e->ctx, NULL, 0);
-    LLVMMetadataRef off[2] = {LLVMMDStringInContext2(e->ctx, "llvm.loop.vectorize.enable", 26),
-                              LLVMValueAsMetadata(LLVMConstInt(e->i1, 0, 0))};
-    LLVMMetadataRef ops[2] = {self, LLVMMDNodeInContext2(e->ctx, off, 2)};
-    LLVMMetadataRef loop = LLVMMDNodeInContext2(e->ctx, ops, 2);
-    LLVMMetadataReplaceAllUsesWith(self, loop); /* (a loop ID refers to itself) */
-    LLVMSetMetadata(br, LLVMGetMDKindIDInContext(e->ctx, "llvm.loop", 9), LLVMMetadataAsValue(e->ctx, loop));
-}
-
 /* Emits, at the builder, the inner loop over j in [j0, j1) of the
  * innermost dim: per element the operands' addresses (off[k] + j times the
  * innermost stride), the loads, the region and the stores; the builder ends
  * in `after`. The loop's blocks go before `after`. */
 static em_status emit_inner(emitter *e, LLVMValueRef fn, const em_ir_node *node, const geometry *g,
                             LLVMValueRef *base, LLVMValueRef *off, LLVMValueRef j0, LLVMValueRef j1,
-                            LLVMBasicBlockRef after, LLVMValueRef *vals, bool scalar) {
+                            LLVMBasicBlockRef after, LLVMValueRef *vals) {
     LLVMBuilderRef b = e->b;
     const em_ir_block *r = node->region;
     int last = g->nd - 1;
@@ -407,8 +399,7 @@ static em_status emit_inner(emitter *e, LLVMValueRef fn, const em_ir_node *node,
         em_llvm_store(e, node->out[k]->type.dtype, vals[r->results[k]->id], addr[k]);
     LLVMValueRef jn = LLVMBuildNSWAdd(b, j, em_llvm_i64(e, 1), ""); /* (nsw: indices never overflow) */
     LLVMBasicBlockRef loop_end = LLVMGetInsertBlock(b);
-    LLVMValueRef br = LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, jn, j1, ""), loop, after);
-    if (scalar) not_vectorized(e, br);
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, jn, j1, ""), loop, after);
     LLVMAddIncoming(j, &j0, &before, 1);
     LLVMAddIncoming(j, &jn, &loop_end, 1);
     LLVMPositionBuilderAtEnd(b, after);
@@ -467,13 +458,7 @@ static em_status emit_rows(emitter *e, LLVMValueRef fn, const em_ir_node *node, 
     LLVMValueRef off[80];
     for (int k = 0; k < g->n_ops; k++) off[k] = em_llvm_i64(e, 0);
     em_llvm_emit_offsets(e, g->shape, (const int64_t(*)[EM_MAX_DIMS])g->strides, g->n_ops, last, row, off);
-    /* An operand strided along the row (a slice with a step, a transpose
-     * too small to tile) makes LLVM vectorise with gathers or scatters,
-     * which are slower here than scalar code: x[1:, ::2] * 2 over 1024x1024
-     * took 0.29 ms so, against eager's 0.19. */
-    bool strided = false;
-    for (int k = 0; k < g->n_ops; k++) strided |= g->strides[k][last] > 1 || g->strides[k][last] < -1;
-    em_status st = emit_inner(e, fn, node, g, base, off, j0, j1, latch, vals, strided);
+    em_status st = emit_inner(e, fn, node, g, base, off, j0, j1, latch, vals);
     if (st != EM_OK) return st;
 
     /* row.next */
@@ -536,11 +521,11 @@ static em_status emit_tiles(emitter *e, LLVMValueRef fn, const em_ir_node *node,
         if (g->strides[k][last - 1])
             off[k] = LLVMBuildAdd(b, off[k], LLVMBuildMul(b, r, em_llvm_stride(e, g->strides[k][last - 1]), ""), "");
     }
-    em_status st = emit_inner(e, fn, node, g, base, off, c0, c1, row_latch, vals, true);
+    em_status st = emit_inner(e, fn, node, g, base, off, c0, c1, row_latch, vals);
     if (st != EM_OK) return st;
 
     LLVMValueRef rn = LLVMBuildNSWAdd(b, r, em_llvm_i64(e, 1), "");
-    not_vectorized(e, LLVMBuildBr(b, row_head));
+    LLVMBuildBr(b, row_head);
     LLVMAddIncoming(r, &r0, &tile_body, 1);
     LLVMAddIncoming(r, &rn, &row_latch, 1);
 

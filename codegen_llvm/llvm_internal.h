@@ -78,8 +78,9 @@ typedef struct em_llvm_sizes {
  * node then runs op by op on the eager kernels). */
 em_status em_llvm_kernel_split(const em_ir_node *node, int64_t (*const in_strides)[EM_MAX_DIMS],
                                em_llvm_split *split);
-/* Does the kernel of this split walk TILE x TILE tiles (an operand read
- * transposed, kernel.c)? */
+/* Does the kernel of this split walk EM_LLVM_TILE x EM_LLVM_TILE tiles (an
+ * operand read transposed, kernel.c)? */
+#define EM_LLVM_TILE 32
 bool em_llvm_split_is_tiled(const em_ir_node *node, const em_llvm_split *split);
 
 /* off[k] += operand k's offset (strides[k], in elements) of position pos of

@@ -426,7 +426,7 @@ typedef struct {
     int64_t knumel, rnumel, nblocks;
     int64_t block_rows;  /* columns: rows per block */
     const double *param; /* per output, or NULL */
-    acc_t *partial;      /* knumel * nblocks */
+    acc_t *partial;      /* rows: knumel * nblocks; columns: knumel * (nblocks - 1) */
     acc_t *result;       /* knumel */
 } plan_t;
 

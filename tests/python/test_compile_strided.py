@@ -1,10 +1,10 @@
 """Compiled kernels over operands read through a transpose or with a step.
 
 A kernel whose operand walks the result's rows with a large stride (x.t())
-runs in 32 x 32 tiles; one whose operand steps along the row (x[:, ::2])
-runs as scalar code, not gathers (codegen_llvm/kernel.c). Either way the
-result is eager's, bit for bit, on each backend, at sizes with partial
-tiles and below a tile, and under sizes read at run time.
+runs in 32 x 32 tiles (codegen_llvm/kernel.c); one whose operand steps
+along the row (x[:, ::2]) reads it with gathers. Either way the result is
+eager's, bit for bit, on each backend, at sizes with partial tiles and
+below a tile, and under sizes read at run time.
 """
 
 import numpy as np
