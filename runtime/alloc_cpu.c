@@ -11,7 +11,14 @@
  *   medium, 64 KiB to 1 MiB: eight classes per power of two (at most 12.5%
  *     wasted), plain pages;
  *   large, 1 MiB and more: 2 MiB steps up to 32 MiB, then eight classes per
- *     power of two; aligned to 2 MiB and advised as huge pages.
+ *     power of two; aligned to 2 MiB, so that a kernel with transparent huge
+ *     pages always on can back them so, and advised as huge pages only with
+ *     EMBER_HUGE_PAGES=1 (as PyTorch's THP_MEM_ALLOC_ENABLE): under the
+ *     kernel's default defrag policy an advised fault compacts memory
+ *     synchronously, which measured 35-600 ms per fresh 256 MiB against a
+ *     steady 140 ms for small pages (loading a checkpoint 3x slower than
+ *     PyTorch), for a gain in the noise on streaming kernels and about 6%
+ *     on gathers (bench/RESULTS.md, issue 38).
  * Small blocks come from aligned_alloc (malloc's own bins serve them well).
  * Thread-safe: tensors may be freed from any thread.
  *
@@ -46,6 +53,7 @@ static block *cache;
 static size_t cache_len, cache_cap;
 static em_cpu_alloc_stats stats;
 static bool limit_set;
+static bool huge_pages; /* EMBER_HUGE_PAGES=1, read with the cache limit */
 
 /* Fault injection: countdown to the allocation that fails (-1: never). */
 static int64_t fail_countdown = -1;
@@ -85,6 +93,8 @@ int64_t em_alloc_fail_after(int64_t n) {
 static void set_limit_locked(void) {
     if (limit_set) return;
     limit_set = true;
+    const char *huge = getenv("EMBER_HUGE_PAGES");
+    huge_pages = huge && strcmp(huge, "1") == 0;
     const char *env = getenv("EMBER_CPU_CACHE_MB");
     if (env && *env) {
         stats.cache_limit = (size_t)strtoull(env, NULL, 10) << 20;
@@ -118,7 +128,7 @@ static void *map_block(size_t size) {
     if (head) munmap(raw, head);
     if (tail) munmap((char *)start + size, tail);
 #ifdef MADV_HUGEPAGE
-    madvise((void *)start, size, MADV_HUGEPAGE);
+    if (huge_pages) madvise((void *)start, size, MADV_HUGEPAGE);
 #endif
     return (void *)start;
 }

@@ -163,25 +163,31 @@ em_tensor *em_tensor_empty(const int64_t *shape, int ndim, em_dtype dtype, em_de
 em_tensor *em_tensor_from_storage(em_storage *storage, em_dtype dtype, int64_t offset,
                                   const int64_t *shape, const int64_t *strides, int ndim) {
     if (check_shape(shape, ndim) != EM_OK) return NULL;
-    int64_t lo = offset, hi = offset;
-    bool empty = false;
+    /* Every product and sum checked: the geometry may come from a file
+     * (a checkpoint, a DLPack producer), and an overflow would turn an
+     * out-of-bounds view into one that seems to fit. */
+    int64_t lo = offset, hi = offset, numel = 1;
+    bool empty = false, overflow = offset < 0;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] == 0) empty = true;
-        int64_t ext = (shape[i] - 1) * strides[i];
-        if (ext < 0)
-            lo += ext;
-        else
-            hi += ext;
+        int64_t ext;
+        overflow |= __builtin_mul_overflow(shape[i] ? shape[i] - 1 : 0, strides[i], &ext);
+        overflow |= ext < 0 ? __builtin_add_overflow(lo, ext, &lo) : __builtin_add_overflow(hi, ext, &hi);
+        overflow |= __builtin_mul_overflow(numel, shape[i], &numel);
     }
     size_t item = em_dtype_size(dtype);
-    if (!empty && (lo < 0 || (uint64_t)(hi + 1) * item > storage->nbytes)) {
+    uint64_t end;
+    if (!empty &&
+        (overflow || lo < 0 || __builtin_mul_overflow((uint64_t)hi + 1, item, &end) || end > storage->nbytes)) {
+        char s[256];
+        em_shape_str(shape, ndim, s, sizeof s);
         em_error(EM_ERR_VALUE,
-                 "view out of bounds: elements [%lld, %lld] of %s do not fit a storage of %zu "
-                 "bytes",
-                 (long long)lo, (long long)hi, em_dtype_name(dtype), storage->nbytes);
+                 "view out of bounds: a %s view of shape %s at offset %lld reaches elements "
+                 "[%lld, %lld], outside a storage of %zu bytes",
+                 em_dtype_name(dtype), s, (long long)offset, (long long)lo, (long long)hi, storage->nbytes);
         return NULL;
     }
-    return tensor_alloc(storage, dtype, offset, shape, strides, ndim);
+    return tensor_alloc(storage, dtype, empty ? 0 : offset, shape, strides, ndim);
 }
 
 em_tensor *em_tensor_alias(const em_tensor *base, int64_t offset, const int64_t *shape,

@@ -3,11 +3,17 @@
  * out-of-memory handling of the runtime.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "check.h"
 #include "ember/alloc.h"
+#include "ember/atomic_file.h"
 #include "ember/ops.h"
 #include "ember/parallel.h"
 #include "ember/random.h"
@@ -66,6 +72,67 @@ static void test_views_share_storage(void) {
     em_tensor_release(t);
     em_tensor_release(v);
     em_tensor_release(a);
+}
+
+/* em_tensor_from_storage checks geometry that may come from a file: sizes
+ * and strides whose products overflow int64 are out of bounds, not views
+ * that wrap around to seem to fit (UBSan checks the arithmetic itself). */
+static void test_views_of_storage_are_bounded(void) {
+    em_storage *s = em_storage_new(em_cpu(), 16); /* four float32s */
+    int64_t one[1] = {4}, unit[1] = {1};
+    em_tensor *ok = em_tensor_from_storage(s, EM_DTYPE_F32, 0, one, unit, 1);
+    CHECK(ok && ok->numel == 4);
+    int64_t big[2] = {(int64_t)1 << 40, (int64_t)1 << 40}, zero[2] = {0, 0};
+    em_tensor *expanded = em_tensor_from_storage(s, EM_DTYPE_F32, 3, big, zero, 2);
+    CHECK(expanded == NULL); /* numel 2^80: no tensor can count it */
+    int64_t two[2] = {3, 2}, wrap[2] = {INT64_MAX / 2 + 1, 1};
+    CHECK(em_tensor_from_storage(s, EM_DTYPE_F32, 0, two, wrap, 2) == NULL);
+    CHECK_STR_CONTAINS(em_last_error(), "view out of bounds");
+    int64_t neg[1] = {-(INT64_MAX / 2)}, two1[1] = {3};
+    CHECK(em_tensor_from_storage(s, EM_DTYPE_F32, 3, two1, neg, 1) == NULL);
+    CHECK(em_tensor_from_storage(s, EM_DTYPE_F32, -1, one, unit, 1) == NULL);
+    CHECK(em_tensor_from_storage(s, EM_DTYPE_F32, INT64_MAX, one, unit, 1) == NULL);
+    int64_t stride0[2] = {0, 0}, shape0[2] = {1 << 20, 1 << 20};
+    em_tensor *view = em_tensor_from_storage(s, EM_DTYPE_F32, 2, shape0, stride0, 2);
+    CHECK(view && view->numel == (int64_t)1 << 40 && view->offset == 2);
+    em_tensor_release(view);
+    em_tensor_release(ok);
+    em_storage_release(s);
+}
+
+/* A failed replacement (a file size limit here) leaves the old file and no
+ * temporary; a committed one replaces it whole; a non-regular destination
+ * is refused. */
+static void test_atomic_file_replaces_whole_or_not_at_all(void) {
+    char dir[] = "/tmp/ember-atomic-XXXXXX", path[64], entry[300];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/f", dir);
+    em_atomic_file a;
+    CHECK(em_atomic_open(&a, path, 0644) == EM_OK && em_atomic_write(&a, "old", 3) == EM_OK);
+    CHECK(em_atomic_commit(&a) == EM_OK);
+    struct rlimit lim, small = {1 << 16, 1 << 16};
+    getrlimit(RLIMIT_FSIZE, &lim);
+    void (*was)(int) = signal(SIGXFSZ, SIG_IGN);
+    setrlimit(RLIMIT_FSIZE, &small);
+    static char big[1 << 17];
+    CHECK(em_atomic_open(&a, path, 0644) == EM_OK);
+    CHECK(em_atomic_write(&a, big, sizeof big) == EM_ERR_RUNTIME);
+    CHECK(a.err == EFBIG && check_contains(em_last_error(), path));
+    em_atomic_abort(&a);
+    setrlimit(RLIMIT_FSIZE, &lim);
+    signal(SIGXFSZ, was);
+    FILE *f = fopen(path, "rb");
+    char got[8] = {0};
+    CHECK(f && fread(got, 1, sizeof got, f) == 3 && !memcmp(got, "old", 3));
+    if (f) fclose(f);
+    DIR *d = opendir(dir);
+    int files = 0;
+    for (struct dirent *e; d && (e = readdir(d));) files += e->d_name[0] != '.' || strstr(e->d_name, "ember-tmp");
+    if (d) closedir(d);
+    CHECK(files == 1);
+    CHECK(em_atomic_open(&a, "/dev/null", 0644) == EM_ERR_VALUE);
+    snprintf(entry, sizeof entry, "rm -rf %s", dir);
+    CHECK(system(entry) == 0);
 }
 
 static void test_broadcast_arith(void) {
@@ -399,6 +466,8 @@ static void test_out_of_memory(void) {
 int main(void) {
     RUN(test_create_and_release);
     RUN(test_views_share_storage);
+    RUN(test_views_of_storage_are_bounded);
+    RUN(test_atomic_file_replaces_whole_or_not_at_all);
     RUN(test_broadcast_arith);
     RUN(test_promotion);
     RUN(test_reductions);
