@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "aot_export.h"
+#include "ember/atomic_file.h"
 #include "aot_format.h"
 #include "ember/autograd.h"
 #include "ember/strbuf.h"
@@ -195,12 +196,14 @@ static char *describe(const em_aot_opts *o, const em_aot_trace *t, const em_ir_g
 
 /* ---- files ---- */
 
+/* Replaces path with text, atomically (a failure leaves the old file). */
 static em_status write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return em_error(EM_ERR_RUNTIME, "ember.aot: cannot write %s: %s", path, strerror(errno));
-    bool ok = fputs(text, f) >= 0;
-    ok &= fclose(f) == 0;
-    return ok ? EM_OK : em_error(EM_ERR_RUNTIME, "ember.aot: cannot write %s: %s", path, strerror(errno));
+    em_atomic_file f;
+    em_status st = em_atomic_open(&f, path, 0666);
+    if (st == EM_OK) st = em_atomic_write(&f, text, strlen(text));
+    if (st == EM_OK) return em_atomic_commit(&f);
+    if (f.tmp[0]) em_atomic_abort(&f);
+    return em_error(em_last_status(), "ember.aot: %s", em_last_error());
 }
 
 /* The assembly that places the description and the bytes in the object. */
@@ -434,11 +437,17 @@ static em_status export_graph(const em_aot_opts *o, const em_aot_trace *t, const
     free(text);
     text = NULL;
     stem_of(o->path, stem, sizeof stem);
-    snprintf(p, sizeof p, "%s.tmp%ld", o->path, (long)getpid());
-    if (st == EM_OK) st = link_object(o, dir, p);
-    if (st == EM_OK && rename(p, o->path) != 0)
-        st = em_error(EM_ERR_RUNTIME, "ember.aot: cannot write %s: %s", o->path, strerror(errno));
-    unlink(p);
+    /* the linker writes beside the model, which is replaced only when whole */
+    em_atomic_file so;
+    bool linking = st == EM_OK && (st = em_atomic_open(&so, o->path, 0777)) == EM_OK;
+    if (linking) {
+        em_atomic_close_fd(&so);
+        em_atomic_tmp_path(&so, p, sizeof p);
+        st = link_object(o, dir, p);
+        if (st == EM_OK) st = em_atomic_commit(&so);
+        else em_atomic_abort(&so);
+    }
+    if (st != EM_OK && !strstr(em_last_error(), "ember.aot")) st = em_error(st, "ember.aot: %s", em_last_error());
     if (st == EM_OK && o->external_weights) {
         snprintf(p, sizeof p, "%s.safetensors", stem);
         st = write_weights(o, t, g, p);

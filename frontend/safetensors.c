@@ -8,11 +8,14 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "ember/atomic_file.h"
 #include "ember/ops.h"
 #include "ember/strbuf.h"
 #include "safetensors.h"
@@ -62,23 +65,18 @@ em_status em_st_write(const char *path, const em_st_tensor *tensors, int n) {
     size_t hlen = h.len;
     char *header = em_strbuf_take(&h);
     if (!header) return em_error(EM_ERR_NOMEM, "%s: out of memory writing", path);
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    em_status st = EM_OK;
-    if (!f) {
-        st = em_error(EM_ERR_RUNTIME, "%s: cannot write: %s", path, strerror(errno));
-    } else {
+    /* replaced atomically: a failed or killed write leaves the old file */
+    em_atomic_file f;
+    em_status st = em_atomic_open(&f, path, 0666);
+    if (st == EM_OK) {
         unsigned char len8[8];
         for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-        bool ok = fwrite(len8, 1, 8, f) == 8 && fwrite(header, 1, hlen, f) == hlen;
-        for (int i = 0; ok && i < n; i++)
-            ok = tensors[i].nbytes == 0 || fwrite(tensors[i].data, 1, tensors[i].nbytes, f) == tensors[i].nbytes;
-        ok &= fclose(f) == 0;
-        if (!ok || rename(tmp, path) != 0) {
-            st = em_error(EM_ERR_RUNTIME, "%s: cannot write: %s", path, strerror(errno));
-            unlink(tmp);
-        }
+        st = em_atomic_write(&f, len8, 8);
+        if (st == EM_OK) st = em_atomic_write(&f, header, hlen);
+        for (int i = 0; st == EM_OK && i < n; i++)
+            if (tensors[i].nbytes) st = em_atomic_write(&f, tensors[i].data, tensors[i].nbytes);
+        if (st == EM_OK) st = em_atomic_commit(&f);
+        else em_atomic_abort(&f);
     }
     free(header);
     return st;
@@ -361,26 +359,37 @@ em_status em_st_parse(unsigned char *bytes, size_t size, const char *name, em_st
 
 em_status em_st_read(const char *path, em_st_file *f) {
     memset(f, 0, sizeof *f);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return em_error(EM_ERR_RUNTIME, "%s: cannot open: %s", path, strerror(errno));
-    long size = fseek(fp, 0, SEEK_END) == 0 ? ftell(fp) : -1;
+    /* (without blocking: a FIFO in the path's place is refused, not waited on) */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return em_error(EM_ERR_RUNTIME, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
     unsigned char *bytes = NULL;
     em_status st = EM_OK;
-    if (size < 8) {
-        st = em_error(EM_ERR_VALUE, "%s: not a safetensors file (%ld bytes, the header alone takes 8)", path, size);
-    } else if (!(bytes = malloc((size_t)size))) {
-        st = em_error(EM_ERR_NOMEM, "%s: out of memory reading %ld bytes", path, size);
+    size_t size = 0;
+    if (fstat(fd, &sb) != 0) {
+        st = em_error(EM_ERR_RUNTIME, "%s: cannot read: %s", path, strerror(errno));
+    } else if (!S_ISREG(sb.st_mode)) {
+        st = em_error(EM_ERR_VALUE, "%s: not a safetensors file: %s", path,
+                      S_ISDIR(sb.st_mode) ? "it is a directory" : "it is not a regular file");
+    } else if (sb.st_size < 8) {
+        st = em_error(EM_ERR_VALUE, "%s: not a safetensors file (%lld bytes, the header alone takes 8)", path,
+                      (long long)sb.st_size);
+    } else if (!(bytes = malloc(size = (size_t)sb.st_size))) {
+        st = em_error(EM_ERR_NOMEM, "%s: out of memory reading %zu bytes", path, size);
     } else {
-        rewind(fp);
-        if (fread(bytes, 1, (size_t)size, fp) != (size_t)size)
-            st = em_error(EM_ERR_RUNTIME, "%s: read failed: %s", path, strerror(errno));
+        for (size_t done = 0; done < size && st == EM_OK;) {
+            ssize_t r = read(fd, bytes + done, size - done);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) st = em_error(EM_ERR_RUNTIME, "%s: read failed: %s", path, r ? strerror(errno) : "it shrank");
+            else done += (size_t)r;
+        }
     }
-    fclose(fp);
+    close(fd);
     if (st != EM_OK) {
         free(bytes);
         return st;
     }
-    return em_st_parse(bytes, (size_t)size, path, f);
+    return em_st_parse(bytes, size, path, f);
 }
 
 const em_st_tensor *em_st_find(const em_st_file *f, const char *name) {

@@ -78,6 +78,8 @@ em_tensor **em_py_tensor_list(PyObject *o, const char *what, bool nones, int *n)
 /* ---- construction (tensor_new.c) ---- */
 PyObject *em_py_tensor_new(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *em_py_from_numpy(PyObject *self, PyObject *arr);
+/* _C._storage_view(base, offset, size, stride): a bounds-checked view of base's storage. */
+PyObject *em_py_storage_view(PyObject *self, PyObject *args);
 /* The value of a one-element tensor; `what` names the host read for the tracer. */
 PyObject *em_py_tensor_item(em_tensor *t, const char *what);
 

@@ -164,6 +164,54 @@ PyObject *em_py_from_numpy(PyObject *self, PyObject *arr) {
     return t ? em_py_wrap(t) : NULL;
 }
 
+/* _storage_view(base, offset, size, stride): a tensor over base's storage
+ * with the given geometry in elements of base's dtype, every reachable
+ * element checked to lie inside it (ValueError otherwise). For readers of
+ * files whose tensors are views of shared storages (PyTorch checkpoints);
+ * not a differentiable op, so base must not require grad. */
+static int int64_tuple(PyObject *o, const char *what, int64_t *out, int *n) {
+    PyObject *seq = PySequence_Fast(o, "_storage_view: size and stride must be sequences");
+    if (!seq) return -1;
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
+    if (len > EM_MAX_DIMS) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "tensors have at most %d dimensions, got a %s of %zd",
+                     EM_MAX_DIMS, what, len);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < len; i++) {
+        long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        out[i] = v;
+    }
+    *n = (int)len;
+    Py_DECREF(seq);
+    return 0;
+}
+
+PyObject *em_py_storage_view(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *base, *size, *stride;
+    long long offset;
+    if (!PyArg_ParseTuple(args, "OLOO:_storage_view", &base, &offset, &size, &stride)) return NULL;
+    if (!em_py_is_tensor(base))
+        return em_py_error(PyExc_TypeError, "_storage_view: expected a tensor, got %s",
+                           Py_TYPE(base)->tp_name);
+    em_tensor *b = em_py_tensor_of(base);
+    if (b->requires_grad)
+        return em_py_error(PyExc_ValueError, "_storage_view: the base must not require grad");
+    int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS];
+    int ndim, nstrides;
+    if (int64_tuple(size, "size", shape, &ndim) < 0 || int64_tuple(stride, "stride", strides, &nstrides) < 0)
+        return NULL;
+    if (ndim != nstrides)
+        return em_py_error(PyExc_ValueError, "_storage_view: %d sizes but %d strides", ndim, nstrides);
+    return em_py_wrap(em_tensor_from_storage(b->storage, b->dtype, offset, shape, strides, ndim));
+}
+
 /* ---- nested Python data ---- */
 
 static bool is_seq(PyObject *o) { return PyList_Check(o) || PyTuple_Check(o); }

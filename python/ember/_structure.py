@@ -100,6 +100,9 @@ def decode(text, tensors, fname):
                 raise bad(f"tensor index {val!r} out of range (the file has {len(tensors)})")
             if val not in used:
                 t = tensors[val]
+                if o.get("grad") and not t.is_floating_point():
+                    raise bad(f"{_dtype_name(t.dtype)} tensor {val} cannot require grad (only floating-point "
+                              f"ones can)")
                 if o.get("param"):
                     t = Parameter(t, bool(o.get("grad", True)))
                 elif o.get("grad") and t.is_floating_point():

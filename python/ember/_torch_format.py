@@ -7,29 +7,41 @@ storage named by a persistent id ('storage', torch.FloatStorage, key,
 location, numel); <dir>/data/<key>, each storage's raw little-endian
 bytes; <dir>/version and <dir>/byteorder.
 
-Reading unpickles data.pkl with a restricted unpickler: the only globals it
-resolves are the tensor and parameter rebuilds (to ember's own
-implementations, which check every offset, size and stride against the
-storage), the storage types, dtypes, torch.Size and collections.OrderedDict.
-Any other global (a function or class that unpickling would call, such as
-os.system) is refused with an error naming it, before it is looked up, so a
-hostile file cannot run code. Tensors that shared a storage load as
-separate tensors.
+Reading runs data.pkl through ember's own restricted pickle machine
+(_pickle_vm): the only globals it resolves are the tensor and parameter
+rebuilds (to ember's own implementations, which check every offset, size
+and stride against the storage), the storage types, dtypes, torch.Size and
+collections.OrderedDict. Any other global (a function or class that
+unpickling would call, such as os.system) is refused with an error naming
+it, before it is looked up; only those resolved objects may be called, only
+OrderedDicts may receive BUILD's state, and the result must be plain data,
+so a hostile file can neither run code nor change ember's own objects.
+
+Each storage is read once, straight from the archive into one flat tensor
+(a stored member with one read into its memory, a deflated one in bounded
+chunks, its CRC checked either way), and every tensor rebuilt on it is a
+view of it, as PyTorch's are: tensors that shared a storage share it
+again, and a stride-0 tensor costs its storage's bytes, not its numel's.
 
 Writing makes the same archive, with pickles PyTorch's own weights_only
 loader accepts."""
 
 import collections
+import concurrent.futures
+import ctypes
 import io
 import pickle
 import struct
+import sys
 import zipfile
 import zlib
 
 import numpy as np
 
-from . import _C
-from ._tensor import Tensor, _byteswap_to_little, _dtype_name, _rebuild_tensor
+from . import _C, _pickle_vm
+from ._pickle_vm import Refused
+from ._creation import empty
+from ._tensor import Tensor, _byteswap_to_little, _dtype_name
 
 # torch.<X>Storage -> (ember dtype name, bytes per element, numpy type of that width)
 _STORAGES = {
@@ -44,6 +56,7 @@ _DTYPES = {"float32", "float64", "float16", "bfloat16", "int64", "int32", "int16
            "float", "double", "half", "long", "int", "short"}
 _LEGACY_MAGIC = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
 _MAX_STORAGE_BYTES = 1 << 40
+_MAX_PICKLE_BYTES = 1 << 30
 
 
 def is_torch_zip(head):
@@ -63,11 +76,11 @@ class _StorageType:
 
 
 class _Storage:
-    """A storage's elements as unsigned integers of its element width."""
+    """A storage's elements as one flat ember tensor: every tensor rebuilt
+    on it is a view of that memory, as PyTorch's are of theirs."""
 
-    def __init__(self, stype, data):
-        self.stype = stype
-        self.array = np.frombuffer(data, dtype=np.dtype(_UINT_OF_SIZE[stype.itemsize]).newbyteorder("<"))
+    def __init__(self, stype, tensor):
+        self.stype, self.tensor = stype, tensor
 
 
 class _Marker:
@@ -77,28 +90,70 @@ class _Marker:
         self.name = name
 
 
-class Refused(pickle.UnpicklingError):
-    """A checkpoint ember will not read: it names something other than
-    tensors and plain containers, or its tensors do not fit their storages."""
-
-
 def _latin1(text, encoding="latin1"):
     """_codecs.encode as protocol-2 pickles use it, for bytes: text to latin-1."""
     if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
-        raise Refused(f"_codecs.encode is allowed only to make bytes from latin-1 text, got {encoding!r}")
+        raise Refused("_codecs.encode is allowed only to make bytes from latin-1 text")
     return text.encode("latin1")
 
 
-class _Reader(pickle.Unpickler):
-    def __init__(self, data, archive, prefix, fname):
-        super().__init__(io.BytesIO(data))
-        self._archive, self._prefix, self._fname = archive, prefix, fname
+def _size(*args):
+    """torch.Size(seq) as a tuple."""
+    if len(args) != 1 or not isinstance(args[0], (tuple, list)) or \
+            not all(type(n) is int for n in args[0]):
+        raise Refused("torch.Size is allowed only on a tuple or list of ints")
+    return tuple(args[0])
+
+
+def _short(v):
+    """v for a message: an int of any length, or a repr cut to 80 characters
+    (a file may hold ints too long to print)."""
+    if isinstance(v, int) and v.bit_length() > 64:
+        return f"<an int of {v.bit_length()} bits>"
+    if isinstance(v, (tuple, list)):
+        inner = ", ".join(_short(x) for x in v[:8]) + (", ..." if len(v) > 8 else "")
+        return f"[{inner}]"
+    text = repr(v) if not isinstance(v, (bytes, bytearray, str)) or len(v) < 80 else repr(v[:80]) + "..."
+    return text[:80]
+
+
+def _index(v):
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError
+    return v
+
+
+# The only kinds of object a checkpoint may hand back (anything else, such as
+# one of the rebuild functions named as a global, stays inside the loader).
+_PLAIN = (type(None), bool, int, float, complex, str, bytes, bytearray)
+_CONTAINERS = (tuple, list, dict, collections.OrderedDict, set, frozenset)
+_MAX_DEPTH = 1000
+
+
+class _Reader:
+    """One data.pkl: the restricted pickle machine (_pickle_vm) resolving
+    only the names below, storages read straight into their tensors."""
+
+    def __init__(self, fh, archive, prefix, fname, members):
+        self._fh, self._archive, self._prefix, self._fname = fh, archive, prefix, fname
+        self._members = members  # {name: data offset of a stored member, or None}
         self._storages = {}
+        stored = sum(i.file_size for i in archive.infolist() if members.get(i.filename) is not None)
+        self._checks = _Checks() if stored >= _OVERLAP_BYTES else None
 
     def _bad(self, why):
         return Refused(f"{self._fname}: {why}")
 
-    def find_class(self, module, name):
+    def load(self, data):
+        try:
+            obj = _pickle_vm.load(data, self.resolve, self.persistent_load)
+        finally:
+            if self._checks is not None:
+                self._checks.wait(self._fname)
+        self._check_plain(obj, _C.dtype)
+        return obj
+
+    def resolve(self, module, name):
         if module == "collections" and name == "OrderedDict":
             return collections.OrderedDict
         if module == "torch._utils" and name == "_rebuild_tensor_v2":
@@ -112,7 +167,7 @@ class _Reader(pickle.Unpickler):
         if module == "_codecs" and name == "encode":
             return _latin1
         if module == "torch" and name == "Size":
-            return lambda *a: tuple(*a)
+            return _size
         if module == "torch" and name in _DTYPES:
             return getattr(_C, name)
         if (module, name) in (("torch", "Tensor"), ("torch.nn.parameter", "Parameter")):
@@ -121,56 +176,94 @@ class _Reader(pickle.Unpickler):
                         f"tensors, parameters and plain containers (anything else could run code when "
                         f"unpickled)")
 
+    def _check_plain(self, obj, dtype_type):
+        """Refuses a result that holds anything but data: the loader's own
+        functions and markers (named as globals) never leave it."""
+        seen, todo = set(), [(obj, 0)]
+        while todo:
+            o, depth = todo.pop()
+            if isinstance(o, _PLAIN) or isinstance(o, (Tensor, dtype_type)):
+                continue
+            if type(o) not in _CONTAINERS:
+                raise self._bad(f"the checkpoint's object holds a {type(o).__name__}, which a checkpoint uses "
+                                f"only to rebuild tensors")
+            if id(o) in seen:
+                continue
+            if depth > _MAX_DEPTH:
+                raise ValueError(f"{self._fname}: the checkpoint's object is nested more than {_MAX_DEPTH} "
+                                 f"levels deep")
+            seen.add(id(o))
+            items = list(o.items()) if isinstance(o, dict) else o
+            if isinstance(o, dict):
+                items = [x for kv in items for x in kv] + list(getattr(o, "__dict__", {}).values())
+            todo.extend((x, depth + 1) for x in items)
+
     def persistent_load(self, pid):
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
-            raise self._bad(f"unexpected persistent id {pid!r} (expected ('storage', type, key, location, numel))")
+            raise self._bad(f"unexpected persistent id {_short(pid)} (expected ('storage', type, key, location, "
+                            f"numel))")
         _, stype, key, _, numel = pid
-        if not isinstance(stype, _StorageType) or not isinstance(key, str) or not isinstance(numel, int):
-            raise self._bad(f"malformed storage reference {pid!r}")
+        if not isinstance(stype, _StorageType) or not isinstance(key, str) or not isinstance(numel, int) \
+                or isinstance(numel, bool) or numel < 0:
+            raise self._bad(f"malformed storage reference {_short(pid)}")
         if key not in self._storages:
-            name = f"{self._prefix}data/{key}"
-            try:
-                info = self._archive.getinfo(name)
-            except KeyError:
-                raise self._bad(f"storage {key!r} is missing from the archive ({name})") from None
-            if info.file_size > _MAX_STORAGE_BYTES or info.file_size != numel * stype.itemsize:
-                raise self._bad(f"storage {key!r} holds {info.file_size} bytes, but its reference says "
-                                f"{numel} elements of {stype.itemsize} bytes")
-            self._storages[key] = _Storage(stype, self._archive.read(name))
+            self._storages[key] = self._read_storage(stype, key, numel)
         st = self._storages[key]
         if st.stype.name != stype.name:
             raise self._bad(f"storage {key!r} is referenced as both {st.stype.name} and {stype.name}")
+        if st.tensor.numel() != numel:
+            raise self._bad(f"storage {key!r} is referenced with {_short(numel)} and {st.tensor.numel()} elements")
         return st
+
+    def _read_storage(self, stype, key, numel):
+        name = f"{self._prefix}data/{key}"
+        try:
+            info = self._archive.getinfo(name)
+        except KeyError:
+            raise self._bad(f"storage {key!r} is missing from the archive ({name})") from None
+        nbytes = numel * stype.itemsize
+        if nbytes > _MAX_STORAGE_BYTES or info.file_size != nbytes:
+            raise self._bad(f"storage {key!r} holds {info.file_size} bytes, but its reference says "
+                            f"{_short(numel)} elements of {stype.itemsize} bytes")
+        t = empty((numel,), dtype=getattr(_C, stype.dtype))
+        if nbytes:
+            buf = memoryview((ctypes.c_ubyte * nbytes).from_address(t.data_ptr())).cast("B")
+            _read_member(self._fh, self._archive, info, self._members[name], buf, self._fname, self._checks)
+            if sys.byteorder != "little" and stype.itemsize > 1:
+                np.frombuffer(buf, dtype=_UINT_OF_SIZE[stype.itemsize]).byteswap(inplace=True)
+            if stype.dtype == "bool" and np.frombuffer(buf, dtype=np.uint8).max() > 1:
+                raise ValueError(f"{self._fname}: storage {key!r} is a BoolStorage but holds bytes other than "
+                                 f"0 and 1")
+        return _Storage(stype, t)
 
     def _rebuild_tensor(self, storage, offset, size, stride, requires_grad=False, hooks=None, metadata=None):
         if not isinstance(storage, _Storage):
             raise self._bad("a tensor rebuild without a storage")
         try:
-            size = tuple(int(n) for n in size)
-            stride = tuple(int(s) for s in stride)
-            offset = int(offset)
-        except (TypeError, ValueError):
-            raise self._bad(f"malformed tensor geometry: size {size!r}, stride {stride!r}, offset {offset!r}") \
-                from None
-        n = storage.array.size
+            size = tuple(_index(n) for n in size)
+            stride = tuple(_index(s) for s in stride)
+            offset = _index(offset)
+        except TypeError:
+            raise self._bad(f"malformed tensor geometry: size {_short(size)}, stride {_short(stride)}, "
+                            f"offset {_short(offset)}") from None
+        n = storage.tensor.numel()
         if len(size) != len(stride) or offset < 0 or any(s < 0 for s in size) or any(s < 0 for s in stride):
-            raise self._bad(f"malformed tensor geometry: size {size}, stride {stride}, offset {offset}")
+            raise self._bad(f"malformed tensor geometry: size {_short(size)}, stride {_short(stride)}, "
+                            f"offset {_short(offset)}")
         numel = 1
         for s in size:
             numel *= s
         last = offset + sum((s - 1) * st for s, st in zip(size, stride)) if numel else offset - 1
         if numel and (last >= n or offset >= n):
-            raise self._bad(f"a tensor of size {list(size)}, stride {list(stride)} and offset {offset} reaches "
-                            f"element {last} of a storage of {n}")
-        item = storage.stype.itemsize
-        if numel:
-            view = np.lib.stride_tricks.as_strided(storage.array[offset:], shape=size,
-                                                   strides=[s * item for s in stride], writeable=False)
-            raw = np.ascontiguousarray(view).astype(storage.array.dtype.newbyteorder("<"), copy=False).tobytes()
-        else:
-            raw = b""
-        t = _rebuild_tensor(raw, storage.stype.dtype, size)  # (little-endian bytes in)
+            raise self._bad(f"a tensor of size {_short(size)}, stride {_short(stride)} and offset {_short(offset)} "
+                            f"reaches element {_short(last)} of a storage of {n}")
+        try:
+            t = _C._storage_view(storage.tensor, offset if numel else 0, size, stride)
+        except (ValueError, OverflowError) as e:
+            raise self._bad(f"a tensor of size {_short(size)} and stride {_short(stride)}: {e}") from None
         if requires_grad:
+            if not t.is_floating_point():
+                raise self._bad(f"a {storage.stype.dtype} tensor that requires grad (only floating-point ones can)")
             t.requires_grad_(True)
         return t
 
@@ -178,16 +271,115 @@ class _Reader(pickle.Unpickler):
         from .nn.parameter import Parameter
         if not isinstance(data, Tensor):
             raise self._bad("a parameter rebuild without a tensor")
+        if requires_grad and not data.is_floating_point():
+            raise self._bad("an integer parameter that requires grad (only floating-point ones can)")
         return Parameter(data.detach(), bool(requires_grad))
 
     def _rebuild_from_type(self, func, new_type, args, state):
-        if not callable(func) or not isinstance(new_type, _Marker):
+        # (the state is a tensor's Python attributes; ember tensors hold none)
+        if getattr(func, "__self__", None) is not self or not isinstance(new_type, _Marker) \
+                or getattr(func, "__func__", None) not in (_Reader._rebuild_tensor, _Reader._rebuild_parameter) \
+                or not isinstance(args, tuple):
             raise self._bad("a malformed tensor rebuild")
         t = func(*args)
         if new_type.name == "Parameter":
             from .nn.parameter import Parameter
             t = Parameter(t.detach(), t.requires_grad)
         return t
+
+
+def _local_headers(fh, archive, fname):
+    """{member name: where its data starts, for a stored member; None for a
+    compressed one}. Checks every member against its local header and that
+    no two members' bytes overlap (the trick of zip bombs, which make
+    small files declare huge contents)."""
+    spans, out = [], {}
+    fh.seek(0, io.SEEK_END)
+    end = fh.tell()
+    for info in archive.infolist():
+        fh.seek(info.header_offset)
+        head = fh.read(30)
+        if len(head) != 30 or head[:4] != b"PK\x03\x04":
+            raise ValueError(f"{fname}: a damaged ZIP archive: member {info.filename!r} has no local header")
+        n, extra = struct.unpack("<HH", head[26:30])
+        try:
+            want = info.orig_filename.encode("utf-8" if info.flag_bits & 0x800 else "cp437")
+        except UnicodeEncodeError:
+            want = None
+        if fh.read(n) != want:
+            raise ValueError(f"{fname}: a damaged ZIP archive: member {info.filename!r} is named otherwise in "
+                             f"its local header")
+        start = info.header_offset + 30 + n + extra
+        if start + info.compress_size > end:
+            raise ValueError(f"{fname}: member {info.filename!r} declares {info.compress_size} bytes, more than "
+                             f"the file holds")
+        if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
+            raise ValueError(f"{fname}: member {info.filename!r} is stored uncompressed but declares "
+                             f"{info.compress_size} bytes stored for {info.file_size}")
+        spans.append((info.header_offset, start + info.compress_size, info.filename))
+        out[info.filename] = start if info.compress_type == zipfile.ZIP_STORED else None
+    spans.sort()
+    for (_, a_end, a), (b_start, _, b) in zip(spans, spans[1:]):
+        if b_start < a_end:
+            raise ValueError(f"{fname}: members {a!r} and {b!r} overlap in the archive")
+    return out
+
+
+_CHUNK = 16 << 20
+_OVERLAP_BYTES = 32 << 20  # checkpoints this large take their CRCs on a second thread
+
+
+class _Checks(list):
+    """CRCs being taken on a second thread: [(member name, expected CRC,
+    future)], all awaited by wait()."""
+
+    def __init__(self):
+        super().__init__()
+        self.pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ember-crc")
+
+    def wait(self, fname):
+        try:
+            for name, want, got in self:
+                if got.result() != want:
+                    raise ValueError(f"{fname}: member {name!r} fails its CRC check (a damaged archive)")
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _read_member(fh, archive, info, start, buf, fname, checks=None):
+    """Fills `buf` (exactly the member's declared size) with the member's
+    bytes: a stored member straight from the file, a compressed one inflated
+    in bounded chunks; either way its CRC is checked, a stored member's on
+    `checks`'s thread when given (the caller waits for it)."""
+    if start is not None:
+        fh.seek(start)
+        done = 0
+        while done < len(buf):
+            n = fh.readinto(buf[done:])
+            if not n:
+                raise ValueError(f"{fname}: member {info.filename!r} declares {len(buf)} bytes but the file "
+                                 f"holds {done}")
+            done += n
+        if checks is not None:  # (checked on another thread while the next storage is read)
+            checks.append((info.filename, info.CRC, checks.pool.submit(_C._crc32, buf)))
+            return
+        crc = _C._crc32(buf)
+    else:
+        with archive.open(info) as src:
+            done = 0
+            while done < len(buf):
+                chunk = src.read(min(_CHUNK, len(buf) - done))
+                if not chunk:
+                    raise ValueError(f"{fname}: member {info.filename!r} declares {len(buf)} bytes but "
+                                     f"inflates to {done}")
+                buf[done:done + len(chunk)] = chunk
+                done += len(chunk)
+            if src.read(1):
+                raise ValueError(f"{fname}: member {info.filename!r} inflates to more than the {len(buf)} "
+                                 f"bytes it declares")
+        crc = info.CRC
+    if crc != info.CRC:
+        raise ValueError(f"{fname}: member {info.filename!r} fails its CRC check (a damaged archive)")
 
 
 # What the ZIP reader raises on a damaged archive, at opening or at reading
@@ -223,20 +415,28 @@ def _read(fh, fname):
         if len(pkl) != 1:
             raise ValueError(f"{fname}: not a PyTorch checkpoint: expected one <dir>/data.pkl in the archive, "
                              f"found {len(pkl)}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"{fname}: a ZIP archive with two members of one name")
+        members = _local_headers(fh, archive, fname)
         prefix = pkl[0][: -len("data.pkl")]
         order = f"{prefix}byteorder"
         if order in names and archive.read(order).strip() not in (b"little", b""):
             raise ValueError(f"{fname}: a big-endian checkpoint; ember reads little-endian ones")
         info = archive.getinfo(pkl[0])
-        if info.file_size > 1 << 32:
+        if info.file_size > _MAX_PICKLE_BYTES:
             raise ValueError(f"{fname}: data.pkl is {info.file_size} bytes, beyond any real checkpoint")
-        reader = _Reader(archive.read(pkl[0]), archive, prefix, fname)
+        reader = _Reader(fh, archive, prefix, fname, members)
         try:
-            return reader.load()
-        except Refused:
-            raise
-        except (pickle.UnpicklingError, EOFError, IndexError, KeyError, TypeError, ValueError, AttributeError,
-                struct.error, RecursionError) as e:
+            return reader.load(archive.read(pkl[0]))
+        except Refused as e:
+            if str(e).startswith(fname):
+                raise
+            raise Refused(f"{fname}: {e}") from None
+        except _pickle_vm.Malformed as e:
+            raise ValueError(f"{fname}: a malformed data.pkl ({e})") from None
+        except (TypeError, ValueError, OverflowError, MemoryError) as e:
+            if str(e).startswith(fname):
+                raise
             raise ValueError(f"{fname}: a malformed data.pkl ({type(e).__name__}: {e})") from None
 
 
@@ -282,9 +482,10 @@ class _Writer(pickle._Pickler):
     dispatch[_Global] = save_torch_global
 
 
-def write(obj, fh, fname):
-    """obj as a PyTorch zip checkpoint: dicts, lists, tuples, numbers,
-    strings, None, tensors and parameters."""
+def prepare(obj):
+    """What write() stores for obj (a PyTorch zip checkpoint of dicts,
+    lists, tuples, numbers, strings, None, tensors and parameters): the
+    pickle's bytes and the storages, every object checked, no file touched."""
     from .nn.parameter import Parameter
     storages, keys = [], {}
 
@@ -328,12 +529,20 @@ def write(obj, fh, fname):
 
     payload = io.BytesIO()
     _Writer(payload, protocol=2).dump(convert(obj))
-    import ctypes
+    return payload.getvalue(), storages
+
+
+def write(prepared, fh):
+    """prepare()'s checkpoint into fh, each storage straight from its
+    tensor's memory."""
+    pkl, storages = prepared
     with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as z:
-        z.writestr("archive/data.pkl", payload.getvalue())
+        z.writestr("archive/data.pkl", pkl)
         z.writestr("archive/byteorder", b"little")
         for i, c in enumerate(storages):
             nbytes = c.numel() * c.element_size()
-            raw = ctypes.string_at(c.data_ptr(), nbytes) if nbytes else b""
-            z.writestr(f"archive/data/{i}", _byteswap_to_little(raw, c.element_size()))
+            with z.open(zipfile.ZipInfo(f"archive/data/{i}"), "w", force_zip64=nbytes >= 1 << 31) as out:
+                if nbytes:
+                    raw = memoryview((ctypes.c_ubyte * nbytes).from_address(c.data_ptr())).cast("B")
+                    out.write(raw if sys.byteorder == "little" else _byteswap_to_little(raw, c.element_size()))
         z.writestr("archive/version", b"3\n")

@@ -97,6 +97,37 @@ def _open(f, mode):
     yield f, _file_name(f)
 
 
+@contextlib.contextmanager
+def _open_for_write(f):
+    """Yields (binary file object, name for messages). A path is replaced
+    atomically (runtime/atomic_file.c): written beside it, synced, renamed
+    over it, so a failed or killed save leaves the old file whole. A path
+    that exists but is no regular file (a FIFO, /dev/null) is written in
+    place; a file object is the caller's, written where it stands."""
+    if not isinstance(f, (str, bytes, os.PathLike)):
+        with _open(f, "wb") as out:
+            yield out
+        return
+    path = os.fsdecode(f)
+    if os.path.exists(path) and not os.path.isfile(path):
+        with open(path, "wb") as fh:
+            yield fh, path
+        return
+    handle = _C._atomic_begin(path)
+    try:
+        try:
+            with os.fdopen(os.dup(_C._atomic_fileno(handle)), "wb") as fh:
+                yield fh, path
+        except OSError as e:  # (a full disk: say which file, as open() would)
+            if e.filename is None and e.errno is not None:
+                raise OSError(e.errno, f"{e.strerror} (writing {path}; the previous file is kept)", path) \
+                    from None
+            raise
+        _C._atomic_commit(handle)
+    finally:
+        _C._atomic_abort(handle)  # (nothing to do once committed)
+
+
 def _file_name(f):
     name = getattr(f, "name", None)
     return os.fsdecode(name) if isinstance(name, (str, bytes)) else f"<{type(f).__name__}>"
@@ -145,7 +176,8 @@ def save(obj, f, *, metadata=None, format=None):
     (the default for paths ending in .pt, .pth, .tar), in PyTorch's zip
     format. `metadata` (str -> str) is for the safetensors layouts.
     Everything is checked before the file is opened, so a bad call leaves
-    it untouched."""
+    it untouched, and a path is replaced atomically: a save that fails (a
+    full disk) or is killed leaves the previous file as it was."""
     if format is None:
         name = os.fsdecode(f) if isinstance(f, (str, bytes, os.PathLike)) else ""
         format = "pt" if name.lower().endswith(_PT_SUFFIXES) else "safetensors"
@@ -155,10 +187,9 @@ def save(obj, f, *, metadata=None, format=None):
         if metadata is not None:
             raise ValueError("save(): metadata is stored in the safetensors format only; put it in the saved "
                              "dict for format='pt'")
-        payload = io.BytesIO()
-        _torch_format.write(obj, payload, "")
-        with _open(f, "wb") as (fh, _):
-            fh.write(payload.getbuffer())
+        payload = _torch_format.prepare(obj)  # (refuses what it cannot store before any file is touched)
+        with _open_for_write(f) as (fh, _):
+            _torch_format.write(payload, fh)
         return
     metadata = _check_metadata(metadata)
     if _structure.is_flat(obj):
@@ -170,7 +201,7 @@ def save(obj, f, *, metadata=None, format=None):
         metadata = dict(metadata or {}, **{_structure.KEY: text})
         named = [(str(i), t.contiguous()) for i, t in enumerate(tensors)]
     header = _header_bytes(named, metadata)
-    with _open(f, "wb") as (fh, _):
+    with _open_for_write(f) as (fh, _):
         fh.write(struct.pack("<Q", len(header)))
         fh.write(header)
         for _, t in named:
@@ -267,12 +298,19 @@ def load(f, map_location=None, *, weights_only=None):
         # the data is read sequentially in the file's layout, returned in header order
         tensors = {e.name: _read_tensor(fh, e, fname) for e in _in_file_order(entries)}
     if _structure.KEY in metadata:
-        return _structure.decode(metadata[_structure.KEY], [tensors.get(str(i)) for i in range(len(tensors))],
-                                 fname)
+        if set(tensors) != {str(i) for i in range(len(tensors))}:
+            raise ValueError(f"{fname}: {_structure.KEY}: a structured checkpoint's tensors are named 0, 1, ...; "
+                             f"this file has {_short_names(tensors)}")
+        return _structure.decode(metadata[_structure.KEY], [tensors[str(i)] for i in range(len(tensors))], fname)
     out = {e.name: tensors[e.name] for e in entries}
     if list(out) == [SINGLE_TENSOR_NAME]:
         return out[SINGLE_TENSOR_NAME]
     return out
+
+
+def _short_names(tensors):
+    names = sorted(tensors)
+    return ", ".join(repr(n) for n in names[:5]) + (", ..." if len(names) > 5 else "")
 
 
 def load_metadata(f):

@@ -147,3 +147,7 @@ def compiled_equals_eager(fn, make, calls=2):
     assert len(cf._specializations()) == 1
     assert cf._stats()["compiled_calls"] == calls
     return cf
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "disk_size(size): the size of the small_disk tmpfs a test mounts")

@@ -23,6 +23,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import ember
 from conftest import torch
+from ember import _torch_format
+
+LATIN1_DEFAULTS = _torch_format._latin1.__defaults__
 
 REGRESSIONS = pathlib.Path(__file__).resolve().parent.parent / "fuzz" / "regressions" / "python"
 # ValueError for a malformed file; pickle.UnpicklingError (Refused) for a
@@ -63,11 +66,20 @@ def _load(name, data, tmp):
     except Exception as e:
         if isinstance(e, ALLOWED) and name in str(e):
             return
-        REGRESSIONS.mkdir(parents=True, exist_ok=True)
-        keep = REGRESSIONS / f"{type(e).__name__}-{abs(hash(data)) % 10**10}-{name}"
-        keep.write_bytes(data)
-        raise AssertionError(f"ember.load raised {type(e).__name__} (not ValueError naming the file) on a "
-                             f"mutated {name}; the input is kept as {keep}: {e}") from e
+        _keep_and_fail(name, data, e)
+    finally:
+        # no file may change the loader's own objects
+        if _torch_format._latin1.__defaults__ != LATIN1_DEFAULTS:
+            _torch_format._latin1.__defaults__ = LATIN1_DEFAULTS
+            _keep_and_fail(name, data, AssertionError("the file changed _codecs.encode's stand-in"))
+
+
+def _keep_and_fail(name, data, e):
+    REGRESSIONS.mkdir(parents=True, exist_ok=True)
+    keep = REGRESSIONS / f"{type(e).__name__}-{abs(hash(data)) % 10**10}-{name}"
+    keep.write_bytes(data)
+    raise AssertionError(f"ember.load raised {type(e).__name__} (not ValueError naming the file) on a "
+                         f"mutated {name}; the input is kept as {keep}: {e}") from e
 
 
 @st.composite
@@ -77,7 +89,7 @@ def mutated(draw):
     name, data = draw(st.sampled_from(VALID))
     data = bytearray(data)
     for _ in range(draw(st.integers(1, 4))):
-        kind = draw(st.sampled_from(["flip", "set", "cut", "insert", "truncate", "zip-entry"]))
+        kind = draw(st.sampled_from(["flip", "set", "cut", "insert", "truncate", "zip-entry", "pickle-ops"]))
         at = draw(st.integers(0, max(0, len(data) - 1)))
         if kind == "flip" and data:
             data[at] ^= 1 << draw(st.integers(0, 7))
@@ -91,12 +103,30 @@ def mutated(draw):
             del data[at:]
         elif kind == "zip-entry" and name.endswith(".pt"):
             data = bytearray(_rewrite_pickle(bytes(data), draw(st.integers(0, 2**16)), draw(st.binary(max_size=8))))
+        elif kind == "pickle-ops" and name.endswith(".pt"):
+            ops = b"".join(draw(st.lists(st.sampled_from(PICKLE_TOKENS), min_size=1, max_size=6)))
+            data = bytearray(_rewrite_pickle(bytes(data), draw(st.integers(0, 2**16)), ops, insert=True))
     return name, bytes(data)
 
 
-def _rewrite_pickle(archive, at, new):
-    """The archive with bytes of its data.pkl replaced (the ZIP stays
-    valid, so the unpickler, not the ZIP reader, sees the damage)."""
+# Opcodes and short programs the restricted unpickler must refuse or apply
+# safely wherever they land: BUILD, REDUCE, NEWOBJ and APPEND on whatever is
+# on the stack, EXT, memo reads and writes, marks, and the globals it does
+# resolve (whose objects must never come back out or be changed).
+PICKLE_TOKENS = [
+    b"b", b"R", b"\x81", b"a", b"e", b"s", b"u", b"(", b"t", b"\x85", b"\x86", b"0", b"1", b"2", b".",
+    b"\x82\x01", b"\x83\x01\x00", b"h\x00", b"h\x05", b"q\x00", b"q\xff", b"\x94", b"j\x00\x00\x00\x00",
+    b"}", b"]", b")", b"N", b"K\x08", b"J\x00\xf0\xff\xff", b"\x8c\x08itemsize", b"\x8c\x0c__defaults__",
+    b"c_codecs\nencode\n", b"ctorch\nFloatStorage\n", b"ctorch._utils\n_rebuild_tensor_v2\n",
+    b"ccollections\nOrderedDict\n", b"ctorch\nSize\n", b"cbuiltins\ngetattr\n", b"Q",
+    b"\x8a\x08\xff\xff\xff\xff\xff\xff\xff\x7f",
+]
+
+
+def _rewrite_pickle(archive, at, new, insert=False):
+    """The archive with bytes of its data.pkl replaced, or `new` inserted
+    (the ZIP stays valid, so the unpickler, not the ZIP reader, sees the
+    damage)."""
     try:
         src = zipfile.ZipFile(io.BytesIO(archive))
         out = io.BytesIO()
@@ -105,7 +135,7 @@ def _rewrite_pickle(archive, at, new):
                 body = bytearray(src.read(info))
                 if info.filename.endswith("data.pkl") and body:
                     i = at % len(body)
-                    body[i:i + len(new)] = new
+                    body[i:i + (0 if insert else len(new))] = new
                 dst.writestr(info.filename, bytes(body))
         return out.getvalue()
     except (zipfile.BadZipFile, ValueError, OSError, EOFError, RuntimeError, zlib.error):
