@@ -340,19 +340,32 @@ static em_status finish(executable *x, LLVMOrcThreadSafeContextRef tsctx, LLVMMo
         LLVMOrcDisposeThreadSafeContext(tsctx);
         return st;
     }
-    if ((st = em_llvm_code_get(x->key, tsctx, mod, !opts->dump, opts->dump != NULL, &x->code, &x->source)) != EM_OK)
-        return st;
+    /* the names looked up below: every kernel's, then the graph's */
+    int n_names = x->prog.n_kernels + 1;
+    char(*names)[128] = calloc((size_t)n_names, sizeof *names);
+    const char **symbols = calloc((size_t)n_names, sizeof *symbols);
+    if (!names || !symbols) {
+        free(names);
+        free(symbols);
+        LLVMDisposeModule(mod);
+        LLVMOrcDisposeThreadSafeContext(tsctx);
+        return em_error(EM_ERR_NOMEM, "out of memory compiling a graph");
+    }
+    for (int i = 0; i < n_names; i++) {
+        em_llvm_code_name(x->key, i < x->prog.n_kernels ? x->prog.kernels[i].name : graph_fn, names[i], sizeof names[i]);
+        symbols[i] = names[i];
+    }
+    st = em_llvm_code_get(x->key, tsctx, mod, !opts->dump, opts->dump != NULL, symbols, n_names, &x->code, &x->source);
     void *addr;
-    for (int i = 0; i < x->prog.n_kernels; i++) {
-        em_llvm_code_name(x->key, x->prog.kernels[i].name, name, sizeof name);
-        if ((st = em_llvm_lookup(name, &addr)) != EM_OK) return st;
+    for (int i = 0; st == EM_OK && i < x->prog.n_kernels; i++) {
+        if ((st = em_llvm_lookup(names[i], &addr)) != EM_OK) break;
         x->prog.kernels[i].fn = (em_llvm_kernel_fn)addr;
         em_interp_set_kernel(x->interp, x->prog.kernels[i].node, interp_kernel, &x->prog.kernels[i]);
     }
-    em_llvm_code_name(x->key, graph_fn, name, sizeof name);
-    if ((st = em_llvm_lookup(name, &addr)) != EM_OK) return st;
-    x->prog.fn = (em_llvm_graph_fn)addr;
-    return em_llvm_program_resolve(&x->prog);
+    if (st == EM_OK && (st = em_llvm_lookup(names[n_names - 1], &addr)) == EM_OK) x->prog.fn = (em_llvm_graph_fn)addr;
+    free(names);
+    free(symbols);
+    return st == EM_OK ? em_llvm_program_resolve(&x->prog) : st;
 }
 
 /* Decides which fused nodes become kernels: those big enough that the

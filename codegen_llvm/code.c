@@ -103,8 +103,28 @@ struct em_llvm_code {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static em_llvm_code *loaded;
 
+/* The object stored under key, added to the JIT with its symbols resolved,
+ * into *rt; false (nothing added) when there is none or it is unusable: an
+ * entry that passed the cache's checks yet lacks a symbol or fails to link
+ * is said once and then compiled again and replaced by the caller. */
+static bool load_stored(const char *key, const char *const *symbols, int n_symbols, LLVMOrcResourceTrackerRef *rt) {
+    size_t n = 0;
+    void *obj = em_disk_cache_get(key, "o", &n);
+    if (!obj) return false;
+    em_status st = em_llvm_add_object(obj, n, key, rt);
+    free(obj);
+    void *addr;
+    for (int i = 0; st == EM_OK && i < n_symbols; i++) st = em_llvm_lookup(symbols[i], &addr);
+    if (st == EM_OK) return true;
+    em_disk_cache_unusable(key, "o", em_last_error());
+    if (*rt) em_llvm_remove(*rt);
+    *rt = NULL;
+    return false;
+}
+
 em_status em_llvm_code_get(const char *key, LLVMOrcThreadSafeContextRef tsctx, LLVMModuleRef mod, bool use_cache,
-                           bool optimized, em_llvm_code **out, em_llvm_code_source *source) {
+                           bool optimized, const char *const *symbols, int n_symbols, em_llvm_code **out,
+                           em_llvm_code_source *source) {
     pthread_mutex_lock(&lock);
     for (em_llvm_code *c = loaded; c; c = c->next)
         if (!strcmp(c->key, key)) {
@@ -118,25 +138,20 @@ em_status em_llvm_code_get(const char *key, LLVMOrcThreadSafeContextRef tsctx, L
         }
     em_llvm_code *c = calloc(1, sizeof *c);
     em_status st = c ? EM_OK : em_error(EM_ERR_NOMEM, "out of memory loading compiled code");
-    size_t n = 0;
-    void *obj = st == EM_OK && use_cache ? em_disk_cache_get(key, "o", &n) : NULL;
-    if (obj) {
+    if (st == EM_OK && use_cache && load_stored(key, symbols, n_symbols, &c->rt)) {
         *source = EM_CODE_FROM_DISK;
-        LLVMDisposeModule(mod);
-        LLVMOrcDisposeThreadSafeContext(tsctx);
     } else if (st == EM_OK) {
         *source = EM_CODE_COMPILED;
+        void *obj = NULL;
+        size_t n = 0;
         if (!optimized) st = em_llvm_optimize(mod);
         if (st == EM_OK) st = em_llvm_emit_object(mod, &obj, &n);
-        LLVMDisposeModule(mod);
-        LLVMOrcDisposeThreadSafeContext(tsctx);
         if (st == EM_OK && use_cache) em_disk_cache_put(key, "o", obj, n);
-    } else {
-        LLVMDisposeModule(mod);
-        LLVMOrcDisposeThreadSafeContext(tsctx);
+        if (st == EM_OK) st = em_llvm_add_object(obj, n, key, &c->rt);
+        free(obj);
     }
-    if (st == EM_OK) st = em_llvm_add_object(obj, n, key, &c->rt);
-    free(obj);
+    LLVMDisposeModule(mod);
+    LLVMOrcDisposeThreadSafeContext(tsctx);
     if (st != EM_OK) {
         pthread_mutex_unlock(&lock);
         free(c);

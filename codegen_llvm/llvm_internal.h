@@ -57,10 +57,14 @@ typedef struct em_llvm_code em_llvm_code;
 typedef enum { EM_CODE_COMPILED, EM_CODE_SHARED, EM_CODE_FROM_DISK } em_llvm_code_source;
 /* The machine code of mod (keyed by em_llvm_code_key): the copy this
  * process has loaded already, else the disk cache's (use_cache), else mod
- * optimised (unless `optimized`) and compiled here, and stored. Consumes
- * mod and tsctx. Release with em_llvm_code_release. */
+ * optimised (unless `optimized`) and compiled here, and stored. `symbols`
+ * are the names the caller will look up: a stored object in which one is
+ * missing or fails to link is unusable, so it is compiled again and
+ * replaced (one warning). Consumes mod and tsctx. Release with
+ * em_llvm_code_release. */
 em_status em_llvm_code_get(const char *key, LLVMOrcThreadSafeContextRef tsctx, LLVMModuleRef mod, bool use_cache,
-                           bool optimized, em_llvm_code **code, em_llvm_code_source *source);
+                           bool optimized, const char *const *symbols, int n_symbols, em_llvm_code **code,
+                           em_llvm_code_source *source);
 void em_llvm_code_release(em_llvm_code *code);
 
 /* ---- kernel.c ---- */

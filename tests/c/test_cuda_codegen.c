@@ -342,8 +342,9 @@ static void ptx_is_compiled_once(const char *dir) {
     CHECK_MSG(from[0] == EM_PTX_COMPILED && from[1] == EM_PTX_FROM_MEMORY && from[2] == EM_PTX_FROM_DISK,
           "sources %d %d %d", (int)from[0], (int)from[1], (int)from[2]);
     CHECK_MSG(p[0] && p[1] && p[2] && !strcmp(p[0], p[1]) && !strcmp(p[0], p[2]), "the PTX differs");
-    char path[1200];
-    CHECK_MSG(ptx_entry(dir, path, sizeof path), "no .ptx entry in %s", dir);
+    char path[1200], folder[1100];
+    snprintf(folder, sizeof folder, "%s/ember-cache-v1", dir); /* (the cache's own folder in it) */
+    CHECK_MSG(ptx_entry(folder, path, sizeof path), "no .ptx entry in %s", folder);
     FILE *f = fopen(path, "wb"); /* damaged: a compile again, not garbage */
     if (f) {
         fputs("not an entry", f);
@@ -367,6 +368,11 @@ int main(void) {
     setenv("EMBER_CACHE_DIR", dir, 1);
     int rc = run(dir);
     em_disk_cache_clear();
+    char path[600];
+    snprintf(path, sizeof path, "%s/ember-cache-v1/secret", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/ember-cache-v1", dir);
+    rmdir(path);
     rmdir(dir);
     return rc;
 }

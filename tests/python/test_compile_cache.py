@@ -6,7 +6,12 @@ EMBER_CACHE=0 writes nothing; clear_cache() empties it; the size bound
 keeps the newest entries; racing processes leave a valid entry. Each test
 runs its compiles in child processes against a directory of its own."""
 
+import hashlib
+import hmac
 import os
+import pathlib
+import stat
+import struct
 import subprocess
 import sys
 
@@ -60,8 +65,12 @@ def run(cache_dir, *args, **env):
     return out.stdout, out.stderr
 
 
+FOLDER = "ember-cache-v1"  # (the folder ember makes inside EMBER_CACHE_DIR and owns)
+
+
 def entries(cache_dir):
-    return sorted(p for p in os.listdir(cache_dir) if p.endswith(".o"))
+    folder = pathlib.Path(cache_dir) / FOLDER
+    return sorted(p for p in os.listdir(folder) if p.endswith(".o")) if folder.exists() else []
 
 
 def test_a_fresh_process_loads_what_an_earlier_one_compiled(tmp_path):
@@ -79,7 +88,7 @@ def test_a_fresh_process_loads_what_an_earlier_one_compiled(tmp_path):
 def test_a_damaged_entry_is_ignored_with_one_warning_and_replaced(tmp_path, damage):
     run(tmp_path)
     (name,) = entries(tmp_path)
-    path = tmp_path / name
+    path = tmp_path / FOLDER / name
     data = bytearray(path.read_bytes())
     if damage == "flip":
         data[len(data) // 2] ^= 0x40
@@ -92,7 +101,7 @@ def test_a_damaged_entry_is_ignored_with_one_warning_and_replaced(tmp_path, dama
     path.write_bytes(bytes(data))
     out, err = run(tmp_path)
     assert "compiled now" in out
-    assert err.count("ember: compile cache: ignoring the damaged entry") == 1, err
+    assert err.count("ember: compile cache: ignoring the damaged or foreign entry") == 1, err
     out, err = run(tmp_path)  # replaced by a good one
     assert "loaded from the compile cache" in out and err == ""
 
@@ -137,7 +146,7 @@ def test_racing_processes_leave_a_valid_entry(tmp_path):
         out, err = p.communicate(timeout=180)
         assert p.returncode == 0 and "ok" in out, err[-2000:]
     assert len(entries(tmp_path)) == 3
-    assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]  # no temporary left
+    assert not [p for p in os.listdir(tmp_path / FOLDER) if p.startswith(".")]  # no temporary left
     out, err = run(tmp_path, "more")
     assert out.count("loaded from the compile cache") == 3 and err == ""
 
@@ -150,3 +159,140 @@ def test_identical_graphs_in_one_process_share_their_code(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "shared with an identical graph compiled before" in out.stdout, out.stdout
+
+
+# ---------------------------------------------------------------- issue 38, items 7-10: whose files, whose code
+
+def test_the_cache_touches_nothing_but_its_own_folder(tmp_path):
+    """EMBER_CACHE_DIR pointed at a folder of photos named by their MD5,
+    with dotfiles: eviction once deleted a photo, clear_cache() the
+    dotfiles. Now nothing outside ember's folder is touched, nor any file in
+    it that is not an entry (named as one and marked by its magic)."""
+    mine = {"0123456789abcdef0123456789abcdef.jpg": b"\xff\xd8 a photo",
+            "fedcba9876543210fedcba9876543210.o": b"a user's object file",
+            ".my_personal_notes_about_this_project.txt": b"notes",
+            ".0123456789abcdef0123456789abcdef.o.tmp": b"mine too"}
+    for name, data in mine.items():
+        (tmp_path / name).write_bytes(data)
+    run(tmp_path, "more", EMBER_CACHE_MAX_MB="0")  # (every store evicts)
+    stray = tmp_path / FOLDER / "00000000000000000000000000000000.o"
+    stray.write_bytes(b"named like an entry, without the magic")
+    subprocess.run([sys.executable, "-c", "import ember; ember.compiler.clear_cache()"], check=True,
+                   env=subprocess_env(EMBER_CACHE_DIR=str(tmp_path)))
+    for name, data in mine.items():
+        assert (tmp_path / name).read_bytes() == data, name
+    assert stray.exists() and entries(tmp_path) == [stray.name]
+
+
+def test_a_new_cache_folder_is_private(tmp_path):
+    run(tmp_path)
+    assert stat.S_IMODE((tmp_path / FOLDER).stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / FOLDER / "secret").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / FOLDER / entries(tmp_path)[0]).stat().st_mode) == 0o600
+
+
+def _refused(tmp_path, why):
+    out, err = run(tmp_path)
+    assert "compiled now" in out and err.count("ember: compile cache: not using") == 1, err
+    assert why in err and "compiling without the cache" in err, err
+
+
+def test_a_cache_folder_others_can_write_is_refused(tmp_path):
+    (tmp_path / FOLDER).mkdir()
+    (tmp_path / FOLDER).chmod(0o777)
+    _refused(tmp_path, "other users can write to it")
+    assert os.listdir(tmp_path / FOLDER) == []
+
+
+def test_a_cache_folder_that_is_a_link_is_refused(tmp_path):
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    (tmp_path / FOLDER).symlink_to(tmp_path / "elsewhere")
+    _refused(tmp_path, "not a directory")
+    assert os.listdir(tmp_path / "elsewhere") == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a folder another user owns needs root")
+def test_a_cache_folder_another_user_owns_is_refused(tmp_path):
+    (tmp_path / FOLDER).mkdir(mode=0o700)
+    os.chown(tmp_path / FOLDER, 65534, 65534)
+    _refused(tmp_path, "another user owns it")
+
+
+def test_a_fifo_named_like_an_entry_does_not_hang(tmp_path):
+    run(tmp_path)
+    (name,) = entries(tmp_path)
+    (tmp_path / FOLDER / name).unlink()
+    os.mkfifo(tmp_path / FOLDER / name)
+    out, err = run(tmp_path)  # (run's timeout fails the test if it hangs)
+    assert "compiled now" in out and "not a regular file" in err, err
+
+
+def _entry(secret, key, ext, payload):
+    header = b"EMBRCODE" + struct.pack("<II", 2, 0) + key + ext.ljust(8, b"\0") + struct.pack("<Q", len(payload))
+    return header + hmac.new(secret, header + bytes(32) + payload, hashlib.sha256).digest() + payload
+
+
+def _payload(path):
+    return path.read_bytes()[96:]
+
+
+def test_a_relabelled_entry_is_refused(tmp_path):
+    """Another graph's entry copied under this graph's name once made the
+    compiled function return the other graph's values."""
+    run(tmp_path, "more")
+    a, b, _ = entries(tmp_path)
+    folder = tmp_path / FOLDER
+    (folder / b).write_bytes((folder / a).read_bytes())
+    out, err = run(tmp_path, "more")  # (the script checks every result against eager)
+    assert out.count("compiled now") == 1 and "ignoring the damaged or foreign entry" in err, err
+
+
+def test_an_entry_made_with_another_secret_is_refused(tmp_path):
+    run(tmp_path)
+    (name,) = entries(tmp_path)
+    path = tmp_path / FOLDER / name
+    path.write_bytes(_entry(bytes(32), name[:32].encode(), b"o", _payload(path)))
+    out, err = run(tmp_path)
+    assert "compiled now" in out and "ignoring the damaged or foreign entry" in err, err
+
+
+def test_an_unusable_entry_that_passes_its_checks_is_rebuilt_and_replaced(tmp_path):
+    """A valid MAC over an object without this graph's symbols ("Symbols
+    not found") once sent the function, in every later process, to the
+    interpreter."""
+    run(tmp_path, "more")
+    a, b, _ = entries(tmp_path)
+    folder = tmp_path / FOLDER
+    secret = (folder / "secret").read_bytes()
+    (folder / b).write_bytes(_entry(secret, b[:32].encode(), b"o", _payload(folder / a)))
+    out, err = run(tmp_path, "more")
+    assert out.count("compiled now") == 1 and out.count("loaded from the compile cache") == 2
+    assert err.count("passed its checks but could not be loaded") == 1, err
+    out, err = run(tmp_path, "more")  # replaced by a good one
+    assert out.count("loaded from the compile cache") == 3 and err == "", err
+
+
+def test_a_full_disk_costs_one_warning_and_no_partial_entry(tmp_path):
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        run(mnt)  # (the folder and its secret made; then the entry goes and the disk fills)
+        for name in entries(mnt):
+            (mnt / FOLDER / name).unlink()
+        fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        out, err = run(mnt)
+        assert "compiled now" in out and err.count("ember: compile cache:") == 1, err
+        assert "No space left on device" in err and "compiling without storing" in err, err
+        assert [p for p in os.listdir(mnt / FOLDER) if p != "secret"] == []  # (no entry, no temporary)
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
