@@ -12,8 +12,11 @@
  * different threads share nothing they write.
  *
  * Every run checks its arguments before anything runs (dtype, ndim,
- * shape, device, data, strides; outputs too), so a bad call changes no
- * state and touches no memory outside the buffers it was handed.
+ * shape, device, data, strides; outputs too, which may not overlap
+ * themselves or the inputs), and allocates what it hands back before the
+ * graph runs, so a bad call changes no state and touches no memory
+ * outside the buffers it was handed. Calls on one instance take turns on
+ * its lock; instances share only what no call writes.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -21,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define EMBER_AOT_BUILDING
 #include "../codegen_llvm/program.h"
@@ -76,11 +80,19 @@ static pthread_once_t model_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t rng_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct ember_model {
+    /* Held by every call that uses the instance's scratch or state: calls
+     * on one instance from several threads take turns (aot.h). */
+    pthread_mutex_t lock;
     em_llvm_program prog;
     em_tensor **state; /* per graph input: the instance's tensor (NULL for arguments and grads) */
     em_rng_state rng;
-    em_tensor **in, **out, **res; /* a run's (an instance runs one call at a time) */
+    em_tensor **in, **out, **res; /* a run's (under lock) */
 };
+
+/* The instance's lock, from functions that take it const (the lock is the
+ * one thing they change). */
+static void lock_model(const ember_model *m) { pthread_mutex_lock((pthread_mutex_t *)&m->lock); }
+static void unlock_model(const ember_model *m) { pthread_mutex_unlock((pthread_mutex_t *)&m->lock); }
 
 static ember_status status_of(em_status st) {
     switch (st) {
@@ -276,6 +288,7 @@ void ember_model_destroy(ember_model *m) {
     free(m->out);
     free(m->res);
     em_llvm_program_clear(&m->prog);
+    pthread_mutex_destroy(&m->lock);
     free(m);
 }
 
@@ -305,12 +318,20 @@ static em_status embedded_state(ember_model *m) {
 
 static ember_status load_state_file(ember_model *m, const char *path, bool all);
 
-/* The .safetensors file beside this shared object (external weights). */
+/* The .safetensors file beside this shared object (external weights).
+ * Loaded through a descriptor (ember.aot.load opens /proc/self/fd/N, so a
+ * file exported again loads anew), the object's path is the link's. */
 static void default_weights(char *out, size_t cap) {
     Dl_info info;
     out[0] = 0;
     if (!dladdr((void *)(uintptr_t)ember_model_create, &info) || !info.dli_fname) return;
     snprintf(out, cap, "%s", info.dli_fname);
+    if (strncmp(out, "/proc/self/fd/", 14) == 0) {
+        ssize_t n = readlink(info.dli_fname, out, cap - 1);
+        out[n > 0 ? n : 0] = 0;
+        size_t len = strlen(out), tag = strlen(" (deleted)");
+        if (len > tag && strcmp(out + len - tag, " (deleted)") == 0) out[len - tag] = 0;
+    }
     char *slash = strrchr(out, '/'), *dot = strrchr(out, '.');
     if (dot && (!slash || dot > slash)) *dot = 0;
     if (strlen(out) + 13 < cap) strcat(out, ".safetensors");
@@ -367,6 +388,7 @@ ember_status ember_model_create(const char *weights_path, ember_model **out) {
     pthread_once(&model_once, read_once);
     if (model.status != EM_OK) return fail(EMBER_ERR_RUNTIME, "%s", model.error);
     ember_model *m = calloc(1, sizeof *m);
+    if (m) pthread_mutex_init(&m->lock, NULL);
     if (!m || !(m->state = calloc((size_t)model.n_inputs + 1, sizeof *m->state)) ||
         !(m->in = calloc((size_t)model.n_inputs + 1, sizeof *m->in)) ||
         !(m->out = calloc((size_t)model.n_out + 1, sizeof *m->out)) ||
@@ -452,7 +474,9 @@ ember_status ember_model_state(const ember_model *m, int i, ember_tensor_info *i
     if (!m || !info || i < 0 || i >= n)
         return fail(EMBER_ERR_ARGUMENT, "ember_model_state: no state %d (the model has %d)", i, n);
     info_of(model.inputs[model.n_args + i].name, model.inputs[model.n_args + i].type, info);
+    lock_model(m);
     if (!state_now(m, i)) info->ndim = -1;
+    unlock_model(m);
     return EMBER_OK;
 }
 
@@ -521,6 +545,29 @@ static ember_status wrap(const DLTensor *dl, const em_type *ty, const char *what
     return *t ? EMBER_OK : fail(status_of(em_last_status()), "%s %d (%s): %s", what, i, name, em_last_error());
 }
 
+/* Do two of t's elements share an address? (sufficient, as PyTorch's
+ * check: dims by increasing stride, each stride at least the span of the
+ * dims below it) Checked before a run, since writing such an output fails
+ * only after the run has changed the instance's state. */
+static bool self_overlapping(const em_tensor *t) {
+    int order[EM_MAX_DIMS], n = 0;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] > 1) order[n++] = d;
+    for (int i = 1; i < n; i++) /* (insertion sort: at most 8) */
+        for (int j = i; j > 0 && t->strides[order[j]] < t->strides[order[j - 1]]; j--) {
+            int tmp = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = tmp;
+        }
+    int64_t span = 1; /* elements the dims so far reach */
+    for (int i = 0; i < n; i++) {
+        int d = order[i];
+        if (t->strides[d] < span) return true;
+        span = t->strides[d] * (t->shape[d] - 1) + span;
+    }
+    return false;
+}
+
 /* The bytes [lo, hi) a wrapped tensor reaches. */
 static void span(const em_tensor *t, uintptr_t *lo, uintptr_t *hi) {
     *lo = (uintptr_t)em_tensor_data(t);
@@ -567,6 +614,9 @@ static ember_status prepare(ember_model *m, const DLTensor *inputs, int n_inputs
     for (int i = 0; out && i < model.n_out; i++) {
         ember_status es = wrap(&outputs[i], &model.g->body->results[i]->type, "output", i, model.out_names[i], &out[i]);
         if (es != EMBER_OK) return es;
+        if (self_overlapping(out[i]))
+            return fail(EMBER_ERR_SHAPE, "%s: output %d (%s): its strides give two elements one address (a stride "
+                        "of 0?); each output element needs its own memory", model.name, i, model.out_names[i]);
         uintptr_t lo, hi, lo2, hi2;
         span(out[i], &lo, &hi);
         for (int j = 0; j < model.n_args + i; j++) {
@@ -636,15 +686,17 @@ static ember_status copy_out(em_tensor *res, em_tensor *out, int i) {
 ember_status ember_model_run(ember_model *m, const DLTensor *inputs, int n_inputs, const DLTensor *outputs,
                              int n_outputs) {
     if (!m) return fail(EMBER_ERR_ARGUMENT, "ember_model_run: the model is NULL");
-    em_tensor **in = m->in, **out = m->out, **res = m->res;
     if (n_outputs == model.n_out && n_outputs && !outputs)
         return fail(EMBER_ERR_ARGUMENT, "%s: outputs is NULL", model.name);
+    lock_model(m);
+    em_tensor **in = m->in, **out = m->out, **res = m->res;
     ember_status es = prepare(m, inputs, n_inputs, outputs, n_outputs, in, out);
     if (es == EMBER_OK) es = run_graph(m, in, res);
     for (int i = 0; es == EMBER_OK && i < model.n_out; i++) es = copy_out(res[i], out[i], i);
     release_all(in, model.n_inputs);
     release_all(out, model.n_out);
     release_all(res, model.n_out);
+    unlock_model(m);
     return es;
 }
 
@@ -663,22 +715,34 @@ static void managed_delete(DLManagedTensor *self) {
 ember_status ember_model_run_alloc(ember_model *m, const DLTensor *inputs, int n_inputs, DLManagedTensor **outputs,
                                    int n_outputs) {
     if (!m) return fail(EMBER_ERR_ARGUMENT, "ember_model_run_alloc: the model is NULL");
-    em_tensor **in = m->in, **res = m->res;
     if (n_outputs && !outputs) return fail(EMBER_ERR_ARGUMENT, "%s: outputs is NULL", model.name);
+    /* the outputs' records first: no allocation that can fail after the run changed the state */
+    managed **held = calloc((size_t)model.n_out + 1, sizeof *held);
+    for (int i = 0; held && i < model.n_out; i++)
+        if (!(held[i] = calloc(1, sizeof **held))) {
+            for (int k = 0; k < i; k++) free(held[k]);
+            free(held);
+            held = NULL;
+        }
+    if (!held) return fail(EMBER_ERR_NOMEM, "%s: out of memory for the outputs", model.name);
+    lock_model(m);
+    em_tensor **in = m->in, **res = m->res;
     ember_status es = prepare(m, inputs, n_inputs, NULL, n_outputs, in, NULL);
     if (es == EMBER_OK) es = run_graph(m, in, res);
+    int handed = 0;
     for (int i = 0; es == EMBER_OK && i < model.n_out; i++) {
         /* the result itself, unless its memory is another's (an input, the state): then a copy */
         bool shared = !em_tensor_is_contiguous(res[i]);
         for (int j = 0; j < model.n_inputs && !shared; j++) shared = in[j]->storage == res[i]->storage;
         em_tensor *t = shared ? em_clone(res[i]) : res[i];
-        managed *x = t ? calloc(1, sizeof *x) : NULL;
-        if (!x) {
-            if (shared) em_tensor_release(t);
+        managed *x = held[i];
+        if (!t) {
             for (int k = 0; k < i; k++) managed_delete(outputs[k]);
+            handed = 0;
             es = fail(EMBER_ERR_NOMEM, "%s: out of memory for output %d", model.name, i);
             break;
         }
+        handed = i + 1;
         if (!shared) em_tensor_retain(t);
         memcpy(x->shape, t->shape, (size_t)t->ndim * sizeof *t->shape);
         memcpy(x->strides, t->strides, (size_t)t->ndim * sizeof *t->strides);
@@ -690,13 +754,25 @@ ember_status ember_model_run_alloc(ember_model *m, const DLTensor *inputs, int n
     }
     release_all(in, model.n_inputs);
     release_all(res, model.n_out);
+    unlock_model(m);
+    for (int i = handed; i < model.n_out; i++) free(held[i]); /* (those not handed out) */
+    free(held);
     return es;
 }
 
 /* ---- state ---- */
 
+static ember_status save_state_locked(ember_model *m, const char *path);
+
 ember_status ember_model_save_state(ember_model *m, const char *path) {
     if (!m || !path) return fail(EMBER_ERR_ARGUMENT, "ember_model_save_state: NULL %s", m ? "path" : "model");
+    lock_model(m);
+    ember_status es = save_state_locked(m, path);
+    unlock_model(m);
+    return es;
+}
+
+static ember_status save_state_locked(ember_model *m, const char *path) {
     int n = model.n_inputs - model.n_args, k = 0;
     em_tensor **v = calloc((size_t)n + 1, sizeof *v);
     const char **names = calloc((size_t)n + 1, sizeof *names);
@@ -734,15 +810,23 @@ static ember_status load_state_file(ember_model *m, const char *path, bool all) 
         else if (!em_shape_eq(t->shape, t->ndim, d->type->shape, d->type->ndim))
             es = fail(EMBER_ERR_SHAPE, "%s: '%s' has shape %s; the model's has %s", path, d->name, got, want);
     }
+    /* every new tensor made before any replaces the old: out of memory changes nothing either */
+    em_tensor **fresh = es == EMBER_OK ? calloc((size_t)n + 1, sizeof *fresh) : NULL;
+    if (es == EMBER_OK && !fresh) es = fail(EMBER_ERR_NOMEM, "out of memory reading %s", path);
     for (int i = 0; es == EMBER_OK && i < n; i++) {
         const input_def *d = &model.inputs[model.n_args + i];
         if (!found[i]) continue;
-        em_tensor *t = em_tensor_empty(d->type->shape, d->type->ndim, d->type->dtype, em_cpu());
-        if (!t) {
+        if (!(fresh[i] = em_tensor_empty(d->type->shape, d->type->ndim, d->type->dtype, em_cpu()))) {
             es = fail(EMBER_ERR_NOMEM, "out of memory reading %s", path);
             break;
         }
-        memcpy(em_tensor_data(t), found[i]->data, found[i]->nbytes);
+        memcpy(em_tensor_data(fresh[i]), found[i]->data, found[i]->nbytes);
+    }
+    for (int i = 0; es != EMBER_OK && fresh && i < n; i++) em_tensor_release(fresh[i]);
+    for (int i = 0; es == EMBER_OK && i < n; i++) {
+        const input_def *d = &model.inputs[model.n_args + i];
+        if (!fresh[i]) continue;
+        em_tensor *t = fresh[i];
         em_tensor **slot = d->role == EM_AOT_GRAD ? &m->state[d->owner]->grad : &m->state[model.n_args + i];
         if (d->role != EM_AOT_GRAD && *slot) { /* (a new tensor: its .grad moves over) */
             t->grad = (*slot)->grad;
@@ -751,6 +835,7 @@ static ember_status load_state_file(ember_model *m, const char *path, bool all) 
         em_tensor_release(*slot);
         *slot = t;
     }
+    free(fresh);
     free(found);
     em_st_close(&f);
     return es;
@@ -758,14 +843,26 @@ static ember_status load_state_file(ember_model *m, const char *path, bool all) 
 
 ember_status ember_model_load_state(ember_model *m, const char *path) {
     if (!m || !path) return fail(EMBER_ERR_ARGUMENT, "ember_model_load_state: NULL %s", m ? "path" : "model");
-    return load_state_file(m, path, false);
+    lock_model(m);
+    ember_status es = load_state_file(m, path, false);
+    unlock_model(m);
+    return es;
 }
 
 void ember_model_set_rng(ember_model *m, uint64_t seed, uint64_t offset) {
-    if (m) m->rng = (em_rng_state){seed, offset};
+    if (!m) return;
+    lock_model(m);
+    m->rng = (em_rng_state){seed, offset};
+    unlock_model(m);
 }
 
 void ember_model_get_rng(const ember_model *m, uint64_t *seed, uint64_t *offset) {
-    if (seed) *seed = m ? m->rng.seed : 0;
-    if (offset) *offset = m ? m->rng.offset : 0;
+    em_rng_state r = {0, 0};
+    if (m) {
+        lock_model(m);
+        r = m->rng;
+        unlock_model(m);
+    }
+    if (seed) *seed = r.seed;
+    if (offset) *offset = r.offset;
 }

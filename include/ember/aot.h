@@ -25,10 +25,15 @@
  * returns an error code and a message naming the input and what was
  * expected, never a read or write past the buffers handed in.
  *
- * Threads: an instance runs one call at a time; separate instances run
- * concurrently from different threads. Errors: each function returns an
- * ember_status; ember_last_error() is the message of this thread's latest
- * failure.
+ * Threads: any number of threads may call one instance: its calls take
+ * turns (each holds the instance's lock while it runs, since a run uses
+ * the instance's scratch memory and a training step updates its state).
+ * For runs in parallel, create an instance per thread: instances share
+ * the model's read-only weights and nothing they write. Only
+ * ember_model_destroy must not race with another call on its instance.
+ * Errors: each function returns an ember_status; ember_last_error() is the
+ * message of this thread's latest failure. A call that fails changes
+ * nothing: every argument is checked before the model runs.
  *
  * A training step's instance holds its state and updates it in place at
  * every run; ember_model_save_state / ember_model_load_state exchange it
@@ -104,7 +109,8 @@ EMBER_AOT_API ember_status ember_model_output(const ember_model *m, int i, ember
 
 /* Runs the model on inputs[0..n_inputs) and writes its results into the
  * caller's buffers outputs[0..n_outputs) (each of the output's dtype and
- * shape, any strides). The outputs may not overlap the inputs. */
+ * shape, any strides that give each element its own address). The
+ * outputs may not overlap the inputs or each other. */
 EMBER_AOT_API ember_status ember_model_run(ember_model *m, const DLTensor *inputs, int n_inputs,
                                            const DLTensor *outputs, int n_outputs);
 /* The same, with outputs the model allocates: outputs[i] receives a

@@ -29,6 +29,7 @@ reads from Python (scalars, the training mode) is fixed at that call.
 
 import ctypes
 import os
+import threading
 
 from . import _C
 from ._tensor import Tensor
@@ -199,6 +200,38 @@ def _signatures(lib):
         f.argtypes = args
 
 
+# Shared objects loaded in this process, by the file they came from:
+# realpath -> [(identity, library)]. dlopen hands back the library already
+# open under a path, so a model exported again to the same path would load
+# as the old one; each distinct file (device, inode, size, time) is opened
+# instead through a descriptor held for the process's life
+# (/proc/self/fd/N: a name no other file gets while it is held), and
+# instances of one file share its library (the model's read-only part).
+_libraries = {}
+_libraries_lock = threading.Lock()
+
+
+def _library(path):
+    real = os.path.realpath(path)
+    fd = os.open(real, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        with _libraries_lock:
+            for known, lib in _libraries.get(real, ()):
+                if known == identity:
+                    return lib
+            by_fd = f"/proc/self/fd/{fd}"
+            lib = ctypes.CDLL(by_fd if os.path.exists(by_fd) else real, mode=os.RTLD_LOCAL | os.RTLD_NOW)
+            _signatures(lib)
+            _libraries.setdefault(real, []).append((identity, lib))
+            fd = -1  # (held: its number names this library for dlopen)
+            return lib
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
 def _info(t):
     shape = tuple(t.shape[d] for d in range(t.ndim)) if t.ndim >= 0 else None
     return t.name.decode(), _DTYPES.get((t.dtype.code, t.dtype.bits), "?"), shape
@@ -207,12 +240,15 @@ def _info(t):
 class Model:
     """One instance of a model compiled ahead of time (its own state), run
     through the C ABI: calls take and return ember tensors, handed to the
-    model without copies (DLPack's DLTensor over their memory)."""
+    model without copies (DLPack's DLTensor over their memory). Safe to call
+    from any number of threads: the instance's calls take turns (aot.h);
+    load one instance per thread to run them in parallel. A file exported
+    again to the same path loads as the new model."""
 
     def __init__(self, path, weights=None):
         self.path = os.fspath(path)
-        self._lib = ctypes.CDLL(os.path.abspath(self.path), mode=os.RTLD_LOCAL | os.RTLD_NOW)
-        _signatures(self._lib)
+        self._lib = _library(self.path)
+        self._lock = threading.Lock()  # (close() must not free the instance under a running call)
         self._handle = ctypes.c_void_p()
         w = None if weights is None else os.fsencode(weights)
         self._check(self._lib.ember_model_create(w, ctypes.byref(self._handle)))
@@ -252,27 +288,38 @@ class Model:
         ins = (_DLTensor * max(len(inputs), 1))(*[self._dl(x, keep) for x in inputs])
         results = [ember.empty(*shape, dtype=getattr(ember, dtype)) for _, dtype, shape in self.outputs]
         outs = (_DLTensor * max(len(results), 1))(*[self._dl(y, keep) for y in results])
-        self._check(self._lib.ember_model_run(self._handle, ins, len(inputs), outs, len(results)))
+        self._check(self._call(self._lib.ember_model_run, ins, len(inputs), outs, len(results)))
         return results[0] if len(results) == 1 else tuple(results)
 
+    def _call(self, fn, *args):
+        """fn(handle, *args), never on a closed instance nor racing close()."""
+        with self._lock:
+            if not self._handle:
+                raise AOTError(f"{self.name}: the model was closed")
+            return fn(self._handle, *args)
+
     def save_state(self, path):
-        self._check(self._lib.ember_model_save_state(self._handle, os.fsencode(path)))
+        self._check(self._call(self._lib.ember_model_save_state, os.fsencode(path)))
 
     def load_state(self, path):
-        self._check(self._lib.ember_model_load_state(self._handle, os.fsencode(path)))
+        self._check(self._call(self._lib.ember_model_load_state, os.fsencode(path)))
 
     def set_rng(self, seed, offset=0):
-        self._lib.ember_model_set_rng(self._handle, seed, offset)
+        self._call(self._lib.ember_model_set_rng, seed, offset)
 
     def get_rng(self):
         seed, offset = ctypes.c_uint64(), ctypes.c_uint64()
-        self._lib.ember_model_get_rng(self._handle, ctypes.byref(seed), ctypes.byref(offset))
+        self._call(self._lib.ember_model_get_rng, ctypes.byref(seed), ctypes.byref(offset))
         return seed.value, offset.value
 
     def close(self):
-        if getattr(self, "_handle", None):
-            self._lib.ember_model_destroy(self._handle)
-            self._handle = None
+        lock = getattr(self, "_lock", None)
+        if lock is None or not getattr(self, "_handle", None):
+            return
+        with lock:
+            if self._handle:
+                self._lib.ember_model_destroy(self._handle)
+                self._handle = None
 
     def __del__(self):
         self.close()

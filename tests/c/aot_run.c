@@ -12,6 +12,9 @@
  *       leave the model usable; prints one line per case
  *   aot_run threads MODEL.so IN.bin N
  *       N instances on N threads, 20 runs each, all equal to one instance's
+ *   aot_run shared MODEL.so IN.bin N [steps]
+ *       one instance on N threads, 20 runs each (its calls take turns): a
+ *       model's every result, a training step's final state, as in a row
  *   aot_run state MODEL.so IN.bin STATE.safetensors
  *       runs once, saves the state, loads it into a new instance
  *   aot_run loop MODEL.so IN.bin N
@@ -144,6 +147,13 @@ static int cmd_bad(const char *in_path) {
     o2 = out;
     o2.t[0].data = in.t[0].data;
     fails += bad_case(m, "output overlaps an input", EMBER_ERR_ARGUMENT, &in, &o2, in.n, out.n);
+    o2 = out;
+    int64_t zero[8] = {0};
+    o2.t[0].strides = o2.t[0].ndim ? zero : NULL;
+    if (o2.t[0].ndim && out.bytes[0] > (size_t)o2.t[0].dtype.bits / 8)
+        fails += bad_case(m, "output elements overlap", EMBER_ERR_SHAPE, &in, &o2, in.n, out.n);
+    fails += api.create("/tmp", &(ember_model *){NULL}) == EMBER_ERR_IO ? 0 : 1;
+    printf("weights a directory: %s\n", api.last_error());
     fails += api.run(NULL, in.t, in.n, out.t, out.n) == EMBER_ERR_ARGUMENT ? 0 : 1;
     ember_tensor_info info;
     fails += api.input(m, 99, &info) == EMBER_ERR_ARGUMENT ? 0 : 1;
@@ -209,6 +219,60 @@ static int cmd_threads(const char *in_path, int n) {
     return bad;
 }
 
+/* One instance on n threads, 20 runs each, taking turns on its lock: for a
+ * model, every run gives the single-threaded result; for a training step
+ * ("steps"), the instance ends where one that ran 20 n steps in a row does. */
+typedef struct {
+    ember_model *m;
+    tensors *in, *want;
+    bool steps;
+    int bad;
+} sharer;
+
+static void *share(void *arg) {
+    sharer *s = arg;
+    tensors out;
+    make(s->m, false, &out);
+    for (int r = 0; r < 20; r++) {
+        if (api.run(s->m, s->in->t, s->in->n, out.t, out.n) != EMBER_OK) s->bad = 1;
+        for (int i = 0; !s->steps && i < out.n; i++)
+            s->bad |= memcmp(out.t[i].data, s->want->t[i].data, out.bytes[i]) != 0;
+    }
+    free_tensors(&out);
+    return NULL;
+}
+
+static int cmd_shared(const char *in_path, int n, bool steps) {
+    tensors in, want, in2, last1, last2;
+    ember_model *ref = instance(NULL, in_path, &in, &want);
+    ember_model *m = instance(NULL, in_path, &in2, &last2);
+    if (api.run(ref, in.t, in.n, want.t, want.n) != EMBER_OK) die("run");
+    for (int k = 1; steps && k < 20 * n; k++)
+        if (api.run(ref, in.t, in.n, want.t, want.n) != EMBER_OK) die("run");
+    pthread_t th[16];
+    sharer w[16];
+    n = n > 16 ? 16 : n;
+    for (int i = 0; i < n; i++) {
+        w[i] = (sharer){m, &in, &want, steps, 0};
+        pthread_create(&th[i], NULL, share, &w[i]);
+    }
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(th[i], NULL);
+        bad |= w[i].bad;
+    }
+    make(ref, false, &last1);
+    if (api.run(ref, in.t, in.n, last1.t, last1.n) != EMBER_OK || api.run(m, in.t, in.n, last2.t, last2.n) != EMBER_OK)
+        die("run");
+    for (int i = 0; i < last1.n; i++) bad |= memcmp(last1.t[i].data, last2.t[i].data, last1.bytes[i]) != 0;
+    tensors *all[] = {&in, &want, &in2, &last1, &last2};
+    for (int i = 0; i < 5; i++) free_tensors(all[i]);
+    api.destroy(ref);
+    api.destroy(m);
+    printf("one instance, %d threads: %s\n", n, bad ? "DIFFERENT" : "equal");
+    return bad;
+}
+
 static int cmd_state(const char *in_path, const char *state) {
     tensors in, out1, in2, out2;
     ember_model *a = instance(NULL, in_path, &in, &out1);
@@ -241,13 +305,15 @@ static int cmd_loop(const char *in_path, int n) {
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: aot_run run|bad|threads|state|loop MODEL.so IN.bin [...]\n");
+        fprintf(stderr, "usage: aot_run run|bad|threads|shared|state|loop MODEL.so IN.bin [...]\n");
         return 2;
     }
     load_api(argv[2]);
     if (!strcmp(argv[1], "run")) return cmd_run(argv[3], argc > 4 ? argv[4] : "/dev/null", argc > 5 ? atoi(argv[5]) : 1);
     if (!strcmp(argv[1], "bad")) return cmd_bad(argv[3]);
     if (!strcmp(argv[1], "threads")) return cmd_threads(argv[3], argc > 4 ? atoi(argv[4]) : 4);
+    if (!strcmp(argv[1], "shared"))
+        return cmd_shared(argv[3], argc > 4 ? atoi(argv[4]) : 4, argc > 5 && !strcmp(argv[5], "steps"));
     if (!strcmp(argv[1], "state") && argc > 4) return cmd_state(argv[3], argv[4]);
     if (!strcmp(argv[1], "loop")) return cmd_loop(argv[3], argc > 4 ? atoi(argv[4]) : 10);
     return 2;

@@ -362,3 +362,91 @@ def test_fuzz_corpus_of_the_abi_replays(tmp_path):
                        env={**os.environ, "EMBER_FUZZ_AOT_MODEL": str(model)})
     assert r.returncode == 0, r.stdout + r.stderr
     assert "replayed" in r.stdout and int(r.stdout.split()[1]) >= 10
+
+
+# ---------------------------------------------------------------- issue 38, items 11-13 and 16
+
+def test_one_instance_from_many_threads(mlp_so, tmp_path):
+    """Calls on one instance once shared its scratch memory and crashed
+    (3 runs out of 3, from C and from Python); now they take turns."""
+    model, x, path, d = mlp_so
+    assert "one instance, 4 threads: equal" in c_program("shared", path, d / "in.bin", 4).stdout
+    m = ember.aot.load(path)
+    want = m(x).numpy()
+    import threading
+    bad = []
+
+    def work():
+        for _ in range(30):
+            if not np.array_equal(m(x).numpy(), want):
+                bad.append(1)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
+
+
+def test_one_training_step_instance_from_many_threads(tmp_path):
+    model, opt, step, x, y = training_setup()
+    step(x, y)
+    path = ember.aot.compile(step, (x, y), tmp_path / "step.so")
+    write_inputs(tmp_path / "in.bin", x, y)
+    assert "one instance, 4 threads: equal" in c_program("shared", path, tmp_path / "in.bin", 4, "steps").stdout
+
+
+def test_reloading_a_re_exported_model_loads_the_new_one(tmp_path):
+    """dlopen gave back the library already open at that path: the second
+    model's outputs were the first's."""
+    x = ember.randn(3, 4)
+    path = tmp_path / "m.so"
+    outs = []
+    for seed in (0, 1):
+        ember.manual_seed(seed)
+        lin = nn.Linear(4, 2)
+        ember.aot.compile(lin, (x,), path)
+        with ember.no_grad():
+            want = lin(x).numpy()
+        outs.append(ember.aot.load(path)(x).numpy())
+        np.testing.assert_allclose(outs[-1], want, rtol=1e-6, atol=1e-6)
+    assert not np.array_equal(outs[0], outs[1])
+    # and external weights are still found beside a model loaded this way
+    ember.manual_seed(2)
+    lin = nn.Linear(4, 2)
+    ember.aot.compile(lin, (x,), tmp_path / "ext.so", weights="external")
+    with ember.no_grad():
+        np.testing.assert_allclose(ember.aot.load(tmp_path / "ext.so")(x).numpy(), lin(x).numpy(), rtol=1e-6,
+                                   atol=1e-6)
+
+
+def test_a_run_that_fails_changes_nothing(tmp_path):
+    """An output with strides (0, 0) once failed after the training step had
+    already updated the parameters and the moments."""
+    import ctypes
+    from ember.aot import _DLTensor, _DLDevice, _DLDataType
+    model, opt, step, x, y = training_setup()
+
+    def steps(x, y):  # (a result of 3 elements, which strides (0,) would write to one place)
+        return step(x, y) * ember.ones(3)
+
+    steps(x, y)
+    path = ember.aot.compile(steps, (x, y), tmp_path / "step.so")
+    fresh, m = ember.aot.load(path), ember.aot.load(path)
+    (name, dtype, shape), = m.outputs
+    assert shape == (3,)
+    keep = []
+    ins = (_DLTensor * 2)(m._dl(x, keep), m._dl(y, keep))
+    bad = m._dl(ember.empty(3), keep)
+    bad.strides = (ctypes.c_int64 * 1)(0)
+    keep.append(bad.strides)
+    status = m._lib.ember_model_run(m._handle, ins, 2, (_DLTensor * 1)(bad), 1)
+    assert status == 3 and b"two elements one address" in m._lib.ember_last_error()
+    np.testing.assert_array_equal(m(x, y).numpy(), fresh(x, y).numpy())  # the state had not moved
+
+
+def test_a_directory_as_weights_is_a_clear_error(mlp_so):
+    _, _, path, d = mlp_so
+    with pytest.raises(ember.aot.AOTError, match=r"not a safetensors file: it is a directory"):
+        ember.aot.load(path, weights="/tmp")
