@@ -195,6 +195,7 @@ EM_SC float sc_expm1_f32(float x) {
     float y = em_sc_ldexp_f32(p, n) + (em_sc_ldexp_f32(1.0f, n) - 1.0f);
     /* for large n the -1 is below an ulp (and 2^n alone may overflow) */
     y = n > 30.0f ? em_sc_ldexp_f32(p + 1.0f, n) - 1.0f : y;
+    y = x == 0.0f ? x : y; /* (the reduction turns -0 into +0: expm1(-0) is -0) */
     return x != x ? x : minus_one ? -1.0f : y;
 }
 
@@ -268,6 +269,7 @@ EM_SC float sc_tanh_f32(float x) {
     p = fmaf(p, z, 1.33314422036e-1f);
     p = fmaf(p, z, -3.33332819422e-1f);
     float small = fmaf(p * z, x, x);
+    small = x == 0.0f ? x : small; /* (-0 + +0 would be +0: tanh(-0) is -0) */
     float e = sc_exp_f32(ax + ax);
     float big = 1.0f - 2.0f / (e + 1.0f);
     big = copysignf(big, x);
@@ -444,7 +446,7 @@ EM_SC double sc_softplus_f64(double x, double beta, double threshold) {
     EM_SC T sc_rsqrt_##sfx(T x) { return ONE / SQRT(x); }                                          \
     EM_SC T sc_reciprocal_##sfx(T x) { return ONE / x; }                                           \
     EM_SC T sc_div_##sfx(T a, T b) { return a / b; }                                               \
-    EM_SC T sc_relu_##sfx(T x) { return x <= 0 ? 0 : x; } /* NaN stays NaN */                      \
+    EM_SC T sc_relu_##sfx(T x) { return x < 0 ? 0 : x; } /* NaN stays NaN, -0 stays -0 (PyTorch) */ \
     /* maximum, minimum and clamp propagate NaN, like PyTorch; two selects, not ||, so loops     \
      * vectorise */                                                                                \
     EM_SC T sc_maximum_##sfx(T a, T b) {                                                           \

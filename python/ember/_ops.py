@@ -107,9 +107,12 @@ def div(input, other, *, rounding_mode=None):
     if rounding_mode == "floor":
         return _C._ew(_ID["floor_divide"], input, other)
     if rounding_mode == "trunc":
-        r = _C._ew(_ID["trunc"], _C._ew(_ID["div"], input, other))
-        dt = _C.result_type(input, other)
-        return r if dt.is_floating_point else r.to(dt)
+        if _C.result_type(input, other).is_floating_point:
+            return _C._ew(_ID["trunc"], _C._ew(_ID["div"], input, other))
+        # integers exactly (not through a float division, which rounds past
+        # 2**24), and raising on a zero divisor as fmod does: input - fmod
+        # is a multiple of other, so the floor division is exact
+        return _C._ew(_ID["floor_divide"], _C._ew(_ID["sub"], input, _C._ew(_ID["fmod"], input, other)), other)
     raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
 
 
