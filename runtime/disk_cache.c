@@ -387,7 +387,7 @@ static entry_info *list_entries(int dfd, size_t *count, long long *total) {
             all = grown;
         }
         entry_info *i = &all[(*count)++];
-        snprintf(i->name, sizeof i->name, "%s", e->d_name);
+        memcpy(i->name, e->d_name, strlen(e->d_name) + 1); /* (is_entry bounds it well within name) */
         i->size = st.st_size;
         i->used = st.st_mtim;
         *total += st.st_size;

@@ -346,6 +346,18 @@ class _Checks(list):
             self.pool.shutdown(wait=True, cancel_futures=True)
 
 
+def fill(fh, buf):
+    """Reads into memoryview `buf` from fh until it is full or the file
+    ends (raw files may return short reads); the bytes read."""
+    done = 0
+    while done < len(buf):
+        n = fh.readinto(buf[done:])
+        if not n:
+            break
+        done += n
+    return done
+
+
 def _read_member(fh, archive, info, start, buf, fname, checks=None):
     """Fills `buf` (exactly the member's declared size) with the member's
     bytes: a stored member straight from the file, a compressed one inflated
@@ -353,13 +365,9 @@ def _read_member(fh, archive, info, start, buf, fname, checks=None):
     `checks`'s thread when given (the caller waits for it)."""
     if start is not None:
         fh.seek(start)
-        done = 0
-        while done < len(buf):
-            n = fh.readinto(buf[done:])
-            if not n:
-                raise ValueError(f"{fname}: member {info.filename!r} declares {len(buf)} bytes but the file "
-                                 f"holds {done}")
-            done += n
+        done = fill(fh, buf)
+        if done < len(buf):
+            raise ValueError(f"{fname}: member {info.filename!r} declares {len(buf)} bytes but the file holds {done}")
         if checks is not None:  # (checked on another thread while the next storage is read)
             checks.append((info.filename, info.CRC, checks.pool.submit(_C._crc32, buf)))
             return

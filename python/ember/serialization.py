@@ -153,14 +153,10 @@ def _read_exact(fh, n, fname, what):
 
 
 def _readinto_exact(fh, buf, fname, what):
-    """Fills memoryview `buf` from fh (raw files may return short reads)."""
-    done = 0
-    while done < len(buf):
-        n = fh.readinto(buf[done:])
-        if not n:
-            raise ValueError(f"{fname}: file is truncated: expected {len(buf)} bytes of "
-                             f"{what}, got {done}")
-        done += n
+    """Fills memoryview `buf` from fh, or raises naming what is missing."""
+    done = _torch_format.fill(fh, buf)
+    if done < len(buf):
+        raise ValueError(f"{fname}: file is truncated: expected {len(buf)} bytes of {what}, got {done}")
 
 
 # ---- save ----

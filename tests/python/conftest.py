@@ -19,6 +19,7 @@ import faulthandler
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 
 import numpy as np
@@ -151,3 +152,30 @@ def compiled_equals_eager(fn, make, calls=2):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "disk_size(size): the size of the small_disk tmpfs a test mounts")
+
+
+@pytest.fixture
+def small_disk(tmp_path, request):
+    """A small tmpfs, 1 MiB unless the test's `disk_size` mark says (needs
+    the right to mount: root, as CI runs), unmounted lazily (a model loaded
+    from it keeps it busy)."""
+    mark = request.node.get_closest_marker("disk_size")
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={mark.args[0] if mark else '1m'}", "tmpfs", str(mnt)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def fill_disk(path):
+    """Writes a file at path until its file system is full."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, b"\0" * 65536):
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -5,7 +5,6 @@ whole and loadable (issue 38, item 6). Also what writing in place would
 keep: the file's permissions, symbolic links, devices."""
 
 import os
-import resource
 import signal
 import stat
 import subprocess
@@ -17,7 +16,7 @@ import numpy as np
 import pytest
 
 import ember
-from conftest import subprocess_env
+from conftest import fill_disk, subprocess_env
 
 FORMATS = ["ck.pt", "ck.safetensors"]
 
@@ -33,20 +32,6 @@ def same(a, b):
 
 def temporaries(folder):
     return [p for p in os.listdir(folder) if ".ember-tmp-" in p]
-
-
-@pytest.fixture
-def small_disk(tmp_path, request):
-    """A small tmpfs, 1 MiB unless the test's `disk_size` mark says (needs
-    the right to mount: root, as CI runs)."""
-    mark = request.node.get_closest_marker("disk_size")
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={mark.args[0] if mark else '1m'}", "tmpfs", str(mnt)],
-                      capture_output=True).returncode != 0:
-        pytest.skip("cannot mount a small tmpfs here (needs root)")
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], check=False)  # (lazily: a loaded model keeps it busy)
 
 
 @pytest.mark.parametrize("name", FORMATS)
@@ -173,14 +158,7 @@ def test_aot_models_are_replaced_atomically_on_a_full_disk(small_disk):
     ember.aot.compile(lin, (ember.randn(3, 4),), str(path))
     before = path.read_bytes()
     filler = small_disk / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)  # fill the disk
-    try:
-        while os.write(fd, b"\0" * 65536):
-            pass
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    fill_disk(filler)
     with pytest.raises(Exception):
         ember.aot.compile(lin, (ember.randn(3, 4),), str(path))
     assert path.read_bytes() == before

@@ -18,7 +18,7 @@ import sys
 import pytest
 
 import ember
-from conftest import subprocess_env
+from conftest import fill_disk, subprocess_env
 
 pytestmark = pytest.mark.skipif(not ember.compiler.has_llvm(), reason="ember was built without LLVM")
 
@@ -272,27 +272,13 @@ def test_an_unusable_entry_that_passes_its_checks_is_rebuilt_and_replaced(tmp_pa
     assert out.count("loaded from the compile cache") == 3 and err == "", err
 
 
-def test_a_full_disk_costs_one_warning_and_no_partial_entry(tmp_path):
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
-                      capture_output=True).returncode != 0:
-        pytest.skip("cannot mount a small tmpfs here (needs root)")
-    try:
-        run(mnt)  # (the folder and its secret made; then the entry goes and the disk fills)
-        for name in entries(mnt):
-            (mnt / FOLDER / name).unlink()
-        fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT)
-        try:
-            while os.write(fd, b"\0" * 4096):
-                pass
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-        out, err = run(mnt)
-        assert "compiled now" in out and err.count("ember: compile cache:") == 1, err
-        assert "No space left on device" in err and "compiling without storing" in err, err
-        assert [p for p in os.listdir(mnt / FOLDER) if p != "secret"] == []  # (no entry, no temporary)
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+@pytest.mark.disk_size("64k")
+def test_a_full_disk_costs_one_warning_and_no_partial_entry(small_disk):
+    run(small_disk)  # (the folder and its secret made; then the entry goes and the disk fills)
+    for name in entries(small_disk):
+        (small_disk / FOLDER / name).unlink()
+    fill_disk(small_disk / "filler")
+    out, err = run(small_disk)
+    assert "compiled now" in out and err.count("ember: compile cache:") == 1, err
+    assert "No space left on device" in err and "compiling without storing" in err, err
+    assert [p for p in os.listdir(small_disk / FOLDER) if p != "secret"] == []  # (no entry, no temporary)

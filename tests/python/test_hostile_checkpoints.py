@@ -6,8 +6,6 @@ do not have. Each is refused with an error naming the file, or loads as
 PyTorch would load it (a view, not a copy), and never reads memory that is
 not the file's or changes ember's own state (issue 38, items 1-5)."""
 
-import collections
-import io
 import json
 import pickle
 import struct
