@@ -50,8 +50,9 @@ static void rt_release_all(em_tensor **slots, int32_t n) {
     for (int32_t i = 0; i < n; i++) em_tensor_release(slots[i]);
 }
 
-static int32_t rt_effects(const em_effect *effects, int32_t n, em_tensor *const *in, em_tensor *const *values) {
-    return em_effects_apply(effects, n, in, values);
+static int32_t rt_effects(const em_effect *effects, int32_t n, em_tensor *const *in, em_tensor *const *values,
+                          int32_t n_returned) {
+    return em_effects_apply(effects, n, in, values, values, n_returned); /* (results 0.. are returned) */
 }
 
 #define FN(f) ((const void *)(uintptr_t)(f))

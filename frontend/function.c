@@ -98,6 +98,7 @@ typedef struct spec {
     int n_out;
     int *writes, n_writes; /* inputs the function writes into */
     int *returned_writes;  /* [n_out]: results that are written inputs (-1: none) */
+    em_returned_view *returned_views; /* [n_out]: results that are views of written inputs */
     /* [n_sharing] per graph input: the first earlier input sharing its
      * memory, or -1, as traced; guarded, since a graph traced on separate
      * tensors reads and writes them as separate (see sharing_of) */
@@ -215,6 +216,7 @@ static void spec_clear(em_function *f, spec *s) {
     em_free(s->value_guard_what);
     em_free(s->writes);
     em_free(s->returned_writes);
+    em_free(s->returned_views);
     em_free(s->sharing);
     em_guards_free(s->captured_guards);
     free(s->traced_ir);
@@ -737,6 +739,13 @@ static int run_spec(em_function *f, spec *s, em_call *call, em_tensor **in, int 
             em_tensor_release(call->outs[j]);
             call->outs[j] = target;
         }
+    for (int j = 0; s->returned_views && !s->backward && j < s->n_out; j++) /* `return buf.view(n)` after it */
+        if (s->returned_views[j].write >= 0) {
+            em_tensor *view = em_returned_view_of(&s->returned_views[j], in[s->writes[s->returned_views[j].write]]);
+            if (!view) continue;
+            em_tensor_release(call->outs[j]);
+            call->outs[j] = view;
+        }
     f->n_compiled_calls++;
     call->kind = EM_CALL_COMPILED;
     call->n_out = s->n_out;
@@ -863,7 +872,9 @@ static bool adopt_trace(spec *s, em_trace_result *tres) {
     s->writes = tres->writes;
     s->n_writes = tres->n_writes;
     s->returned_writes = tres->returned_writes;
+    s->returned_views = tres->returned_views;
     tres->writes = tres->returned_writes = NULL;
+    tres->returned_views = NULL;
     tres->n_writes = 0;
     if (s->n_captured > MAX_CAPTURED) {
         snprintf(s->reason, sizeof s->reason, "the function captures more than %d tensors", MAX_CAPTURED);

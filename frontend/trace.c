@@ -655,6 +655,7 @@ void em_trace_result_clear(em_trace_result *res) {
     em_ir_graph_free(res->graph);
     em_free(res->writes);
     em_free(res->returned_writes);
+    em_free(res->returned_views);
     for (int i = 0; i < res->n_captured; i++) {
         em_tensor_release(res->captured[i].tensor);
         em_tensor_release(res->captured[i].snapshot);
@@ -751,6 +752,37 @@ static void check_escapes(em_tracer *tr, em_tensor *const *outputs, int n_out) {
     tr->retry = true;
 }
 
+/* Outputs that are views of a written input (not the input itself): their
+ * geometry relative to it, for the caller to return that view after the
+ * write-back (em_trace_result.returned_views). False only out of memory. */
+static bool note_returned_views(em_tracer *tr, em_tensor *const *outputs, int n_out, em_trace_result *res) {
+    for (int i = 0; i < n_out; i++)
+        for (int w = 0; w < tr->n_writes; w++) {
+            const em_tensor *o = outputs[i], *t = tr->writes[w].t;
+            if (o == t || o->storage != t->storage || res->returned_writes[i] >= 0) continue;
+            if (!res->returned_views) {
+                if (!(res->returned_views = em_calloc((size_t)n_out, sizeof *res->returned_views))) return false;
+                for (int j = 0; j < n_out; j++) res->returned_views[j].write = -1;
+            }
+            em_returned_view *r = &res->returned_views[i];
+            *r = (em_returned_view){w, o->offset - t->offset, o->ndim, t->ndim, {0}, {0}, {0}, {0}};
+            memcpy(r->shape, o->shape, (size_t)o->ndim * sizeof *o->shape);
+            memcpy(r->strides, o->strides, (size_t)o->ndim * sizeof *o->strides);
+            memcpy(r->input_shape, t->shape, (size_t)t->ndim * sizeof *t->shape);
+            memcpy(r->input_strides, t->strides, (size_t)t->ndim * sizeof *t->strides);
+            break;
+        }
+    return true;
+}
+
+em_tensor *em_returned_view_of(const em_returned_view *r, em_tensor *input) {
+    if (input->ndim != r->input_ndim || !em_shape_eq(input->shape, input->ndim, r->input_shape, r->input_ndim) ||
+        memcmp(input->strides, r->input_strides, (size_t)r->input_ndim * sizeof *r->input_strides) != 0 ||
+        input->offset + r->offset < 0)
+        return NULL;
+    return em_tensor_alias(input, input->offset + r->offset, r->shape, r->strides, r->ndim);
+}
+
 static bool fill_result(em_tracer *tr, em_tensor *const *outputs, int n_out, em_trace_result *res) {
     int n_res = n_out + tr->n_guards + tr->n_writes + tr->n_slots + tr->n_input_grads;
     em_ir_value **vals = em_malloc((size_t)(n_res ? n_res : 1) * sizeof *vals);
@@ -795,6 +827,7 @@ static bool fill_result(em_tracer *tr, em_tensor *const *outputs, int n_out, em_
             for (int w = 0; w < tr->n_writes; w++)
                 if (outputs[i] == tr->writes[w].t) res->returned_writes[i] = w;
         }
+        if (!note_returned_views(tr, outputs, n_out, res)) goto nomem;
     }
     if (tr->n_guards) {
         res->value_guards = em_malloc((size_t)tr->n_guards * sizeof *res->value_guards);

@@ -254,7 +254,7 @@ em_status em_interp_run_region(const em_ir_node *node, em_tensor *const *in, em_
 }
 
 em_status em_effects_apply(const em_effect *effects, int n, em_tensor *const *in,
-                           em_tensor *const *values) {
+                           em_tensor *const *values, em_tensor *const *returned, int n_returned) {
     for (int j = 0; j < n; j++) {
         const em_effect *e = &effects[j];
         em_tensor *v = e->result >= 0 ? values[e->result] : NULL;
@@ -262,7 +262,9 @@ em_status em_effects_apply(const em_effect *effects, int n, em_tensor *const *in
             em_tensor_set_grad(in[e->input], v);
             continue;
         }
-        em_status st = em_assign(in[e->input], v);
+        bool handed_out = false;
+        for (int k = 0; k < n_returned && !handed_out; k++) handed_out = returned[k] == v;
+        em_status st = handed_out ? em_assign_copy(in[e->input], v) : em_assign(in[e->input], v);
         if (st != EM_OK) return st;
     }
     return EM_OK;
@@ -304,7 +306,13 @@ em_status em_interp_run(em_interp *it, void *run_ctx, em_tensor *const *in, int 
             slots[v] = NULL;
         }
     }
-    if (st == EM_OK) st = em_effects_apply(it->effects, it->n_effects, in, slots);
+    if (st == EM_OK && it->n_effects) {
+        em_tensor *few[16], **returned = n_out <= 16 ? few : em_malloc((size_t)n_out * sizeof *returned);
+        if (!returned) st = EM_ERR_NOMEM;
+        for (int i = 0; returned && i < n_out; i++) returned[i] = slots[b->results[i]->id];
+        if (returned) st = em_effects_apply(it->effects, it->n_effects, in, slots, returned, n_out);
+        if (returned != few) em_free(returned);
+    }
     if (st == EM_OK)
         for (int i = 0; i < n_out; i++) {
             out[i] = slots[b->results[i]->id];

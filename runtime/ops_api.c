@@ -218,6 +218,14 @@ em_status em_assign(em_tensor *target, em_tensor *value) {
         return EM_OK;
     }
     if (em_tensor_adopt_storage(target, value)) return EM_OK; /* no copy: nobody can tell */
+    return em_assign_copy(target, value);
+}
+
+em_status em_assign_copy(em_tensor *target, em_tensor *value) {
+    if (value == target) {
+        __atomic_fetch_add(&target->storage->version, 1, __ATOMIC_RELAXED);
+        return EM_OK;
+    }
     em_attrs at;
     memset(&at, 0, sizeof at);
     at.dtype = target->dtype;

@@ -94,6 +94,21 @@ typedef struct em_grad_slot {
                     graph result index holding the new gradient */
 } em_grad_slot;
 
+/* A view of a graph input, as the trace saw it (em_trace_result's
+ * returned_views): it holds for an input of the shape and strides traced. */
+typedef struct em_returned_view {
+    int write;      /* the write (em_trace_result.writes) whose input it views; -1: none */
+    int64_t offset; /* elements past the input's own offset */
+    int ndim, input_ndim;
+    int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS];
+    int64_t input_shape[EM_MAX_DIMS], input_strides[EM_MAX_DIMS];
+} em_returned_view;
+
+/* The view r describes of `input` (a new reference), or NULL when input's
+ * shape or strides differ from the traced ones (the caller then keeps the
+ * graph's result, equal in values). */
+em_tensor *em_returned_view_of(const em_returned_view *r, em_tensor *input);
+
 /* The graph's results, in order: the function's n_out outputs; the values
  * of the value guards; the write-backs; the new gradients of the slots. */
 typedef struct em_trace_result {
@@ -117,6 +132,12 @@ typedef struct em_trace_result {
      * write it is (so a caller returns that input, updated); else -1.
      * NULL when there are no writes. */
     int *returned_writes;
+    /* returned_views[i]: output i is a view of written input write (sharing
+     * its memory, as `e.view(4)` after `e.add_(x)`): the caller returns that
+     * view of the input, updated, so that it aliases the input as eager's
+     * does (the graph's own result is a copy of the values). NULL when no
+     * output is such a view; write -1 for outputs that are not. */
+    struct em_returned_view *returned_views;
     em_grad_slot *slots;
     int n_slots;
     /* A joint trace (em_trace_backward): the last n_grad_outputs captures

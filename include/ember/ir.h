@@ -198,9 +198,13 @@ typedef struct em_run_spec {
 } em_run_spec;
 
 /* Applies effects[0..n) with the graph inputs in[], an effect's result r
- * being values[r] (all borrowed). Stops at the first failing write-back. */
+ * being values[r] (all borrowed). returned[0..n_returned) are the tensors
+ * the run hands its caller: a write-back of one of them copies its bytes
+ * rather than taking its memory, which the caller is about to read
+ * (`x.add_(1); return x * 1` ends in `return %0, %0`). Stops at the first
+ * failing write-back. */
 em_status em_effects_apply(const em_effect *effects, int n, em_tensor *const *in,
-                           em_tensor *const *values);
+                           em_tensor *const *values, em_tensor *const *returned, int n_returned);
 
 /* ---- interpretation: the reference backend ---- */
 

@@ -469,6 +469,9 @@ bool em_equal_bits(em_tensor *a, em_tensor *b);
  * copy; em_tensor_adopt_storage); otherwise value is copied in. value keeps
  * its reference either way. */
 em_status em_assign(em_tensor *target, em_tensor *value);
+/* The same, but value's memory is never taken: value is someone else's
+ * too (a result handed to the caller), so its bytes are copied. */
+em_status em_assign_copy(em_tensor *target, em_tensor *value);
 
 /* Python-style slicing of dim: start/end clamped into range (negative ones
  * count from the end), step > 0. */

@@ -220,3 +220,44 @@ def test_batchnorm_training_forward_compiles_with_running_stats_written_back():
         assert_same(getattr(eager_m[1], name), getattr(m[1], name))
     assert [s["backend"] for s in cm._specializations()] != ["eager"]
     assert cm._stats()["hits"] == 3
+
+
+# ---------------------------------------------------------------- results after an in-place update (issue 39, item 3)
+
+RESULT_AFTER_UPDATE = {
+    # the graph ended in `return %0, %0`: the result and the write-back one value, whose
+    # memory the write-back took, so the result read the bytes from before the update
+    "ema_clone": lambda e, x: (e.mul_(0.5).add_(x), e.clone())[1],
+    "add_detach": lambda e, x: (e.add_(1), e.detach())[1],
+    "times_one": lambda e, x: (e.add_(x), e * 1)[1],
+    "neg_neg": lambda e, x: (e.add_(x), -(-e))[1],
+    "zero_clone": lambda e, x: (e.add_(x), e.zero_(), e.clone())[2],
+    "clamp_clone": lambda e, x: (e.add_(x).clamp_(max=2.5), e.clone())[1],
+    "identity_view": lambda e, x: (e.add_(x), e.view(4))[1],
+    "view": lambda e, x: (e.add_(x), e.view(2, 2))[1],
+    "slice": lambda e, x: (e.add_(x), e[1:])[1],
+    "itself": lambda e, x: (e.add_(x), e)[1],
+    "two_results": lambda e, x: (e.add_(x), (e * 1, e.view(4)))[1],
+}
+
+
+@pytest.mark.parametrize("backend", ["llvm", "interp"])
+@pytest.mark.parametrize("passes", [None, ["dce"]])
+@pytest.mark.parametrize("name", sorted(RESULT_AFTER_UPDATE))
+def test_a_result_after_an_in_place_update_has_the_new_value(name, passes, backend, monkeypatch):
+    fn = RESULT_AFTER_UPDATE[name]
+    if backend == "llvm" and not ember.compiler.has_llvm():
+        pytest.skip("built without LLVM")
+    monkeypatch.setenv("EMBER_BACKEND", backend)  # (read when a call compiles)
+    cf = ember.compile(fn, passes=passes)
+    e_state, c_state = ember.zeros(4), ember.zeros(4)
+    for _ in range(5):
+        x = ember.arange(4.0)
+        want, got = fn(e_state, x), cf(c_state, x)
+        assert_same(got, want)
+        assert_same(c_state, e_state)
+    # results that are views of the state in eager alias it compiled too
+    e_state.add_(100.0)
+    c_state.add_(100.0)
+    assert_same(got, want)
+    assert cf._stats()["compiled_calls"] >= 4
