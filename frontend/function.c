@@ -606,7 +606,7 @@ static int sharing_of(em_tensor *const *in, int i) {
  * captured inputs, the .grads it found None, the host state it read and
  * the inputs' sharing of memory are as traced, 0 when not, -1 on a host
  * error. *n_in and *n_targs: the input counts. */
-static int spec_accepts(const em_function *f, const spec *s, const em_arg *a, int n, em_tensor **in,
+static int spec_accepts(em_function *f, const spec *s, const em_arg *a, int n, em_tensor **in,
                         int *n_in, int *n_targs) {
     *n_targs = 0;
     for (int i = 0; i < n; i++) *n_targs += a[i].kind == EM_ARG_TENSOR;
@@ -620,6 +620,8 @@ static int spec_accepts(const em_function *f, const spec *s, const em_arg *a, in
     if (s->data && f->host.state_holds) {
         int ok = f->host.state_holds(s->data);
         if (ok < 0) em_error(EM_ERR_HOST, "%s: checking the state a trace read failed", f->name);
+        const char *what = ok == 0 && f->host.state_miss ? f->host.state_miss(s->data) : NULL;
+        if (what) snprintf(f->last_reason, sizeof f->last_reason, "the Python value %.400s changed", what);
         if (ok != 1) return ok;
     }
     if (!s->sharing && s->n_sharing == 0) return 1; /* (a specialisation whose trace failed) */

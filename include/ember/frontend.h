@@ -314,6 +314,9 @@ typedef struct em_function_host {
     /* Frees unreachable host objects (a reference cycle may keep a tensor
      * alive that a trace would otherwise take for state the function kept). */
     void (*collect)(void);
+    /* After state_holds(data) said 0: what no longer holds, with where the
+     * trace read it ("global SCALE (train.py:12)"), borrowed, or NULL. */
+    const char *(*state_miss)(void *data);
 } em_function_host;
 
 typedef struct em_function em_function;

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "capture.h"
 #include "ember/strbuf.h"
 
 static char *package_dir; /* frames in here are ember's own, not the user's */
@@ -227,32 +228,29 @@ static bool user_location(void *ctx, const char **file, int *line) {
     return found;
 }
 
-/* A specialisation's host data is a tuple (template, externals,
- * dict_guards): the result's structure with each tensor replaced by its
- * index among the outputs; [(capture index, dict, key)], inputs read from
- * dicts at every call; [(dict, key, value)], dict items read as constants. */
+/* A specialisation's host data is a tuple (template, externals, guards):
+ * the result's structure with each tensor replaced by its index among the
+ * outputs; [(capture index, dict, key)], inputs read from dicts at every
+ * call; the guards on the Python state the trace read (capture.c). */
 #define TEMPLATE(d) PyTuple_GET_ITEM((PyObject *)(d), 0)
 #define EXTERNALS(d) PyTuple_GET_ITEM((PyObject *)(d), 1)
-#define DICT_GUARDS(d) PyTuple_GET_ITEM((PyObject *)(d), 2)
+#define STATE_GUARDS(d) PyTuple_GET_ITEM((PyObject *)(d), 2)
 
-/* Is every dict item read as a constant still the value it was? Numbers,
- * strings and tuples compare by value; anything else (a tensor, a module)
- * must be the very object the trace saw. */
+/* The guard that failed last on this thread, for the driver's messages. */
+static _Thread_local PyObject *last_miss;
+
+/* Is everything the trace read from Python (globals, closure cells,
+ * attributes, items; module modes and optimizer settings) still what it
+ * was? Numbers, strings and tuples by value, anything else by identity. */
 static int host_state_holds(void *data) {
-    PyObject *guards = DICT_GUARDS(data);
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(guards); i++) {
-        PyObject *g = PyList_GET_ITEM(guards, i);
-        PyObject *now = PyDict_GetItemWithError(PyTuple_GET_ITEM(g, 0), PyTuple_GET_ITEM(g, 1));
-        if (!now) return PyErr_Occurred() ? -1 : 0;
-        PyObject *was = PyTuple_GET_ITEM(g, 2);
-        if (now == was) continue;
-        if (Py_TYPE(now) != Py_TYPE(was) ||
-            !(PyLong_Check(was) || PyFloat_Check(was) || PyUnicode_Check(was) || PyTuple_Check(was)))
-            return 0;
-        int eq = PyObject_RichCompareBool(now, was, Py_EQ);
-        if (eq <= 0) return eq;
-    }
-    return 1;
+    return em_py_state_guards_hold(STATE_GUARDS(data), &last_miss);
+}
+
+static const char *host_state_miss(void *data) {
+    (void)data;
+    const char *s = last_miss ? PyUnicode_AsUTF8(last_miss) : NULL;
+    if (!s) PyErr_Clear();
+    return s;
 }
 
 /* The dict items read at every call, as 0-d float64 tensors. */
@@ -284,8 +282,15 @@ static char *host_describe(void *data, int first_input) {
         em_strbuf_printf(&b, "input %ld: %s read from a param group at every call\n",
                          first_input + PyLong_AsLong(PyTuple_GET_ITEM(x, 0)), k ? k : "?");
     }
-    em_strbuf_printf(&b, "guarded dict items (module modes and tensors, optimizer settings): %zd\n",
-                     PyList_GET_SIZE(DICT_GUARDS(data)));
+    PyObject *guards = STATE_GUARDS(data);
+    Py_ssize_t n = em_py_state_guards_count(guards);
+    em_strbuf_printf(&b, "guards on Python state (globals, closure variables, attributes, items; module modes "
+                         "and optimizer settings): %zd\n", n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *w = PyUnicode_AsUTF8(em_py_state_guards_what(guards, i));
+        if (!w) PyErr_Clear();
+        em_strbuf_printf(&b, "  %s\n", w ? w : "?");
+    }
     return em_strbuf_take(&b);
 }
 
@@ -294,16 +299,18 @@ static void *host_unlock(void) { return PyEval_SaveThread(); }
 static void host_relock(void *token) { PyEval_RestoreThread(token); }
 static void host_collect(void) { PyGC_Collect(); }
 
-static const em_function_host python_host = {user_location, NULL,         host_state_holds,
-                                             host_externals, host_describe, host_release,
-                                             host_unlock,    host_relock,   host_collect};
+static const em_function_host python_host = {user_location, NULL,          host_state_holds,
+                                             host_externals, host_describe,  host_release,
+                                             host_unlock,    host_relock,    host_collect,
+                                             host_state_miss};
 
 /* ---- what a trace records besides ops (optimizers and modules call these) ---- */
 
-/* What the trace on this thread read from Python dicts (lists as in the
- * host data; guarded: {(id(dict), key)}, to record each item once). */
+/* What the trace on this thread reads from Python: the inputs it reads
+ * from dicts at every call (as in the host data), and the recorder of
+ * the state it reads and changes (ember._capture.Recorder). */
 typedef struct {
-    PyObject *externals, *dict_guards, *guarded;
+    PyObject *externals, *recorder;
 } trace_ctx;
 static _Thread_local trace_ctx *tracing;
 
@@ -340,34 +347,15 @@ static PyObject *f_trace_scalar_input(PyObject *self, PyObject *args) {
 
 /* _trace_guard_items(d, keys): the trace treats d[k] for k in keys as
  * constants; a call where one differs (by value for numbers, strings and
- * tuples, else by identity) traces anew. No-op outside a trace. */
+ * tuples, else by identity) traces anew. For ember's own code, which the
+ * trace does not watch (module modes, optimizer settings). No-op outside
+ * a trace. */
 static PyObject *f_trace_guard_items(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *d, *keys;
     if (!PyArg_ParseTuple(args, "O!O:_trace_guard_items", &PyDict_Type, &d, &keys)) return NULL;
     if (!tracing) Py_RETURN_NONE;
-    PyObject *it = PyObject_GetIter(keys), *k;
-    if (!it) return NULL;
-    while ((k = PyIter_Next(it))) {
-        PyObject *seen = Py_BuildValue("(nO)", (Py_ssize_t)d, k);
-        int dup = seen ? PySet_Contains(tracing->guarded, seen) : -1;
-        if (dup == 0) dup = PySet_Add(tracing->guarded, seen);
-        Py_XDECREF(seen);
-        PyObject *v = dup == 0 ? PyDict_GetItemWithError(d, k) : NULL;
-        PyObject *item = v ? Py_BuildValue("(OOO)", d, k, v) : NULL;
-        Py_DECREF(k);
-        if (dup > 0) continue; /* (a repeat) */
-        if (!item || PyList_Append(tracing->dict_guards, item) < 0) {
-            Py_XDECREF(item);
-            Py_DECREF(it);
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "_trace_guard_items: missing key");
-            return NULL;
-        }
-        Py_DECREF(item);
-    }
-    Py_DECREF(it);
-    if (PyErr_Occurred()) return NULL;
-    Py_RETURN_NONE;
+    return PyObject_CallMethod(tracing->recorder, "guard_items", "OO", d, keys);
 }
 
 static PyObject *f_is_tracing(PyObject *self, PyObject *unused) {
@@ -457,39 +445,90 @@ static int proxy_call(PyObject *args, PyObject *kwargs, proxy_ctx *p, PyObject *
     return 0;
 }
 
+/* A new ember._capture.Recorder, or NULL with an exception. */
+static PyObject *new_recorder(void) {
+    PyObject *mod = PyImport_ImportModule("ember._capture");
+    PyObject *r = mod ? PyObject_CallMethod(mod, "Recorder", NULL) : NULL;
+    Py_XDECREF(mod);
+    return r;
+}
+
+/* Why the recorded trace cannot be replayed (a side effect, or the
+ * recorder's failure), into why; "" when it can. */
+static void recorded_why(PyObject *recorder, char *why, size_t n) {
+    PyObject *effect = PyObject_GetAttrString(recorder, "effect");
+    PyObject *failure = PyObject_GetAttrString(recorder, "failure");
+    const char *e = effect && effect != Py_None ? PyUnicode_AsUTF8(effect) : NULL;
+    const char *f = failure && failure != Py_None ? PyUnicode_AsUTF8(failure) : NULL;
+    if (e)
+        snprintf(why, n, "%s, which a compiled call would not repeat; calls with these guards run eagerly", e);
+    else if (f)
+        snprintf(why, n, "%s", f);
+    Py_XDECREF(effect);
+    Py_XDECREF(failure);
+    PyErr_Clear();
+}
+
+/* The recorder's guards as capture.c's table (a new reference), or NULL. */
+static PyObject *state_guards(PyObject *recorder) {
+    PyObject *mod = PyImport_ImportModule("ember._capture");
+    PyObject *list = PyObject_GetAttrString(recorder, "guards");
+    PyObject *absent = mod ? PyObject_GetAttrString(mod, "ABSENT") : NULL;
+    PyObject *t = list && absent && PyList_Check(list) ? em_py_state_guards_new(list, absent) : NULL;
+    Py_XDECREF(mod);
+    Py_XDECREF(list);
+    Py_XDECREF(absent);
+    return t;
+}
+
 /* Runs the function on the driver's proxies while its trace records; the
  * call's result is that run's. */
 static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, const call_args *c,
                             em_call *call) {
     PyObject *proxies[MAX_ARGS] = {NULL}, *pargs = NULL, *pkwargs = NULL, *res = NULL, *out = NULL;
-    trace_ctx ctx = {PyList_New(0), PyList_New(0), PySet_New(NULL)};
+    trace_ctx ctx = {PyList_New(0), new_recorder()};
     proxy_ctx p = {c, proxies, 0};
+    char why[1200] = "";
     for (int i = 0; i < c->n; i++)
         if (call->proxies[i]) {
             em_tensor_retain(call->proxies[i]);
             proxies[i] = em_py_wrap(call->proxies[i]);
         }
-    if (ctx.externals && ctx.dict_guards && ctx.guarded && proxy_call(args, kwargs, &p, &pargs, &pkwargs) == 0) {
-        tracing = &ctx;
-        res = PyObject_Call(cf->fn, pargs, pkwargs);
-        tracing = NULL;
+    em_py_capture cap;
+    if (ctx.externals && ctx.recorder && proxy_call(args, kwargs, &p, &pargs, &pkwargs) == 0) {
+        int watching = em_py_capture_begin(ctx.recorder, &cap);
+        if (watching == 0)
+            snprintf(why, sizeof why, "another trace function is installed (a debugger or a coverage tool), so "
+                     "ember cannot see what the function reads from Python; calls with these guards run eagerly");
+        if (watching >= 0) {
+            tracing = &ctx;
+            res = PyObject_Call(cf->fn, pargs, pkwargs);
+            tracing = NULL;
+        }
+        if (watching > 0 && !em_py_capture_end(&cap) && !why[0])
+            snprintf(why, sizeof why, "recording what it reads from Python failed");
     }
     if (!res) {
         em_function_trace_abort(cf->f, call);
         goto done;
     }
+    if (!why[0]) recorded_why(ctx.recorder, why, sizeof why);
+    PyObject *fin = PyObject_CallMethod(ctx.recorder, "finish", NULL);
+    Py_XDECREF(fin);
+    PyErr_Clear();
     template_ctx t = {.n = 0};
-    PyObject *template = tree_map(res, template_leaf, NULL, &t), *data = NULL;
-    if (template) data = Py_BuildValue("(NOO)", template, ctx.externals, ctx.dict_guards);
-    else if (!t.why[0]) snprintf(t.why, sizeof t.why, "out of memory while recording the result");
+    PyObject *template = tree_map(res, template_leaf, NULL, &t), *data = NULL, *guards = NULL;
+    if (template && !why[0]) guards = state_guards(ctx.recorder);
+    if (template && guards) data = Py_BuildValue("(NON)", template, ctx.externals, guards);
+    else Py_XDECREF(template);
+    if (!data && !t.why[0] && !why[0]) snprintf(t.why, sizeof t.why, "out of memory while recording the result");
     PyErr_Clear(); /* (why says it) */
-    em_status st = em_function_trace_end(cf->f, call, t.outs, data ? t.n : 0, data, data ? NULL : t.why);
+    em_status st = em_function_trace_end(cf->f, call, t.outs, data ? t.n : 0, data, data ? NULL : why[0] ? why : t.why);
     out = st == EM_OK ? tree_map(res, unproxy_leaf, NULL, &p) : em_py_raise();
     if (out && warn(call->warning) < 0) Py_CLEAR(out);
 done:
     Py_XDECREF(ctx.externals);
-    Py_XDECREF(ctx.dict_guards);
-    Py_XDECREF(ctx.guarded);
+    Py_XDECREF(ctx.recorder);
     Py_XDECREF(res);
     Py_XDECREF(pargs);
     Py_XDECREF(pkwargs);
@@ -871,6 +910,7 @@ static PyObject *f_set_package_dir(PyObject *self, PyObject *arg) {
     if (!copy) return s ? PyErr_NoMemory() : NULL;
     free(package_dir);
     package_dir = copy;
+    em_py_capture_set_own_dir(copy);
     Py_RETURN_NONE;
 }
 

@@ -11,6 +11,7 @@
 #include "ember/alloc.h"
 #include "ember/parallel.h"
 #include "ember/random.h"
+#include "capture.h"
 #include "ember_py.h"
 
 /* ---- functional forms of the ops ---- */
@@ -414,7 +415,8 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (!m) return NULL;
     if (em_py_errors_init(m) < 0 || em_py_tensor_type_init(m) < 0 || em_py_module_init_dtypes(m) < 0 ||
         em_py_compile_init(m) < 0 || em_py_autograd_init(m) < 0 || em_py_optim_init(m) < 0 ||
-        em_py_distributed_init(m) < 0 || PyModule_AddFunctions(m, em_py_op_methods) < 0) {
+        em_py_distributed_init(m) < 0 || PyModule_AddFunctions(m, em_py_op_methods) < 0 ||
+        PyModule_AddFunctions(m, em_py_capture_methods) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -33,7 +33,7 @@ static char *describe(void *data, int first) {
 }
 static void release(void *data) { ((host_state *)data)->released++; }
 
-static const em_function_host host = {loc, NULL, holds, NULL, describe, release, NULL, NULL, NULL};
+static const em_function_host host = {loc, NULL, holds, NULL, describe, release, NULL, NULL, NULL, NULL};
 
 /* y = relu(x @ w + b) * 0.5, w captured. */
 static em_tensor *model(em_tensor *x, em_tensor *w, em_tensor *b) {
