@@ -26,8 +26,8 @@ const em_ir_node *em_llvm_gemm_of(const em_ir_node *node) {
 /* ---- what the generated code calls ---- */
 
 static int32_t rt_op(const em_ir_node *n, em_tensor *const *in, em_tensor **out) {
-    em_type types[16];
-    if (n->n_out > 16) return em_error(EM_ERR_INTERNAL, "%s: too many results", em_op_name(n->op));
+    em_type types[64];
+    if (n->n_out > 64) return em_error(EM_ERR_INTERNAL, "%s: too many results", em_op_name(n->op));
     for (int i = 0; i < n->n_out; i++) types[i] = n->out[i]->type;
     em_status st = em_op_run_planned(n->op, in, n->n_in, &n->attrs, types, out, n->n_out);
     return st == EM_OK ? EM_OK : em_ir_node_error(n);

@@ -356,6 +356,10 @@ static em_ir_value *value_of(em_tracer *tr, em_tensor *t, const char *op) {
     return capture(tr, t, EM_CAPTURE_TENSOR, -1, NULL);
 }
 
+/* The most operands or results one op takes (dispatch's bound, MAX_IO):
+ * cat and stack of more are trees of cats (ember/_ops.py). */
+#define EM_TRACE_MAX_OPERANDS 64
+
 static void on_op(void *ctx, em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                   em_tensor *const *out, int n_out) {
     em_tracer *tr = ctx;
@@ -368,10 +372,10 @@ static void on_op(void *ctx, em_op op, em_tensor *const *in, int n_in, const em_
                       info->name);
         return;
     }
-    em_ir_value *vin[16];
-    em_type types[16];
-    if (n_in > 16 || n_out > 16) {
-        em_trace_fail(tr, "%s: too many operands to trace", info->name);
+    em_ir_value *vin[EM_TRACE_MAX_OPERANDS];
+    em_type types[EM_TRACE_MAX_OPERANDS];
+    if (n_in > EM_TRACE_MAX_OPERANDS || n_out > EM_TRACE_MAX_OPERANDS) { /* (dispatch's own bound) */
+        em_trace_fail(tr, "%s: more than %d operands", info->name, EM_TRACE_MAX_OPERANDS);
         return;
     }
     for (int i = 0; i < n_in; i++)
@@ -397,7 +401,8 @@ static void on_op(void *ctx, em_op op, em_tensor *const *in, int n_in, const em_
 
 /* Appends a node computing op(vin) to the graph; its result value. */
 static em_ir_value *emit(em_tracer *tr, em_op op, em_ir_value *const *vin, int n_in, const em_attrs *attrs) {
-    em_type in_types[16], out_type;
+    em_type in_types[EM_TRACE_MAX_OPERANDS], out_type;
+    if (n_in > EM_TRACE_MAX_OPERANDS) return NULL;
     for (int i = 0; i < n_in; i++) in_types[i] = vin[i]->type;
     if (em_op_infer(op, in_types, n_in, attrs, &out_type, 1) != EM_OK) return NULL;
     em_ir_node *n = em_ir_node_new(tr->g, op, vin, n_in, attrs, &out_type, 1, current_loc(tr));
@@ -417,11 +422,11 @@ static void on_inplace(void *ctx, em_op op, em_tensor *const *in, int n_in, cons
     if (tr->failed) return;
     const em_op_info *info = em_op_get(op);
     const char *name = info->kind == EM_KIND_CAST ? "copy" : info->name;
-    if (n_in > 16) {
-        em_trace_fail(tr, "%s_: too many operands to trace", name);
+    if (n_in > EM_TRACE_MAX_OPERANDS) {
+        em_trace_fail(tr, "%s_: more than %d operands", name, EM_TRACE_MAX_OPERANDS);
         return;
     }
-    em_ir_value *vin[16];
+    em_ir_value *vin[EM_TRACE_MAX_OPERANDS];
     for (int i = 0; i < n_in; i++)
         if (!(vin[i] = value_of(tr, in[i], name))) {
             em_trace_fail(tr, "%s_: %s", name, em_last_error());

@@ -213,8 +213,8 @@ static em_status check_expected(const em_interp *it, int at, em_tensor **slots) 
 
 /* Runs one node of a block whose values live in `slots`. */
 static em_status run_node(const em_interp *it, void *run_ctx, const em_ir_node *n, em_tensor **slots) {
-    em_tensor *in[64], *out[16] = {NULL};
-    if (n->n_in > 64 || n->n_out > 16) return em_error(EM_ERR_INTERNAL, "node too wide to run");
+    em_tensor *in[64], *out[64] = {NULL};
+    if (n->n_in > 64 || n->n_out > 64) return em_error(EM_ERR_INTERNAL, "node too wide to run");
     for (int i = 0; i < n->n_in; i++) in[i] = slots[n->in[i]->id];
     em_status st;
     const kernel_slot *ks = it ? &it->kernels[n->id] : NULL;

@@ -546,10 +546,15 @@ static PyObject *cf_call(PyObject *self, PyObject *args, PyObject *kwargs) {
     if (n == -2) return NULL;
     if (n < 0) {
         char why[256];
-        snprintf(why, sizeof why, "argument '%s' is a %s, which compiled functions do not support "
-                                  "yet (tensors, Python numbers, strings and None are, in any "
-                                  "nesting of tuples, lists and dicts with string keys)",
-                 bad, bad_obj ? Py_TYPE(bad_obj)->tp_name : "?");
+        if (!bad_obj)
+            snprintf(why, sizeof why, "it is called with more than %d arguments%s; pass the tensors in fewer "
+                     "arguments, or let the function read them (a list of parameters, say) from state", MAX_ARGS,
+                     strstr(bad, "counting") ? ", counting the items of lists, tuples and dicts" : "");
+        else
+            snprintf(why, sizeof why, "argument '%s' is a %s, which compiled functions do not support "
+                                      "yet (tensors, Python numbers, strings and None are, in any "
+                                      "nesting of tuples, lists and dicts with string keys)",
+                     bad, Py_TYPE(bad_obj)->tp_name);
         em_function_eager(cf->f, why, &call);
     } else if (em_function_call(cf->f, c.a, n, &call) != EM_OK) {
         return em_py_raise();

@@ -454,9 +454,15 @@ def roll(input, shifts, dims=None):
     return _C._roll(input, shifts, dims)
 
 
+_MAX_OPERANDS = 64  # (one op's operands, runtime/dispatch.c's MAX_IO)
+
+
 @_export
 def cat(tensors, dim=0):
-    return _C._cat(list(tensors), dim)
+    tensors = list(tensors)
+    while len(tensors) > _MAX_OPERANDS:  # a tree of cats: the same result, one more copy per level
+        tensors = [_C._cat(tensors[i:i + _MAX_OPERANDS], dim) for i in range(0, len(tensors), _MAX_OPERANDS)]
+    return _C._cat(tensors, dim)
 
 
 _export(cat, "concat")
@@ -471,7 +477,7 @@ def stack(tensors, dim=0):
     shapes = {tuple(t.shape) for t in tensors}
     if len(shapes) != 1:
         raise RuntimeError(f"stack expects each tensor to be equal size, got {sorted(shapes)}")
-    return _C._cat([_C._unsqueeze(t, dim) for t in tensors], dim)
+    return cat([_C._unsqueeze(t, dim) for t in tensors], dim)
 
 
 @_export
@@ -497,8 +503,14 @@ def split(tensor, split_size_or_sections, dim=0):
         sections = list(split_size_or_sections)
         if _py_sum(sections) != n:
             raise RuntimeError(f"split: sections {sections} do not sum to the dimension's size {n}")
-    # views sharing one autograd node, whose backward is one cat
-    return _C._split(tensor, dim, sections, not isinstance(split_size_or_sections, numbers.Integral))
+    # views sharing one autograd node, whose backward is one cat; more sections than one op returns
+    # come from a split into groups of sections, each split again
+    explicit = not isinstance(split_size_or_sections, numbers.Integral)
+    if len(sections) <= _MAX_OPERANDS:
+        return _C._split(tensor, dim, sections, explicit)
+    groups = [sections[i:i + _MAX_OPERANDS] for i in range(0, len(sections), _MAX_OPERANDS)]
+    parts = _C._split(tensor, dim, [_py_sum(g) for g in groups], True)
+    return tuple(p for part, g in zip(parts, groups) for p in _C._split(part, dim, g, True))
 
 
 @_method
