@@ -319,6 +319,32 @@ static em_ir_value *capture(em_tracer *tr, em_tensor *t, em_capture_kind kind, i
     return v;
 }
 
+/* A tensor the function made without an ember op. From Python data
+ * (ember.tensor([1., 2.]), an index interpolate builds): a constant, its
+ * values as this call made them, which hold for every call that passes
+ * the guards (the Python values it came from are guarded: literals,
+ * arguments by value, state by capture.c, tensor values by value guards);
+ * the graph takes a private copy of it as an input, never written back.
+ * Over memory ember does not own (ember.from_numpy of an array the
+ * function reaches): that memory, by reference, as a captured tensor. */
+static em_ir_value *constant(em_tracer *tr, em_tensor *t) {
+    born_remove(tr, t);
+    if (!em_storage_is_own(t->storage)) return capture(tr, t, EM_CAPTURE_TENSOR, -1, NULL);
+    const em_trace_hook *h = em_set_trace_hook(NULL); /* (the copy is no op of the function's) */
+    bool was = em_set_grad_enabled(false);
+    em_tensor *copy = em_clone(t);
+    em_set_grad_enabled(was);
+    em_set_trace_hook(h);
+    if (!copy) return NULL;
+    char name[32];
+    snprintf(name, sizeof name, "constant%d", tr->n_captured);
+    em_ir_value *v = capture(tr, copy, EM_CAPTURE_TENSOR, -1, name);
+    em_tensor_release(copy); /* (the capture holds it) */
+    if (v) bind(tr, t, v);
+    born_remove(tr, t); /* (kept by whoever made it: not state of the function's) */
+    return v;
+}
+
 /* The graph value of tensor t, creating a constant or captured input. */
 static em_ir_value *value_of(em_tracer *tr, em_tensor *t, const char *op) {
     if (t->trace_gen == tr->gen) {
@@ -345,14 +371,7 @@ static em_ir_value *value_of(em_tracer *tr, em_tensor *t, const char *op) {
         em_ir_insert(tr->g->body, n, NULL);
         return n->out[0]; /* not bound: the same Python number may be reused */
     }
-    if (t->serial >= tr->serial_start) {
-        em_trace_fail(tr,
-                      "%s: uses a tensor created inside the function without an ember op (for "
-                      "example ember.tensor() or ember.from_numpy()); its values could differ on "
-                      "the next call. Create it outside the function and pass it in",
-                      op);
-        return NULL;
-    }
+    if (t->serial >= tr->serial_start) return constant(tr, t);
     return capture(tr, t, EM_CAPTURE_TENSOR, -1, NULL);
 }
 
@@ -411,6 +430,11 @@ static em_ir_value *emit(em_tracer *tr, em_op op, em_ir_value *const *vin, int n
     return n->out[0];
 }
 
+static bool same_geometry(const em_tensor *a, const em_tensor *b) {
+    return a->offset == b->offset && a->dtype == b->dtype && em_shape_eq(a->shape, a->ndim, b->shape, b->ndim) &&
+           memcmp(a->strides, b->strides, (size_t)a->ndim * sizeof *a->strides) == 0;
+}
+
 /* An in-place op as SSA: out's new value is op(in), cast to out's dtype and
  * broadcast to its shape; later reads of out see it, and an input or
  * captured tensor written this way gets a write-back. Writes the graph
@@ -437,11 +461,27 @@ static void on_inplace(void *ctx, em_op op, em_tensor *const *in, int n_in, cons
     bool source = holds(tr->sources, tr->n_sources, out->storage);
     bool is_source_itself = false; /* (not an alias of one, such as its detach()) */
     for (int i = 0; i < tr->n_source_tensors; i++) is_source_itself |= tr->source_tensors[i] == out;
+    /* `p.data.add_(...)`: a write through an alias of a source with the very
+     * source's geometry is a write to the source itself */
+    em_tensor *target = out;
+    if (source && !is_source_itself && !holds(tr->aliased, tr->n_aliased, out->storage))
+        for (int i = 0; i < tr->n_source_tensors; i++) {
+            const em_tensor *s = tr->source_tensors[i];
+            if (s->storage == out->storage && same_geometry(s, out)) {
+                target = (em_tensor *)s;
+                is_source_itself = true;
+                if (!(old = value_of(tr, target, name))) return; /* (its graph input: the write-back's) */
+                break;
+            }
+        }
+    /* (autograd's saved results hold the memory too, but a write makes them
+     * unusable rather than changes them: their value is the one saved) */
+    int64_t holders = out->storage->refcount - __atomic_load_n(&out->storage->saved_refs, __ATOMIC_RELAXED);
     bool shared = source ? !is_source_itself || holds(tr->aliased, tr->n_aliased, out->storage)
-                         : out->storage->refcount > 1; /* (views of an input are watched by marks) */
+                         : holders > 1; /* (views of an input are watched by marks) */
     /* (a view whose storage nothing else holds, such as a gradient the
      * engine adopted, is as good as a tensor of its own) */
-    if ((out->is_view && out->storage->refcount > 1) || shared) {
+    if ((out->is_view && holders > 1) || shared) {
         em_trace_fail(tr,
                       "%s_ writes into a tensor that shares its memory with another one the "
                       "function uses (a view of it, or the same tensor passed twice); such "
@@ -468,6 +508,7 @@ static void on_inplace(void *ctx, em_op op, em_tensor *const *in, int n_in, cons
         return;
     }
     bind(tr, out, v);
+    if (target != out) bind(tr, target, v);
     if (!source) return; /* an intermediate: rebinding is all */
     int m = 0;
     while (m < tr->n_marks && tr->marks[m].s != out->storage) m++;
@@ -477,7 +518,7 @@ static void on_inplace(void *ctx, em_op op, em_tensor *const *in, int n_in, cons
     }
     tr->marks[m].id = v->id;
     for (int i = 0; i < tr->n_writes; i++)
-        if (tr->writes[i].t == out) {
+        if (tr->writes[i].t == target) {
             tr->writes[i].value = v;
             return;
         }
@@ -486,7 +527,7 @@ static void on_inplace(void *ctx, em_op op, em_tensor *const *in, int n_in, cons
         return;
     }
     if (!room_for_one(tr, (void **)&tr->writes, tr->n_writes, sizeof *tr->writes)) return;
-    tr->writes[tr->n_writes++] = (struct write){out, old->index, v};
+    tr->writes[tr->n_writes++] = (struct write){target, old->index, v};
 }
 
 /* The graph input index of t if it is an input a call can reach again (an

@@ -32,6 +32,7 @@ em_storage *em_storage_wrap(void *data, size_t nbytes, em_device device, em_rele
                             void *ctx) {
     em_storage *s = em_malloc(sizeof *s);
     if (!s) return NULL;
+    memset(s, 0, sizeof *s); /* (every field a later one adds starts at zero) */
     s->refcount = 1;
     s->data = data;
     s->nbytes = nbytes;
@@ -231,6 +232,8 @@ em_tensor *em_tensor_scalar_i64(int64_t value, em_dtype dtype) {
 }
 
 void em_tensor_retain(em_tensor *t) { __atomic_fetch_add(&t->refcount, 1, __ATOMIC_RELAXED); }
+
+bool em_storage_is_own(const em_storage *s) { return s->release == release_cpu; }
 
 bool em_tensor_adopt_storage(em_tensor *target, em_tensor *value) {
     em_storage *a = target->storage, *b = value->storage;

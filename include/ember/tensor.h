@@ -37,6 +37,11 @@ typedef struct em_storage {
      * buffer protocol): memory someone outside may read, so it is never
      * swapped for other memory (em_tensor_adopt_storage). */
     bool exported;
+    /* How many of the references are autograd's saved results (aliases a
+     * node keeps for its backward, updated atomically): a later in-place
+     * write makes them unusable (the version check), it does not update
+     * what they mean, so a tracer need not count them as sharing. */
+    int64_t saved_refs;
 } em_storage;
 
 typedef struct em_tensor {
@@ -90,6 +95,8 @@ em_storage *em_storage_new(em_device device, size_t nbytes);
  * last reference goes. On failure `release` is NOT called. */
 em_storage *em_storage_wrap(void *data, size_t nbytes, em_device device, em_release_fn release,
                             void *ctx);
+/* Is s memory ember allocated (not a NumPy array's, a DLPack producer's)? */
+bool em_storage_is_own(const em_storage *s);
 void em_storage_retain(em_storage *s);
 void em_storage_release(em_storage *s);
 

@@ -29,18 +29,47 @@ typedef struct {
     PyObject *weakreflist;
     PyObject *arg_names; /* tuple of the positional parameter names, or NULL */
     em_function *f;
+    bool fullgraph; /* raise rather than run eagerly (ember.compile(fullgraph=True)) */
 } compiled_fn;
+
+/* ember.compile(fn, fullgraph=True) met what would run fn eagerly. */
+static PyObject *graph_break(compiled_fn *cf, const char *why) {
+    PyObject *qn = PyObject_GetAttrString(cf->fn, "__qualname__");
+    PyErr_Clear();
+    PyErr_Format(PyExc_RuntimeError, "ember.compile(%S, fullgraph=True): the call cannot run as one compiled "
+                 "graph: %s", qn ? qn : Py_None, why && *why ? why : "(no reason recorded)");
+    Py_XDECREF(qn);
+    return NULL;
+}
 
 #define MAX_ARGS EM_FUNCTION_MAX_ARGS
 
 /* ---- structures: one walk over nested tuples, lists and dicts ---- */
 
-/* A copy of o's tuples, lists and dicts (exact types only) with every other
- * object replaced by leaf(o, ctx) (a new reference, or NULL with an
- * exception set). enter(ctx), if given, is called for each container
- * before its items: the order in which arguments are flattened. */
+/* Is o a named tuple (a tuple subclass with _make: sort's and max's
+ * results, the linalg results)? */
+static bool is_named_tuple(PyObject *o) {
+    if (!PyTuple_Check(o) || PyTuple_CheckExact(o)) return false;
+    int has = PyObject_HasAttrString((PyObject *)Py_TYPE(o), "_make");
+    return has > 0;
+}
+
+/* A copy of o's tuples, named tuples, lists and dicts (exact types) with
+ * every other object replaced by leaf(o, ctx) (a new reference, or NULL
+ * with an exception set). enter(ctx), if given, is called for each
+ * container before its items: the order in which arguments are flattened. */
 typedef PyObject *(*leaf_fn)(PyObject *o, void *ctx);
 static PyObject *tree_map(PyObject *o, leaf_fn leaf, void (*enter)(void *), void *ctx) {
+    if (is_named_tuple(o)) { /* its items mapped, the same type made again */
+        PyObject *items = PySequence_List(o);
+        PyObject *mapped = items ? tree_map(items, leaf, enter, ctx) : NULL;
+        PyObject *make = mapped ? PyObject_GetAttrString((PyObject *)Py_TYPE(o), "_make") : NULL;
+        PyObject *r = make ? PyObject_CallOneArg(make, mapped) : NULL;
+        Py_XDECREF(items);
+        Py_XDECREF(mapped);
+        Py_XDECREF(make);
+        return r;
+    }
     bool is_tuple = PyTuple_CheckExact(o);
     if (is_tuple || PyList_CheckExact(o)) {
         if (enter) enter(ctx);
@@ -358,6 +387,16 @@ static PyObject *f_trace_guard_items(PyObject *self, PyObject *args) {
     return PyObject_CallMethod(tracing->recorder, "guard_items", "OO", d, keys);
 }
 
+/* _trace_fail(why): the trace under way cannot be replayed (why says it,
+ * with its line); the call goes on eagerly. No-op outside a trace. */
+static PyObject *f_trace_fail(PyObject *self, PyObject *arg) {
+    (void)self;
+    const char *why = PyUnicode_AsUTF8(arg);
+    if (!why) return NULL;
+    if (em_trace_current()) em_trace_fail(em_trace_current(), "%s", why);
+    Py_RETURN_NONE;
+}
+
 static PyObject *f_is_tracing(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
@@ -378,12 +417,21 @@ typedef struct {
     char why[512];
 } template_ctx;
 
+/* Python values a result may hold beside tensors: constants of the
+ * specialisation (a shape, a count, a value a value guard checks), which
+ * its guards keep what the trace returned. */
+static bool is_constant(PyObject *o) {
+    return o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||
+           PyUnicode_CheckExact(o) || PyObject_TypeCheck(o, &em_py_Size) || PyObject_TypeCheck(o, &em_py_dtype_type);
+}
+
 static PyObject *template_leaf(PyObject *o, void *vctx) {
     template_ctx *t = vctx;
-    if (o == Py_None) return same(o);
+    if (is_constant(o)) return same(o);
     if (!em_py_is_tensor(o))
-        snprintf(t->why, sizeof t->why, "it returns a %s; compiled functions can return tensors and "
-                 "None, in any nesting of tuples, lists and dicts", Py_TYPE(o)->tp_name);
+        snprintf(t->why, sizeof t->why, "it returns a %s; compiled functions can return tensors, None, "
+                 "numbers, strings, sizes and dtypes, in any nesting of tuples, named tuples, lists and dicts",
+                 Py_TYPE(o)->tp_name);
     else if (t->n == EM_FUNCTION_MAX_OUTPUTS)
         snprintf(t->why, sizeof t->why, "it returns more than %d tensors", EM_FUNCTION_MAX_OUTPUTS);
     if (t->why[0]) {
@@ -391,14 +439,17 @@ static PyObject *template_leaf(PyObject *o, void *vctx) {
         return NULL;
     }
     t->outs[t->n] = em_py_tensor_of(o);
-    return PyLong_FromLong(t->n++);
+    PyObject *i = PyLong_FromLong(t->n++); /* (an output's slot: a slice, which no constant is) */
+    PyObject *slot = i ? PySlice_New(i, NULL, NULL) : NULL;
+    Py_XDECREF(i);
+    return slot;
 }
 
 /* A compiled call's result: the template filled with outs[], whose
  * references it takes. */
 static PyObject *fill_leaf(PyObject *o, void *outs) {
-    if (o == Py_None) return same(o);
-    em_tensor **slot = &((em_tensor **)outs)[PyLong_AsLong(o)], *t = *slot;
+    if (!PySlice_Check(o)) return same(o); /* (a constant) */
+    em_tensor **slot = &((em_tensor **)outs)[PyLong_AsLong(((PySliceObject *)o)->start)], *t = *slot;
     *slot = NULL;
     return em_py_wrap(t);
 }
@@ -523,7 +574,25 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
     else Py_XDECREF(template);
     if (!data && !t.why[0] && !why[0]) snprintf(t.why, sizeof t.why, "out of memory while recording the result");
     PyErr_Clear(); /* (why says it) */
+    em_function_stats before;
+    em_function_stats_get(cf->f, &before);
     em_status st = em_function_trace_end(cf->f, call, t.outs, data ? t.n : 0, data, data ? NULL : why[0] ? why : t.why);
+    if (st == EM_OK && cf->fullgraph) { /* (a specialisation that runs eagerly: the trace failed for good) */
+        em_function_stats after;
+        em_function_stats_get(cf->f, &after);
+        em_spec_info s;
+        if (after.specializations > before.specializations) {
+            em_function_spec(cf->f, after.specializations - 1, &s);
+            bool failed = s.reason && s.reason[0];
+            char reason[1100];
+            snprintf(reason, sizeof reason, "%s", failed ? s.reason : "");
+            em_spec_info_clear(&s);
+            if (failed) {
+                graph_break(cf, reason);
+                goto done;
+            }
+        }
+    }
     out = st == EM_OK ? tree_map(res, unproxy_leaf, NULL, &p) : em_py_raise();
     if (out && warn(call->warning) < 0) Py_CLEAR(out);
 done:
@@ -560,6 +629,7 @@ static PyObject *cf_call(PyObject *self, PyObject *args, PyObject *kwargs) {
         return em_py_raise();
     }
     if (call.kind == EM_CALL_TRACE) return trace_call(cf, args, kwargs, &c, &call);
+    if (call.kind == EM_CALL_EAGER && cf->fullgraph && em_compile_enabled()) return graph_break(cf, call.reason);
     if (warn(call.warning) < 0) return NULL; /* (no warning comes with compiled results) */
     if (call.kind == EM_CALL_EAGER) return PyObject_Call(cf->fn, args, kwargs);
     PyObject *r = tree_map(TEMPLATE(call.data), fill_leaf, NULL, call.outs);
@@ -587,10 +657,11 @@ static int set_passes(compiled_fn *cf, PyObject *passes) {
 }
 
 static PyObject *cf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    static char *kw[] = {"fn", "cache_limit", "passes", "dynamic", NULL};
+    static char *kw[] = {"fn", "cache_limit", "passes", "dynamic", "fullgraph", NULL};
     PyObject *fn, *passes = Py_None, *dynamic = Py_None;
-    int limit = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|iOO:CompiledFunction", kw, &fn, &limit, &passes, &dynamic))
+    int limit = -1, fullgraph = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|iOOp:CompiledFunction", kw, &fn, &limit, &passes, &dynamic,
+                                     &fullgraph))
         return NULL;
     int dyn = dynamic == Py_None ? -1 : PyObject_IsTrue(dynamic);
     if (dyn == -1 && PyErr_Occurred()) return NULL;
@@ -611,6 +682,7 @@ static PyObject *cf_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
         return PyErr_NoMemory();
     }
     cf->f = f;
+    cf->fullgraph = fullgraph;
     em_function_set_dynamic(f, dyn);
     Py_INCREF(fn);
     cf->fn = fn;
@@ -930,6 +1002,7 @@ static PyMethodDef compile_methods[] = {
      "_trace_scalar_input(d, key): d[key] as a 0-d float64 tensor a compiled graph reads anew at every call"},
     {"_trace_guard_items", f_trace_guard_items, METH_VARARGS,
      "_trace_guard_items(d, keys): a trace treats these items of d as constants, guarded by value"},
+    {"_trace_fail", f_trace_fail, METH_O, "_trace_fail(why): the trace under way runs eagerly, for why"},
     {"_is_tracing", f_is_tracing, METH_NOARGS, "whether a compiled function is being traced on this thread"},
     {NULL, NULL, 0, NULL},
 };

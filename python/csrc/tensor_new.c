@@ -372,6 +372,10 @@ PyObject *em_py_tensor_new(PyObject *self, PyObject *args, PyObject *kwargs) {
         src = em_py_tensor_of(data);
         em_tensor_retain(src);
     } else if (PyObject_CheckBuffer(data) && !PyBytes_Check(data) && !PyByteArray_Check(data)) {
+        /* a copy of memory whose contents nothing guards: a trace cannot
+         * take it for a constant (ember.from_numpy shares it instead) */
+        em_note_event(EM_EVENT_MUTATION, "copying a NumPy array (or another buffer) into a tensor (its contents "
+                      "are not guarded; pass it as an argument, or share it with ember.from_numpy)", NULL);
         if (!(src = copy_buffer(data))) return NULL;
     }
     if (src) { /* always a copy, like torch.tensor (a buffer is copied already) */

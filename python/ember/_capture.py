@@ -34,6 +34,7 @@ value or ABSENT), CELL (cell, None, value), LIST_ITEM (list, index, value),
 LIST (list, None, tuple of its items), DICT_ALL (dict, None, a copy),
 TYPE (type, name, what its MRO holds), MEMBER (object, name, value)."""
 
+import os
 import types
 
 from . import _C
@@ -88,6 +89,14 @@ def _impure_callables():
 
 
 _IMPURE = None
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _watched(fn):
+    """Is fn Python code the trace watches (not C, not ember's own)?"""
+    fn = getattr(fn, "__func__", fn)
+    code = getattr(fn, "__code__", None)
+    return code is not None and not code.co_filename.startswith(_OWN_DIR)
 
 
 def _describe_impure(fn, self_):
@@ -291,6 +300,16 @@ class Recorder:
             for x in obj:
                 self._mark(x)
 
+    def _read_whole(self, obj, where, depth):
+        """An outside list or dict (or a tuple of them) handed to code that
+        is not watched: its contents are read, to the depth given."""
+        if depth <= 0 or not isinstance(obj, (list, dict, tuple)):
+            return
+        self.iterate(obj, where)
+        if self._is_outside(obj) or type(obj) is tuple:
+            for x in (obj.values() if isinstance(obj, dict) else obj):
+                self._read_whole(x, where, depth - 1)
+
     def store_attr(self, obj, name, where):
         if isinstance(obj, Tensor):
             return  # (the tracer's: .grad, .data and friends)
@@ -322,6 +341,9 @@ class Recorder:
             self._effect(f"it calls {impure}", where)
             return
         # reads by builtins and methods, which no opcode shows
+        if not _watched(fn):  # (C, or ember's code: what it reads of a list or dict it is given)
+            for a in args:
+                self._read_whole(a, where, 3)
         if fn is getattr or fn is hasattr:
             if len(args) >= 2:
                 self.load_attr(args[0], args[1], where)

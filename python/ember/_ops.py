@@ -767,3 +767,4 @@ def einsum(equation, *operands):
 
 
 from ._sorting import *  # noqa: E402,F401,F403  (registers its functions and methods here)
+from ._sampling import *  # noqa: E402,F401,F403  (likewise)

@@ -35,7 +35,7 @@ import functools
 from . import _C
 
 
-def compile(fn=None, *, cache_limit=None, passes=None, dynamic=None):
+def compile(fn=None, *, cache_limit=None, passes=None, dynamic=None, fullgraph=False):
     """Compile `fn` (also usable as @ember.compile or @ember.compile(...)).
     Given an nn.Module, returns a CompiledModule whose calls run the
     module's forward compiled. `passes` (a list of pass names, see
@@ -50,15 +50,22 @@ def compile(fn=None, *, cache_limit=None, passes=None, dynamic=None):
     compile, and does not count against the cache limit). True: read sizes
     at run time from the first call. False: every size is compiled in.
     explain() says which dims were seen to vary and which specialisations
-    share code."""
+    share code.
+
+    `fullgraph=True`, as in torch.compile: a call that cannot run as one
+    compiled graph (a trace that fails, a side effect, a call of a
+    function ember.compiler.disable keeps out, the cache limit) raises
+    RuntimeError saying why and where, instead of running eagerly. (A
+    traced call has run the function once already, as every trace does.)"""
     if fn is None:
-        return functools.partial(compile, cache_limit=cache_limit, passes=passes, dynamic=dynamic)
+        return functools.partial(compile, cache_limit=cache_limit, passes=passes, dynamic=dynamic,
+                                 fullgraph=fullgraph)
     from .nn import Module
     if isinstance(fn, Module):
         from .nn.modules.compiled import CompiledModule
-        return CompiledModule(fn, cache_limit, passes, dynamic)
+        return CompiledModule(fn, cache_limit, passes, dynamic, fullgraph)
     cf = _C.CompiledFunction(fn, -1 if cache_limit is None else int(cache_limit), passes,
-                             None if dynamic is None else bool(dynamic))
+                             None if dynamic is None else bool(dynamic), bool(fullgraph))
     functools.update_wrapper(cf, fn)
     return cf
 
@@ -114,9 +121,31 @@ def clear_cache():
     _C._clear_cache()
 
 
-def disable():
-    """Run every compiled function eagerly (like EMBER_COMPILE=0)."""
-    _C._set_compile_enabled(False)
+def disable(fn=None, recursive=True):
+    """With a function, torch.compiler.disable: fn is never traced into. It
+    runs eagerly, and a compiled function that calls it runs eagerly too
+    for that call's guards (one warning naming the line; with
+    fullgraph=True, an error): ember does not split a graph around it.
+    Without one, the global switch: every compiled function runs eagerly
+    from now on (like EMBER_COMPILE=0; enable() undoes it)."""
+    if fn is None:
+        _C._set_compile_enabled(False)
+        return None
+    if not recursive:
+        raise NotImplementedError("ember.compiler.disable(fn, recursive=False): ember keeps the whole of a "
+                                  "disabled function out of compiled graphs")
+    name = getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn)))
+
+    @functools.wraps(fn)
+    def kept_out(*args, **kwargs):
+        if _C._is_tracing():
+            import sys
+            caller = sys._getframe(1)
+            _C._trace_fail(f"it calls {name}, which ember.compiler.disable keeps out of compiled graphs "
+                           f"({caller.f_code.co_filename}:{caller.f_lineno})")
+        return fn(*args, **kwargs)
+    kept_out._ember_disabled = True
+    return kept_out
 
 
 def enable():

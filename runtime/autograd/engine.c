@@ -83,6 +83,7 @@ static void release_saved(em_node *n) {
         n->saved_in[i].t = NULL;
     }
     for (int i = 0; i < n->n_out; i++) {
+        if (n->saved_out[i].t) __atomic_sub_fetch(&n->saved_out[i].t->storage->saved_refs, 1, __ATOMIC_RELAXED);
         em_tensor_release(n->saved_out[i].t);
         n->saved_out[i].t = NULL;
     }
@@ -250,6 +251,7 @@ static em_status save_outputs(em_node *n, em_tensor *const *out) {
     if (!saves_out(em_grad_rule_of((em_op)n->op)->kind)) return EM_OK;
     for (int j = 0; j < n->n_out; j++) {
         if (!(n->saved_out[j].t = alias(out[j]))) return em_last_status();
+        __atomic_add_fetch(&out[j]->storage->saved_refs, 1, __ATOMIC_RELAXED);
         n->saved_out[j].version = out[j]->storage->version;
         n->saved_out[j].is_output = true;
     }

@@ -191,12 +191,13 @@ def aliasing_detached_input(x):
     return x * 2       # eagerly, x sees it
 
 
-def test_a_write_through_an_alias_of_an_input_runs_eagerly():
+def test_a_write_through_an_alias_of_an_input_is_a_write_to_the_input():
+    """x.detach().add_(...) (as p.data.add_ in a manual SGD step): an alias
+    with the input's own geometry, written as the input itself."""
     eres, cres, ein, cin, cf = run_both(aliasing_detached_input, lambda: (ember.zeros(3),))
     assert_same(eres, cres)
     assert_same(list(ein), list(cin))
-    (spec,) = cf._specializations()
-    assert spec["backend"] == "eager" and "shares its memory" in spec["reason"]
+    assert cf._stats()["compiled_calls"] >= 1 and not cf._stats()["fallbacks"]
 
 
 def test_batchnorm_training_forward_compiles_with_running_stats_written_back():

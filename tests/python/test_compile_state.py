@@ -370,3 +370,50 @@ def test_settings_of_embers_own_modules():
     for p in (0.0, 0.0, 1.0):
         drop.p = p
         same(cd(ember.ones(4)), drop(ember.ones(4)))
+
+
+# ---------------------------------------------------------------- escape hatches (item 5)
+
+def test_disable_keeps_a_function_out_of_graphs():
+    calls = []
+
+    @ember.compiler.disable
+    def helper(t):
+        calls.append(1)  # (a side effect the helper may have: it always runs)
+        return t * 2
+
+    def f(x):
+        return helper(x) + 1
+    cf = ember.compile(f)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            same(cf(ember.ones(2)), f(ember.ones(2)))
+    assert len(calls) == 6 and not ran_compiled(cf)
+    msgs = [str(w.message) for w in rec if "ember.compile" in str(w.message)]
+    assert len(msgs) == 1 and "keeps out of compiled graphs" in msgs[0] and "test_compile_state.py:" in msgs[0]
+    assert helper(ember.ones(1)).tolist() == [2.0]
+    # the switch without an argument is the global one still
+    ember.compiler.disable()
+    try:
+        assert not ember.compiler.is_enabled()
+    finally:
+        ember.compiler.enable()
+
+
+def test_fullgraph_raises_where_a_call_would_run_eagerly():
+    def f(x):
+        print("side effect")
+        return x * 2
+    cf = ember.compile(f, fullgraph=True)
+    with pytest.raises(RuntimeError, match=r"fullgraph=True.*print\(\).*test_compile_state\.py:"):
+        cf(ember.ones(2))
+    with pytest.raises(RuntimeError, match="fullgraph=True"):  # (the eager specialisation, again)
+        cf(ember.ones(2))
+
+    def g(x):
+        return x * SCALE
+    cg = ember.compile(g, fullgraph=True)
+    for _ in range(3):
+        same(cg(ember.ones(2)), ember.ones(2) * SCALE)
+    assert ran_compiled(cg)

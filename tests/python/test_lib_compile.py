@@ -118,7 +118,6 @@ def test_integer_division_by_zero_raises_in_compiled_code():
 def test_in_place_and_data_dependent_ops_fall_back_with_a_reason():
     for fn, why in [(lambda x: x[0].add_(1), "shares its memory"),  # a write through a view
                     (lambda x: x[x > 0], "data|value|shape"),
-                    (lambda x: x[[0, 2]], "created inside the function"),  # a list index
                     (lambda x: ember.nonzero(x), "data|value|shape")]:
         cf = ember.compile(fn)
         with warnings.catch_warnings(record=True) as rec:

@@ -11,7 +11,7 @@ class CompiledModule(Module):
     is one of the guards, so train() and eval() each get their own
     specialisation."""
 
-    def __init__(self, module, cache_limit=None, passes=None, dynamic=None):
+    def __init__(self, module, cache_limit=None, passes=None, dynamic=None, fullgraph=False):
         super().__init__()
         self._orig_mod = module
         forward = module.forward
@@ -22,7 +22,7 @@ class CompiledModule(Module):
             f"{type(module).__name__}.forward"
         object.__setattr__(self, "_compiled", compiler.compile(compiled_forward,
                                                                cache_limit=cache_limit, passes=passes,
-                                                               dynamic=dynamic))
+                                                               dynamic=dynamic, fullgraph=fullgraph))
 
     def forward(self, *args, **kwargs):
         # the modes as an argument: a string is guarded by its value
