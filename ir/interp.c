@@ -258,12 +258,22 @@ em_status em_effects_apply(const em_effect *effects, int n, em_tensor *const *in
     for (int j = 0; j < n; j++) {
         const em_effect *e = &effects[j];
         em_tensor *v = e->result >= 0 ? values[e->result] : NULL;
-        if (e->kind == EM_EFFECT_GRAD) {
-            em_tensor_set_grad(in[e->input], v);
-            continue;
-        }
         bool handed_out = false;
         for (int k = 0; k < n_returned && !handed_out; k++) handed_out = returned[k] == v;
+        if (e->kind == EM_EFFECT_GRAD) {
+            /* one value as the .grad of two tensors (the graph's cse made
+             * the gradients of an LSTM's two biases one), or also a result:
+             * each gets a tensor of its own, as eager's, or accumulating into
+             * one .grad would change the other */
+            bool shared = handed_out;
+            for (int k = 0; k < j && !shared; k++)
+                shared = effects[k].result >= 0 && values[effects[k].result] == v;
+            em_tensor *g = v && shared ? em_clone(v) : v;
+            if (v && !g) return em_last_status();
+            em_tensor_set_grad(in[e->input], g);
+            if (g != v) em_tensor_release(g);
+            continue;
+        }
         em_status st = handed_out ? em_assign_copy(in[e->input], v) : em_assign(in[e->input], v);
         if (st != EM_OK) return st;
     }

@@ -278,3 +278,28 @@ def test_named_tuples_sizes_and_list_indices(name):
         assert got._fields == want._fields
     calls, fallbacks = compiled_calls(cf)
     assert calls >= 1 and not fallbacks, fallbacks
+
+
+def test_equal_gradients_are_separate_tensors():
+    """An LSTM's two biases get one gradient, which the graph computes once:
+    the compiled step made both .grads one tensor, so the next accumulation
+    into one changed the other (and every other call traced again, on the
+    sharing, and ran eagerly: bench_lstm's compiled row was eager)."""
+    ember.manual_seed(0)
+    net = ember.nn.LSTM(4, 4)
+    x = ember.randn(3, 2, 4)
+
+    def step():
+        net.zero_grad()
+        out, _ = net(x)
+        out.sum().backward()
+
+    cf = ember.compile(step)
+    for _ in range(5):
+        cf()
+        assert net.bias_ih_l0.grad is not net.bias_hh_l0.grad
+    want = net.bias_hh_l0.grad.clone()
+    net.bias_ih_l0.grad.add_(1.0)
+    close(net.bias_hh_l0.grad, want)
+    calls, fallbacks = compiled_calls(cf)
+    assert calls >= 3 and not fallbacks, fallbacks
