@@ -41,14 +41,16 @@
 
 enum { OP_LOAD_GLOBAL, OP_LOAD_ATTR, OP_LOAD_METHOD, OP_LOAD_DEREF, OP_LOAD_CLASSDEREF, OP_BINARY_SUBSCR,
        OP_STORE_ATTR, OP_DELETE_ATTR, OP_STORE_GLOBAL, OP_DELETE_GLOBAL, OP_STORE_DEREF, OP_DELETE_DEREF,
-       OP_STORE_SUBSCR, OP_DELETE_SUBSCR, OP_GET_ITER, OP_CONTAINS_OP, OP_CALL, OP_EXTENDED_ARG, OP_LOAD_CLOSURE,
+       OP_STORE_SUBSCR, OP_DELETE_SUBSCR, OP_GET_ITER, OP_CONTAINS_OP, OP_CALL, OP_BINARY_SLICE,
+       OP_STORE_SLICE, OP_EXTENDED_ARG, OP_LOAD_CLOSURE,
        /* instructions whose result is an object the call makes (seen on top at the frame's next one) */
        OP_MAKE_FUNCTION, OP_CALL_FUNCTION_EX, OP_BUILD_LIST, OP_BUILD_MAP, OP_BUILD_SET, OP_BUILD_CONST_KEY_MAP,
        OP_BINARY_OP, N_WATCHED };
 static const char *const watched_names[N_WATCHED] = {
     "LOAD_GLOBAL", "LOAD_ATTR", "LOAD_METHOD", "LOAD_DEREF", "LOAD_CLASSDEREF", "BINARY_SUBSCR", "STORE_ATTR",
     "DELETE_ATTR", "STORE_GLOBAL", "DELETE_GLOBAL", "STORE_DEREF", "DELETE_DEREF", "STORE_SUBSCR",
-    "DELETE_SUBSCR", "GET_ITER", "CONTAINS_OP", "CALL", "EXTENDED_ARG", "LOAD_CLOSURE", "MAKE_FUNCTION",
+    "DELETE_SUBSCR", "GET_ITER", "CONTAINS_OP", "CALL", "BINARY_SLICE", "STORE_SLICE", "EXTENDED_ARG",
+    "LOAD_CLOSURE", "MAKE_FUNCTION",
     "CALL_FUNCTION_EX",
     "BUILD_LIST", "BUILD_MAP", "BUILD_SET", "BUILD_CONST_KEY_MAP", "BINARY_OP"};
 static int watched_of[256]; /* opcode -> OP_* or -1 */
@@ -327,6 +329,12 @@ static void on_instruction(recording *r, PyFrameObject *f) {
     case OP_GET_ITER:
     case OP_CONTAINS_OP:
         if ((x = peek(f, 0))) tell(r, f, "iterate", "(O)", x);
+        break;
+    case OP_BINARY_SLICE: /* (3.12: container[start:end], the container under the two bounds) */
+        if ((x = peek(f, 2))) tell(r, f, "iterate", "(O)", x);
+        break;
+    case OP_STORE_SLICE: /* (3.12: container[start:end] = value) */
+        if ((x = peek(f, 2))) tell(r, f, "store_subscr", "(O)", x);
         break;
     case OP_STORE_ATTR:
     case OP_DELETE_ATTR:
