@@ -211,11 +211,27 @@ static em_status check_expected(const em_interp *it, int at, em_tensor **slots) 
     return EM_OK;
 }
 
-/* Runs one node of a block whose values live in `slots`. */
+static em_status run_node_with(const em_interp *it, void *run_ctx, const em_ir_node *n, em_tensor **in,
+                               em_tensor **out);
+
+/* Runs one node of a block whose values live in `slots`. A fused node may
+ * take any number of inputs (the gradients of 140 rows summed in one
+ * region); an op of the table at most dispatch's 64. */
 static em_status run_node(const em_interp *it, void *run_ctx, const em_ir_node *n, em_tensor **slots) {
-    em_tensor *in[64], *out[64] = {NULL};
-    if (n->n_in > 64 || n->n_out > 64) return em_error(EM_ERR_INTERNAL, "node too wide to run");
+    em_tensor *few_in[64], *out[64] = {NULL};
+    if (n->n_out > 64) return em_error(EM_ERR_INTERNAL, "node too wide to run");
+    em_tensor **in = n->n_in <= 64 ? few_in : em_malloc((size_t)n->n_in * sizeof *in);
+    if (!in) return EM_ERR_NOMEM;
     for (int i = 0; i < n->n_in; i++) in[i] = slots[n->in[i]->id];
+    em_status st = run_node_with(it, run_ctx, n, in, out);
+    if (in != few_in) em_free(in);
+    if (st != EM_OK) return st;
+    for (int i = 0; i < n->n_out; i++) slots[n->out[i]->id] = out[i];
+    return EM_OK;
+}
+
+static em_status run_node_with(const em_interp *it, void *run_ctx, const em_ir_node *n, em_tensor **in,
+                               em_tensor **out) {
     em_status st;
     const kernel_slot *ks = it ? &it->kernels[n->id] : NULL;
     if (ks && ks->fn)
@@ -224,9 +240,7 @@ static em_status run_node(const em_interp *it, void *run_ctx, const em_ir_node *
         st = em_interp_run_region(n, in, out);
     else
         st = em_op_run(n->op, in, n->n_in, &n->attrs, out, n->n_out);
-    if (st != EM_OK) return em_ir_node_error(n);
-    for (int i = 0; i < n->n_out; i++) slots[n->out[i]->id] = out[i];
-    return EM_OK;
+    return st == EM_OK ? EM_OK : em_ir_node_error(n);
 }
 
 em_status em_interp_run_region(const em_ir_node *node, em_tensor *const *in, em_tensor **out) {
