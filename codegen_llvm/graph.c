@@ -149,9 +149,8 @@ static void emit_epilogue(emitter *e, const em_run_spec *spec) {
     const em_ir_block *b = e->g->body;
     for (int r = 0; r < b->n_results; r++) LLVMBuildStore(e->b, value(e, b->results[r]), at(e, e->res, r));
     if (spec && spec->n_effects) {
-        LLVMValueRef args[5] = {addr(e, EM_REF_EFFECTS, 0), i32c(e, spec->n_effects), e->in, e->res,
-                                i32c(e, spec->n_outputs)};
-        check_status(e, call(e, e->t_effects, EM_CALLEE_EFFECTS, args, 5));
+        LLVMValueRef args[4] = {addr(e, EM_REF_EFFECTS, 0), i32c(e, spec->n_effects), e->in, e->res};
+        check_status(e, call(e, e->t_effects, EM_CALLEE_EFFECTS, args, 4));
     }
     int n_out = spec ? spec->n_outputs : b->n_results;
     for (int i = 0; i < n_out; i++) {
@@ -188,7 +187,7 @@ em_status em_llvm_emit_graph(LLVMModuleRef mod, const char *name, const em_ir_gr
     e.t_check = LLVMFunctionType(e.i32, (LLVMTypeRef[]){e.ptr, e.ptr, e.ptr, e.i32}, 4, 0);
     e.t_unary = LLVMFunctionType(e.vd, &e.ptr, 1, 0);
     e.t_release_all = LLVMFunctionType(e.vd, (LLVMTypeRef[]){e.ptr, e.i32}, 2, 0);
-    e.t_effects = LLVMFunctionType(e.i32, (LLVMTypeRef[]){e.ptr, e.i32, e.ptr, e.ptr, e.i32}, 5, 0);
+    e.t_effects = LLVMFunctionType(e.i32, (LLVMTypeRef[]){e.ptr, e.i32, e.ptr, e.ptr}, 4, 0);
     LLVMTypeRef fn_type = LLVMFunctionType(e.i32, (LLVMTypeRef[]){e.ptr, e.ptr, e.ptr}, 3, 0);
     e.fn = LLVMAddFunction(mod, name, fn_type);
     unsigned optnone = LLVMGetEnumAttributeKindForName("optnone", 7);

@@ -50,9 +50,8 @@ static void rt_release_all(em_tensor **slots, int32_t n) {
     for (int32_t i = 0; i < n; i++) em_tensor_release(slots[i]);
 }
 
-static int32_t rt_effects(const em_effect *effects, int32_t n, em_tensor *const *in, em_tensor *const *values,
-                          int32_t n_returned) {
-    return em_effects_apply(effects, n, in, values, values, n_returned); /* (results 0.. are returned) */
+static int32_t rt_effects(const em_effect *effects, int32_t n, em_tensor *const *in, em_tensor *const *values) {
+    return em_effects_apply(effects, n, in, values);
 }
 
 #define FN(f) ((const void *)(uintptr_t)(f))
@@ -191,6 +190,7 @@ em_status em_llvm_program_copy_spec(em_llvm_program *p, const em_run_spec *spec)
     if (spec && spec->n_effects) {
         if (!(p->effects = malloc((size_t)spec->n_effects * sizeof *p->effects))) return EM_ERR_NOMEM;
         memcpy(p->effects, spec->effects, (size_t)spec->n_effects * sizeof *p->effects);
+        em_effects_mark_copies(p->effects, spec->n_effects, p->g->body, spec->n_outputs);
         p->spec.effects = p->effects;
     }
     return EM_OK;

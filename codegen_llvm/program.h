@@ -107,7 +107,7 @@ typedef enum em_llvm_callee {
     EM_CALLEE_RETAIN,      /* void (tensor) */
     EM_CALLEE_RELEASE,     /* void (tensor) */
     EM_CALLEE_RELEASE_ALL, /* void (tensors, n) */
-    EM_CALLEE_EFFECTS,     /* i32 (effects, n, in, values, n_returned: values[0..n) are the outputs) */
+    EM_CALLEE_EFFECTS,     /* i32 (effects, n, in, values) */
     EM_CALLEE_LAUNCH,      /* i32 (kernel, in, out, run): em_llvm_launch */
     EM_N_CALLEES
 } em_llvm_callee;

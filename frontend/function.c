@@ -426,11 +426,11 @@ static em_status run_spec_of(const spec *s, int n_results, em_run_spec *run) {
     for (int j = 0; j < s->n_value_guards; j++) expected[base + j] = s->value_guards[j];
     int n_effects = 0;
     for (int j = 0; j < s->n_writes; j++)
-        effects[n_effects++] = (em_effect){EM_EFFECT_WRITE, s->writes[j], base + s->n_value_guards + j};
+        effects[n_effects++] = (em_effect){EM_EFFECT_WRITE, s->writes[j], base + s->n_value_guards + j, false};
     for (int j = 0; j < s->n_slots; j++)
         if (s->slots[j].final != EM_SLOT_KEEP)
             effects[n_effects++] = (em_effect){EM_EFFECT_GRAD, s->slots[j].owner,
-                                               s->slots[j].final >= 0 ? s->slots[j].final + s->n_saved : -1};
+                                               s->slots[j].final >= 0 ? s->slots[j].final + s->n_saved : -1, false};
     *run = (em_run_spec){base, expected, effects, n_effects};
     return EM_OK;
 }

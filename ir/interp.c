@@ -134,10 +134,10 @@ em_interp *em_interp_new(const em_ir_graph *g, const em_run_spec *spec) {
             em_interp_free(it);
             return NULL;
         }
-        for (int j = 0; j < spec->n_effects; j++) { /* (results by value id: read from the slots) */
-            it->effects[j] = spec->effects[j];
+        memcpy(it->effects, spec->effects, (size_t)spec->n_effects * sizeof *it->effects);
+        em_effects_mark_copies(it->effects, spec->n_effects, g->body, spec->n_outputs);
+        for (int j = 0; j < spec->n_effects; j++) /* (results by value id: read from the slots) */
             if (spec->effects[j].result >= 0) it->effects[j].result = g->body->results[spec->effects[j].result]->id;
-        }
         it->n_effects = spec->n_effects;
     }
     if (spec && set_expected(it, spec->expected) != EM_OK) {
@@ -267,28 +267,31 @@ em_status em_interp_run_region(const em_ir_node *node, em_tensor *const *in, em_
     return st;
 }
 
-em_status em_effects_apply(const em_effect *effects, int n, em_tensor *const *in,
-                           em_tensor *const *values, em_tensor *const *returned, int n_returned) {
+void em_effects_mark_copies(em_effect *effects, int n, const em_ir_block *body, int n_outputs) {
+    for (int j = 0; j < n; j++) {
+        effects[j].copy = false;
+        if (effects[j].result < 0) continue;
+        const em_ir_value *v = body->results[effects[j].result];
+        for (int i = 0; i < n_outputs && !effects[j].copy; i++) effects[j].copy = body->results[i] == v;
+        for (int k = 0; k < j && !effects[j].copy; k++)
+            effects[j].copy = effects[k].result >= 0 && body->results[effects[k].result] == v;
+    }
+}
+
+em_status em_effects_apply(const em_effect *effects, int n, em_tensor *const *in, em_tensor *const *values) {
     for (int j = 0; j < n; j++) {
         const em_effect *e = &effects[j];
         em_tensor *v = e->result >= 0 ? values[e->result] : NULL;
-        bool handed_out = false;
-        for (int k = 0; k < n_returned && !handed_out; k++) handed_out = returned[k] == v;
         if (e->kind == EM_EFFECT_GRAD) {
-            /* one value as the .grad of two tensors (the graph's cse made
-             * the gradients of an LSTM's two biases one), or also a result:
-             * each gets a tensor of its own, as eager's, or accumulating into
-             * one .grad would change the other */
-            bool shared = handed_out;
-            for (int k = 0; k < j && !shared; k++)
-                shared = effects[k].result >= 0 && values[effects[k].result] == v;
-            em_tensor *g = v && shared ? em_clone(v) : v;
+            /* a shared value gets a tensor of its own, as eager's .grads are:
+             * accumulating into one .grad must not change another */
+            em_tensor *g = v && e->copy ? em_clone(v) : v;
             if (v && !g) return em_last_status();
             em_tensor_set_grad(in[e->input], g);
             if (g != v) em_tensor_release(g);
             continue;
         }
-        em_status st = handed_out ? em_assign_copy(in[e->input], v) : em_assign(in[e->input], v);
+        em_status st = e->copy ? em_assign_copy(in[e->input], v) : em_assign(in[e->input], v);
         if (st != EM_OK) return st;
     }
     return EM_OK;
@@ -330,13 +333,7 @@ em_status em_interp_run(em_interp *it, void *run_ctx, em_tensor *const *in, int 
             slots[v] = NULL;
         }
     }
-    if (st == EM_OK && it->n_effects) {
-        em_tensor *few[16], **returned = n_out <= 16 ? few : em_malloc((size_t)n_out * sizeof *returned);
-        if (!returned) st = EM_ERR_NOMEM;
-        for (int i = 0; returned && i < n_out; i++) returned[i] = slots[b->results[i]->id];
-        if (returned) st = em_effects_apply(it->effects, it->n_effects, in, slots, returned, n_out);
-        if (returned != few) em_free(returned);
-    }
+    if (st == EM_OK) st = em_effects_apply(it->effects, it->n_effects, in, slots);
     if (st == EM_OK)
         for (int i = 0; i < n_out; i++) {
             out[i] = slots[b->results[i]->id];

@@ -182,7 +182,17 @@ typedef enum em_effect_kind { EM_EFFECT_WRITE, EM_EFFECT_GRAD } em_effect_kind;
 typedef struct em_effect {
     em_effect_kind kind;
     int input, result;
+    /* Its value is also a result handed to the caller or an earlier
+     * effect's (after the passes, `return %0, %0`; one gradient cse made
+     * for two .grads): applied as a copy, never by taking its memory or
+     * handing out its tensor twice. Set by em_effects_mark_copies. */
+    bool copy;
 } em_effect;
+
+/* Sets effects[j].copy for the graph whose body results the effects name
+ * (results 0..n_outputs-1 are handed to the caller). Call it on the graph
+ * that runs: the passes decide which results are one value. */
+void em_effects_mark_copies(em_effect *effects, int n, const em_ir_block *body, int n_outputs);
 
 /* A graph run as a compiled specialisation: the caller gets body results
  * 0..n_outputs-1; the others feed the value guards and the effects.
@@ -198,13 +208,9 @@ typedef struct em_run_spec {
 } em_run_spec;
 
 /* Applies effects[0..n) with the graph inputs in[], an effect's result r
- * being values[r] (all borrowed). returned[0..n_returned) are the tensors
- * the run hands its caller: a write-back of one of them copies its bytes
- * rather than taking its memory, which the caller is about to read
- * (`x.add_(1); return x * 1` ends in `return %0, %0`). Stops at the first
- * failing write-back. */
-em_status em_effects_apply(const em_effect *effects, int n, em_tensor *const *in,
-                           em_tensor *const *values, em_tensor *const *returned, int n_returned);
+ * being values[r] (all borrowed); those marked copy (em_effects_mark_copies)
+ * copy their value. Stops at the first failing write-back. */
+em_status em_effects_apply(const em_effect *effects, int n, em_tensor *const *in, em_tensor *const *values);
 
 /* ---- interpretation: the reference backend ---- */
 

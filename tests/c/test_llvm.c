@@ -173,7 +173,7 @@ static void test_write_back_in_place(void) {
     em_tensor *want = em_sub(p, step), *p_old = em_clone(p), *self = em_mul(p, half);
     em_tensor *want_self = em_sub(p, self);
     em_tensor *expected[2] = {seen, NULL};
-    em_effect writes[1] = {{EM_EFFECT_WRITE, 0, 1}}; /* p <- result 1 */
+    em_effect writes[1] = {{EM_EFFECT_WRITE, 0, 1, false}}; /* p <- result 1 */
     em_run_spec spec = {0, expected, writes, 1};
     em_tensor *in[3] = {p, grad, seen};
     em_backend_opts bo = {in, 3, NULL, NULL, &spec, false};
