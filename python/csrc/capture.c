@@ -41,15 +41,16 @@
 
 enum { OP_LOAD_GLOBAL, OP_LOAD_ATTR, OP_LOAD_METHOD, OP_LOAD_DEREF, OP_LOAD_CLASSDEREF, OP_BINARY_SUBSCR,
        OP_STORE_ATTR, OP_DELETE_ATTR, OP_STORE_GLOBAL, OP_DELETE_GLOBAL, OP_STORE_DEREF, OP_DELETE_DEREF,
-       OP_STORE_SUBSCR, OP_DELETE_SUBSCR, OP_GET_ITER, OP_CONTAINS_OP, OP_CALL, OP_BINARY_SLICE,
-       OP_STORE_SLICE, OP_EXTENDED_ARG, OP_LOAD_CLOSURE,
+       OP_STORE_SUBSCR, OP_DELETE_SUBSCR, OP_GET_ITER, OP_CONTAINS_OP, OP_UNPACK_SEQUENCE, OP_UNPACK_EX,
+       OP_COMPARE_OP, OP_CALL, OP_BINARY_SLICE, OP_STORE_SLICE, OP_EXTENDED_ARG, OP_LOAD_CLOSURE,
        /* instructions whose result is an object the call makes (seen on top at the frame's next one) */
        OP_MAKE_FUNCTION, OP_CALL_FUNCTION_EX, OP_BUILD_LIST, OP_BUILD_MAP, OP_BUILD_SET, OP_BUILD_CONST_KEY_MAP,
        OP_BINARY_OP, N_WATCHED };
 static const char *const watched_names[N_WATCHED] = {
     "LOAD_GLOBAL", "LOAD_ATTR", "LOAD_METHOD", "LOAD_DEREF", "LOAD_CLASSDEREF", "BINARY_SUBSCR", "STORE_ATTR",
     "DELETE_ATTR", "STORE_GLOBAL", "DELETE_GLOBAL", "STORE_DEREF", "DELETE_DEREF", "STORE_SUBSCR",
-    "DELETE_SUBSCR", "GET_ITER", "CONTAINS_OP", "CALL", "BINARY_SLICE", "STORE_SLICE", "EXTENDED_ARG",
+    "DELETE_SUBSCR", "GET_ITER", "CONTAINS_OP", "UNPACK_SEQUENCE", "UNPACK_EX", "COMPARE_OP", "CALL",
+    "BINARY_SLICE", "STORE_SLICE", "EXTENDED_ARG",
     "LOAD_CLOSURE", "MAKE_FUNCTION",
     "CALL_FUNCTION_EX",
     "BUILD_LIST", "BUILD_MAP", "BUILD_SET", "BUILD_CONST_KEY_MAP", "BINARY_OP"};
@@ -268,6 +269,38 @@ static int attr_arg_of(int a) {
 #endif
 }
 
+/* A binary operation's or comparison's operands (the top two): an
+ * operand that can hold state has its contents read whole. */
+static void tell_operands(recording *r, PyFrameObject *f) {
+    for (int k = 0; k < 2; k++) {
+        PyObject *x = peek(f, k);
+        if (x && could_be_state(x)) tell(r, f, "iterate", "(O)", x);
+    }
+}
+
+/* f(*args, **kwargs), flags & 1 when kwargs is there: stack [NULL, f, args,
+ * kwargs?]. The call is told as CALL's are, with the positional arguments
+ * and the keyword values; both containers are read whole. */
+static void tell_call_ex(recording *r, PyFrameObject *f, int flags) {
+    PyObject *kwargs = flags & 1 ? peek(f, 0) : NULL, *args = peek(f, flags & 1), *fn = peek(f, 1 + (flags & 1));
+    if (!args || !fn) return;
+    tell(r, f, "iterate", "(O)", args);
+    if (kwargs) tell(r, f, "iterate", "(O)", kwargs);
+    /* (only a list or tuple is copied: another iterable would be used up) */
+    PyObject *all = PyList_Check(args) || PyTuple_Check(args) ? PySequence_List(args) : PyList_New(0);
+    PyObject *values = kwargs && PyDict_Check(kwargs) ? PyDict_Values(kwargs) : NULL;
+    if (all && values) {
+        Py_ssize_t n = PyList_GET_SIZE(all);
+        if (PyList_SetSlice(all, n, n, values) < 0) Py_CLEAR(all);
+    }
+    PyObject *tuple = all ? PyList_AsTuple(all) : NULL;
+    if (tuple) tell(r, f, "call", "(OOO)", fn, Py_None, tuple);
+    Py_XDECREF(tuple);
+    Py_XDECREF(values);
+    Py_XDECREF(all);
+    PyErr_Clear();
+}
+
 /* The instruction about to run in f. */
 static void on_instruction(recording *r, PyFrameObject *f) {
     PyCodeObject *co = PyFrame_GetCode(f);
@@ -328,7 +361,12 @@ static void on_instruction(recording *r, PyFrameObject *f) {
         break;
     case OP_GET_ITER:
     case OP_CONTAINS_OP:
+    case OP_UNPACK_SEQUENCE: /* (a, b = items) */
+    case OP_UNPACK_EX:
         if ((x = peek(f, 0))) tell(r, f, "iterate", "(O)", x);
+        break;
+    case OP_COMPARE_OP: /* (items == other: both read whole) */
+        tell_operands(r, f);
         break;
     case OP_BINARY_SLICE: /* (3.12: container[start:end], the container under the two bounds) */
         if ((x = peek(f, 2))) tell(r, f, "iterate", "(O)", x);
@@ -366,13 +404,19 @@ static void on_instruction(recording *r, PyFrameObject *f) {
         pending_set(r, f, op);
         break;
     }
-    case OP_MAKE_FUNCTION:
     case OP_CALL_FUNCTION_EX:
+        if (!d->skip) tell_call_ex(r, f, a);
+        pending_set(r, f, op);
+        break;
+    case OP_BINARY_OP: /* (items + more: read whole; the result is the call's own) */
+        if (!d->skip) tell_operands(r, f);
+        pending_set(r, f, op);
+        break;
+    case OP_MAKE_FUNCTION:
     case OP_BUILD_LIST:
     case OP_BUILD_MAP:
     case OP_BUILD_SET:
     case OP_BUILD_CONST_KEY_MAP:
-    case OP_BINARY_OP:
         pending_set(r, f, op);
         break;
     default:
@@ -440,7 +484,7 @@ void em_py_capture_set_own_dir(const char *dir) {
 /* ---- guards ---- */
 
 /* The kinds, as ember/_capture.py numbers them. */
-enum { GK_DICT, GK_CELL, GK_LIST_ITEM, GK_LIST, GK_DICT_ALL, GK_TYPE, GK_MEMBER, GK_KINDS };
+enum { GK_DICT, GK_CELL, GK_LIST_ITEM, GK_LIST, GK_DICT_ALL, GK_TYPE, GK_MEMBER, GK_SET, GK_KINDS };
 
 typedef struct {
     int kind;
@@ -576,6 +620,8 @@ static int guard_holds(guard *g) {
         Py_DECREF(now);
         return ok;
     }
+    case GK_SET: /* a frozenset copy: the same items, by == */
+        return PyAnySet_Check(g->container) ? PyObject_RichCompareBool(g->container, g->value, Py_EQ) : 0;
     default:
         return 0;
     }

@@ -11,7 +11,8 @@ such state:
 - reads become guards, checked before every compiled call: a global (or
   builtin) by name, a closure cell, an attribute (the instance's __dict__
   item, the class's attribute, a __slots__ member), a dict item, a list
-  item, a whole list or dict that was iterated, measured or searched;
+  item, a whole list, dict or set that was iterated, measured, searched,
+  unpacked or used as an operand;
   numbers, strings, bytes and tuples by value, anything else by identity
   (a tensor, a module, a function). A guard that fails traces the call
   again (or, past the cache limit, runs it eagerly, saying which value);
@@ -20,7 +21,9 @@ such state:
   that outlives the call; print, logging, warnings, Python's random and
   time, NumPy's random, ember.manual_seed. The call then runs eagerly, as
   every later call with those guards does, with one warning naming the
-  line.
+  line. So do reads of the contents of a NumPy array, bytearray,
+  memoryview, array.array or deque that outlives the call: no guard
+  watches them (a NumPy array's shape and dtype are guarded).
 
 What counts as outliving the call: every object but those the call is
 seen to make (the result of a call, a list, dict or set display, a binary
@@ -32,15 +35,19 @@ values are graph inputs, their metadata guarded apart.
 Guard kinds (python/csrc/capture.c, ORDER GUARD KIND): DICT (dict, key,
 value or ABSENT), CELL (cell, None, value), LIST_ITEM (list, index, value),
 LIST (list, None, tuple of its items), DICT_ALL (dict, None, a copy),
-TYPE (type, name, what its MRO holds), MEMBER (object, name, value)."""
+TYPE (type, name, what its MRO holds), MEMBER (object, name, value), SET
+(set, None, a frozenset copy)."""
 
+import array
+import collections
 import os
+import sys
 import types
 
 from . import _C
 from ._tensor import Tensor
 
-DICT, CELL, LIST_ITEM, LIST, DICT_ALL, TYPE, MEMBER = range(7)  # ORDER GUARD KIND
+DICT, CELL, LIST_ITEM, LIST, DICT_ALL, TYPE, MEMBER, SET = range(8)  # ORDER GUARD KIND
 
 
 class _Absent:
@@ -60,6 +67,25 @@ _MUTATING = {
           "symmetric_difference_update", "__ior__", "__iand__", "__isub__", "__ixor__"},
     bytearray: {"append", "extend", "insert", "pop", "remove", "clear", "reverse", "__setitem__", "__delitem__"},
 }
+
+
+# a NumPy array's attributes read as metadata, guarded by value
+_ARRAY_METADATA = {"shape", "ndim", "size", "dtype", "strides", "itemsize", "nbytes"}
+
+
+def _unguarded(obj):
+    """Is obj a container whose contents can change and no guard kind
+    watches (reading them makes the call run eagerly)?"""
+    if isinstance(obj, (bytearray, memoryview, array.array, collections.deque)):
+        return True
+    np = sys.modules.get("numpy")  # (not imported: no array exists)
+    return np is not None and isinstance(obj, np.ndarray)
+
+
+def _is_ember(fn, owner):
+    """Is fn ember's own (its tracer sees what it does with an array)?"""
+    mod = getattr(fn, "__module__", None)
+    return isinstance(owner, Tensor) or (isinstance(mod, str) and (mod == "ember" or mod.startswith("ember.")))
 
 
 def _impure_callables():
@@ -149,8 +175,12 @@ class Recorder:
     # ---- bookkeeping
 
     def _mark(self, v):
-        """v was reached through state: it outlives the call."""
-        if v is not ABSENT and not isinstance(v, (Tensor, int, float, str, bytes, type(None))):
+        """v was reached through state: it outlives the call. (Not one the
+        call made before: reached again through a container of unknown
+        origin, as a *args tuple, it is still the call's own; putting it
+        into state would have been a side effect.)"""
+        if v is not ABSENT and not isinstance(v, (Tensor, int, float, str, bytes, type(None))) and \
+                id(v) not in self._made:
             self._outside[id(v)] = v
 
     def _is_outside(self, v):
@@ -166,6 +196,10 @@ class Recorder:
     def _effect(self, what, where):
         if self.effect is None:
             self.effect = f"{what} ({where})"
+
+    def _read_unguarded(self, obj, where):
+        self._effect(f"it reads the contents of a {type(obj).__name__} that outlives the call, which no guard "
+                     "watches (pass it as an argument, or share it with ember.from_numpy)", where)
 
     def finish(self):
         """Lets go of the objects held while the trace ran (a tensor the call
@@ -228,6 +262,15 @@ class Recorder:
             return
         t = type(obj)
         descr = _C._type_lookup(t, name, ABSENT)
+        if _unguarded(obj):
+            # a C attribute: a NumPy array's metadata guarded, a view (.T,
+            # .real) outlives the call as its base does; methods are calls
+            if isinstance(descr, (types.GetSetDescriptorType, types.MemberDescriptorType)):
+                v = getattr(obj, name, ABSENT)
+                if name in _ARRAY_METADATA:
+                    self._guard(MEMBER, obj, name, v, f"attribute {t.__name__}.{name} ({where})")
+                self._mark(v)
+            return
         what = f"{t.__name__}.{name} ({where})"
         self._guard(TYPE, t, name, descr, f"the class attribute {what}")
         dt = type(descr)
@@ -261,6 +304,9 @@ class Recorder:
             return
         if isinstance(key, Tensor):
             return  # (indexing by a tensor: the tracer's)
+        if _unguarded(container):
+            self._read_unguarded(container, where)
+            return
         if type(container) is dict or (isinstance(container, dict) and
                                        type(container).__getitem__ is dict.__getitem__):
             try:
@@ -296,18 +342,26 @@ class Recorder:
                 self._mark(x)
             for x in obj:
                 self._mark(x)
+        elif type(obj) is set:
+            self._guard(SET, obj, None, frozenset(obj), f"the items of a set ({where})")
+            for x in obj:
+                self._mark(x)
         elif type(obj) is tuple:
             for x in obj:
                 self._mark(x)
+        elif _unguarded(obj):
+            self._read_unguarded(obj, where)
 
     def _read_whole(self, obj, where, depth):
         """An outside list or dict (or a tuple of them) handed to code that
         is not watched: its contents are read, to the depth given."""
-        if depth <= 0 or not isinstance(obj, (list, dict, tuple)):
+        if depth > 0 and _unguarded(obj):
+            self.iterate(obj, where)
+        if depth <= 0 or not isinstance(obj, (list, dict, tuple, set)):
             return
         self.iterate(obj, where)
         if self._is_outside(obj) or type(obj) is tuple:
-            for x in (obj.values() if isinstance(obj, dict) else obj):
+            for x in (obj.values() if isinstance(obj, dict) else list(obj)):
                 self._read_whole(x, where, depth - 1)
 
     def store_attr(self, obj, name, where):
@@ -340,10 +394,15 @@ class Recorder:
         if impure:
             self._effect(f"it calls {impure}", where)
             return
+        if _unguarded(target) and self._is_outside(target):  # (a method of an array: it reads it)
+            self._read_unguarded(target, where)
+            return
         # reads by builtins and methods, which no opcode shows
         if not _watched(fn):  # (C, or ember's code: what it reads of a list or dict it is given)
+            own = _is_ember(fn, owner)
             for a in args:
-                self._read_whole(a, where, 3)
+                if not (own and _unguarded(a)):  # (ember's tracer sees an array turned into a tensor)
+                    self._read_whole(a, where, 3)
         if fn is getattr or fn is hasattr:
             if len(args) >= 2:
                 self.load_attr(args[0], args[1], where)
@@ -353,6 +412,8 @@ class Recorder:
         elif isinstance(target, dict) and name in ("get", "keys", "values", "items", "copy", "__contains__"):
             self.iterate(target, where)
         elif isinstance(target, list) and name in ("index", "count", "copy", "__contains__"):
+            self.iterate(target, where)
+        elif isinstance(target, set):  # (its mutating methods are side effects, above)
             self.iterate(target, where)
 
 

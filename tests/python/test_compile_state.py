@@ -155,6 +155,99 @@ def test_list_items_and_lists_iterated():
     assert ran_compiled(cf)
 
 
+PAIR = [1.0, 2.0]
+NAMES = {1.0}
+
+
+def test_unpacked_and_operand_lists_and_sets_are_read_whole():
+    def unpack(x):
+        a, b = PAIR
+        return x * a + b
+
+    def star(x):
+        return (lambda a, b: x * a - b)(*PAIR)
+
+    def concat(x):
+        return x * (PAIR + [0.0])[0]
+
+    def compare(x):
+        return x * float(PAIR == [1.0, 2.0])
+
+    def a_set(x):
+        return x * sum(NAMES) + float(1.0 in NAMES)
+
+    def change():
+        PAIR[0] = PAIR[0] + 3.0
+        NAMES.add(len(NAMES) + 1.0)
+    for f in (unpack, star, concat, compare, a_set):
+        PAIR[:] = [1.0, 2.0]
+        NAMES.clear()
+        NAMES.add(1.0)
+        cf, msgs = run_both(f, [lambda: None, lambda: None, change, lambda: None, change])
+        assert ran_compiled(cf) and msgs == [], (f.__name__, msgs)
+
+
+def test_contents_no_guard_watches_run_eagerly():
+    import array
+    import collections
+    arr = np.ones(4, np.float32)
+    dq, buf, ints = collections.deque([1.0]), bytearray(b"\x01"), array.array("d", [1.0])
+    readers = {
+        "subscript": lambda x: x * float(arr[0]),
+        "method": lambda x: x * float(arr.sum()),
+        "numpy function": lambda x: x * float(np.sum(arr)),
+        "operand": lambda x: x * float((arr * 2)[1]),
+        "view": lambda x: x * float(arr.T[2]),
+        "tolist": lambda x: x + ember.tensor(arr.tolist()),
+        "deque": lambda x: x * dq[0],
+        "bytearray": lambda x: x * buf[0],
+        "array.array": lambda x: x * ints[0],
+    }
+
+    def change():
+        arr[:] = arr + 1
+        dq[0] += 1
+        buf[0] += 1
+        ints[0] += 1
+    for name, f in readers.items():
+        cf, msgs = run_both(f, [lambda: None, lambda: None, change, lambda: None])
+        assert not ran_compiled(cf), name
+        assert len(msgs) == 1 and "reads the contents of a" in msgs[0], (name, msgs)
+
+
+def test_a_numpy_arrays_shape_is_guarded_and_from_numpy_stays_compiled():
+    arr = np.ones(4, np.float32)
+
+    def f(x):
+        return x * arr.shape[0] + ember.from_numpy(arr)
+    cf, msgs = run_both(f, [lambda: None, lambda: None, lambda: arr.__setitem__(0, 7.0), lambda: None])
+    assert ran_compiled(cf) and msgs == []
+
+    def g(x):
+        return x * arr.shape[-1]
+    cf, msgs = run_both(g, [lambda: None, lambda: None, lambda: setattr(arr, "shape", (2, 2)), lambda: None])
+    assert ran_compiled(cf) and msgs == []
+
+
+def test_arrays_the_call_makes_stay_its_own_through_star_args():
+    def f(x):  # (numpy passes the arrays it makes on through *args tuples)
+        n = np.broadcast_shapes((4,), (1,))[0]
+        return x * n + float(np.ones(3)[1])
+    cf, msgs = run_both(f, [lambda: None] * 3)
+    assert ran_compiled(cf) and msgs == []
+
+
+def test_print_through_a_starred_call_is_not_dropped(capsys):
+    parts = ["a", "b"]
+
+    def f(x):
+        print(*parts)
+        return x + 1
+    cf, msgs = run_both(f, [lambda: None] * 3)
+    assert capsys.readouterr().out.count("a b") == 6
+    assert not ran_compiled(cf) and len(msgs) == 1 and "print()" in msgs[0]
+
+
 def test_a_builtin_shadowed_by_a_global():
     def f(x):
         return x * abs(-2.0)

@@ -218,7 +218,8 @@ def test_random_programs_compiled_equal_eager(prog):
     ir = cf._graph(0) if specs and specs[0]["backend"] not in ("eager", "pending") else "(not compiled)"
     for g, w in zip(got2, want2):
         assert same_values(g, w), f"compiled != eager for {prog}\n{ir}\ngot {g}\nwant {w}"
-    assert cf._stats()["compiled_calls"] == 1 or specs[0]["backend"] == "eager", (prog, specs[0]["reason"])
+    # (every program here is plain tensor code: one that ran eagerly compared nothing)
+    assert cf._stats()["compiled_calls"] == 1, (prog, specs[0]["reason"])
 
 
 GRAD_EXAMPLES = max(1, EXAMPLES // 5)
@@ -257,10 +258,9 @@ def test_random_programs_compiled_backward_equals_eager(prog):
     want_out, want = grads_of(lambda *xs: run_program(prog, *xs), inputs2)
     got_out, got = grads_of(cf, inputs2)
     specs = cf._specializations()
-    compiled = specs and specs[0]["backend"] not in ("eager", "pending")
-    if compiled:
-        assert cf._stats()["compiled_calls"] == 1 and got_out.grad_fn.name() == "CompiledFunctionBackward"
-    ir = (cf._graph(0) + "\n" + specs[0]["backward"]) if compiled else "(not compiled)"
+    assert specs and specs[0]["backend"] not in ("eager", "pending"), (prog, specs and specs[0]["reason"])
+    assert cf._stats()["compiled_calls"] == 1 and got_out.grad_fn.name() == "CompiledFunctionBackward"
+    ir = cf._graph(0) + "\n" + specs[0]["backward"]
     tol = 1e-4 if prog["dtype"] == "float32" else 1e-10
     np.testing.assert_allclose(got_out.detach().numpy(), want_out.detach().numpy(), rtol=tol, atol=tol,
                                err_msg=f"{prog}\n{ir}")
