@@ -11,6 +11,12 @@ checkout whose build/ holds ember (say, a worktree of an older commit), so
 the figures of two versions come from one run on one machine. Beside them,
 the same function run eagerly by ember and by PyTorch (one thread), and a
 bare `ember.add` call, for scale.
+
+Then issue 39's tiny call (bench_compile.tiny_chain()): a 6-op elementwise
+chain over 8 elements reading one guarded global, compiled with the default
+EMBER_JIT_MIN_ELEMENTS, against ember eagerly, PyTorch and NumPy eagerly and
+one bare `ember.add` (the targets: at most 0.8x the eager chain and 3x the
+bare add).
 """
 
 import json
@@ -27,7 +33,9 @@ import json, sys
 sys.path.insert(0, {bench!r})
 import bench_compile
 compiled, eager, bare, guards = bench_compile.call_overhead()
-print(json.dumps(dict(compiled=compiled, eager=eager, bare=bare, guards=guards)))
+chain_c, chain_e, _ = bench_compile.tiny_chain()
+print(json.dumps(dict(compiled=compiled, eager=eager, bare=bare, guards=guards,
+                      chain_compiled=chain_c, chain_eager=chain_e)))
 """
 
 TORCH = """
@@ -41,7 +49,10 @@ def tiny(a, b, c, d):
         s = s + p.sum()
     return s
 args = [torch.randn(4) for _ in range(4)]
-best = 1e9
+cargs = [torch.randn(8) for _ in range(4)]
+def chain(a, b, c, d):
+    return ((a + b) * c - d).relu() * 0.5 + a
+best = best_chain = 1e9
 with torch.no_grad():
     for _ in range(3):
         for _ in range(100):
@@ -50,7 +61,11 @@ with torch.no_grad():
         for _ in range(2000):
             tiny(*args)
         best = min(best, (time.perf_counter() - t) / 2000 * 1e6)
-print(json.dumps(dict(eager=best)))
+        t = time.perf_counter()
+        for _ in range(2000):
+            chain(*cargs)
+        best_chain = min(best_chain, (time.perf_counter() - t) / 2000 * 1e6)
+print(json.dumps(dict(eager=best, chain=best_chain)))
 """
 
 
@@ -60,31 +75,64 @@ def run(code, pythonpath):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+NUMPY = """
+import json, time
+import numpy as np
+def chain(a, b, c, d):
+    return np.maximum((a + b) * c - d, 0) * np.float32(0.5) + a
+args = [np.random.randn(8).astype(np.float32) for _ in range(4)]
+best = 1e9
+for _ in range(3):
+    for _ in range(100):
+        chain(*args)
+    t = time.perf_counter()
+    for _ in range(2000):
+        chain(*args)
+    best = min(best, (time.perf_counter() - t) / 2000 * 1e6)
+print(json.dumps(dict(chain=best)))
+"""
+
+
 def main():
     builds = sys.argv[1:] or [ROOT]
     best = {b: {} for b in builds}
-    torch_us = None
+    rival = {}
     for _ in range(ROUNDS):
         for b in builds:
             path = os.pathsep.join([os.path.join(b, "python"), os.path.join(b, "build", "python")])
             r = run(CHILD.format(bench=HERE), path)
             for k, v in r.items():
                 best[b][k] = min(best[b].get(k, v), v)
-        try:
-            t = run(TORCH, "")["eager"]
-            torch_us = t if torch_us is None else min(torch_us, t)
-        except (subprocess.CalledProcessError, json.JSONDecodeError):
-            pass
+        for name, code in (("torch", TORCH), ("numpy", NUMPY)):
+            try:
+                for k, v in run(code, "").items():
+                    rival[name, k] = min(rival.get((name, k), v), v)
+            except (subprocess.CalledProcessError, json.JSONDecodeError):
+                pass
+    names = {}
+    for b in builds:
+        names[b] = subprocess.run(["git", "-C", b, "log", "-1", "--format=%h %s"], capture_output=True,
+                                  text=True).stdout.strip()[:60] or b
     print("| build | guards alone | compiled call | the function eagerly | bare `ember.add` |")
     print("|---|---:|---:|---:|---:|")
     for b in builds:
         r = best[b]
-        name = subprocess.run(["git", "-C", b, "log", "-1", "--format=%h %s"], capture_output=True,
-                              text=True).stdout.strip()[:60] or b
-        print(f"| {name} | {r['guards']:.2f} us | {r['compiled']:.2f} us | {r['eager']:.2f} us | "
+        print(f"| {names[b]} | {r['guards']:.2f} us | {r['compiled']:.2f} us | {r['eager']:.2f} us | "
               f"{r['bare']:.2f} us |")
-    if torch_us is not None:
-        print(f"\nPyTorch runs the same function eagerly (1 thread) in {torch_us:.2f} us.")
+    if ("torch", "eager") in rival:
+        print(f"\nPyTorch runs the same function eagerly (1 thread) in {rival['torch', 'eager']:.2f} us.")
+    print("\nThe tiny chain `((a + b) * c - d).relu() * HALF + a` over 8 float32 elements "
+          "(HALF a guarded global), compiled with the default EMBER_JIT_MIN_ELEMENTS:\n")
+    print("| build | compiled | ember eagerly | compiled / eager | compiled / bare add |")
+    print("|---|---:|---:|---:|---:|")
+    for b in builds:
+        r = best[b]
+        print(f"| {names[b]} | {r['chain_compiled']:.2f} us | {r['chain_eager']:.2f} us | "
+              f"{r['chain_compiled'] / r['chain_eager']:.2f}x | {r['chain_compiled'] / r['bare']:.2f}x |")
+    for name in ("torch", "numpy"):
+        if (name, "chain") in rival:
+            print(f"\n{'PyTorch (1 thread)' if name == 'torch' else 'NumPy'} runs the chain eagerly in "
+                  f"{rival[name, 'chain']:.2f} us.")
 
 
 if __name__ == "__main__":

@@ -68,6 +68,34 @@ def call_overhead():
     return compiled, eager, bare, guards
 
 
+HALF = 0.5  # a module global the tiny chain reads: one guard on Python state per call
+
+
+def tiny_chain():
+    """Issue 39's tiny call: ((a + b) * c - d).relu() * HALF + a over 8
+    elements, compiled with the default EMBER_JIT_MIN_ELEMENTS (its fused
+    node runs on the interpreter's one-pass chain, not an LLVM kernel),
+    against the same ops eagerly and one bare ember.add. The compiled row
+    is checked to have run compiled on every timed call."""
+    from compiled_check import ran_compiled
+
+    def chain(a, b, c, d):
+        return ((a + b) * c - d).relu() * HALF + a
+
+    with ember.no_grad():
+        cf = ember.compile(chain)
+        args = [ember.randn(8) for _ in range(4)]
+        for _ in range(3):
+            cf(*args)
+        spec = cf._specializations()[0]
+        assert "HALF" in spec["guards"] and "not worth compiling" in spec["kernels"], spec
+        with ran_compiled(cf, "tiny chain, compiled"):
+            compiled = best_us(lambda: cf(*args))
+        eager = best_us(lambda: chain(*args))
+        bare = best_us(lambda: ember.add(args[0], args[1]))
+    return compiled, eager, bare
+
+
 def compile_times(name, make):
     with ember.no_grad():
         eager_fn = make(None)

@@ -2,7 +2,8 @@
  * interp.c - runs a graph with the eager kernels: the reference backend.
  *
  * Every node runs through em_op_run (or a kernel a backend installed for it;
- * fused nodes without one run their region op by op). Each value is released
+ * fused nodes without one run their region as one chain of the eager loops
+ * where it is elementwise, else op by op). Each value is released
  * right after its last use, so peak memory follows the graph's liveness.
  * The LLVM backend runs its profiled runs here, with its compiled kernels
  * installed for the fused nodes (its usual runs are one generated function
@@ -243,7 +244,138 @@ static em_status run_node_with(const em_interp *it, void *run_ctx, const em_ir_n
     return st == EM_OK ? EM_OK : em_ir_node_error(n);
 }
 
+/* ---- a fused node of elementwise ops, as one chain ----
+ *
+ * A region whose ops are elementwise over one size N (operands of one
+ * element broadcast) runs as one em_ew_chain_run: no tensor per
+ * intermediate, which is most of a small node's cost. Nodes of one element
+ * over operands of one element (a constant, a scalar's arithmetic) run
+ * first, op by op, and join the chain as broadcast operands. Anything else
+ * (a reduction, a view, a partial broadcast) runs op by op below. */
+
+#define CHAIN_FEW 48 /* regions of up to this many values are planned on the stack */
+
+static int64_t type_numel(const em_type *t) { return em_shape_numel(t->shape, t->ndim); }
+
+static bool is_chain_op(const em_ir_node *n) {
+    em_op_kind k = em_op_get(n->op)->kind;
+    return n->n_out == 1 && !n->region && n->n_in >= 1 && n->n_in <= 3 &&
+           (k == EM_KIND_UNARY || k == EM_KIND_BINARY || k == EM_KIND_TERNARY || k == EM_KIND_CAST);
+}
+
+/* The chain's size and step count, or false when the region is not one:
+ * each node is a step over numel elements or a scalar node. */
+static bool chain_shape(const em_ir_block *r, int64_t *numel_out, int *n_steps_out) {
+    int64_t numel = 0;
+    for (const em_ir_node *n = r->first; n; n = n->next)
+        for (int i = 0; i < n->n_out; i++) {
+            int64_t m = type_numel(&n->out[i]->type);
+            numel = m > numel ? m : numel;
+        }
+    if (numel <= 1) return false;
+    int n_steps = 0;
+    for (const em_ir_node *n = r->first; n; n = n->next) {
+        bool scalar = n->n_out == 1 && type_numel(&n->out[0]->type) == 1;
+        for (int i = 0; i < n->n_in && scalar; i++) scalar = type_numel(&n->in[i]->type) == 1;
+        if (scalar) continue;
+        if (!is_chain_op(n) || type_numel(&n->out[0]->type) != numel) return false;
+        for (int i = 0; i < n->n_in; i++) {
+            int64_t m = type_numel(&n->in[i]->type);
+            if (m != numel && m != 1) return false;
+        }
+        n_steps++;
+    }
+    *numel_out = numel;
+    *n_steps_out = n_steps;
+    return true;
+}
+
+bool em_interp_region_is_chain(const em_ir_node *node) {
+    int64_t numel;
+    int n_steps;
+    return node->region && chain_shape(node->region, &numel, &n_steps);
+}
+
+/* Runs the region as a chain if it is one: 1 ran, 0 not a chain (nothing
+ * ran that matters), or an error status (negated). */
+static int run_region_as_chain(const em_ir_node *node, em_tensor *const *in, em_tensor **out) {
+    const em_ir_block *r = node->region;
+    int64_t numel;
+    int n_steps, lo = INT32_MAX, hi = -1, n_nodes = 0;
+    if (!chain_shape(r, &numel, &n_steps)) return 0;
+    for (int i = 0; i < r->n_params; i++) {
+        int id = r->params[i]->id;
+        lo = id < lo ? id : lo, hi = id > hi ? id : hi;
+    }
+    for (const em_ir_node *n = r->first; n; n = n->next, n_nodes++)
+        for (int i = 0; i < n->n_out; i++) {
+            int id = n->out[i]->id;
+            lo = id < lo ? id : lo, hi = id > hi ? id : hi;
+        }
+    int span = hi - lo + 1, n_slots = r->n_params + n_nodes;
+    int few_slot_of[CHAIN_FEW * 2];
+    em_tensor *few_tensors[CHAIN_FEW];
+    em_type few_types[CHAIN_FEW];
+    em_ew_step few_steps[CHAIN_FEW];
+    bool heap = span > CHAIN_FEW * 2 || n_slots > CHAIN_FEW;
+    int *slot_of = heap ? em_malloc((size_t)span * sizeof *slot_of) : few_slot_of;
+    em_tensor **tensors = heap ? em_calloc((size_t)n_slots, sizeof *tensors) : few_tensors;
+    em_type *types = heap ? em_malloc((size_t)n_slots * sizeof *types) : few_types;
+    em_ew_step *steps = heap ? em_malloc((size_t)(n_steps ? n_steps : 1) * sizeof *steps) : few_steps;
+    if (!heap) memset(few_tensors, 0, sizeof few_tensors);
+    int rc = slot_of && tensors && types && steps ? 1 : -EM_ERR_NOMEM;
+    int ns = 0, k = 0;
+    for (int i = 0; rc == 1 && i < r->n_params; i++) {
+        slot_of[r->params[i]->id - lo] = ns;
+        types[ns] = r->params[i]->type;
+        tensors[ns++] = in[i];
+        em_tensor_retain(in[i]);
+    }
+    for (const em_ir_node *n = r->first; rc == 1 && n; n = n->next) {
+        em_tensor *args[3], *res = NULL;
+        int slot = ns++;
+        slot_of[n->out[0]->id - lo] = slot;
+        types[slot] = n->out[0]->type;
+        if (type_numel(&n->out[0]->type) == numel) { /* a step */
+            em_ew_step *st = &steps[k++];
+            st->op = n->op;
+            st->n_in = n->n_in;
+            st->out = slot;
+            for (int i = 0; i < n->n_in; i++) st->in[i] = slot_of[n->in[i]->id - lo];
+            continue;
+        }
+        em_tensor *few_args[64], **a = n->n_in <= 3 ? args : few_args; /* a scalar node, now */
+        for (int i = 0; i < n->n_in && i < 64; i++) a[i] = tensors[slot_of[n->in[i]->id - lo]];
+        em_status st = n->n_in > 64 ? EM_ERR_INTERNAL : em_op_run(n->op, a, n->n_in, &n->attrs, &res, 1);
+        if (st != EM_OK) rc = -(int)em_ir_node_error(n);
+        tensors[slot] = res;
+    }
+    /* The results a step computes are written straight into their tensors. */
+    for (int i = 0; rc == 1 && i < r->n_results; i++) {
+        int slot = slot_of[r->results[i]->id - lo];
+        if (tensors[slot]) continue;
+        const em_type *t = &types[slot];
+        if (!(tensors[slot] = em_tensor_empty(t->shape, t->ndim, t->dtype, t->device)))
+            rc = -(int)em_last_status();
+    }
+    if (rc == 1 && !em_ew_chain_run(steps, n_steps, tensors, types, ns, numel)) rc = 0;
+    for (int i = 0; rc == 1 && i < r->n_results; i++) {
+        out[i] = tensors[slot_of[r->results[i]->id - lo]];
+        em_tensor_retain(out[i]);
+    }
+    for (int i = 0; i < ns; i++) em_tensor_release(tensors[i]);
+    if (heap) {
+        em_free(slot_of);
+        em_free(tensors);
+        em_free(types);
+        em_free(steps);
+    }
+    return rc;
+}
+
 em_status em_interp_run_region(const em_ir_node *node, em_tensor *const *in, em_tensor **out) {
+    int chained = run_region_as_chain(node, in, out);
+    if (chained != 0) return chained > 0 ? EM_OK : (em_status)-chained;
     const em_ir_block *r = node->region;
     const em_ir_graph *g = r->graph;
     em_tensor **slots = em_calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *slots);
@@ -345,8 +477,8 @@ em_status em_interp_run(em_interp *it, void *run_ctx, em_tensor *const *in, int 
     return st;
 }
 
-/* How node n runs: its installed kernel, its region op by op, or its eager
- * kernel. */
+/* How node n runs: its installed kernel, its region as one chain or op by
+ * op, or its eager kernel. */
 static void describe_node(em_strbuf *b, const em_interp *it, const em_ir_node *n) {
     em_strbuf_printf(b, "%s", em_op_name(n->op));
     if (n->region) {
@@ -359,9 +491,10 @@ static void describe_node(em_strbuf *b, const em_interp *it, const em_ir_node *n
         em_type_str(&n->out[0]->type, t, sizeof t);
         em_strbuf_printf(b, " -> %s", t);
     }
-    em_strbuf_printf(b, ", %s", it->kernels[n->id].fn ? "compiled kernel"
-                               : n->region         ? "op by op"
-                                                   : "eager kernel");
+    em_strbuf_printf(b, ", %s", it->kernels[n->id].fn          ? "compiled kernel"
+                               : em_interp_region_is_chain(n) ? "eager loops in one pass"
+                               : n->region                    ? "op by op"
+                                                              : "eager kernel");
     if (n->loc.file) {
         const char *base = strrchr(n->loc.file, '/');
         em_strbuf_printf(b, ", %s:%d", base ? base + 1 : n->loc.file, n->loc.line);

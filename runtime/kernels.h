@@ -131,6 +131,12 @@ em_view_fn em_view_rule(em_op op);
  * dtypes as em_ew_* say. */
 em_status em_elementwise_into(em_op op, em_tensor *const *in, em_tensor *out);
 
+/* The inner loop of elementwise (or cast) op `op` over operands of types
+ * `in` into a result of dtype `result`, when it reads and writes those
+ * dtypes as they are and needs no check of its operands first (integer
+ * division, integer pow); else NULL. */
+em_loop_fn em_ew_direct_loop(em_op op, const em_type *in, int n_in, em_dtype result);
+
 /* A new contiguous tensor of dtype dt holding src's values: how kernels
  * convert (calling kernels, not the public ops, keeps the runtime's layers
  * apart: ops dispatch to kernels, never the other way). */

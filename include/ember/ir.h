@@ -241,8 +241,12 @@ char *em_interp_profile(const em_interp *it);
 /* Prefixes the current error with node n's op and source line, as a
  * failing run reports it ("matmul at model.py:12: ..."). */
 em_status em_ir_node_error(const em_ir_node *n);
-/* Runs one fused node's region with the eager kernels. */
+/* Runs one fused node's region with the eager kernels: in one pass over
+ * blocks of its elements where every op is elementwise over one size
+ * (em_ew_chain_run), else op by op. */
 em_status em_interp_run_region(const em_ir_node *node, em_tensor *const *in, em_tensor **out);
+/* Does the region run in one pass (the first case above)? */
+bool em_interp_region_is_chain(const em_ir_node *node);
 void em_interp_free(em_interp *it);
 
 #ifdef __cplusplus

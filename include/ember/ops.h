@@ -348,6 +348,28 @@ em_dtype em_ew_native_result(em_op op, em_dtype compute);
  * Otherwise the operand dtype itself. */
 em_dtype em_ew_operand_via(em_op op, int i, const em_type *in, int n_in, em_dtype result);
 
+/* ---- elementwise chains (runtime/cpu/ew_chain.c) ---- */
+
+/* One step of a chain: slot `out` = op(slot in[0], ..., slot in[n_in - 1]). */
+typedef struct em_ew_step {
+    em_op op;
+    int n_in;
+    int in[3];
+    int out;
+} em_ew_step;
+
+/* Runs a chain of elementwise steps over `numel` elements block by block,
+ * the values between steps in buffers that stay in the L1 cache (a fused
+ * node with no compiled kernel). Slot i is tensors[i] where that is not
+ * NULL: a contiguous CPU tensor of numel elements (an input, or a result
+ * the caller allocated) or of one element (read as a broadcast scalar);
+ * else a temporary. types[i] is every slot's type. Returns false when it
+ * cannot run the chain as asked (a step whose loop would convert dtypes or
+ * check operands, a layout it does not take, no memory): the caller then
+ * runs the ops one by one, which gives the same bits. */
+bool em_ew_chain_run(const em_ew_step *steps, int n_steps, em_tensor *const *tensors, const em_type *types,
+                     int n_slots, int64_t numel);
+
 /* ---- collectives ---- */
 
 /* Runs a collective on `buf` (a contiguous CPU tensor, combined in place

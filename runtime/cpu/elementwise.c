@@ -374,6 +374,37 @@ static em_status check_divisor(em_op op, em_tensor *divisor) {
                 : EM_OK;
 }
 
+/* The loop of elementwise op `op` computing in dtype cd. */
+static em_loop_fn loop_of(em_op op, em_dtype cd) {
+    em_loop_fn loop = ew_loops[op][cd];
+    if (cd == EM_DTYPE_F32) /* the fmod family's bulk loops */
+        loop = op == EM_OP_FMOD ? loop_fmod_fast_f32
+               : op == EM_OP_REMAINDER ? loop_remainder_fast_f32
+               : op == EM_OP_FLOOR_DIVIDE ? loop_floor_divide_fast_f32
+                                          : loop;
+    return loop;
+}
+
+/* Does the loop read operands of these dtypes and write the result's
+ * directly, with no conversion on either side? */
+static bool is_direct(em_op op, const em_type *in, int n, em_dtype result, em_dtype cd) {
+    bool direct = result == em_ew_native_result(op, cd);
+    for (int i = 0; i < n && direct; i++) direct = in[i].dtype == em_ew_operand_dtype(op, i, cd);
+    return direct;
+}
+
+em_loop_fn em_ew_direct_loop(em_op op, const em_type *in, int n_in, em_dtype result) {
+    const em_op_info *info = em_op_get(op);
+    if (info->kind == EM_KIND_CAST) return n_in == 1 ? cast_loops[in[0].dtype][result] : NULL;
+    if (info->kind != EM_KIND_UNARY && info->kind != EM_KIND_BINARY && info->kind != EM_KIND_TERNARY)
+        return NULL;
+    if (n_in != info->n_in) return NULL;
+    em_dtype cd = em_ew_compute_dtype(op, in, n_in, result);
+    /* (integer division and integer pow check their operands first) */
+    if (!em_dtype_is_float(cd) && ((info->flags & EM_F_INT_DIV) || op == EM_OP_POW)) return NULL;
+    return is_direct(op, in, n_in, result, cd) ? loop_of(op, cd) : NULL;
+}
+
 em_status em_elementwise_into(em_op op, em_tensor *const *in, em_tensor *out) {
     const em_op_info *info = em_op_get(op);
     int n = info->n_in;
@@ -381,17 +412,11 @@ em_status em_elementwise_into(em_op op, em_tensor *const *in, em_tensor *out) {
     for (int i = 0; i < n; i++) types[i] = em_tensor_type(in[i]);
     em_dtype cd = em_ew_compute_dtype(op, types, n, out->dtype);
     em_dtype native = em_ew_native_result(op, cd);
-    em_loop_fn loop = ew_loops[op][cd];
-    if (cd == EM_DTYPE_F32) /* the fmod family's bulk loops */
-        loop = op == EM_OP_FMOD ? loop_fmod_fast_f32
-               : op == EM_OP_REMAINDER ? loop_remainder_fast_f32
-               : op == EM_OP_FLOOR_DIVIDE ? loop_floor_divide_fast_f32
-                                          : loop;
+    em_loop_fn loop = loop_of(op, cd);
     if (!loop)
         return em_error(EM_ERR_DTYPE, "%s: not implemented for %s", info->name, em_dtype_long_name(cd));
 
-    bool direct = out->dtype == native;
-    for (int i = 0; i < n && direct; i++) direct = in[i]->dtype == em_ew_operand_dtype(op, i, cd);
+    bool direct = is_direct(op, types, n, out->dtype, cd);
     bool int_div = (info->flags & EM_F_INT_DIV) && !em_dtype_is_float(cd);
     /* PyTorch refuses a negative Python-number exponent on integers (the
      * result would silently be 0); tensor exponents are not checked. */
