@@ -286,6 +286,16 @@ static em_status emit_kernels(executable *x, LLVMModuleRef mod, const em_backend
         k->sizes = sizes.v;
         k->n_sizes = sizes.n;
     }
+    /* A traced write into a view (as_strided_scatter, an eager kernel)
+     * updates its input's memory in place where that input dies there and
+     * lives in the arena, as the eager write did: a loop filling a buffer
+     * row by row then costs a row per step, not the buffer. */
+    for (const em_ir_node *n = g->body->first; n && st == EM_OK; n = n->next) {
+        const em_ir_value *u = n->n_in ? n->in[0] : NULL;
+        if (n->op == EM_OP_AS_STRIDED_SCATTER && !to_result[n->out[0]->id] && u->def && uses[u->id] == 1 &&
+            !may_alias_inputs(u->def, x->split) && !em_ir_is_scalar_const(u->def) && dense(&u->type, strides[u->id]))
+            x->prog.plan.in_place[n->out[0]->id] = u->id;
+    }
     free(aliases);
     free(donated);
     free(writes_into);

@@ -70,13 +70,24 @@ struct em_tracer {
      * graph could not model. */
     em_storage **sources, **aliased;
     int n_sources, n_aliased;
-    /* After a write into an input, the views of it taken before (bound to
-     * values older than the write) are stale: in eager they would show the
-     * new values, in the graph the old ones, so reading one fails the
-     * trace. Per written storage, the id of its newest value. */
+    /* After a write into memory, the tensors over it bound to values older
+     * than the write are stale: in eager they show the new values. Per
+     * written storage, the id of the first value of its newest write, and
+     * (functionalisation, as PyTorch's) the memory itself as SSA: `flat`,
+     * a 1-d value of the `numel` elements from `offset` of the root (a
+     * contiguous tensor over all of it that the trace writes). A stale
+     * tensor is read again as a view of `flat`; a write into any view of
+     * it makes a new `flat` (as_strided_scatter), and the root's new value
+     * becomes `target`'s write-back when the root is an input. Where no
+     * root is known (flat NULL: a written input that is not contiguous),
+     * reading a stale tensor fails the trace. */
     struct mark {
         const em_storage *s;
         int id;
+        em_ir_value *flat;
+        int64_t offset, numel;
+        em_tensor *root;   /* an input or captured tensor, or NULL: memory born in the trace */
+        em_type root_type; /* its shape */
     } *marks;
     int n_marks;
     const em_tensor **source_tensors; /* the inputs and captured tensors themselves */
@@ -345,11 +356,60 @@ static em_ir_value *constant(em_tracer *tr, em_tensor *t) {
     return v;
 }
 
+static em_ir_value *emit(em_tracer *tr, em_op op, em_ir_value *const *vin, int n_in, const em_attrs *attrs);
+
+/* Where tensor t lies in a mark's memory: its first element's index in
+ * flat, or -1 when it does not lie inside (or is of another dtype). */
+static int64_t place_in_memory(const struct mark *m, const em_tensor *t) {
+    int64_t off = t->offset - m->offset, last = off;
+    if (t->dtype != m->flat->type.dtype || off < 0) return -1;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] == 0) return off < m->numel ? off : -1;
+        if (t->strides[d] < 0) return -1;
+        last += (t->shape[d] - 1) * t->strides[d];
+    }
+    return last < m->numel ? off : -1;
+}
+
+/* Does t cover the mark's memory exactly, element for element? */
+static bool is_whole_memory(const struct mark *m, const em_tensor *t) {
+    return t->offset == m->offset && t->numel == m->numel && em_tensor_is_contiguous(t);
+}
+
+static em_ir_value *reshaped(em_tracer *tr, em_ir_value *v, const int64_t *shape, int ndim) {
+    if (em_shape_eq(v->type.shape, v->type.ndim, shape, ndim)) return v;
+    em_attrs a;
+    memset(&a, 0, sizeof a);
+    a.n_shape = ndim;
+    memcpy(a.shape, shape, (size_t)ndim * sizeof *shape);
+    return emit(tr, EM_OP_RESHAPE, &v, 1, &a);
+}
+
+/* Tensor t's values now: a view of the memory's newest value. */
+static em_ir_value *view_of_memory(em_tracer *tr, const struct mark *m, const em_tensor *t) {
+    int64_t off = place_in_memory(m, t);
+    if (off < 0) return NULL;
+    if (is_whole_memory(m, t)) return reshaped(tr, m->flat, t->shape, t->ndim);
+    em_attrs a;
+    memset(&a, 0, sizeof a);
+    a.n_shape = a.n_stride = t->ndim;
+    memcpy(a.shape, t->shape, (size_t)t->ndim * sizeof *t->shape);
+    memcpy(a.stride, t->strides, (size_t)t->ndim * sizeof *t->strides);
+    a.offset = off;
+    em_ir_value *flat = m->flat;
+    return emit(tr, EM_OP_AS_STRIDED, &flat, 1, &a);
+}
+
 /* The graph value of tensor t, creating a constant or captured input. */
 static em_ir_value *value_of(em_tracer *tr, em_tensor *t, const char *op) {
     if (t->trace_gen == tr->gen) {
         for (int i = 0; i < tr->n_marks; i++)
             if (tr->marks[i].s == t->storage && (int)t->trace_value < tr->marks[i].id) {
+                em_ir_value *v = tr->marks[i].flat ? view_of_memory(tr, &tr->marks[i], t) : NULL;
+                if (v) {
+                    bind(tr, t, v);
+                    return v;
+                }
                 em_trace_fail(tr,
                               "%s: reads a view of a tensor (or an alias such as its detach()) "
                               "taken before the function updated that tensor in place; such "
@@ -435,6 +495,137 @@ static bool same_geometry(const em_tensor *a, const em_tensor *b) {
            memcmp(a->strides, b->strides, (size_t)a->ndim * sizeof *a->strides) == 0;
 }
 
+static int mark_of(const em_tracer *tr, const em_storage *s) {
+    for (int i = 0; i < tr->n_marks; i++)
+        if (tr->marks[i].s == s) return i;
+    return -1;
+}
+
+/* Does t reach one element through two indices (a broadcast, an overlapping
+ * as_strided)? Its dims by stride, each must step past all the smaller ones. */
+static bool overlapping(const em_tensor *t) {
+    int idx[EM_MAX_DIMS], n = 0;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] > 1) idx[n++] = d;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && t->strides[idx[j]] < t->strides[idx[j - 1]]; j--) {
+            int x = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = x;
+        }
+    int64_t extent = 1; /* the elements the dims so far reach */
+    for (int k = 0; k < n; k++) {
+        int d = idx[k];
+        if (t->strides[d] < extent) return true;
+        extent += (t->shape[d] - 1) * t->strides[d];
+    }
+    return false;
+}
+
+/* The memory under `out` as SSA (struct mark): its root is the input or
+ * captured tensor over that storage, or (memory born in the trace) the
+ * live tensor that owns it, and must be contiguous. The mark's index, or
+ * -1 where there is no such root. */
+static int new_memory(em_tracer *tr, em_tensor *out, bool source) {
+    em_tensor *root = NULL;
+    bool input = false;
+    if (source) {
+        if (holds(tr->aliased, tr->n_aliased, out->storage)) return -1;
+        for (int i = 0; i < tr->n_source_tensors && !root; i++)
+            if (tr->source_tensors[i]->storage == out->storage) root = (em_tensor *)tr->source_tensors[i];
+        input = true;
+    } else if (!out->is_view) {
+        root = out;
+    } else {
+        for (size_t h = 0; h < tr->born_cap && !root; h++) {
+            const em_tensor *x = tr->born[h];
+            if (x && x != TOMB && x->storage == out->storage && !x->is_view) root = (em_tensor *)x;
+        }
+    }
+    if (!root || !em_tensor_is_contiguous(root) || root->dtype != out->dtype) return -1;
+    em_ir_value *rv = value_of(tr, root, "a write into a view");
+    int64_t numel = root->numel;
+    em_ir_value *flat = rv ? reshaped(tr, rv, &numel, 1) : NULL;
+    if (!flat) {
+        em_trace_fail(tr, "out of memory while tracing");
+        return -1;
+    }
+    int m = mark_of(tr, out->storage);
+    if (m < 0) {
+        if (!room_for_one(tr, (void **)&tr->marks, tr->n_marks, sizeof *tr->marks)) return -1;
+        m = tr->n_marks++;
+        tr->marks[m] = (struct mark){out->storage, 0, NULL, 0, 0, NULL, {0}};
+    }
+    struct mark *mk = &tr->marks[m];
+    mk->flat = flat;
+    mk->offset = root->offset;
+    mk->numel = numel;
+    mk->root = input ? root : NULL;
+    mk->root_type = em_tensor_type(root);
+    return m;
+}
+
+/* A write-back of input `t`'s new value v at the end of the call. */
+static void record_write(em_tracer *tr, em_tensor *t, em_ir_value *v, const char *name) {
+    for (int i = 0; i < tr->n_writes; i++)
+        if (tr->writes[i].t == t) {
+            tr->writes[i].value = v;
+            return;
+        }
+    int param = -1;
+    for (int i = 0; i < tr->n_source_tensors && param < 0; i++)
+        if (tr->source_tensors[i] == t) param = tr->source_index[i];
+    if (param < 0) {
+        em_trace_fail(tr, "%s_: internal error, a written input has no graph input", name);
+        return;
+    }
+    if (!room_for_one(tr, (void **)&tr->writes, tr->n_writes, sizeof *tr->writes)) return;
+    tr->writes[tr->n_writes++] = (struct write){t, param, v};
+}
+
+/* out's new values v, written into memory m: a new value of the whole
+ * memory, which the tensors over it read from now on (value_of). */
+static void write_memory(em_tracer *tr, struct mark *m, em_tensor *out, em_ir_value *v, int first_id,
+                         const char *name) {
+    int64_t off = place_in_memory(m, out);
+    bool whole = off >= 0 && is_whole_memory(m, out);
+    if (off < 0 || (!whole && overlapping(out))) {
+        em_trace_fail(tr,
+                      "%s_ writes into a view that %s; such writes are not traced yet", name,
+                      off < 0 ? "reaches past the tensor it was taken from (or reads it as another dtype)"
+                              : "reaches one element more than once");
+        return;
+    }
+    em_ir_value *flat;
+    if (whole) {
+        flat = reshaped(tr, v, &m->numel, 1);
+    } else {
+        em_attrs a;
+        memset(&a, 0, sizeof a);
+        a.n_stride = out->ndim;
+        memcpy(a.stride, out->strides, (size_t)out->ndim * sizeof *out->strides);
+        a.offset = off;
+        em_ir_value *ins[2] = {m->flat, v};
+        flat = emit(tr, EM_OP_AS_STRIDED_SCATTER, ins, 2, &a);
+    }
+    if (!flat) {
+        em_trace_fail(tr, "%s_: %s", name, em_last_error());
+        return;
+    }
+    m->flat = flat;
+    m->id = first_id;
+    bind(tr, out, v);
+    if (!m->root) return;
+    em_ir_value *rv = whole ? reshaped(tr, v, m->root_type.shape, m->root_type.ndim)
+                            : reshaped(tr, flat, m->root_type.shape, m->root_type.ndim);
+    if (!rv) {
+        em_trace_fail(tr, "%s_: %s", name, em_last_error());
+        return;
+    }
+    bind(tr, m->root, rv);
+    record_write(tr, m->root, rv, name);
+}
+
 /* An in-place op as SSA: out's new value is op(in), cast to out's dtype and
  * broadcast to its shape; later reads of out see it, and an input or
  * captured tensor written this way gets a write-back. Writes the graph
@@ -481,14 +672,21 @@ static void on_inplace(void *ctx, em_op op, em_tensor *const *in, int n_in, cons
                          : holders > 1; /* (views of an input are watched by marks) */
     /* (a view whose storage nothing else holds, such as a gradient the
      * engine adopted, is as good as a tensor of its own) */
-    if ((out->is_view && holders > 1) || shared) {
+    bool conflict = (out->is_view && holders > 1) || shared;
+    int m = mark_of(tr, out->storage);
+    if ((m < 0 || !tr->marks[m].flat) && (conflict || (source && is_source_itself)))
+        m = new_memory(tr, out, source);
+    if (tr->failed) return;
+    bool memory = m >= 0 && tr->marks[m].flat;
+    if (conflict && !memory) {
         em_trace_fail(tr,
                       "%s_ writes into a tensor that shares its memory with another one the "
-                      "function uses (a view of it, or the same tensor passed twice); such "
-                      "writes are not traced yet",
+                      "function uses (the same tensor passed twice, or views of memory that no "
+                      "contiguous tensor of the function covers); such writes are not traced yet",
                       name);
         return;
     }
+    int first_id = tr->g->n_values; /* (the id the write's first value gets) */
     em_ir_value *v = emit(tr, op, vin, n_in, attrs);
     if (v && v->type.dtype != out->dtype) {
         em_attrs a;
@@ -507,14 +705,17 @@ static void on_inplace(void *ctx, em_op op, em_tensor *const *in, int n_in, cons
         em_trace_fail(tr, "%s_: %s", name, em_last_error());
         return;
     }
+    if (memory) {
+        write_memory(tr, &tr->marks[m], out, v, first_id, name);
+        return;
+    }
     bind(tr, out, v);
     if (target != out) bind(tr, target, v);
     if (!source) return; /* an intermediate: rebinding is all */
-    int m = 0;
-    while (m < tr->n_marks && tr->marks[m].s != out->storage) m++;
-    if (m == tr->n_marks) {
+    if ((m = mark_of(tr, out->storage)) < 0) { /* (a source not contiguous: no memory as SSA) */
         if (!room_for_one(tr, (void **)&tr->marks, tr->n_marks, sizeof *tr->marks)) return;
-        tr->marks[tr->n_marks++].s = out->storage;
+        m = tr->n_marks++;
+        tr->marks[m] = (struct mark){out->storage, 0, NULL, 0, 0, NULL, {0}};
     }
     tr->marks[m].id = v->id;
     for (int i = 0; i < tr->n_writes; i++)

@@ -101,6 +101,11 @@ bool em_op_has_kernels(em_op op);
 /* The rule of view op `op` (view_rules.c), NULL for other ops. */
 em_view_fn em_view_rule(em_op op);
 
+/* Does the view of shape/stride/offset lie inside 1-d x (as_strided and
+ * as_strided_scatter, named by op in the error)? */
+em_status em_strided_view_fits(em_op op, const em_type *x, const int64_t *shape, int ndim, const int64_t *stride,
+                               int n_stride, int64_t offset);
+
 /* Rows of kind VIEW: their geometry (view_rules.c), used by inference and
  * by cpu_view. */
 #define EM_VIEW_DECL(E, n) em_status view_##n(const em_type *, const int64_t *, const em_attrs *, em_view_geom *);

@@ -174,6 +174,42 @@ em_status view_expand(const em_type *x, const int64_t *strides, const em_attrs *
     return EM_OK;
 }
 
+em_status em_strided_view_fits(em_op op, const em_type *x, const int64_t *shape, int ndim, const int64_t *stride,
+                               int n_stride, int64_t offset) {
+    const char *name = em_op_name(op);
+    if (x->ndim != 1) return em_error(EM_ERR_SHAPE, "%s: the input must be 1-d, got %d dims", name, x->ndim);
+    if (n_stride != ndim)
+        return em_error(EM_ERR_SHAPE, "%s: %d strides for a view of %d dims", name, n_stride, ndim);
+    int64_t last = offset; /* the view's last element */
+    bool empty = false;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0 || stride[d] < 0)
+            return em_error(EM_ERR_VALUE, "%s: negative size or stride in dim %d", name, d);
+        empty |= shape[d] == 0;
+        if (shape[d] > 0 && stride[d] > 0 && (shape[d] - 1) > (INT64_MAX - last) / stride[d]) last = INT64_MAX;
+        else last += (shape[d] - 1) * stride[d];
+    }
+    if (offset < 0 || (!empty && last >= x->shape[0]))
+        return em_error(EM_ERR_INDEX, "%s: a view from element %lld reaching element %lld does not fit an input "
+                                      "of %lld elements", name, (long long)offset, (long long)last,
+                        (long long)x->shape[0]);
+    return EM_OK;
+}
+
+/* The elements [offset + sum(i[d] * stride[d])] of a 1-d input. */
+em_status view_as_strided(const em_type *x, const int64_t *strides, const em_attrs *a, em_view_geom *r) {
+    em_status st = em_strided_view_fits(EM_OP_AS_STRIDED, x, a->shape, a->n_shape, a->stride, a->n_stride, a->offset);
+    if (st != EM_OK) return st;
+    memset(r, 0, sizeof *r);
+    r->ndim = a->n_shape;
+    memcpy(r->shape, a->shape, (size_t)a->n_shape * sizeof *r->shape);
+    if (strides) {
+        for (int d = 0; d < a->n_shape; d++) r->strides[d] = a->stride[d] * strides[0];
+        r->offset = a->offset * strides[0];
+    }
+    return EM_OK;
+}
+
 em_view_fn em_view_rule(em_op op) {
     static const em_view_fn rules[EM_OP_COUNT] = {
 #define EM_OP(E, n, kind, ni, no, dts, pr, fl, at, gr) VIEW_RULE_##kind(E, n)

@@ -181,7 +181,8 @@ typedef enum em_attr_kind {
     X(UPPER, upper, BOOL)                                                                          \
     X(FULL, full, BOOL)                                                                            \
     X(REDUCE_OP, reduce_op, INT)                                                                   \
-    X(PROCESS_GROUP, process_group, INT)
+    X(PROCESS_GROUP, process_group, INT)                                                          \
+    X(OFFSET, offset, INT)
 
 enum {
 #define X(E, n, k) EM_A_BIT_##E,
@@ -258,6 +259,9 @@ typedef struct em_attrs {
      * group's id */
     int64_t reduce_op;
     int64_t process_group;
+    /* as_strided and as_strided_scatter: where the view starts in the 1-d
+     * input (its strides are `stride`) */
+    int64_t offset;
 } em_attrs;
 
 /* Where attribute `bit` lives in em_attrs (EM_ATTR_LIST's kind): offset is

@@ -1,5 +1,6 @@
 /*
- * views.c - reshape, permute, expand (views) and contiguous.
+ * views.c - reshape, permute, expand (views), contiguous and
+ * as_strided_scatter.
  *
  * What each view op does to shape and strides is its rule in view_rules.c
  * (em_view_geometry); the eager kernel below applies it. reshape falls
@@ -60,4 +61,37 @@ em_status cpu_fused(em_op op, em_tensor *const *in, int n_in, const em_attrs *at
     return em_error(EM_ERR_VALUE,
                     "fused: a fused node runs only inside a compiled graph (the IR interpreter "
                     "or a backend executes its region)");
+}
+
+/* ---- as_strided_scatter: a copy of 1-d x with a strided view of it
+ * replaced by src (a traced write into a view, made SSA) ---- */
+
+em_status infer_as_strided_scatter(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out,
+                                   int n_out) {
+    (void)n_out;
+    if (n_in != 2) return em_error(EM_ERR_VALUE, "as_strided_scatter: takes a tensor and the values of its view");
+    if (in[0].dtype != in[1].dtype || !em_device_eq(in[0].device, in[1].device))
+        return em_error(EM_ERR_DTYPE, "as_strided_scatter: the values (%s) must have the tensor's dtype (%s) "
+                                      "and device", em_dtype_long_name(in[1].dtype), em_dtype_long_name(in[0].dtype));
+    em_status st = em_strided_view_fits(op, &in[0], in[1].shape, in[1].ndim, a->stride, a->n_stride, a->offset);
+    if (st != EM_OK) return st;
+    out[0] = in[0];
+    return EM_OK;
+}
+
+em_status cpu_as_strided_scatter(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
+    (void)op;
+    (void)n_in;
+    em_tensor *x = in[0], *src = in[1];
+    /* (a compiled graph may hand x's own memory as the result: x dies here) */
+    em_status st = em_tensor_data(out[0]) == em_tensor_data(x) ? EM_OK : em_copy_into(out[0], x);
+    if (st != EM_OK) return st;
+    int64_t strides[EM_MAX_DIMS];
+    for (int d = 0; d < src->ndim; d++) strides[d] = a->stride[d] * out[0]->strides[0];
+    em_tensor *view = em_tensor_alias(out[0], out[0]->offset + a->offset * out[0]->strides[0], src->shape, strides,
+                                      src->ndim);
+    if (!view) return em_last_status();
+    st = em_copy_into(view, src);
+    em_tensor_release(view);
+    return st;
 }

@@ -31,8 +31,15 @@ STEPS = [
     ("transpose_read", "r = s.t() * 2"),
     ("relu", "s.relu_()"),
     ("exp_inter", "t = (s + 1).exp_()"),
+    ("setitem_row", "s[1] = 0.5"),
+    ("slice_add", "s[:, 1:].add_(x[:, 1:])"),
+    ("column_write", "s.t()[0].mul_(3)"),
+    ("strided_write", "s.view(6)[::2].sub_(1)"),
+    ("view_read_after", "v = s[0]; s.add_(1); r = v * 2"),
+    ("inter_view_write", "t = s * 2; t[0].zero_(); r = t + 0"),
+    ("inter_view_kept", "t = s + 1; v = t[1]; t.mul_(3)"),
 ]
-RESULTS = ["s", "s.clone()", "s.view(6)", "s * 1", "-(-s)", "s.detach()", "s[1:]", "s.t()"]
+RESULTS = ["s", "s.clone()", "s.view(6)", "s * 1", "-(-s)", "s.detach()", "s[1:]", "s.t()", "s[:, 0]"]
 
 
 def build(steps, results):
