@@ -754,6 +754,32 @@ em_status em_index_put_write(em_tensor *y, em_tensor *const *ix, int k, em_tenso
         em_tensor_release(cast);
         return EM_OK;
     }
+    if (k == 1 && a->accumulate && d == 0 && em_tensor_is_contiguous(y) && em_tensor_is_contiguous(v) &&
+        em_shape_eq(v->shape, v->ndim, p.shape, p.nd) && (y->dtype == EM_DTYPE_F32 || y->dtype == EM_DTYPE_F64)) {
+        /* y[i] += v with i along dim 0 (an embedding's backward): whole rows
+         * added in index order, each element summed in the order the
+         * general path below sums it, in loops the compiler vectorises */
+        int64_t *idx = load_indices(ix[0], y->shape[0], true, EM_ERR_INDEX, "index_put", 0);
+        if (!idx) {
+            em_tensor_release(cast);
+            return em_last_status();
+        }
+        int64_t row = y->shape[0] ? y->numel / y->shape[0] : 0;
+        for (int64_t j = 0; j < ix[0]->numel; j++) {
+            if (y->dtype == EM_DTYPE_F32) {
+                float *dst = (float *)(void *)yb + idx[j] * row;
+                const float *src = (const float *)(const void *)vb + j * row;
+                for (int64_t e = 0; e < row; e++) dst[e] += src[e];
+            } else {
+                double *dst = (double *)(void *)yb + idx[j] * row;
+                const double *src = (const double *)(const void *)vb + j * row;
+                for (int64_t e = 0; e < row; e++) dst[e] += src[e];
+            }
+        }
+        em_free(idx);
+        em_tensor_release(cast);
+        return EM_OK;
+    }
     if ((st = adv_check("index_put", &p, y, ix, a)) != EM_OK) {
         em_tensor_release(cast);
         return st;
