@@ -214,8 +214,8 @@ void em_ir_remove(em_ir_node *n) {
  * `before` (NULL: at the end). */
 static em_ir_node *build_at(em_ir_block *b, em_ir_node *before, em_op op, em_ir_value *const *in, int n_in,
                             const em_attrs *attrs, em_ir_loc loc) {
-    em_type it[16], ot[1];
-    if (n_in > 16) {
+    em_type it[64], ot[1]; /* (dispatch's bound on an op's operands) */
+    if (n_in > 64) {
         em_error(EM_ERR_VALUE, "%s: too many inputs", em_op_name(op));
         return NULL;
     }

@@ -375,12 +375,18 @@ static em_ir_loc parse_loc(parser *p) {
 
 static void parse_block_body(parser *p, em_ir_block *b, const char *terminator);
 
+/* A node's most operands and results in IR text: a fused node's, which the
+ * fuse pass makes with up to 64 results and any number of inputs (an op of
+ * the table takes at most 64, and the verifier says so) */
+#define PARSE_MAX_OPERANDS 1024
+#define PARSE_MAX_RESULTS 64
+
 static void parse_node(parser *p, em_ir_block *b) {
-    token results[16];
+    token results[PARSE_MAX_RESULTS];
     int n_out = 0;
     do {
         if (p->tok.kind != T_VALUE) FAIL("expected a result value or '%s'", b->owner ? "yield" : "return");
-        if (n_out == 16) FAIL("too many results");
+        if (n_out == PARSE_MAX_RESULTS) FAIL("too many results (at most %d)", PARSE_MAX_RESULTS);
         results[n_out++] = p->tok;
         next(p);
     } while (accept_punct(p, ','));
@@ -393,11 +399,11 @@ static void parse_node(parser *p, em_ir_block *b) {
     const em_op_info *info = em_op_get(op);
     next(p);
     expect_punct(p, '(');
-    em_ir_value *in[64];
+    em_ir_value *in[PARSE_MAX_OPERANDS];
     int n_in = 0;
     if (!is_punct(p, ')')) {
         do {
-            if (n_in == 64) FAIL("too many operands");
+            if (n_in == PARSE_MAX_OPERANDS) FAIL("too many operands (at most %d)", PARSE_MAX_OPERANDS);
             in[n_in++] = use(p, b);
         } while (accept_punct(p, ','));
     }
@@ -412,10 +418,10 @@ static void parse_node(parser *p, em_ir_block *b) {
     memset(&attrs, 0, sizeof attrs);
     parse_attrs(p, op, &attrs);
     expect_punct(p, ':');
-    em_type types[16];
+    em_type types[PARSE_MAX_RESULTS];
     int n_types = 0;
     do {
-        if (n_types == 16) FAIL("too many result types");
+        if (n_types == PARSE_MAX_RESULTS) FAIL("too many result types (at most %d)", PARSE_MAX_RESULTS);
         types[n_types++] = parse_type(p);
     } while (accept_punct(p, ','));
     if (n_types != n_out) FAIL("%d results but %d types", n_out, n_types);

@@ -364,7 +364,8 @@ static em_ir_value *same_op_on_x(canon *c, em_ir_node *n, const match *m) {
  * exactly, into cat(pieces) + 0.0: the + 0.0 keeps eager's bits (each
  * element was piece + 0 + ... + 0, which turns -0.0 into +0.0 and leaves
  * every other value as it is) and costs nothing once fused. */
-#define MAX_PIECES 64
+#define MAX_PIECES 4096 /* (an RNN's steps: its input projection's gradient) */
+#define CAT_OPERANDS 64  /* a cat node's most (dispatch's bound): more pieces make a tree of cats */
 
 typedef struct {
     em_ir_value *src;
@@ -440,41 +441,64 @@ static bool split_gradient(const canon *c, const em_ir_node *n, double k, match 
     (void)c;
     (void)k;
     (void)m;
-    piece p[MAX_PIECES];
+    piece *p = malloc(MAX_PIECES * sizeof *p);
     int dim;
-    return tiling(n, &dim, p) > 0;
+    bool tiles = p && tiling(n, &dim, p) > 0;
+    free(p);
+    return tiles;
+}
+
+/* cat of srcs[0..k) along dim before n: one node, or a tree of cats of at
+ * most CAT_OPERANDS operands each (the nodes it built are `made`, for
+ * undoing); NULL when a node cannot be built. */
+static em_ir_value *cat_tree(em_ir_node *n, em_ir_value **srcs, int k, int dim, em_ir_node **made, int *n_made) {
+    em_attrs a;
+    memset(&a, 0, sizeof a);
+    a.n_dims = 1;
+    a.dims[0] = dim;
+    while (k > 1) {
+        int groups = 0;
+        for (int i = 0; i < k; i += CAT_OPERANDS, groups++) {
+            int len = k - i < CAT_OPERANDS ? k - i : CAT_OPERANDS;
+            if (len == 1) {
+                srcs[groups] = srcs[i];
+                continue;
+            }
+            em_ir_node *cat = em_ir_build_before(n, EM_OP_CAT, srcs + i, len, &a, n->loc);
+            if (!cat) return NULL;
+            made[(*n_made)++] = cat;
+            srcs[groups] = cat->out[0];
+        }
+        k = groups;
+    }
+    return srcs[0];
 }
 
 static em_ir_value *cat_plus_zero(canon *c, em_ir_node *n, const match *m) {
     (void)c;
     (void)m;
-    piece p[MAX_PIECES];
-    em_ir_value *srcs[MAX_PIECES];
-    int dim, k = tiling(n, &dim, p);
+    piece *p = malloc(MAX_PIECES * sizeof *p);
+    em_ir_value **srcs = malloc(MAX_PIECES * sizeof *srcs);
+    em_ir_node **made = malloc(MAX_PIECES * sizeof *made);
+    int dim, k = p && srcs && made ? tiling(n, &dim, p) : 0, n_made = 0;
     for (int i = 0; i < k; i++) srcs[i] = p[i].src;
+    em_ir_value *cat = k ? cat_tree(n, srcs, k, dim, made, &n_made) : NULL, *r = NULL;
     em_attrs a;
     memset(&a, 0, sizeof a);
-    a.n_dims = 1;
-    a.dims[0] = dim;
-    em_ir_node *cat = em_ir_build_before(n, EM_OP_CAT, srcs, k, &a, n->loc);
-    if (!cat) {
-        em_clear_error();
-        return NULL;
-    }
-    memset(&a, 0, sizeof a);
     a.dtype = n->out[0]->type.dtype;
-    em_ir_node *zero = em_ir_build_before(n, EM_OP_FULL, NULL, 0, &a, n->loc); /* +0.0 */
-    if (!zero) {
+    em_ir_node *zero = cat ? em_ir_build_before(n, EM_OP_FULL, NULL, 0, &a, n->loc) : NULL; /* +0.0 */
+    if (zero) {
+        em_ir_value *in[2] = {cat, zero->out[0]};
+        r = build(n, EM_OP_ADD, in, 2, NULL);
+        if (!r) em_ir_remove(zero);
+    }
+    if (!r) { /* (undone: the sum stays as it was) */
         em_clear_error();
-        em_ir_remove(cat);
-        return NULL;
+        while (n_made > 0) em_ir_remove(made[--n_made]);
     }
-    em_ir_value *in[2] = {cat->out[0], zero->out[0]};
-    em_ir_value *r = build(n, EM_OP_ADD, in, 2, NULL);
-    if (!r) {
-        em_ir_remove(zero);
-        em_ir_remove(cat);
-    }
+    free(p);
+    free(srcs);
+    free(made);
     return r;
 }
 

@@ -60,6 +60,7 @@ typedef struct {
 } fuser;
 
 #define MAX_ROW 65536
+#define MAX_FUSED_OUTPUTS 64 /* results of one fused node (em_llvm_launch's operand table, the interpreter) */
 
 /* A reduction a row kernel computes (see the header); sets *rows. */
 static bool row_reduction(const em_ir_node *n, em_ir_rows *rows) {
@@ -155,6 +156,19 @@ static em_ir_node *epilogue_gemm(const fuser *f, int gid, em_ir_node *const *mem
     return NULL;
 }
 
+/* How many results a fused node of group gid would have: the members'
+ * whose results are used outside it (or are graph results). */
+static int group_outputs(const fuser *f, int gid, em_ir_node *const *members, int n_mem) {
+    int n = 0;
+    for (int i = 0; i < n_mem; i++) {
+        const em_ir_value *v = members[i]->out[0];
+        bool out = i == 0; /* (the root's result always leaves) */
+        for (int u = 0; u < f->n_users[v->id] && !out; u++) out = f->users[v->id][u] < 0 || f->group[f->users[v->id][u]] != gid;
+        n += out;
+    }
+    return n;
+}
+
 /* Replaces the members of group gid (root r) by one fused node. */
 static em_status build_fused(fuser *f, em_ir_node *r, int gid, em_ir_node **members, int n_mem) {
     em_ir_graph *g = f->g;
@@ -191,8 +205,8 @@ static em_status build_fused(fuser *f, em_ir_node *r, int gid, em_ir_node **memb
             }
         }
     }
-    em_type types[64];
-    if (n_outs > 64) {
+    em_type types[MAX_FUSED_OUTPUTS];
+    if (n_outs > MAX_FUSED_OUTPUTS) { /* (fuse_block keeps groups within the bound) */
         st = em_error(EM_ERR_INTERNAL, "fuse: too many outputs");
         goto done;
     }
@@ -238,7 +252,7 @@ static em_status build_fused(fuser *f, em_ir_node *r, int gid, em_ir_node **memb
         em_ir_insert(region, c, NULL);
         map[m->out[0]->id] = c->out[0];
     }
-    em_ir_value *yields[64];
+    em_ir_value *yields[MAX_FUSED_OUTPUTS];
     for (int i = 0; i < n_outs; i++) yields[i] = map[outs[i]->id];
     if ((st = em_ir_set_results(region, yields, n_outs)) != EM_OK) goto done;
     em_ir_insert(f->b, fn, r);
@@ -302,6 +316,19 @@ static em_status fuse_block(fuser *f) {
         for (int m = 0; m < n_mem; m++) {
             computes |= (em_op_get(members[m]->op)->flags & EM_F_ELEMENTWISE) != 0;
             reductions += em_op_get(members[m]->op)->kind == EM_KIND_REDUCE;
+        }
+        /* A fused node has at most MAX_FUSED_OUTPUTS results (a kernel's
+         * operands, the interpreter's bound). An elementwise group with
+         * more (an RNN's steps, each result kept for the backward) gives
+         * back its latest members, which are the group as it was before
+         * they joined; they form groups of their own later. A row group
+         * stays unfused. */
+        if (n_mem > 1 && group_outputs(f, gid, members, n_mem) > MAX_FUSED_OUTPUTS) {
+            if (reductions)
+                computes = false;
+            else
+                while (n_mem > 1 && group_outputs(f, gid, members, n_mem) > MAX_FUSED_OUTPUTS)
+                    f->group[members[--n_mem]->id] = -1;
         }
         /* broadcasts alone stay free views; a reduction alone runs eagerly */
         if (!computes) {

@@ -46,6 +46,37 @@ def test_cat_and_stack_of_any_number_of_operands(n):
     assert calls >= 1 and not fallbacks, fallbacks
 
 
+@pytest.mark.parametrize("steps", [16, 17, 64, 65, 130])
+def test_a_recurrent_input_gradient_is_one_cat_at_any_length(steps):
+    """An RNN reads its input projection one step at a time (x[t]); the
+    backward puts each step's gradient into zeros of the whole projection
+    and sums them: steps full-size tensors. canonicalize turns the sum into
+    cat + 0.0 at any number of steps (a tree of cats past 64 operands; it
+    stopped at 16 when the IR builder took no more), the bits of eager's
+    sum."""
+    ember.manual_seed(steps)
+    w = (ember.randn(6, 6) * 0.3).requires_grad_()
+    x = ember.randn(steps, 2, 6)
+
+    def step():
+        proj = x @ w
+        h = ember.zeros(2, 6)
+        for t in range(steps):
+            h = (proj[t] + h).tanh()
+        h.sum().backward()
+        return w.grad
+
+    cf = ember.compile(step)
+    for _ in range(3):
+        w.grad = None
+        got = cf().clone()
+    w.grad = None
+    np.testing.assert_array_equal(got.numpy(), step().numpy())
+    spec = cf._specializations()[-1]
+    assert "a split's gradient) -> cat + 0.0 (1)" in spec["pass_report"], spec["pass_report"]
+    assert "index_put" not in cf._graph(len(cf._specializations()) - 1)
+
+
 @pytest.mark.parametrize("n", [10, 70, 130])
 def test_split_chunk_and_unbind_into_many_pieces(n):
     x = ember.randn(n * 2, 3, requires_grad=True)
