@@ -88,7 +88,7 @@ def tiny_chain():
         for _ in range(3):
             cf(*args)
         spec = cf._specializations()[0]
-        assert "HALF" in spec["guards"] and "not worth compiling" in spec["kernels"], spec
+        assert "global HALF" in spec["state"] and "not worth compiling" in spec["kernels"], spec
         with ran_compiled(cf, "tiny chain, compiled"):
             compiled = best_us(lambda: cf(*args))
         eager = best_us(lambda: chain(*args))

@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ember as em  # noqa: E402
 from bench_gelu import build_reference  # noqa: E402
 from bench_train import make_gpt_block  # noqa: E402
+from compiled_check import ran_compiled  # noqa: E402
 
 REPEAT, ROUNDS = 15, 7
 
@@ -66,6 +67,14 @@ def median_ms(fn, *args, repeat=None):
         fn(*args)
         times.append(time.perf_counter() - t)
     return statistics.median(times) * 1e3
+
+
+def median_ms_compiled(cf, row, *args):
+    """median_ms of a compiled function, every timed call checked to have
+    run compiled code (after one untimed call outside the check)."""
+    cf(*args)
+    with ran_compiled(cf, row):
+        return median_ms(cf, *args)
 
 
 def compare(contenders):
@@ -109,8 +118,10 @@ def bench_kernels(torch):
         ts = [torch.from_numpy(a) for a in arrays]
         static, dynamic = em.compile(fn, dynamic=False), em.compile(fn, dynamic=True)
         np.testing.assert_allclose(static(*xs).numpy(), dynamic(*xs).numpy(), rtol=0, atol=0)
-        contenders = [("eager", lambda: median_ms(fn, *xs)), ("static", lambda: median_ms(static, *xs)),
-                      ("dynamic", lambda: median_ms(dynamic, *xs)), ("torch", lambda: median_ms(tfn, *ts, repeat=3))]
+        contenders = [("eager", lambda: median_ms(fn, *xs)),
+                      ("static", lambda: median_ms_compiled(static, f"{name}, static", *xs)),
+                      ("dynamic", lambda: median_ms_compiled(dynamic, f"{name}, dynamic", *xs)),
+                      ("torch", lambda: median_ms(tfn, *ts, repeat=3))]
         if fn is gelu:
             src = arrays[0]
             dst = np.empty_like(src)
@@ -126,8 +137,10 @@ def bench_kernels(torch):
     static, dynamic = em.compile(block, dynamic=False), em.compile(block, dynamic=True)
     with em.no_grad(), torch.no_grad():
         np.testing.assert_allclose(static(x).numpy(), dynamic(x).numpy(), rtol=0, atol=0)
-        best = compare([("eager", lambda: median_ms(block, x)), ("static", lambda: median_ms(static, x)),
-                        ("dynamic", lambda: median_ms(dynamic, x)), ("torch", lambda: median_ms(tblock, tx, repeat=3))])
+        best = compare([("eager", lambda: median_ms(block, x)),
+                        ("static", lambda: median_ms_compiled(static, "GPT-2 block, static", x)),
+                        ("dynamic", lambda: median_ms_compiled(dynamic, "GPT-2 block, dynamic", x)),
+                        ("torch", lambda: median_ms(tblock, tx, repeat=3))])
     row("GPT-2 block forward, 4x256x768", best)
 
 

@@ -27,3 +27,18 @@ def ran_compiled(fn, row):
     assert ran > 0 and eager == 0 and traces == 0, (
         f"the row '{row}' timed {ran} compiled calls, {eager} eager calls and {traces} traces; "
         f"fallbacks: {after['fallbacks']}")
+
+
+def median_ms_checked(call, n, row, warm=5):
+    """bench_train.median_ms of call(), n timed calls after `warm` untimed
+    ones (traces and compiles happen there); where call.compiled is a
+    compiled function (a lambda around it carries it), every timed call is
+    checked to have run it compiled."""
+    from bench_train import median_ms
+    fn = getattr(call, "compiled", None)
+    if fn is None:
+        return median_ms(call, n=n, warm=warm)
+    for _ in range(warm):
+        call()
+    with ran_compiled(fn, row):
+        return median_ms(call, n=n, warm=0)
