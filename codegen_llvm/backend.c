@@ -59,6 +59,7 @@ typedef struct {
     em_llvm_code_source source;
     char key[EM_LLVM_KEY_LEN + 1];
     int64_t min_elements; /* fused nodes smaller run on the interpreter */
+    int *op_donation;     /* per node id: the donation an eager node writes its input under, or -1 */
     bool dynamic_sizes;   /* compiled for sizes read at run time */
 } executable;
 
@@ -187,6 +188,50 @@ static int dying_input(const em_ir_node *n, const int *uses, const bool *to_resu
     return -1;
 }
 
+/* May as_strided_scatter node n (at position pn) write into the memory of
+ * the graph input `param` its input 0 is (or reshapes)? When its result,
+ * or a reshape of it, is that input's write-back and no other result; the
+ * input is dense; its values are not the values written (input 1), and
+ * nothing after n reads them, nor any result shares them; and every value
+ * guard has been compared before n runs. */
+static bool donatable_scatter(const em_ir_graph *g, const em_llvm_plan *plan, const em_ir_node *n,
+                              const int *writes_into, int64_t (*strides)[EM_MAX_DIMS], const em_llvm_split *split,
+                              bool *aliases, int *param) {
+    const em_ir_block *b = g->body;
+    const em_ir_value *v = n->out[0], *u = n->in[0];
+    int r = -1;
+    for (int i = 0; i < b->n_results; i++) {
+        const em_ir_value *res = b->results[i];
+        if (res == v || (res->def && res->def->op == EM_OP_RESHAPE && res->def->in[0] == v)) {
+            if (r >= 0) return false; /* also returned, or written elsewhere too */
+            r = i;
+        }
+    }
+    if (r < 0 || writes_into[r] < 0 || writes_into[r] >= b->n_params) return false;
+    const em_ir_value *p = b->params[writes_into[r]];
+    if (u != p && !(u->def && u->def->op == EM_OP_RESHAPE && u->def->in[0] == p)) return false;
+    int pn = plan->pos[v->id];
+    if (plan->checked_by >= pn || !dense(&p->type, strides[p->id]) || !dense(&u->type, strides[u->id]))
+        return false;
+    memset(aliases, 0, (size_t)g->n_values * sizeof *aliases);
+    aliases[p->id] = true;
+    for (const em_ir_node *m = b->first; m; m = m->next) {
+        int at = plan->pos[m->out[0]->id];
+        bool reads = false;
+        for (int i = 0; i < m->n_in; i++) {
+            if (!aliases[m->in[i]->id]) continue;
+            reads = true;
+            if (at > pn || (m == n && i != 0)) return false; /* read after it, or the values written */
+        }
+        if (reads && m != n && may_alias_inputs(m, split))
+            for (int i = 0; i < m->n_out; i++) aliases[m->out[i]->id] = true;
+    }
+    for (int i = 0; i < b->n_results; i++)
+        if (aliases[b->results[i]->id]) return false;
+    *param = writes_into[r];
+    return true;
+}
+
 /* Per body result, the graph input a write-back copies it into, or -1. */
 static int *writes_of(const em_ir_graph *g, const em_run_spec *spec) {
     int n = g->body->n_results;
@@ -207,6 +252,7 @@ static void exec_free(void *state) {
     em_llvm_code_release(x->code);
     free(x->split);
     free(x->refused);
+    free(x->op_donation);
     em_llvm_program_clear(&x->prog);
     free(x);
 }
@@ -287,14 +333,29 @@ static em_status emit_kernels(executable *x, LLVMModuleRef mod, const em_backend
         k->n_sizes = sizes.n;
     }
     /* A traced write into a view (as_strided_scatter, an eager kernel)
-     * updates its input's memory in place where that input dies there and
-     * lives in the arena, as the eager write did: a loop filling a buffer
-     * row by row then costs a row per step, not the buffer. */
+     * updates its input's memory in place, as the eager write did, where
+     * that input dies there and lives in the arena (a loop filling a buffer
+     * row by row then costs a row per step, not the buffer), or is a graph
+     * input the scatter's result is the write-back of (a donation, as
+     * kernels make: `logits[:, -1] = v` writes one column, not a copy of
+     * the input and a copy back). */
+    if (st == EM_OK && !(x->op_donation = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *x->op_donation)))
+        st = EM_ERR_NOMEM;
+    for (int i = 0; st == EM_OK && i < g->n_nodes; i++) x->op_donation[i] = -1;
     for (const em_ir_node *n = g->body->first; n && st == EM_OK; n = n->next) {
-        const em_ir_value *u = n->n_in ? n->in[0] : NULL;
-        if (n->op == EM_OP_AS_STRIDED_SCATTER && !to_result[n->out[0]->id] && u->def && uses[u->id] == 1 &&
-            !may_alias_inputs(u->def, x->split) && !em_ir_is_scalar_const(u->def) && dense(&u->type, strides[u->id]))
+        if (n->op != EM_OP_AS_STRIDED_SCATTER) continue;
+        const em_ir_value *u = n->in[0];
+        int param = -1;
+        if (!to_result[n->out[0]->id] && u->def && uses[u->id] == 1 && !may_alias_inputs(u->def, x->split) &&
+            !em_ir_is_scalar_const(u->def) && dense(&u->type, strides[u->id]))
             x->prog.plan.in_place[n->out[0]->id] = u->id;
+        else if (x->prog.n_donations < EM_LLVM_MAX_DONATIONS &&
+                 donatable_scatter(g, &x->prog.plan, n, writes_into, strides, x->split, aliases, &param) &&
+                 !donated[param]) {
+            donated[param] = true;
+            x->op_donation[n->id] = x->prog.n_donations;
+            x->prog.donated_input[x->prog.n_donations++] = param;
+        }
     }
     free(aliases);
     free(donated);
@@ -444,8 +505,8 @@ static em_status build(const em_ir_graph *g, const em_backend_opts *opts, int64_
         (st = em_llvm_new_module(MODULE_NAME, tsctx, mod)) == EM_OK) {
         if ((st = emit_kernels(x, *mod, opts, strides, kernel_of)) == EM_OK &&
             (st = plan_memory(x, kernel_of)) == EM_OK)
-            st = em_llvm_emit_graph(*mod, GRAPH_FN, g, &x->prog.plan, &x->prog.spec, kernel_of, &x->prog.ref_kinds,
-                                    &x->prog.n_refs);
+            st = em_llvm_emit_graph(*mod, GRAPH_FN, g, &x->prog.plan, &x->prog.spec, kernel_of, x->op_donation,
+                                    &x->prog.ref_kinds, &x->prog.n_refs);
         if (st != EM_OK) {
             LLVMDisposeModule(*mod);
             LLVMOrcDisposeThreadSafeContext(*tsctx);
@@ -604,6 +665,10 @@ static char *llvm_describe(void *state) {
         if (k->eager_runs) em_strbuf_printf(&s, " (%lld eager fallbacks)", (long long)k->eager_runs);
         em_strbuf_puts(&s, "\n");
     }
+    for (const em_ir_node *n = x->prog.g->body->first; n && x->op_donation; n = n->next)
+        if (x->op_donation[n->id] >= 0)
+            em_strbuf_printf(&s, "  %s %%%d: a write into a view, done in place in graph input %d\n", em_op_name(n->op),
+                             n->out[0]->id, x->prog.donated_input[x->op_donation[n->id]]);
     return em_strbuf_take(&s);
 }
 

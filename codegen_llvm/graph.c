@@ -112,7 +112,7 @@ static void emit_checks(emitter *e, const em_run_spec *spec, int k) {
     }
 }
 
-static void emit_node(emitter *e, int k, const int *kernel_of) {
+static void emit_node(emitter *e, int k, const int *kernel_of, const int *op_donation) {
     const em_llvm_plan *p = e->plan;
     const em_ir_node *n = p->order[k];
     for (int i = 0; i < n->n_in; i++) LLVMBuildStore(e->b, value(e, n->in[i]), at(e, e->args, i));
@@ -126,6 +126,10 @@ static void emit_node(emitter *e, int k, const int *kernel_of) {
         LLVMValueRef args[4] = {addr(e, EM_REF_KERNEL, kernel_of[n->id]), e->args, e->outs, e->run};
         st = call(e, LLVMFunctionType(e->i32, (LLVMTypeRef[]){e->ptr, e->ptr, e->ptr, e->ptr}, 4, 0),
                   EM_CALLEE_LAUNCH, args, 4);
+    } else if (op_donation && op_donation[n->id] >= 0) {
+        LLVMValueRef args[5] = {addr(e, EM_REF_NODE, n->id), e->args, e->outs, e->run, i32c(e, op_donation[n->id])};
+        st = call(e, LLVMFunctionType(e->i32, (LLVMTypeRef[]){e->ptr, e->ptr, e->ptr, e->ptr, e->i32}, 5, 0),
+                  EM_CALLEE_OP_DONATING, args, 5);
     } else {
         LLVMValueRef args[3] = {addr(e, EM_REF_NODE, n->id), e->args, e->outs};
         st = call(e, e->t_node, n->region ? EM_CALLEE_REGION : EM_CALLEE_OP, args, 3);
@@ -176,7 +180,7 @@ static LLVMValueRef array(emitter *e, int n, const char *name) {
 
 em_status em_llvm_emit_graph(LLVMModuleRef mod, const char *name, const em_ir_graph *g,
                              const em_llvm_plan *plan, const em_run_spec *spec, const int *kernel_of,
-                             em_llvm_ref **refs, int *n_refs) {
+                             const int *op_donation, em_llvm_ref **refs, int *n_refs) {
     emitter e = {.mod = mod, .plan = plan, .g = g};
     e.ctx = LLVMGetModuleContext(mod);
     e.i32 = LLVMInt32TypeInContext(e.ctx);
@@ -219,7 +223,7 @@ em_status em_llvm_emit_graph(LLVMModuleRef mod, const char *name, const em_ir_gr
     e.refs_base = load(&e, LLVMBuildGEP2(e.b, LLVMInt8TypeInContext(e.ctx), e.run, &field, 1, ""));
     if (spec && spec->expected) emit_checks(&e, spec, -1);
     for (int k = 0; k < plan->n_nodes; k++) {
-        emit_node(&e, k, kernel_of);
+        emit_node(&e, k, kernel_of, op_donation);
         if (spec && spec->expected) emit_checks(&e, spec, k);
         emit_releases(&e, k);
     }

@@ -170,10 +170,12 @@ em_status em_llvm_emit_kernel(LLVMModuleRef mod, const char *name, const em_ir_n
  * nodes, the kernels, spec's expected values and effects, the callees) is
  * an entry of a table it reads from run->refs, so the same machine code
  * serves another process (or a shared object) given that process's table.
+ * op_donation (per node id, or NULL): the donation an eager node's result
+ * 0 goes into its input 0's memory under (EM_CALLEE_OP_DONATING), or -1.
  * *refs receives what each entry stands for (malloc'd, *n_refs entries;
  * em_llvm_program_resolve makes the table from them). */
 em_status em_llvm_emit_graph(LLVMModuleRef mod, const char *name, const em_ir_graph *g,
                              const em_llvm_plan *plan, const em_run_spec *spec, const int *kernel_of,
-                             em_llvm_ref **refs, int *n_refs);
+                             const int *op_donation, em_llvm_ref **refs, int *n_refs);
 
 #endif

@@ -33,6 +33,16 @@ static int32_t rt_op(const em_ir_node *n, em_tensor *const *in, em_tensor **out)
     return st == EM_OK ? EM_OK : em_ir_node_error(n);
 }
 
+/* A write into a view of a graph input (as_strided_scatter, whose kernel
+ * keeps what it is given as its result's memory when that is its input's)
+ * done in the input's own memory, as the eager write was, when no other
+ * input shares that memory this run (else into new memory). */
+static int32_t rt_op_donating(const em_ir_node *n, em_tensor *const *in, em_tensor **out, const em_llvm_run *run,
+                              int32_t donation) {
+    if (run->allowed >> donation & 1) out[0] = in[0]; /* (borrowed, as planned memory is) */
+    return rt_op(n, in, out);
+}
+
 static int32_t rt_region(const em_ir_node *n, em_tensor *const *in, em_tensor **out) {
     em_status st = em_interp_run_region(n, in, out);
     return st == EM_OK ? EM_OK : em_ir_node_error(n);
@@ -58,7 +68,7 @@ static int32_t rt_effects(const em_effect *effects, int32_t n, em_tensor *const 
 static const void *const callees[EM_N_CALLEES] = {/* ORDER CALLEE */
                                                   FN(rt_op),      FN(rt_region),      FN(rt_check),
                                                   FN(rt_retain),  FN(rt_release),     FN(rt_release_all),
-                                                  FN(rt_effects), FN(em_llvm_launch)};
+                                                  FN(rt_effects), FN(em_llvm_launch), FN(rt_op_donating)};
 
 /* ---- kernel launches ---- */
 

@@ -109,6 +109,9 @@ typedef enum em_llvm_callee {
     EM_CALLEE_RELEASE_ALL, /* void (tensors, n) */
     EM_CALLEE_EFFECTS,     /* i32 (effects, n, in, values) */
     EM_CALLEE_LAUNCH,      /* i32 (kernel, in, out, run): em_llvm_launch */
+    EM_CALLEE_OP_DONATING, /* i32 (node, in, out, run, donation): an eager kernel whose result
+                              0 goes into its input 0's memory (a graph input's) when the
+                              donation may write it this run */
     EM_N_CALLEES
 } em_llvm_callee;
 

@@ -212,8 +212,16 @@ bool em_equal_bits(em_tensor *a, em_tensor *b) {
     return same;
 }
 
+/* Is value target's own memory, element for element (a compiled write
+ * done in place through a view of target)? */
+static bool same_memory(const em_tensor *target, const em_tensor *value) {
+    return value->storage == target->storage && value->offset == target->offset && value->dtype == target->dtype &&
+           em_shape_eq(value->shape, value->ndim, target->shape, target->ndim) &&
+           memcmp(value->strides, target->strides, (size_t)target->ndim * sizeof *target->strides) == 0;
+}
+
 em_status em_assign(em_tensor *target, em_tensor *value) {
-    if (value == target) { /* computed in target's own memory: a write all the same */
+    if (value == target || same_memory(target, value)) { /* computed in target's own memory: a write all the same */
         __atomic_fetch_add(&target->storage->version, 1, __ATOMIC_RELAXED);
         return EM_OK;
     }
@@ -222,7 +230,7 @@ em_status em_assign(em_tensor *target, em_tensor *value) {
 }
 
 em_status em_assign_copy(em_tensor *target, em_tensor *value) {
-    if (value == target) {
+    if (value == target || same_memory(target, value)) {
         __atomic_fetch_add(&target->storage->version, 1, __ATOMIC_RELAXED);
         return EM_OK;
     }
