@@ -168,6 +168,9 @@ def _cuda(self, device=None, non_blocking=False):
 
 Tensor.cuda = _cuda
 Tensor.is_cuda = property(lambda self: False, doc="False: this build runs on the CPU only")
+for _pred in ("is_xpu", "is_mps", "is_meta", "is_ipu", "is_hpu", "is_vulkan", "is_mkldnn", "is_quantized",
+              "is_sparse", "is_sparse_csr", "is_nested"):
+    setattr(Tensor, _pred, property(lambda self: False, doc="False: a dense CPU tensor"))
 Tensor.type_as = lambda self, other: self.to(other.dtype)
 Tensor.expand_as = lambda self, other: self.expand(*other.shape)
 Tensor.view_as = lambda self, other: self.view(*other.shape)

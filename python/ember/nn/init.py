@@ -120,3 +120,32 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu"):
         return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
     return normal_(tensor, 0.0, std)
+
+
+def orthogonal_(tensor, gain=1.0):
+    """Fills tensor (2 or more dims, flattened after the first) with a
+    (semi-)orthogonal matrix: the Q of a QR decomposition of a normal
+    matrix, its columns' signs set by R's diagonal so that Q is uniformly
+    distributed (Saxe et al. 2013, as PyTorch does), times gain."""
+    if tensor.dim() < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    flat = _creation.randn(rows, cols, dtype=tensor.dtype)
+    if rows < cols:
+        flat = flat.t()
+    from .. import linalg
+    q, r = linalg.qr(flat)
+    q = q * _diagonal(r).sign()
+    if rows < cols:
+        q = q.t()
+    return _fill(tensor, (q * gain).reshape(tensor.shape))
+
+
+def _diagonal(m):
+    """The main diagonal of a 2-d tensor (a copy)."""
+    n = min(m.shape[0], m.shape[1])
+    idx = _creation.arange(n)
+    return m[idx, idx]
