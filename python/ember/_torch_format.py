@@ -144,8 +144,14 @@ class _Reader:
     def _bad(self, why):
         return Refused(f"{self._fname}: {why}")
 
-    def load(self, data):
+    def load(self, data, trusted=False):
+        """The object data.pkl holds. trusted (weights_only=False): any
+        class it names is imported and rebuilt, as pickle does, so that a
+        whole module saved by reference loads: only for files the user
+        trusts, since unpickling them can run any code."""
         try:
+            if trusted:
+                return _TrustedUnpickler(io.BytesIO(data), self).load()
             obj = _pickle_vm.load(data, self.resolve, self.persistent_load)
         finally:
             if self._checks is not None:
@@ -174,7 +180,8 @@ class _Reader:
             return _Marker(name)
         raise self._bad(f"refusing to load {module}.{name}: a PyTorch checkpoint read by ember may hold only "
                         f"tensors, parameters and plain containers (anything else could run code when "
-                        f"unpickled)")
+                        f"unpickled); if you trust this file (a whole model saved with save(model)), load it "
+                        f"with weights_only=False")
 
     def _check_plain(self, obj, dtype_type):
         """Refuses a result that holds anything but data: the loader's own
@@ -398,13 +405,31 @@ _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplemented
                UnicodeDecodeError)
 
 
-def read(fh, fname):
+class _TrustedUnpickler(pickle.Unpickler):
+    """pickle's own machine over data.pkl, tensors rebuilt by the reader
+    (weights_only=False)."""
+
+    def __init__(self, file, reader):
+        super().__init__(file)
+        self._reader = reader
+
+    def find_class(self, module, name):
+        try:
+            return self._reader.resolve(module, name)
+        except Refused:
+            return super().find_class(module, name)
+
+    def persistent_load(self, pid):
+        return self._reader.persistent_load(pid)
+
+
+def read(fh, fname, trusted=False):
     """The object a PyTorch zip checkpoint holds. A damaged archive is a
     ValueError naming the file; a pickle that names anything but tensors
     and containers is Refused (pickle.UnpicklingError, as torch.load's
-    weights_only refusal)."""
+    weights_only refusal) unless trusted (weights_only=False)."""
     try:
-        return _read(fh, fname)
+        return _read(fh, fname, trusted)
     except Refused:
         raise
     except _ZIP_ERRORS as e:
@@ -412,7 +437,7 @@ def read(fh, fname):
                          f"{type(e).__name__}: {e})") from None
 
 
-def _read(fh, fname):
+def _read(fh, fname, trusted=False):
     archive = zipfile.ZipFile(fh)
     with archive:
         names = archive.namelist()
@@ -435,7 +460,7 @@ def _read(fh, fname):
             raise ValueError(f"{fname}: data.pkl is {info.file_size} bytes, beyond any real checkpoint")
         reader = _Reader(fh, archive, prefix, fname, members)
         try:
-            return reader.load(archive.read(pkl[0]))
+            return reader.load(archive.read(pkl[0]), trusted)
         except Refused as e:
             if str(e).startswith(fname):
                 raise
@@ -477,6 +502,14 @@ class _Reduced:
 
 class _Writer(pickle._Pickler):
     dispatch = dict(pickle._Pickler.dispatch)
+    tensor_reduction = None  # (prepare's: a tensor met inside an object pickles as a rebuild)
+
+    def reducer_override(self, obj):
+        if isinstance(obj, Tensor) and self.tensor_reduction is not None:
+            return self.tensor_reduction(obj).__reduce__()
+        if isinstance(obj, _C.dtype):
+            return getattr, (_C, _dtype_name(obj))
+        return NotImplemented
 
     def persistent_id(self, obj):
         if isinstance(obj, _StorageRef):
@@ -491,9 +524,11 @@ class _Writer(pickle._Pickler):
 
 
 def prepare(obj):
-    """What write() stores for obj (a PyTorch zip checkpoint of dicts,
-    lists, tuples, numbers, strings, None, tensors and parameters): the
-    pickle's bytes and the storages, every object checked, no file touched."""
+    """What write() stores for obj: the pickle's bytes and the storages, no
+    file touched. Dicts, lists, tuples, numbers, strings, None, tensors and
+    parameters make a checkpoint PyTorch and weights_only loads read; any
+    other object (a whole model) is pickled by reference to its class, as
+    torch.save does, and loads only with weights_only=False."""
     from .nn.parameter import Parameter
     storages, keys = [], {}
 
@@ -532,11 +567,16 @@ def prepare(obj):
             return o
         if isinstance(o, _C.dtype):
             return _Global("torch", _dtype_name(o))
-        raise TypeError(f"save(): cannot store {type(o).__name__} in a PyTorch checkpoint; it holds dicts, lists, "
-                        f"tuples, numbers, strings, bytes, None and tensors")
+        return o  # (pickled by reference to its class; its tensors through the writer's reducer_override)
 
     payload = io.BytesIO()
-    _Writer(payload, protocol=2).dump(convert(obj))
+    writer = _Writer(payload, protocol=2)
+    writer.tensor_reduction = convert
+    try:
+        writer.dump(convert(obj))
+    except (pickle.PicklingError, TypeError, AttributeError) as e:
+        raise TypeError(f"save(): cannot store this object in a .pt file (pickle: {type(e).__name__}: {e}); "
+                        f"save its state_dict() instead") from None
     return payload.getvalue(), storages
 
 

@@ -170,7 +170,9 @@ def save(obj, f, *, metadata=None, format=None):
     dicts, lists, tuples, numbers, strings and tensors (a checkpoint) as
     safetensors with the structure in its metadata; or, with format="pt"
     (the default for paths ending in .pt, .pth, .tar), in PyTorch's zip
-    format. `metadata` (str -> str) is for the safetensors layouts.
+    format, where any other picklable object (a whole model) is stored by
+    reference to its class, as torch.save does, and loads only with
+    weights_only=False. `metadata` (str -> str) is for the safetensors layouts.
     Everything is checked before the file is opened, so a bad call leaves
     it untouched, and a path is replaced atomically: a save that fails (a
     full disk) or is killed leaves the previous file as it was."""
@@ -270,8 +272,10 @@ def load(f, map_location=None, *, weights_only=None):
     """Reads what `save` wrote (or any safetensors file, or a checkpoint
     torch.save wrote): a tensor if a safetensors file's only name is "",
     the saved structure if it has one, else a dict of name -> tensor in the
-    file's order. PyTorch checkpoints are always read as weights_only=True
-    reads them: only tensors and plain containers, never code.
+    file's order. PyTorch checkpoints are read as weights_only=True reads
+    them (the default, as in PyTorch 2.6): only tensors and plain
+    containers, never code; weights_only=False unpickles anything the file
+    names (a whole model saved with save(model)), for files you trust.
     `map_location` is accepted for porting torch.load calls; tensors load
     onto the CPU ("cpu", or a function such as lambda storage, loc:
     storage). Raises ValueError, naming the file, for a malformed file."""
@@ -285,7 +289,7 @@ def load(f, map_location=None, *, weights_only=None):
         head = fh.read(16)
         fh.seek(start)
         if _torch_format.is_torch_zip(head):
-            return _torch_format.read(fh, fname)
+            return _torch_format.read(fh, fname, trusted=weights_only is False)
         if _torch_format.is_legacy_torch(head):
             raise ValueError(f"{fname}: a checkpoint in PyTorch's legacy format (torch.save before 1.6, or "
                              f"_use_new_zipfile_serialization=False); ember reads the zip format: re-save it "

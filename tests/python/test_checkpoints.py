@@ -258,3 +258,37 @@ def test_malformed_structure_metadata(tmp_path):
     p.write_bytes(bad)
     with pytest.raises(ValueError, match="tensor index 7 out of range"):
         ember.load(p)
+
+
+def test_a_whole_model_saves_by_reference_and_loads_only_when_trusted(tmp_path):
+    """save(model) pickles the module by reference to its class, as
+    torch.save does; load refuses it by default (weights_only, as PyTorch
+    2.6) saying how to load a trusted file, and weights_only=False rebuilds
+    it: the same outputs, parameters that are Parameters, tied weights
+    still one tensor."""
+    ember.manual_seed(0)
+    model = ember.nn.Sequential(ember.nn.Embedding(7, 4), ember.nn.ReLU(), ember.nn.Linear(4, 7, bias=False))
+    model[2].weight = model[0].weight  # tied, as a language model's head
+    p = tmp_path / "model.pt"
+    ember.save(model, p)
+    with pytest.raises(pickle.UnpicklingError, match="weights_only=False"):
+        ember.load(p)
+    back = ember.load(p, weights_only=False)
+    assert type(back) is ember.nn.Sequential and back[2].weight is back[0].weight
+    assert all(isinstance(q, ember.nn.Parameter) and q.requires_grad for q in back.parameters())
+    x = ember.tensor([[1, 2, 6]])
+    np.testing.assert_array_equal(back(x).detach().numpy(), model(x).detach().numpy())
+    # a plain checkpoint still loads either way
+    ember.save({"w": model[0].weight}, tmp_path / "ckpt.pt")
+    for trusted in (None, False):
+        np.testing.assert_array_equal(ember.load(tmp_path / "ckpt.pt", weights_only=trusted)["w"].detach().numpy(),
+                                      model[0].weight.detach().numpy())
+
+
+def test_a_model_that_cannot_be_pickled_is_refused_before_writing(tmp_path):
+    model = ember.nn.Linear(2, 2)
+    model.hook = lambda t: t  # (a lambda: pickle cannot find it by name)
+    p = tmp_path / "m.pt"
+    with pytest.raises(TypeError, match="cannot store this object.*state_dict"):
+        ember.save(model, p)
+    assert not p.exists()
