@@ -381,6 +381,28 @@ em_status em_split(em_tensor *a, int64_t dim, const int64_t *sizes, int n, bool 
     return st;
 }
 
+em_tensor *em_diagonal(em_tensor *a, int64_t offset, int64_t dim1, int64_t dim2) {
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    int d1, d2;
+    if (!a) return NULL;
+    if (a->ndim < 2) {
+        em_error(EM_ERR_VALUE, "diagonal: a tensor of at least 2 dims, got %d", a->ndim);
+        return NULL;
+    }
+    if (em_wrap_dim("diagonal", dim1, a->ndim, &d1) != EM_OK || em_wrap_dim("diagonal", dim2, a->ndim, &d2) != EM_OK)
+        return NULL;
+    if (d1 == d2) {
+        em_error(EM_ERR_VALUE, "diagonal: dimensions cannot be identical %lld, %lld", (long long)dim1, (long long)dim2);
+        return NULL;
+    }
+    at.n_dims = 2;
+    at.dims[0] = d1;
+    at.dims[1] = d2;
+    at.diagonal = offset;
+    return run1(EM_OP_DIAGONAL, &a, 1, &at);
+}
+
 em_tensor *em_select(em_tensor *a, int64_t dim, int64_t index) {
     em_attrs at;
     memset(&at, 0, sizeof at);

@@ -174,6 +174,33 @@ em_status view_expand(const em_type *x, const int64_t *strides, const em_attrs *
     return EM_OK;
 }
 
+/* The diagonal `diagonal` of the matrices over dims[0] and dims[1] (two
+ * different dims), as a last dim after the others. */
+em_status view_diagonal(const em_type *x, const int64_t *strides, const em_attrs *a, em_view_geom *r) {
+    char t[256];
+    int d1 = a->n_dims == 2 ? (int)a->dims[0] : -1, d2 = a->n_dims == 2 ? (int)a->dims[1] : -1;
+    if (d1 < 0 || d2 < 0 || d1 >= x->ndim || d2 >= x->ndim || d1 == d2)
+        return em_error(EM_ERR_INDEX, "diagonal: dims %d and %d of %s must be two different dims", d1, d2,
+                        TYPE_STR(x, t));
+    int64_t k = a->diagonal, n1 = x->shape[d1], n2 = x->shape[d2];
+    int64_t len = k >= 0 ? (n2 - k < n1 ? n2 - k : n1) : (n1 + k < n2 ? n1 + k : n2);
+    if (len < 0) len = 0;
+    memset(r, 0, sizeof *r);
+    for (int i = 0; i < x->ndim; i++) {
+        if (i == d1 || i == d2) continue;
+        r->shape[r->ndim] = x->shape[i];
+        if (strides) r->strides[r->ndim] = strides[i];
+        r->ndim++;
+    }
+    r->shape[r->ndim] = len;
+    if (strides) {
+        r->strides[r->ndim] = strides[d1] + strides[d2];
+        r->offset = len == 0 ? 0 : k >= 0 ? k * strides[d2] : -k * strides[d1];
+    }
+    r->ndim++;
+    return EM_OK;
+}
+
 em_status em_strided_view_fits(em_op op, const em_type *x, const int64_t *shape, int ndim, const int64_t *stride,
                                int n_stride, int64_t offset) {
     const char *name = em_op_name(op);

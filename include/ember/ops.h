@@ -509,6 +509,9 @@ em_tensor *em_slice(em_tensor *a, int64_t dim, int64_t start, int64_t end, int64
 em_status em_split(em_tensor *a, int64_t dim, const int64_t *sizes, int n, bool with_sizes, em_tensor **out);
 /* dim fixed at index (negative counts from the end); the dim goes away. */
 em_tensor *em_select(em_tensor *a, int64_t dim, int64_t index);
+/* The diagonal `offset` of the matrices over dim1 and dim2, a view: its
+ * entries as the last dim, after the other dims. */
+em_tensor *em_diagonal(em_tensor *a, int64_t offset, int64_t dim1, int64_t dim2);
 em_tensor *em_unsqueeze(em_tensor *a, int64_t dim);
 /* dims NULL / n == 0: every dim of size 1. */
 em_tensor *em_squeeze(em_tensor *a, const int64_t *dims, int n);

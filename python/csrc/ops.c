@@ -251,6 +251,15 @@ static PyObject *f_select(PyObject *self, PyObject *args) {
     return t ? em_py_wrap(em_select(t, dim, index)) : NULL;
 }
 
+static PyObject *f_diagonal(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *x;
+    long long offset, dim1, dim2;
+    if (!PyArg_ParseTuple(args, "OLLL", &x, &offset, &dim1, &dim2)) return NULL;
+    em_tensor *t = tensor_arg(x, "diagonal");
+    return t ? em_py_wrap(em_diagonal(t, offset, dim1, dim2)) : NULL;
+}
+
 static PyObject *f_unsqueeze(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *x;
@@ -787,6 +796,7 @@ PyMethodDef em_py_op_methods[] = {
     {"_roll", f_roll, METH_VARARGS, "_roll(x, shifts, dims)"},
     {"_cat", f_cat, METH_VARARGS, "_cat(tensors, dim)"},
     {"_tril", f_tril, METH_VARARGS, "_tril(x, diagonal)"},
+    {"_diagonal", f_diagonal, METH_VARARGS, "_diagonal(x, offset, dim1, dim2): a view"},
     {"_triu", f_triu, METH_VARARGS, "_triu(x, diagonal)"},
     {"_index_select", f_index_select, METH_VARARGS, "_index_select(x, dim, index)"},
     {"_gather", f_gather, METH_VARARGS, "_gather(x, dim, index)"},

@@ -407,6 +407,13 @@ def select(input, dim, index):
 
 
 @_method
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    """The diagonal `offset` of the matrices over dim1 and dim2 (a view:
+    writing into it writes into input), its entries as the last dim."""
+    return _C._diagonal(input, offset, dim1, dim2)
+
+
+@_method
 def narrow(input, dim, start, length):
     n = input.shape[dim]
     if start < 0:

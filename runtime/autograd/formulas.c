@@ -583,6 +583,35 @@ FORMULA(select) {
     gin[0] = give(embed(s, c->node, g, at->dims[0], (int64_t)at->start, 1, true));
     END;
 }
+/* g (the diagonal's entries, a last dim) put on the diagonal of zeros of
+ * the input's shape: the input's dims d1 and d2 are moved to the front
+ * (a view), g's last dim too, an index_put at the diagonal's positions
+ * (differentiable, and traceable), and the dims moved back. */
+FORMULA(diagonal) {
+    BEGIN;
+    const em_type *in = &c->node->in_types[0];
+    const em_attrs *at = &c->node->attrs;
+    int nd = in->ndim, d1 = (int)at->dims[0], d2 = (int)at->dims[1];
+    int64_t perm[EM_MAX_DIMS], inv[EM_MAX_DIMS], gperm[EM_MAX_DIMS], k = at->diagonal, len = g->shape[g->ndim - 1];
+    int m = 2;
+    perm[0] = d1;
+    perm[1] = d2;
+    for (int i = 0; i < nd; i++)
+        if (i != d1 && i != d2) perm[m++] = i;
+    for (int i = 0; i < nd; i++) inv[perm[i]] = i;
+    gperm[0] = g->ndim - 1;
+    for (int i = 1; i < g->ndim; i++) gperm[i] = i - 1;
+    T z = zeros_of(s, in, g->dtype);
+    T zp = z ? keep(s, em_permute(z, perm, nd)) : keep(s, NULL);
+    T gp = keep(s, em_permute(g, gperm, g->ndim));
+    int64_t r0 = k < 0 ? -k : 0, c0 = k > 0 ? k : 0;
+    T idx[2] = {keep(s, em_arange((double)r0, (double)(r0 + len), 1, EM_DTYPE_I64)),
+                keep(s, em_arange((double)c0, (double)(c0 + len), 1, EM_DTYPE_I64))};
+    int64_t dims[2] = {0, 1};
+    T put = zp && gp && idx[0] && idx[1] ? keep(s, em_index_put(zp, idx, dims, 2, gp, false)) : keep(s, NULL);
+    gin[0] = give(put ? keep(s, em_permute(put, inv, nd)) : keep(s, NULL));
+    END;
+}
 FORMULA(flip) {
     BEGIN;
     gin[0] = give(keep(s, em_flip(g, c->node->attrs.dims, c->node->attrs.n_dims)));

@@ -170,3 +170,61 @@ def test_they_trace_and_compile_equal_to_eager():
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g.numpy(), w.numpy())
     assert cf._stats()["compiled_calls"] >= 1
+
+
+@requires_torch
+@pytest.mark.parametrize("offset,dim1,dim2", [(0, 0, 1), (1, 0, 1), (-1, 0, 1), (2, 1, 2), (0, 2, 0),
+                                             (-2, -1, -2), (7, 0, 1)])
+def test_diagonal_is_torch_s_view(offset, dim1, dim2):
+    a = np.arange(60.0, dtype=np.float32).reshape(3, 4, 5)
+    e, t = ember.from_numpy(a).diagonal(offset, dim1, dim2), torch.from_numpy(a).diagonal(offset, dim1, dim2)
+    assert tuple(e.shape) == tuple(t.shape) and e.stride() == t.stride()
+    np.testing.assert_array_equal(e.numpy(), t.numpy())
+    np.testing.assert_array_equal(ember.diagonal(ember.from_numpy(a), offset, dim1, dim2).numpy(), t.numpy())
+
+
+def test_writes_through_the_diagonal_reach_the_tensor():
+    x = ember.zeros(3, 4)
+    x.diagonal().fill_(7.0)
+    x.diagonal(1).add_(1.0)
+    want = np.zeros((3, 4), np.float32)
+    np.fill_diagonal(want, 7.0)
+    want[[0, 1, 2], [1, 2, 3]] += 1.0
+    np.testing.assert_array_equal(x.numpy(), want)
+    with pytest.raises(RuntimeError, match="identical"):
+        x.diagonal(0, 1, 1)
+    with pytest.raises(RuntimeError, match="at least 2 dims"):
+        ember.ones(3).diagonal()
+
+
+@requires_torch
+def test_diagonal_gradients_first_and_second_order_match_torch():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 4, 5)).astype(np.float64)
+    w, tw = ember.from_numpy(a.copy()).requires_grad_(), torch.from_numpy(a.copy()).requires_grad_()
+    for m, x in ((ember, w), (torch, tw)):
+        y = (x.diagonal(-1, 2, 0) ** 3).sum()
+        (g,) = m.autograd.grad(y, x, create_graph=True)
+        (g * g).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-12)
+
+
+def test_diagonal_compiles_reads_writes_and_backward():
+    def f(x, w):
+        x.diagonal().add_(1.0)            # a write through the view into an argument
+        loss = (w.diagonal(1) * x.diagonal(1)).sum()
+        loss.backward()
+        return loss.detach()
+
+    def make():
+        return ember.arange(16.0).reshape(4, 4), (ember.arange(16.0).reshape(4, 4) / 10).requires_grad_()
+
+    cf = ember.compile(f)
+    xe, we = make()
+    xc, wc = make()
+    for _ in range(3):
+        we.grad = wc.grad = None
+        np.testing.assert_array_equal(cf(xc, wc).numpy(), f(xe, we).numpy())
+        np.testing.assert_array_equal(xc.numpy(), xe.numpy())
+        np.testing.assert_array_equal(wc.grad.numpy(), we.grad.numpy())
+    assert cf._stats()["eager_calls"] == 0 and cf._stats()["compiled_calls"] >= 1, cf._stats()["fallbacks"]

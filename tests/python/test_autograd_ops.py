@@ -180,6 +180,8 @@ CASES = [
     ("slice", lambda m, x: x[:, 1:], [P((4, 5))]),
     ("select", lambda m, x: x[1], [P((4, 5))]),
     ("select", lambda m, x: x[:, -1], [P((4, 5))]),
+    ("diagonal", lambda m, x: x.diagonal(1), [P((4, 5))]),
+    ("diagonal", lambda m, x: x.diagonal(-1, 2, 0), [P((3, 4, 5))]),
     ("flip", lambda m, x: x.flip(0) * C(np.arange(20).reshape(4, 5), "float64").make(m), [P((4, 5))]),
     ("roll", lambda m, x: x.roll(2, 1) * C(np.arange(20).reshape(4, 5), "float64").make(m), [P((4, 5))]),
     ("cat", lambda m, x, y: m.cat([x, y, x], 1), [P((2, 3)), P((2, 2), seed=1)]),
