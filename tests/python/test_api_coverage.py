@@ -1,0 +1,41 @@
+"""docs/api_coverage.md is the gap list between PyTorch's public names and
+ember's (issue 40, item 3). It is generated (tools/api_coverage.py); this
+test generates it again and fails when the file differs, so that the list
+cannot go stale: after adding or removing names, run the tool."""
+
+import os
+import re
+import sys
+
+import pytest
+
+from conftest import requires_torch, torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+
+@requires_torch
+def test_the_coverage_table_is_current():
+    import api_coverage
+    with open(api_coverage.OUT) as f:
+        stored = f.read()
+    made_with = re.search(r"from PyTorch (\S+)'s exports", stored).group(1)
+    if made_with != torch.__version__.split("+")[0]:
+        pytest.skip(f"the table was made with PyTorch {made_with}; this is {torch.__version__}")
+    fresh = api_coverage.generate()
+    assert fresh == stored, ("docs/api_coverage.md is stale: run "
+                             "PYTHONPATH=python:build/python python3 tools/api_coverage.py")
+
+
+@requires_torch
+def test_the_names_issue_40_lists_are_there():
+    import api_coverage
+    rows = {t: set(missing) for t, _, _, missing in api_coverage.coverage()}
+    for name in ("finfo", "iinfo", "allclose", "isclose", "normal", "multinomial", "bernoulli", "LongTensor",
+                 "FloatTensor", "repeat_interleave", "diagonal"):
+        assert name not in rows["torch"], name
+    for name in ("uniform_", "normal_", "addcmul_", "addcdiv_", "index_add_", "repeat_interleave", "diagonal",
+                 "type", "is_xpu"):
+        assert name not in rows["torch.Tensor"], name
+    assert "orthogonal_" not in rows["torch.nn.init"]
