@@ -274,3 +274,107 @@ def _type(self, dtype=None, non_blocking=False, **kwargs):
 
 
 _ops._METHODS["type"] = (_type, True)
+
+
+# ---------------------------------------------------------------- aliases and small compositions
+
+def swapaxes(input, axis0, axis1):
+    """transpose under NumPy's name."""
+    return input.transpose(axis0, axis1)
+
+
+def swapdims(input, dim0, dim1):
+    """transpose under another name."""
+    return input.transpose(dim0, dim1)
+
+
+def moveaxis(input, source, destination):
+    """movedim under NumPy's name."""
+    return input.movedim(source, destination)
+
+
+def ravel(input):
+    """The elements as one dim (a view where the layout allows)."""
+    return input.reshape(-1)
+
+
+def clamp_min(input, min):
+    return input.clamp(min=min)
+
+
+def clamp_max(input, max):
+    return input.clamp(max=max)
+
+
+def positive(input):
+    """input itself (unary +), refused on bool as PyTorch does."""
+    if input.dtype == _C.bool:
+        raise TypeError("positive: the + operator on a bool tensor is not supported")
+    return input
+
+
+def deg2rad(input):
+    """input * (pi / 180), in a float dtype."""
+    x = input if input.dtype.is_floating_point else input.to(_C.float32)
+    return x * (3.141592653589793 / 180.0)
+
+
+def rad2deg(input):
+    """input * (180 / pi), in a float dtype."""
+    x = input if input.dtype.is_floating_point else input.to(_C.float32)
+    return x * (180.0 / 3.141592653589793)
+
+
+def nansum(input, dim=None, keepdim=False, *, dtype=None):
+    """sum with NaNs counted as zero."""
+    x = input.masked_fill(input.isnan(), 0) if input.dtype.is_floating_point else input
+    out = x.sum() if dim is None else x.sum(dim, keepdim=keepdim)
+    return out.to(dtype) if dtype is not None else out
+
+
+def nanmean(input, dim=None, keepdim=False, *, dtype=None):
+    """mean over the elements that are not NaN (NaN where there are none)."""
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"nanmean(): expected a floating point input, got {input.dtype}")
+    keep = ~input.isnan()
+    total = nansum(input, dim, keepdim)
+    count = keep.sum() if dim is None else keep.sum(dim, keepdim=keepdim)
+    out = total / count.to(input.dtype)
+    return out.to(dtype) if dtype is not None else out
+
+
+def count_nonzero(input, dim=None):
+    """How many elements are not zero (over dim, or all), as int64."""
+    nz = input != 0
+    return nz.sum() if dim is None else nz.sum(dim)
+
+
+def trace(input):
+    """The sum of a 2-d tensor's main diagonal."""
+    if input.dim() != 2:
+        raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.dim()}")
+    return input.diagonal().sum()
+
+
+def diag(input, diagonal=0):
+    """A 1-d input on the diagonal `diagonal` of a square matrix of zeros; a
+    2-d input's diagonal `diagonal` (a copy)."""
+    if input.dim() == 2:
+        return input.diagonal(diagonal).clone()
+    if input.dim() != 1:
+        raise RuntimeError(f"diag: expected a 1-d or 2-d tensor, got {input.dim()} dims")
+    from ._creation import zeros
+    n = input.shape[0] + abs(diagonal)
+    out = zeros(n, n, dtype=input.dtype)
+    if input.requires_grad:  # (a differentiable placement: index_put)
+        r0, c0 = (0, diagonal) if diagonal >= 0 else (-diagonal, 0)
+        i = arange(r0, r0 + input.shape[0])
+        j = arange(c0, c0 + input.shape[0])
+        return out.index_put((i, j), input)
+    out.diagonal(diagonal).copy_(input)
+    return out
+
+
+for _fn in (swapaxes, swapdims, moveaxis, ravel, clamp_min, clamp_max, positive, deg2rad, rad2deg, nansum, nanmean,
+            count_nonzero, trace, diag):
+    _method(_fn)

@@ -228,3 +228,41 @@ def test_diagonal_compiles_reads_writes_and_backward():
         np.testing.assert_array_equal(xc.numpy(), xe.numpy())
         np.testing.assert_array_equal(wc.grad.numpy(), we.grad.numpy())
     assert cf._stats()["eager_calls"] == 0 and cf._stats()["compiled_calls"] >= 1, cf._stats()["fallbacks"]
+
+
+@requires_torch
+def test_aliases_and_small_compositions_match_torch():
+    a = np.array([[1.0, np.nan, 3.0], [0.0, 5.0, np.nan]], np.float32)
+    e, t = ember.from_numpy(a), torch.from_numpy(a)
+    for name, kw in [("nansum", {}), ("nansum", dict(dim=1)), ("nanmean", {}), ("nanmean", dict(dim=0, keepdim=True)),
+                     ("count_nonzero", {}), ("count_nonzero", dict(dim=1)), ("deg2rad", {}), ("rad2deg", {}),
+                     ("ravel", {}), ("positive", {})]:
+        got, want = getattr(ember, name)(e, **kw), getattr(torch, name)(t, **kw)
+        assert tuple(got.shape) == tuple(want.shape), name
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, equal_nan=True, err_msg=name)
+        np.testing.assert_allclose(getattr(e, name)(**kw).numpy(), want.numpy(), rtol=1e-6, equal_nan=True)
+    m = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    em, tm = ember.from_numpy(m), torch.from_numpy(m)
+    assert float(ember.trace(em)) == float(torch.trace(tm))
+    for k in (0, 1, -2):
+        np.testing.assert_array_equal(ember.diag(em, k).numpy(), torch.diag(tm, k).numpy())
+    np.testing.assert_array_equal(ember.swapaxes(em, 0, 1).numpy(), torch.swapaxes(tm, 0, 1).numpy())
+    np.testing.assert_array_equal(em.swapdims(1, 0).numpy(), tm.swapdims(1, 0).numpy())
+    np.testing.assert_array_equal(ember.moveaxis(em, 0, 1).numpy(), torch.moveaxis(tm, 0, 1).numpy())
+    np.testing.assert_array_equal(em.clamp_min(5).numpy(), tm.clamp_min(5).numpy())
+    np.testing.assert_array_equal(em.clamp_max(5).numpy(), tm.clamp_max(5).numpy())
+    with pytest.raises(TypeError, match="bool"):
+        ember.positive(ember.ones(2, dtype=ember.bool))
+
+
+@requires_torch
+@pytest.mark.parametrize("k", [0, 2, -1])
+def test_diag_of_a_vector_and_its_gradient_match_torch(k):
+    v = np.array([1.0, 2.0, 3.0], np.float32)
+    np.testing.assert_array_equal(ember.diag(ember.from_numpy(v), k).numpy(), torch.diag(torch.from_numpy(v), k).numpy())
+    n = 3 + abs(k)
+    w = ember.from_numpy(v).requires_grad_()
+    (ember.diag(w, k) * ember.arange(float(n * n)).reshape(n, n)).sum().backward()
+    tw = torch.from_numpy(v).requires_grad_()
+    (torch.diag(tw, k) * torch.arange(float(n * n)).reshape(n, n)).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), tw.grad.numpy())
