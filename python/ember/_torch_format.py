@@ -507,9 +507,10 @@ class _Writer(pickle._Pickler):
     def reducer_override(self, obj):
         if isinstance(obj, Tensor) and self.tensor_reduction is not None:
             return self.tensor_reduction(obj).__reduce__()
-        if isinstance(obj, _C.dtype):
-            return getattr, (_C, _dtype_name(obj))
+        if isinstance(obj, _C.dtype):  # (a module, ember._C, does not pickle: the dtype by its name)
+            return dtype_named, (_dtype_name(obj),)
         return NotImplemented
+
 
     def persistent_id(self, obj):
         if isinstance(obj, _StorageRef):
@@ -521,6 +522,11 @@ class _Writer(pickle._Pickler):
         self.memoize(obj)
 
     dispatch[_Global] = save_torch_global
+
+
+def dtype_named(name):
+    """The ember dtype of a name (how a dtype inside a pickled object loads)."""
+    return getattr(_C, name)
 
 
 def prepare(obj):

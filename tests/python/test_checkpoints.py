@@ -269,12 +269,14 @@ def test_a_whole_model_saves_by_reference_and_loads_only_when_trusted(tmp_path):
     ember.manual_seed(0)
     model = ember.nn.Sequential(ember.nn.Embedding(7, 4), ember.nn.ReLU(), ember.nn.Linear(4, 7, bias=False))
     model[2].weight = model[0].weight  # tied, as a language model's head
+    model.compute_dtype = ember.float64  # (a dtype among the module's attributes)
     p = tmp_path / "model.pt"
     ember.save(model, p)
     with pytest.raises(pickle.UnpicklingError, match="weights_only=False"):
         ember.load(p)
     back = ember.load(p, weights_only=False)
     assert type(back) is ember.nn.Sequential and back[2].weight is back[0].weight
+    assert back.compute_dtype == ember.float64
     assert all(isinstance(q, ember.nn.Parameter) and q.requires_grad for q in back.parameters())
     x = ember.tensor([[1, 2, 6]])
     np.testing.assert_array_equal(back(x).detach().numpy(), model(x).detach().numpy())
