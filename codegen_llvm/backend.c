@@ -125,6 +125,35 @@ static bool dense(const em_type *t, const int64_t *strides) {
     return true;
 }
 
+/* Is graph input p's memory (p, and the values that view, copy or cast it,
+ * marked in aliases) read by no node after n (at position plan->pos), by n
+ * only through its operand `via` (-1: only p itself, not a view of it),
+ * and shared by no graph result? What a node may need to write into p's
+ * memory at n. */
+static bool read_before(const em_ir_graph *g, const em_llvm_plan *plan, const em_ir_node *n, const em_ir_value *p,
+                        int via, const em_llvm_split *split, bool *aliases) {
+    const em_ir_block *b = g->body;
+    int pn = plan->pos[n->out[0]->id];
+    bool read_at_n = false;
+    memset(aliases, 0, (size_t)g->n_values * sizeof *aliases);
+    aliases[p->id] = true;
+    for (const em_ir_node *m = b->first; m; m = m->next) {
+        int at = plan->pos[m->out[0]->id];
+        bool reads = false;
+        for (int i = 0; i < m->n_in; i++) {
+            if (!aliases[m->in[i]->id]) continue;
+            reads = true;
+            if (at > pn || (m == n && (via < 0 ? m->in[i] != p : i != via))) return false;
+            read_at_n |= m == n;
+        }
+        if (reads && m != n && may_alias_inputs(m, split))
+            for (int i = 0; i < m->n_out; i++) aliases[m->out[i]->id] = true;
+    }
+    for (int i = 0; i < b->n_results; i++)
+        if (aliases[b->results[i]->id]) return false;
+    return read_at_n;
+}
+
 /* Output `o` of kernel node n (at position pn in the run) may be computed
  * in the memory of graph input `param` when: it is that input's write-back
  * and no other result; n reads the input itself, laid out like the output
@@ -148,25 +177,9 @@ static int donatable(const em_ir_graph *g, const em_llvm_plan *plan, const em_ir
     if (plan->checked_by >= pn || !em_type_eq(&p->type, &v->type) ||
         !em_shape_eq(v->type.shape, v->type.ndim, n->out[0]->type.shape, n->out[0]->type.ndim))
         return -1;
-    if (!dense(&p->type, strides[p->id])) return -1;
-    /* the values sharing p's memory: p and what views, copies or casts it */
-    memset(aliases, 0, (size_t)g->n_values * sizeof *aliases);
-    aliases[p->id] = true;
-    int j = -1;
-    for (const em_ir_node *m = b->first; m; m = m->next) {
-        int at = plan->pos[m->out[0]->id];
-        bool reads = false;
-        for (int i = 0; i < m->n_in; i++) {
-            if (!aliases[m->in[i]->id]) continue;
-            reads = true;
-            if (at > pn || (m == n && m->in[i] != p)) return -1; /* read after, or through a view */
-            if (m == n && j < 0) j = i;
-        }
-        if (reads && may_alias_inputs(m, split))
-            for (int i = 0; i < m->n_out; i++) aliases[m->out[i]->id] = true;
-    }
-    for (int i = 0; i < b->n_results; i++)
-        if (aliases[b->results[i]->id]) return -1;
+    if (!dense(&p->type, strides[p->id]) || !read_before(g, plan, n, p, -1, split, aliases)) return -1;
+    int j = 0;
+    while (n->in[j] != p) j++; /* (read_before found n reading p itself) */
     *param = writes_into[r];
     return j;
 }
@@ -210,24 +223,9 @@ static bool donatable_scatter(const em_ir_graph *g, const em_llvm_plan *plan, co
     if (r < 0 || writes_into[r] < 0 || writes_into[r] >= b->n_params) return false;
     const em_ir_value *p = b->params[writes_into[r]];
     if (u != p && !(u->def && u->def->op == EM_OP_RESHAPE && u->def->in[0] == p)) return false;
-    int pn = plan->pos[v->id];
-    if (plan->checked_by >= pn || !dense(&p->type, strides[p->id]) || !dense(&u->type, strides[u->id]))
-        return false;
-    memset(aliases, 0, (size_t)g->n_values * sizeof *aliases);
-    aliases[p->id] = true;
-    for (const em_ir_node *m = b->first; m; m = m->next) {
-        int at = plan->pos[m->out[0]->id];
-        bool reads = false;
-        for (int i = 0; i < m->n_in; i++) {
-            if (!aliases[m->in[i]->id]) continue;
-            reads = true;
-            if (at > pn || (m == n && i != 0)) return false; /* read after it, or the values written */
-        }
-        if (reads && m != n && may_alias_inputs(m, split))
-            for (int i = 0; i < m->n_out; i++) aliases[m->out[i]->id] = true;
-    }
-    for (int i = 0; i < b->n_results; i++)
-        if (aliases[b->results[i]->id]) return false;
+    if (plan->checked_by >= plan->pos[v->id] || !dense(&p->type, strides[p->id]) ||
+        !dense(&u->type, strides[u->id]) || !read_before(g, plan, n, p, 0, split, aliases))
+        return false; /* (not read after it, nor as the values written) */
     *param = writes_into[r];
     return true;
 }

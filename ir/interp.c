@@ -332,7 +332,7 @@ static int run_region_as_chain(const em_ir_node *node, em_tensor *const *in, em_
         em_tensor_retain(in[i]);
     }
     for (const em_ir_node *n = r->first; rc == 1 && n; n = n->next) {
-        em_tensor *args[3], *res = NULL;
+        em_tensor *res = NULL;
         int slot = ns++;
         slot_of[n->out[0]->id - lo] = slot;
         types[slot] = n->out[0]->type;
@@ -344,7 +344,7 @@ static int run_region_as_chain(const em_ir_node *node, em_tensor *const *in, em_
             for (int i = 0; i < n->n_in; i++) st->in[i] = slot_of[n->in[i]->id - lo];
             continue;
         }
-        em_tensor *few_args[64], **a = n->n_in <= 3 ? args : few_args; /* a scalar node, now */
+        em_tensor *a[64]; /* a scalar node, run now */
         for (int i = 0; i < n->n_in && i < 64; i++) a[i] = tensors[slot_of[n->in[i]->id - lo]];
         em_status st = n->n_in > 64 ? EM_ERR_INTERNAL : em_op_run(n->op, a, n->n_in, &n->attrs, &res, 1);
         if (st != EM_OK) rc = -(int)em_ir_node_error(n);
