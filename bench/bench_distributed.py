@@ -122,7 +122,9 @@ def mlp_step(m, ddp, views=False, compiled=False):
         opt.step()
         return loss
     run = m.compile(step) if compiled else step
-    return lambda: run(x, y)
+    call = lambda: run(x, y)  # noqa: E731
+    call.compiled = run if compiled else None
+    return call
 
 
 def worker_mlp(lib, ddp, views=False, compiled=False):
@@ -143,10 +145,14 @@ def worker_mlp(lib, ddp, views=False, compiled=False):
     for _ in range(MLP_WARM):
         step()
     times = []
-    for _ in range(MLP_STEPS):
-        s = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - s)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from compiled_check import ran_compiled
+    import contextlib
+    with ran_compiled(step.compiled, "ember, compiled step") if step.compiled else contextlib.nullcontext():
+        for _ in range(MLP_STEPS):  # (a compiled row: every timed call checked to run compiled)
+            s = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - s)
     if ddp:
         m.distributed.destroy_process_group()
     return rank, times

@@ -117,13 +117,11 @@ def make_step(m, compile_it=False):
 
 
 def batches(m, n):
-    g = m.Generator().manual_seed(0) if hasattr(m, "Generator") else None
     out = []
     for i in range(n):
         m.manual_seed(100 + i)
         x = m.randint(0, VOCAB, (BATCH, BLOCK))
         out.append((x, m.roll(x, -1, 1)))
-    del g
     return out
 
 

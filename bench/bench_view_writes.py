@@ -15,13 +15,12 @@ best of 3 interleaved rounds.
 
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_train import machine  # noqa: E402
+from bench_train import machine, median_ms  # noqa: E402
 from compiled_check import ran_compiled  # noqa: E402
 
 B, T, H = 32, 64, 256
@@ -64,16 +63,6 @@ def numpy_masked_softmax(logits):
     return e / e.sum(-1, keepdims=True)
 
 
-def median_ms(fn, n=20):
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    ts.sort()
-    return ts[n // 2] * 1e3
-
-
 def main():
     import ember
     rng = np.random.default_rng(0)
@@ -110,9 +99,9 @@ def main():
                     fn()
                     if name == "ember compiled":
                         with ran_compiled(cf, f"{k}, compiled"):
-                            best[k][name] = min(best[k][name], median_ms(fn))
+                            best[k][name] = min(best[k][name], median_ms(fn, n=20, warm=0))
                     else:
-                        best[k][name] = min(best[k][name], median_ms(fn))
+                        best[k][name] = min(best[k][name], median_ms(fn, n=20, warm=0))
     print(machine())
     titles = {"rnn": f"RNN buffer fill, out[:, t] = h ({B}x{T}x{H})",
               "mask": f"logits[:, -1] = -1e9 then softmax ({ROWS}x{COLS})"}
