@@ -250,7 +250,10 @@ em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_a
         return st;
     }
     __atomic_fetch_add(&out->storage->version, 1, __ATOMIC_RELAXED);
-    em_autograd_inplace_end(pending, out);
+    /* the tracer first, as for out-of-place ops: the result autograd saves
+     * is an alias that must carry the written value's graph value, not the
+     * one from before the write (sigmoid_, tanh_, exp_ differentiate
+     * through their result) */
     const em_trace_hook *hook = em_get_trace_hook();
     if (op_depth == 0 && hook && hook->on_inplace) {
         hook->on_inplace(hook->ctx, op, in, n_in, attrs, out);
@@ -259,5 +262,6 @@ em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_a
         snprintf(what, sizeof what, "%s_", name);
         em_note_event(EM_EVENT_MUTATION, what, out);
     }
+    em_autograd_inplace_end(pending, out);
     return EM_OK;
 }

@@ -386,3 +386,46 @@ def test_a_write_into_a_view_of_an_input_is_done_in_its_memory():
     x, xe = ember.zeros(3), ember.zeros(3)
     assert_same(cg(x, x), g(xe, xe))  # (one tensor twice: no donation this call)
     assert_same(x, xe)
+
+
+# In-place ops whose gradient reads their result (sigmoid_: g * y * (1 - y)).
+# Autograd saves the written tensor; the tracer must give that saved tensor
+# the value after the write, not the one before it, or the compiled
+# gradient is computed from the pre-activation: silently wrong.
+RESULT_GRAD_INPLACE = {
+    "sigmoid_": lambda h: h.sigmoid_(),
+    "tanh_": lambda h: h.tanh_(),
+    "exp_": lambda h: h.mul_(0.1).exp_(),
+    "sqrt_": lambda h: h.abs_().add_(0.5).sqrt_(),
+    "rsqrt_": lambda h: h.abs_().add_(0.5).rsqrt_(),
+    "reciprocal_": lambda h: h.abs_().add_(0.5).reciprocal_(),
+    "relu_": lambda h: h.relu_(),
+    "pow_": lambda h: h.abs_().add_(0.5).pow_(1.5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESULT_GRAD_INPLACE))
+def test_in_place_ops_differentiated_through_their_result_match_eager(name):
+    op = RESULT_GRAD_INPLACE[name]
+
+    def step(w, x):
+        h = x @ w
+        op(h)
+        loss = ((h * 3.0 - 1.0) ** 2).sum()
+        loss.backward()
+        return loss.detach()
+
+    def make():
+        ember.manual_seed(0)
+        return (ember.randn(4, 4) * 0.5).requires_grad_(), ember.randn(3, 4)
+
+    we, xe = make()
+    wc, xc = make()
+    cf = ember.compile(step)
+    for _ in range(3):
+        we.grad = wc.grad = None
+        le, lc = step(we, xe), cf(wc, xc)
+        np.testing.assert_allclose(lc.numpy(), le.numpy(), rtol=1e-5)
+        np.testing.assert_allclose(wc.grad.numpy(), we.grad.numpy(), rtol=1e-5, atol=1e-6)
+    stats = cf._stats()
+    assert stats["eager_calls"] == 0 and stats["compiled_calls"] >= 2, stats["fallbacks"]
