@@ -494,22 +494,34 @@ static PyObject *cast_to(PyObject *self, em_dtype dt) {
     }
     return em_py_wrap(em_cast(T(self), dt));
 }
-/* to(dtype), to(device), to(device, dtype), to(dtype=..., device=...). */
+/* to(dtype), to(device), to(device, dtype), to(other), each optionally
+ * followed by non_blocking and copy (positional or keyword), and
+ * to(dtype=..., device=...). */
 static PyObject *m_to(PyObject *self, PyObject *args, PyObject *kwargs) {
-    static char *kw[] = {"arg0", "arg1", "dtype", "device", "non_blocking", "copy", NULL};
-    PyObject *a0 = Py_None, *a1 = Py_None, *dtype = Py_None, *device = Py_None;
+    static char *kw[] = {"arg0", "arg1", "arg2", "arg3", "dtype", "device", "non_blocking", "copy", NULL};
+    PyObject *pos[4] = {Py_None, Py_None, Py_None, Py_None}, *dtype = Py_None, *device = Py_None;
     int non_blocking = 0, copy = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO$OOpp:to", kw, &a0, &a1, &dtype, &device,
-                                     &non_blocking, &copy))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOOO$OOpp:to", kw, &pos[0], &pos[1], &pos[2], &pos[3], &dtype,
+                                     &device, &non_blocking, &copy))
         return NULL;
-    PyObject *pos[2] = {a0, a1};
-    for (int i = 0; i < 2; i++) { /* a positional dtype (or Python type) or device */
-        if (pos[i] == Py_None) continue;
-        if (Py_TYPE(pos[i]) == &em_py_dtype_type || PyType_Check(pos[i]))
-            dtype = pos[i];
-        else
-            device = pos[i];
+    int flags = 0; /* positional bools: non_blocking, then copy */
+    for (int i = 0; i < 4; i++) {
+        PyObject *p = pos[i];
+        if (p == Py_None) continue;
+        if (PyBool_Check(p)) {
+            if (flags++ == 0)
+                non_blocking = p == Py_True;
+            else
+                copy = p == Py_True;
+        } else if (Py_TYPE(p) == &em_py_dtype_type || PyType_Check(p)) {
+            dtype = p;
+        } else if (em_py_is_tensor(p)) { /* to(other): other's dtype (and device: ember's one) */
+            dtype = em_py_dtype_object(T(p)->dtype);
+        } else {
+            device = p;
+        }
     }
+    (void)non_blocking; /* (copies on the host are synchronous) */
     if (em_py_device_arg(device, "to") < 0) return NULL;
     em_dtype dt;
     if (em_py_dtype_arg(dtype, T(self)->dtype, &dt) < 0) return NULL;

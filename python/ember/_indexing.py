@@ -193,6 +193,21 @@ def _setitem_recorded(x, key, value):
 
 
 def index_put(x, indices, values, accumulate=False, inplace=False):
-    """x[indices] = values (+= with accumulate), indices one per leading dim."""
-    idx = [_as_index_tensor(i) for i in indices]
+    """x[indices] = values (+= with accumulate), indices one per leading dim;
+    a bool mask stands for the positions where it is True, over as many dims
+    as it has."""
+    idx, d = [], 0
+    for i in indices:
+        t = _as_index_tensor(i)
+        if _is_mask(t):
+            want = tuple(x.shape[d:d + t.ndim])
+            if tuple(t.shape) != want:
+                bad = next((k for k in range(t.ndim) if k >= len(want) or t.shape[k] != want[k]), 0)
+                raise IndexError(f"The shape of the mask {list(t.shape)} at index {bad} does not match the shape "
+                                 f"of the indexed tensor {list(x.shape)} at index {d + bad}")
+            idx += list(_C._nonzero(t).unbind(1)) if t.ndim else []
+            d += t.ndim
+        else:
+            idx.append(t)
+            d += 1
     return _C._index_put(x, idx, list(range(len(idx))), values, bool(accumulate), bool(inplace))

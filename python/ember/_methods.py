@@ -72,6 +72,9 @@ def div_(self, other, *, rounding_mode=None):
 def clamp_(self, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("clamp_: at least one of 'min' or 'max' must not be None")
+    nan = _ops._nan_bounds(min, max)
+    if nan is not None and self.is_floating_point():
+        return self.copy_(_ops.clamp(self, min, max))
     return _C._ew_(_ID["clamp"], self, self, _ops._bound(self, min, False), _ops._bound(self, max, True))
 
 
@@ -182,9 +185,8 @@ Tensor._version = property(lambda self: _C._version(self), doc="the storage's ve
 
 
 def _new(fill):
-    def fn(self, *size, dtype=None):
-        from . import _creation
-        return fill(_ops._sizes(size), dtype=dtype or self.dtype)
+    def fn(self, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
+        return fill(_ops._sizes(size), dtype=dtype or self.dtype, device=device, requires_grad=requires_grad)
     return fn
 
 
@@ -193,5 +195,9 @@ def _install_new():
     Tensor.new_zeros = _new(_creation.zeros)
     Tensor.new_ones = _new(_creation.ones)
     Tensor.new_empty = _new(_creation.empty)
-    Tensor.new_full = lambda self, size, fill_value, *, dtype=None: _creation.full(size, fill_value, dtype=dtype or self.dtype)
-    Tensor.new_tensor = lambda self, data, *, dtype=None: _creation.tensor(data, dtype=dtype or self.dtype)
+    Tensor.new_full = lambda self, size, fill_value, *, dtype=None, device=None, requires_grad=False, \
+        layout=None, pin_memory=False: _creation.full(size, fill_value, dtype=dtype or self.dtype, device=device,
+                                                      requires_grad=requires_grad)
+    Tensor.new_tensor = lambda self, data, *, dtype=None, device=None, requires_grad=False, layout=None, \
+        pin_memory=False: _creation.tensor(data, dtype=dtype or self.dtype, device=device,
+                                           requires_grad=requires_grad)

@@ -164,7 +164,24 @@ def clamp(input, min=None, max=None):
     """Limits values to [min, max] (either may be None; tensors broadcast)."""
     if min is None and max is None:
         raise RuntimeError("clamp: at least one of 'min' or 'max' must not be None")
-    return _C._ew(_ID["clamp"], input, _bound(input, min, False), _bound(input, max, True))
+    r = _C._ew(_ID["clamp"], input, _bound(input, min, False), _bound(input, max, True))
+    nan = _nan_bounds(min, max)
+    return r if nan is None or not r.is_floating_point() else where(nan, math.nan, r)
+
+
+def _nan_bounds(min, max):
+    """Where a tensor bound is NaN, or None when no bound is a float tensor.
+    PyTorch's clamp ignores a NaN number bound (std::max, std::min) but
+    propagates a NaN tensor bound (clamp.Tensor is maximum, then minimum),
+    and a NaN number bound when both bounds are given."""
+    if isinstance(min, numbers.Real) and isinstance(max, numbers.Real) and (math.isnan(min) or math.isnan(max)):
+        return _C.tensor(True)
+    nan = None
+    for b in (min, max):
+        if isinstance(b, _C._TensorBase) and b.is_floating_point():
+            m = b.isnan()
+            nan = m if nan is None else nan | m
+    return nan
 
 
 _export(clamp, "clip", method=True)
@@ -316,6 +333,8 @@ def _correction(unbiased, correction):
 @_method
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Variance over dim, dividing by N - correction (default 1)."""
+    if isinstance(dim, bool):  # var(x, unbiased)
+        dim, unbiased = None, dim
     if isinstance(unbiased, (tuple, list)) or (isinstance(unbiased, int) and not isinstance(unbiased, bool)):
         dim, unbiased = unbiased, None  # var(x, dim)
     return _reduce("var", input, dim, keepdim, _correction(unbiased, correction))
@@ -324,6 +343,8 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 @_method
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Standard deviation over dim, dividing by N - correction (default 1)."""
+    if isinstance(dim, bool):  # std(x, unbiased)
+        dim, unbiased = None, dim
     if isinstance(unbiased, (tuple, list)) or (isinstance(unbiased, int) and not isinstance(unbiased, bool)):
         dim, unbiased = unbiased, None
     return _reduce("std", input, dim, keepdim, _correction(unbiased, correction))
@@ -334,8 +355,9 @@ def norm(input, p="fro", dim=None, keepdim=False):
     """The p-norm over dim (all elements by default); p='fro' is 2."""
     if p == "fro" or p is None:
         p = 2.0
-    if p == "nuc":
-        raise NotImplementedError("norm: the nuclear norm is not implemented in ember yet")
+    if p == "nuc":  # the sum of the singular values of the matrices in dim (the last two by default)
+        from .linalg import matrix_norm
+        return matrix_norm(input, "nuc", (-2, -1) if dim is None else tuple(dim), keepdim)
     return _reduce("norm", input, dim, keepdim, ord=float(p))
 
 
@@ -537,6 +559,14 @@ def tensor_split(input, indices_or_sections, dim=0):
         q, r = divmod(n, k)
         sizes = [q + 1] * r + [q] * (k - r)
         return split(input, sizes, dim)
+    if isinstance(indices_or_sections, _C._TensorBase):  # a 0-d tensor counts sections, a 1-d one indices
+        if indices_or_sections.dtype.is_floating_point or indices_or_sections.dtype == _C.bool \
+                or indices_or_sections.ndim > 1:
+            raise RuntimeError("tensor_split expected tensor_indices_or_sections to have a 0-d or 1-d integer "
+                               f"tensor, but got {indices_or_sections.dtype} of {indices_or_sections.ndim} dims")
+        if indices_or_sections.ndim == 0:
+            return tensor_split(input, int(indices_or_sections.item()), dim)
+        indices_or_sections = indices_or_sections.tolist()
     bounds = [0] + [i if i >= 0 else i + n for i in indices_or_sections] + [n]
     return tuple(_C._slice(input, dim, a, _py_max(a, b), 1) for a, b in zip(bounds, bounds[1:]))
 
@@ -652,6 +682,15 @@ def broadcast_shapes(*shapes):
                 raise RuntimeError(f"Shape mismatch: objects cannot be broadcast to a single shape: "
                                    f"{list(shapes)}")
     return _C.Size(out)
+
+
+@_export
+def broadcast_tensors(*tensors):
+    """The tensors expanded to their common shape (views, as PyTorch's)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    shape = broadcast_shapes(*(t.shape for t in tensors))
+    return tuple(t if tuple(t.shape) == tuple(shape) else t.expand(*shape) for t in tensors)
 
 
 @_export

@@ -174,26 +174,74 @@ def lstsq(A, B, rcond=None, *, driver=None):
 
 def _tolerance(S, A, atol, rtol):
     """PyTorch's rank tolerance: max(atol, rtol * largest singular value),
-    rtol defaulting to eps * max(m, n) when neither is given."""
+    rtol defaulting to eps * max(m, n) where atol is not given or not > 0.
+    Tensor tolerances hold one value per matrix (they broadcast against the
+    batch dims, as PyTorch's)."""
     eps = {_C.float32: 1.1920928955078125e-07, _C.float64: 2.220446049250313e-16}[A.dtype]
+    default = eps * max(A.shape[-2], A.shape[-1])
+    per_matrix = lambda t: t.to(S.dtype).unsqueeze(-1) if isinstance(t, _C._TensorBase) else t  # noqa: E731
+    atol, rtol = per_matrix(atol), per_matrix(rtol)
     if rtol is None:
-        rtol = eps * max(A.shape[-2], A.shape[-1]) if atol is None or atol == 0 else 0.0
+        if isinstance(atol, _C._TensorBase):
+            rtol = _ops.where(atol > 0, 0.0, default)
+        else:
+            rtol = default if atol is None or atol == 0 else 0.0
     smax = S.amax(-1, keepdim=True) if S.shape[-1] else S.new_zeros(S.shape[:-1] + (1,))
     tol = smax * rtol
     if atol is not None:
-        tol = _ops.clamp(tol, min=atol)
+        tol = _ops.maximum(tol, atol) if isinstance(atol, _C._TensorBase) else _ops.clamp(tol, min=atol)
     return tol
 
 
 def pinv(A, *, atol=None, rtol=None, hermitian=False):
-    """The Moore-Penrose pseudo-inverse (through the SVD; singular values at
-    or below the tolerance count as zero)."""
+    """The Moore-Penrose pseudo-inverse: through the SVD, or with hermitian
+    through eigh of the lower triangle (values at or below the tolerance
+    count as zero). Its gradient is PyTorch's closed form (pinv_backward),
+    defined where singular values repeat, unlike the SVD's own."""
     A = _float(A, "pinv")
+    if not (_C.is_grad_enabled() and A.requires_grad):
+        return _pinv_value(A, atol, rtol, hermitian)
+    from .autograd.function import Function
+
+    class PinvBackward(Function):
+        @staticmethod
+        def forward(ctx, A):
+            P = _pinv_value(A, atol, rtol, hermitian)
+            ctx.save_for_backward(A, P)
+            return P
+
+        @staticmethod
+        def backward(ctx, G):
+            A, P = ctx.saved_tensors
+            return _pinv_backward(G, P, A)
+
+    return PinvBackward.apply(A)
+
+
+def _pinv_value(A, atol, rtol, hermitian):
+    if hermitian:
+        L, V = eigh(A)
+        absL = L.abs()
+        keep = absL > _tolerance(absL, A, atol, rtol)
+        L_inv = _ops.where(keep, 1.0 / _ops.where(keep, L, ones_like(L)), zeros_like(L))
+        return V @ (L_inv.unsqueeze(-1) * _mT(V))
     U, S, Vh = svd(A, full_matrices=False)
-    tol = _tolerance(S, A, atol, rtol)
-    keep = S > tol
+    keep = S > _tolerance(S, A, atol, rtol)
     S_inv = _ops.where(keep, 1.0 / _ops.where(keep, S, ones_like(S)), zeros_like(S))
     return _mT(Vh) @ (S_inv.unsqueeze(-1) * _mT(U))
+
+
+def _pinv_backward(G, P, A):
+    """The gradient of A from that of P = pinv(A) (Golub and Pereyra's
+    derivative, as PyTorch writes it: products of the smaller size)."""
+    Gt, Pt = _mT(G), _mT(P)
+    if A.shape[-2] <= A.shape[-1]:
+        K = Gt @ P
+        KPt = K @ Pt
+        return -_mT(P @ K) + KPt - (A @ P) @ KPt + (Pt @ P) @ (Gt - K @ A)
+    K = P @ Gt
+    PtK = Pt @ K
+    return -_mT(K @ P) + (Gt - A @ K) @ P @ Pt + PtK - PtK @ P @ A
 
 
 def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, tol=None):

@@ -850,6 +850,7 @@ static em_status run_node(engine *e, task *t, bool retain_graph) {
     em_tensor **in = buf, **out = buf + ni, **gout = buf + ni + no, **gin = buf + ni + 2 * no;
     em_status st = EM_OK;
     bool any = false;
+    unsigned absent = 0;
     for (int i = 0; i < ni; i++) any |= (needs[i] = n->next[i].node != NULL);
     for (int i = 0; i < ni && st == EM_OK; i++) st = unpack(n, &n->saved_in[i], 0, e->create_graph, &in[i]);
     for (int j = 0; j < no && st == EM_OK; j++) st = unpack(n, &n->saved_out[j], j, e->create_graph, &out[j]);
@@ -857,9 +858,11 @@ static em_status run_node(engine *e, task *t, bool retain_graph) {
         gout[j] = t->grads ? t->grads[j] : NULL;
         if (gout[j]) {
             em_tensor_retain(gout[j]);
-        } else if (!(gout[j] = em_zeros(n->out_types[j].shape, n->out_types[j].ndim, n->out_types[j].dtype))) {
-            st = em_last_status();
+            continue;
         }
+        if (j < 32) absent |= 1u << j;
+        if (!(gout[j] = em_zeros(n->out_types[j].shape, n->out_types[j].ndim, n->out_types[j].dtype)))
+            st = em_last_status();
     }
     if (st == EM_OK && any) {
         if (n->op == EM_OP_CUSTOM) {
@@ -869,7 +872,7 @@ static em_status run_node(engine *e, task *t, bool retain_graph) {
                 if (needs[i] && !(gin[i] = em_zeros(n->in_types[i].shape, n->in_types[i].ndim, n->in_types[i].dtype)))
                     st = em_last_status();
         } else {
-            em_bw_ctx c = {n, in, out, needs};
+            em_bw_ctx c = {n, in, out, needs, absent};
             st = rule->fn(&c, gout, gin);
         }
     }

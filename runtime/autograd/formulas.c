@@ -1041,9 +1041,26 @@ FORMULA(solve) {
 #define bw_solve_triangular bw_solve
 
 /* gA = g det A^{-T} */
+/* gA = g cof(A), the cofactor matrix. det(A) A^{-T} is cof(A) only where A
+ * is invertible; through the SVD it is defined for every A: cof(A) =
+ * det(U) det(Vh) U diag(prod_{j != i} s_j) Vh (the products exclusive, so
+ * exact with zero singular values: a rank n-1 matrix has a non-zero
+ * gradient). */
 FORMULA(det) {
     BEGIN;
-    gin[0] = give(MUL(as_matrix_scale(s, MUL(g, Y)), inv_t(s, X)));
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    em_tensor *usv[3] = {NULL, NULL, NULL};
+    if (em_op_run(EM_OP_SVD, &X, 1, &at, usv, 3) != EM_OK) {
+        s->failed = true;
+        END;
+    }
+    T u = keep(s, usv[0]), sv = keep(s, usv[1]), vh = keep(s, usv[2]);
+    int64_t last = sv->ndim - 1;
+    T others = MUL(exclusive_cumprod(s, sv, last, false), exclusive_cumprod(s, sv, last, true));
+    T sign = MUL(la1(s, EM_OP_DET, u, NULL, false), la1(s, EM_OP_DET, vh, NULL, false));
+    T cof = mm(s, MUL(u, unsq(s, others, -2)), vh);
+    gin[0] = give(MUL(as_matrix_scale(s, MUL(g, sign)), cof));
     END;
 }
 
@@ -1068,24 +1085,39 @@ FORMULA(cholesky) {
 }
 
 /* A = QR with m >= n: M = R gR^T - gQ^T Q, gA = (gQ + Q copyltu(M)) R^{-T},
- * copyltu(M) = tril(M) + tril(M, -1)^T */
-FORMULA(qr) {
-    BEGIN;
-    const em_type *a = &c->node->in_types[0];
-    int64_t m = a->shape[a->ndim - 2], n = a->shape[a->ndim - 1];
-    if (m < n || (c->node->attrs.full && m > n)) {
-        scope_end(s);
-        return em_error(EM_ERR_NOT_IMPLEMENTED,
-                        "linalg.qr: the gradient of %s is not implemented here (it is for A with rows >= "
-                        "columns, in mode 'reduced', or square)",
-                        m < n ? "a wide A (rows < columns)" : "mode 'complete' with rows > columns");
-    }
-    T q = c->out[0], r = c->out[1], gq = gout[0], gr = gout[1];
+ * copyltu(M) = tril(M) + tril(M, -1)^T. Wide A (m < n), as PyTorch: A =
+ * [X | Y], R = [U | V], X = QU; then gY = Q gV, and X takes the square
+ * formula with gQ + Y gV^T. */
+static T qr_square_grad(scope *s, T q, T r, T gq, T gr) {
     T mtx = SUB(mm(s, r, mT(s, gr)), mm(s, mT(s, gq), q));
     T lower = mtx ? keep(s, em_tril(mtx, 0)) : keep(s, NULL);
     T strict = mtx ? keep(s, em_tril(mtx, -1)) : keep(s, NULL);
     T inner = ADD(gq, mm(s, q, ADD(lower, mT(s, strict))));
-    gin[0] = give(right_solve_rt(s, inner, r));
+    return right_solve_rt(s, inner, r);
+}
+
+FORMULA(qr) {
+    BEGIN;
+    const em_type *a = &c->node->in_types[0];
+    int64_t m = a->shape[a->ndim - 2], n = a->shape[a->ndim - 1];
+    if (c->node->attrs.full && m > n) {
+        scope_end(s);
+        return em_error(EM_ERR_NOT_IMPLEMENTED,
+                        "linalg.qr: the gradient of mode 'complete' with rows > columns is not defined (the "
+                        "extra columns of Q are arbitrary), as in PyTorch; use mode 'reduced'");
+    }
+    T q = c->out[0], r = c->out[1], gq = gout[0], gr = gout[1];
+    if (m >= n) {
+        gin[0] = give(qr_square_grad(s, q, r, gq, gr));
+        END;
+    }
+    int64_t col = a->ndim - 1;
+    T y = keep(s, em_slice(X, col, m, n, 1));
+    T u = keep(s, em_slice(r, col, 0, m, 1));
+    T gu = keep(s, em_slice(gr, col, 0, m, 1)), gv = keep(s, em_slice(gr, col, m, n, 1));
+    T gx = qr_square_grad(s, q, u, ADD(gq, mm(s, y, mT(s, gv))), gu);
+    T parts[2] = {gx, mm(s, q, gv)};
+    gin[0] = give(parts[0] && parts[1] ? keep(s, em_cat(parts, 2, col)) : keep(s, NULL));
     END;
 }
 
@@ -1094,6 +1126,10 @@ FORMULA(qr) {
 FORMULA(eigh) {
     BEGIN;
     T l = c->out[0], v = c->out[1], gl = gout[0], gv = gout[1];
+    if (c->absent & 2) { /* eigenvalues only (eigvalsh): V diag(gL) V^T, defined for repeated ones too */
+        gin[0] = give(mm(s, MUL(v, unsq(s, gl, -2)), mT(s, v)));
+        END;
+    }
     int64_t n = v->shape[v->ndim - 1];
     T x = mm(s, mT(s, v), gv);
     T skew = MUL(SUB(x, mT(s, x)), num(s, 0.5));
@@ -1103,19 +1139,26 @@ FORMULA(eigh) {
     END;
 }
 
-/* A = U diag(S) Vh (reduced; full only for square A) */
+/* A = U diag(S) Vh. As PyTorch's svd_backward: with no gradient for U or
+ * Vh (svdvals, the nuclear and spectral norms) the gradient is U diag(gS)
+ * Vh, which is defined for repeated singular values (the general formula
+ * divides by s_i^2 - s_j^2); full_matrices=True keeps the first k singular
+ * vectors, whose gradients are defined, and drops the rest's. */
 FORMULA(svd) {
     BEGIN;
     const em_type *a = &c->node->in_types[0];
     int64_t m = a->shape[a->ndim - 2], n = a->shape[a->ndim - 1], k = m < n ? m : n;
-    if (c->node->attrs.full && m != n) {
-        scope_end(s);
-        return em_error(EM_ERR_VALUE,
-                        "linalg.svd: the gradient of full_matrices=True is not defined for a %lld x %lld matrix "
-                        "(its extra singular vectors are arbitrary); use full_matrices=False",
-                        (long long)m, (long long)n);
-    }
     T u = c->out[0], sv = c->out[1], vh = c->out[2], gu = gout[0], gs = gout[1], gvh = gout[2];
+    if (c->node->attrs.full && m != n) {
+        u = keep(s, em_slice(u, u->ndim - 1, 0, k, 1));
+        gu = keep(s, em_slice(gu, gu->ndim - 1, 0, k, 1));
+        vh = keep(s, em_slice(vh, vh->ndim - 2, 0, k, 1));
+        gvh = keep(s, em_slice(gvh, gvh->ndim - 2, 0, k, 1));
+    }
+    if ((c->absent & 5) == 5) {
+        gin[0] = give(mm(s, MUL(u, unsq(s, gs, -2)), vh));
+        END;
+    }
     T v = mT(s, vh), gv = mT(s, gvh);
     T x = mm(s, mT(s, u), gu), y = mm(s, mT(s, v), gv);
     T uhgu = SUB(x, mT(s, x)), vhgv = SUB(y, mT(s, y));

@@ -66,6 +66,7 @@ typedef struct {
     em_tensor *const *in;  /* [n_in] saved inputs */
     em_tensor *const *out; /* [n_out] saved results */
     const bool *needs;     /* [n_in]: which inputs want a gradient */
+    unsigned absent;       /* bit j: result j got no gradient (gout[j] is zeros) */
 } em_bw_ctx;
 typedef em_status (*em_bw_fn)(const em_bw_ctx *c, em_tensor *const *gout, em_tensor **gin);
 

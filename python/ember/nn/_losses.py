@@ -99,7 +99,9 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
-    """x1 . x2 / max(|x1| |x2|, eps) along dim (inputs broadcast)."""
+    """x1 . x2 / max(|x1| |x2|, eps) along dim (inputs broadcast first, so a
+    size-1 dim of either is repeated before its norm is taken)."""
+    x1, x2 = _ops.broadcast_tensors(x1, x2)
     w12 = (x1 * x2).sum(dim)
     n1 = (x1 * x1).sum(dim)
     n2 = (x2 * x2).sum(dim)

@@ -24,7 +24,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     if c % num_groups:
         raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
                            f"shape {list(input.shape)} and num_groups={num_groups}")
-    g = input.reshape(n, num_groups, -1)
+    g = input.reshape(n, num_groups, input.numel() // (n * num_groups) if n else c // num_groups)
     mean = g.mean(-1, keepdim=True)
     var = g.var(-1, unbiased=False, keepdim=True)
     y = ((g - mean) / (var + eps).sqrt()).reshape(input.shape)

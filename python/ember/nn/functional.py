@@ -33,6 +33,10 @@ def relu6(input, inplace=False):
 def _hardtanh(input, min_val, max_val):
     # clamp's gradient passes at the bounds; PyTorch's hardtanh (and relu6)
     # stops it there: only strictly inside do the values flow through
+    if not input.is_floating_point():  # bounds take the tensor's type, as PyTorch's Scalars do
+        if input.dtype == _C.uint8 and (min_val < 0 or max_val < 0):
+            raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
+        min_val, max_val = int(min_val), int(max_val)
     inside = (input > min_val) & (input < max_val)
     return _ops.where(inside, input, input.detach().clamp(min_val, max_val))
 
@@ -195,7 +199,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     """Normalises each channel (dim 1) by the batch's statistics when
     training (updating the running ones), by the running ones otherwise."""
     if input.ndim < 2:
-        raise ValueError(f"batch_norm: expected 2D or more input (got {input.ndim}D input)")
+        raise RuntimeError(f"batch_norm: expected 2D or more input (got {input.ndim}D input)")
     dims = tuple(d for d in range(input.ndim) if d != 1)
     shape = [1, input.shape[1]] + [1] * (input.ndim - 2)
     if training:
