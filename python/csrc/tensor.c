@@ -453,11 +453,63 @@ static PyObject *m_reshape(PyObject *self, PyObject *args) {
     if (em_py_shape_args(args, "reshape", s, &n) < 0) return NULL;
     return em_py_wrap(em_reshape(T(self), s, n));
 }
+/* x.view(dtype): the same bytes read as another dtype, as PyTorch's: with
+ * a different element size the last dim (contiguous) is rescaled, and the
+ * other strides and the offset must divide evenly. A new tensor object on
+ * the same memory, without history (it is not differentiable). */
+static PyObject *view_as_dtype(em_tensor *x, em_dtype dt) {
+    int64_t a = (int64_t)em_dtype_size(x->dtype), b = (int64_t)em_dtype_size(dt);
+    const char *from = em_dtype_long_name(x->dtype), *to = em_dtype_long_name(dt);
+    int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS], off = x->offset;
+    int nd = x->ndim, last = nd - 1;
+    memcpy(shape, x->shape, sizeof shape);
+    memcpy(strides, x->strides, sizeof strides);
+    if (a != b) {
+        if (nd == 0)
+            return em_py_error(PyExc_RuntimeError, "self.dim() cannot be 0 to view %s as %s (different element sizes)",
+                               from, to);
+        if (strides[last] != 1)
+            return em_py_error(PyExc_RuntimeError,
+                               "self.stride(-1) must be 1 to view %s as %s (different element sizes), but got %lld",
+                               from, to, (long long)strides[last]);
+        if ((shape[last] * a) % b)
+            return em_py_error(PyExc_RuntimeError,
+                               "self.size(-1) must be divisible by %lld to view %s as %s (different element sizes), "
+                               "but got %lld",
+                               (long long)(b / a > 1 ? b / a : 1), from, to, (long long)shape[last]);
+        if ((off * a) % b)
+            return em_py_error(PyExc_RuntimeError,
+                               "self.storage_offset() must be divisible by %lld to view %s as %s (different "
+                               "element sizes), but got %lld",
+                               (long long)(b / a), from, to, (long long)off);
+        for (int d = 0; d < last; d++) {
+            if ((strides[d] * a) % b)
+                return em_py_error(PyExc_RuntimeError,
+                                   "self.stride(%d) must be divisible by %lld to view %s as %s (different element "
+                                   "sizes), but got %lld",
+                                   d, (long long)(b / a), from, to, (long long)strides[d]);
+            strides[d] = strides[d] * a / b;
+        }
+        shape[last] = shape[last] * a / b;
+        off = off * a / b;
+    }
+    em_tensor *r = em_tensor_from_storage(x->storage, dt, off, shape, strides, nd);
+    if (!r) return em_py_raise();
+    r->is_view = true;
+    /* (values a compiled graph could not follow: the trace stops here) */
+    em_note_event(EM_EVENT_MUTATION, "view(dtype), a reinterpretation of a tensor's bytes,", x);
+    return em_py_wrap(r);
+}
+
 static PyObject *m_view(PyObject *self, PyObject *args) {
     int64_t s[EM_MAX_DIMS];
     int n;
-    if (PyTuple_GET_SIZE(args) == 1 && Py_TYPE(PyTuple_GET_ITEM(args, 0)) == &em_py_dtype_type)
-        return em_py_error(PyExc_NotImplementedError, "view(dtype) is not implemented in ember yet");
+    if (PyTuple_GET_SIZE(args) == 1 && (Py_TYPE(PyTuple_GET_ITEM(args, 0)) == &em_py_dtype_type ||
+                                        PyType_Check(PyTuple_GET_ITEM(args, 0)))) {
+        em_dtype dt;
+        if (em_py_dtype_arg(PyTuple_GET_ITEM(args, 0), T(self)->dtype, &dt) < 0) return NULL;
+        return view_as_dtype(T(self), dt);
+    }
     if (em_py_shape_args(args, "view", s, &n) < 0) return NULL;
     return em_py_wrap(em_view(T(self), s, n));
 }
