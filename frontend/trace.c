@@ -631,6 +631,13 @@ static void write_memory(em_tracer *tr, struct mark *m, em_tensor *out, em_ir_va
  * captured tensor written this way gets a write-back. Writes the graph
  * could not model (into a view, or into memory another tensor of the trace
  * also sees) fail the trace. */
+/* Is t referenced only by views that name it as their base (tensor.h)? The
+ * user no longer holds it; its views keep it for autograd's sake. */
+static bool alive_only_as_a_base(const em_tensor *t) {
+    int64_t views = __atomic_load_n(&t->view_refs, __ATOMIC_ACQUIRE);
+    return views > 0 && __atomic_load_n(&t->refcount, __ATOMIC_ACQUIRE) == views;
+}
+
 static void on_inplace(void *ctx, em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                        em_tensor *out) {
     em_tracer *tr = ctx;
@@ -668,6 +675,9 @@ static void on_inplace(void *ctx, em_op op, em_tensor *const *in, int n_in, cons
     /* (autograd's saved results hold the memory too, but a write makes them
      * unusable rather than changes them: their value is the one saved) */
     int64_t holders = out->storage->refcount - __atomic_load_n(&out->storage->saved_refs, __ATOMIC_RELAXED);
+    /* (nor does a base that only its views keep alive: of one storage's
+     * tensors only the root can be that, and views name it) */
+    if (out->view_base && alive_only_as_a_base(out->view_base)) holders--;
     bool shared = source ? !is_source_itself || holds(tr->aliased, tr->n_aliased, out->storage)
                          : holders > 1; /* (views of an input are watched by marks) */
     /* (a view whose storage nothing else holds, such as a gradient the
@@ -961,6 +971,7 @@ static const em_tensor *first_escape(em_tracer *tr, em_tensor *const *outputs, i
     for (size_t i = 0; i < tr->born_cap; i++) {
         const em_tensor *t = tr->born[i];
         if (!t || t == TOMB || t->trace_gen != tr->gen) continue;
+        if (alive_only_as_a_base(t)) continue; /* (what keeps its views is what counts) */
         bool kept = false;
         for (int k = 0; k < n_out && !kept; k++) kept = outputs[k] == t;
         for (int k = 0; k < tr->n_slots && !kept; k++) kept = tr->slots[k].obj->grad == t;

@@ -135,7 +135,15 @@ static em_status run_kernel(em_op op, em_tensor *const *in, int n_in, const em_a
         return st;
     }
     if (info->flags & EM_F_VIEW)
-        for (int i = 0; i < n_out; i++) res[i]->is_view = true;
+        for (int i = 0; i < n_out; i++) {
+            res[i]->is_view = true;
+            em_tensor *base = in[0]->view_base ? in[0]->view_base : in[0];
+            if (res[i]->storage != base->storage || res[i] == base || res[i]->view_base) continue;
+            em_tensor_retain(base);
+            __atomic_add_fetch(&base->view_refs, 1, __ATOMIC_ACQ_REL);
+            res[i]->view_base = base;
+            res[i]->view_version = __atomic_load_n(&base->storage->version, __ATOMIC_RELAXED);
+        }
     memcpy(out, res, (size_t)n_out * sizeof *out);
     return EM_OK;
 }

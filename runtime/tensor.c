@@ -259,6 +259,10 @@ void em_tensor_release(em_tensor *t) {
         if (h && h->on_free) h->on_free(h->ctx, t);
     }
     em_node_release(t->grad_fn);
+    if (t->view_base) {
+        __atomic_sub_fetch(&t->view_base->view_refs, 1, __ATOMIC_ACQ_REL);
+        em_tensor_release(t->view_base);
+    }
     em_tensor_release(t->grad);
     em_grad_hooks_free(t->hooks);
     em_grad_hook_forget(t->retain_hook, t);

@@ -75,11 +75,21 @@ typedef struct em_tensor {
      * gradients flow to this tensor. grad_fn (owned): the node that made it,
      * NULL for a leaf; output_nr: which of that node's results it is. grad
      * (owned): a leaf's accumulated gradient. grad_acc (weak): the leaf's
-     * accumulation node while a graph uses it. is_view: made by a view op
-     * (in-place writes through such views are not differentiable yet). */
+     * accumulation node while a graph uses it. is_view: made by a view op. */
     bool requires_grad;
     bool is_view;
     int output_nr;
+    /* A view op's result (dispatch): the tensor whose memory it views (the
+     * root: a view of a view names the first one's base; owned), and the
+     * memory's version its grad_fn describes. A write into the memory
+     * through any other tensor leaves that grad_fn stale; autograd then
+     * rebuilds it from the base's history (engine.c, as PyTorch's views
+     * do), and a write through the view updates the base's history (its
+     * CopySlices). view_refs: how many views name this tensor as their
+     * base (atomic; a base alive only through them is not the user's). */
+    struct em_tensor *view_base;
+    uint64_t view_version;
+    int64_t view_refs;
     struct em_node *grad_fn;
     struct em_tensor *grad;
     struct em_node *grad_acc;

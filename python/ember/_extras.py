@@ -93,8 +93,15 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     return builtins.bool(isclose(input, other, rtol, atol, equal_nan).all())
 
 
+def equal(input, other):
+    """True when both have the same shape and the same elements (NaN is
+    equal to nothing, as in PyTorch)."""
+    return tuple(input.shape) == tuple(other.shape) and builtins.bool((input == other).all())
+
+
 _method(isclose)
 _method(allclose)
+_method(equal)
 
 
 # ---------------------------------------------------------------- fused arithmetic

@@ -173,9 +173,112 @@ void em_tensor_set_grad(em_tensor *t, em_tensor *g) {
     t->grad = g;
 }
 
+/* ---- views of memory written in place (PyTorch's CopySlices) ----
+ *
+ * A view's history is its base's, cut down to the view. When the memory
+ * is written through another tensor (the base, or another view of it),
+ * that history is stale: the view's values changed, its grad_fn did not.
+ * So a view remembers the memory's version its grad_fn describes, and one
+ * whose version is behind gets a new grad_fn, read from the base's current
+ * history: AS_STRIDED of the base (refresh_view). A write through a view
+ * gives the base a new history: AS_STRIDED_SCATTER of the base's old value
+ * and the written view's new one (copy_slices). Both nodes address the
+ * base's memory as flat positions, so the base must be contiguous. */
+
+static void attach(em_node *n, em_tensor *t, int output_nr);
+static em_status gradient_edge(em_tensor *t, em_edge *e);
+
+/* attrs addressing view v inside its contiguous base, as flat positions */
+static em_status view_geometry(const em_tensor *v, const char *what, em_attrs *a) {
+    const em_tensor *base = v->view_base;
+    if (!em_tensor_is_contiguous(base))
+        return em_error(EM_ERR_NOT_IMPLEMENTED,
+                        "%s: autograd through a view of a non-contiguous tensor whose memory was written in "
+                        "place is not supported by ember yet; call .contiguous() on the tensor before viewing it",
+                        what);
+    memset(a, 0, sizeof *a);
+    a->offset = v->offset - base->offset;
+    a->n_stride = v->ndim;
+    memcpy(a->stride, v->strides, sizeof a->stride);
+    a->n_shape = v->ndim;
+    memcpy(a->shape, v->shape, sizeof a->shape);
+    return EM_OK;
+}
+
+/* A node of op with one result of out's type over the given inputs'
+ * types, its edges to be filled in by the caller. */
+static em_node *memory_node(em_op op, const em_attrs *a, const em_tensor *base, const em_tensor *v, int n_in) {
+    em_node *n = node_new(op, n_in, 1);
+    if (!n) return NULL;
+    n->attrs = *a;
+    n->in_types[0] = em_tensor_type(base);
+    if (n_in > 1) n->in_types[1] = em_tensor_type(v);
+    n->out_types[0] = em_tensor_type(op == EM_OP_AS_STRIDED ? v : base);
+    return n;
+}
+
+/* v's grad_fn, read again from its base's history if the memory was
+ * written since v's grad_fn was made (see above). */
+static em_status refresh_view(em_tensor *v) {
+    em_tensor *base = v->view_base;
+    if (!base || grad_disabled) return EM_OK;
+    uint64_t now = __atomic_load_n(&v->storage->version, __ATOMIC_RELAXED);
+    if (v->view_version == now) return EM_OK;
+    if (!base->requires_grad) { /* nothing to read: the memory's history is none */
+        v->view_version = now;
+        return EM_OK;
+    }
+    em_attrs a;
+    em_status st = view_geometry(v, "a view", &a);
+    if (st != EM_OK) return st;
+    em_node *n = memory_node(EM_OP_AS_STRIDED, &a, base, v, 1);
+    if (!n) return em_last_status();
+    if ((st = gradient_edge(base, &n->next[0])) != EM_OK) {
+        em_node_release(n);
+        return st;
+    }
+    attach(n, v, 0);
+    em_node_release(n);
+    v->view_version = now;
+    return EM_OK;
+}
+
+/* After a write through view v recorded as node `written` (v's new value):
+ * the base's new history is its old value with v's part replaced, and v
+ * reads its own from there. */
+static em_status copy_slices(em_tensor *v, em_node *written) {
+    em_tensor *base = v->view_base;
+    em_attrs a;
+    em_status st = view_geometry(v, "a write into a view", &a);
+    if (st != EM_OK) return st;
+    em_node *scatter = memory_node(EM_OP_AS_STRIDED_SCATTER, &a, base, v, 2);
+    if (!scatter) return em_last_status();
+    if (base->requires_grad && (st = gradient_edge(base, &scatter->next[0])) != EM_OK) {
+        em_node_release(scatter);
+        return st;
+    }
+    em_node_retain(written);
+    scatter->next[1].node = written;
+    scatter->next[1].input_nr = 0;
+    attach(scatter, base, 0);
+    em_node_release(scatter);
+    em_node *read = memory_node(EM_OP_AS_STRIDED, &a, base, v, 1);
+    if (!read) return em_last_status();
+    if ((st = gradient_edge(base, &read->next[0])) != EM_OK) {
+        em_node_release(read);
+        return st;
+    }
+    attach(read, v, 0);
+    em_node_release(read);
+    v->view_version = __atomic_load_n(&v->storage->version, __ATOMIC_RELAXED);
+    return EM_OK;
+}
+
 /* The edge a gradient for t travels along: its grad_fn, or its leaf's
  * AccumulateGrad node (made on first use). */
 static em_status gradient_edge(em_tensor *t, em_edge *e) {
+    em_status st = refresh_view(t);
+    if (st != EM_OK) return st;
     if (t->grad_fn) {
         em_node_retain(t->grad_fn);
         e->node = t->grad_fn;
@@ -201,8 +304,13 @@ static em_status gradient_edge(em_tensor *t, em_edge *e) {
 
 bool em_autograd_wants(em_op op, em_tensor *const *in, int n_in) {
     if (grad_disabled || em_grad_rule_of(op)->kind == EM_GRAD_NONE) return false;
-    for (int i = 0; i < n_in; i++)
+    for (int i = 0; i < n_in; i++) {
+        /* (a stale view may have come to require grad: its memory was
+         * written with a value that does; a failure here is reported
+         * when the op is recorded) */
+        if (in[i] && in[i]->view_base) (void)refresh_view(in[i]);
         if (in[i] && in[i]->requires_grad) return true;
+    }
     return false;
 }
 
@@ -296,6 +404,8 @@ em_status em_autograd_record(em_op op, em_tensor *const *in, int n_in, const em_
 em_status em_autograd_inplace_begin(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                                     em_tensor *target, em_node **pending) {
     *pending = NULL;
+    em_status st = refresh_view(target);
+    if (st != EM_OK) return st;
     bool any = target->requires_grad;
     for (int i = 0; i < n_in; i++) any |= in[i]->requires_grad;
     if (grad_disabled || !any) return EM_OK;
@@ -305,11 +415,19 @@ em_status em_autograd_inplace_begin(em_op op, em_tensor *const *in, int n_in, co
                         "a leaf Variable that requires grad is being used in an in-place operation "
                         "(%s_); do it under ember.no_grad(), or on a clone",
                         name);
-    if (target->is_view)
+    if (target->is_view && !target->view_base)
         return em_error(EM_ERR_NOT_IMPLEMENTED,
-                        "%s_: in-place operations on a view of a tensor that requires grad are not "
-                        "supported by ember's autograd yet; use an out-of-place operation",
+                        "%s_: in-place operations on this view of a tensor that requires grad are not "
+                        "supported by ember's autograd (it is not a view op's result); use an out-of-place "
+                        "operation",
                         name);
+    if (target->view_base && target->view_base->requires_grad && !target->view_base->grad_fn)
+        return em_error(EM_ERR_RUNTIME,
+                        "a view of a leaf Variable that requires grad is being used in an in-place operation "
+                        "(%s_); do it under ember.no_grad(), or on a clone",
+                        name);
+    em_attrs geometry;
+    if (target->view_base && (st = view_geometry(target, name, &geometry)) != EM_OK) return st;
     if (em_grad_rule_of(op)->kind == EM_GRAD_NONE)
         return em_error(EM_ERR_RUNTIME, "%s_: the result is not differentiable, but the tensor it "
                                         "writes into requires grad", name);
@@ -320,7 +438,12 @@ em_status em_autograd_inplace_begin(em_op op, em_tensor *const *in, int n_in, co
 
 void em_autograd_inplace_end(em_node *pending, em_tensor *target) {
     if (!pending) return;
-    if (save_outputs(pending, &target) == EM_OK) attach(pending, target, 0);
+    if (save_outputs(pending, &target) == EM_OK) {
+        attach(pending, target, 0);
+        /* (a failure leaves the view's own node: its gradient then stops at
+         * the view, as it did before views were followed) */
+        if (target->view_base) (void)copy_slices(target, pending);
+    }
     em_node_release(pending);
 }
 

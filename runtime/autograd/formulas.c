@@ -1183,6 +1183,68 @@ FORMULA(svd) {
     END;
 }
 
+/* ---- flat memory: a view's history read from, and written into, its base
+ * (engine.c's stale views and writes through views) ---- */
+
+/* The flat positions, in its base's contiguous memory, of the elements of a
+ * view of shape `ty` (strides and offset in a): int64, of that shape. */
+static T flat_positions(scope *s, const em_type *ty, const em_attrs *a) {
+    T pos = keep(s, em_full_i64(NULL, 0, a->offset, EM_DTYPE_I64));
+    for (int d = 0; d < ty->ndim; d++) {
+        int64_t rs[EM_MAX_DIMS];
+        for (int k = 0; k < ty->ndim; k++) rs[k] = k == d ? ty->shape[d] : 1;
+        T r = keep(s, em_arange(0, (double)ty->shape[d], 1, EM_DTYPE_I64));
+        T step = keep(s, em_full_i64(NULL, 0, a->stride[d], EM_DTYPE_I64));
+        r = MUL(r, step);
+        r = r ? keep(s, em_reshape(r, rs, ty->ndim)) : keep(s, NULL);
+        pos = ADD(pos, r);
+    }
+    int64_t all = -1;
+    return pos ? keep(s, em_reshape(pos, &all, 1)) : keep(s, NULL);
+}
+
+static T flat(scope *s, T t) {
+    int64_t all = -1;
+    return t ? keep(s, em_reshape(t, &all, 1)) : keep(s, NULL);
+}
+
+static T shaped_as(scope *s, T t, const em_type *ty) {
+    return t ? keep(s, em_reshape(t, ty->shape, ty->ndim)) : keep(s, NULL);
+}
+
+/* y = the view of x's memory: gx = g added at the view's positions (summed
+ * where a view repeats an element, as an expand does) */
+FORMULA(as_strided) {
+    BEGIN;
+    const em_type *xt = &c->node->in_types[0], *vt = &c->node->out_types[0];
+    int64_t n = em_shape_numel(xt->shape, xt->ndim), zero = 0;
+    T idx = flat_positions(s, vt, &c->node->attrs);
+    T z = keep(s, em_zeros(&n, 1, g->dtype));
+    T gf = idx && z ? keep(s, em_index_put(z, &idx, &zero, 1, flat(s, g), true)) : keep(s, NULL);
+    gin[0] = give(shaped_as(s, gf, xt));
+    END;
+}
+
+/* y = x's memory with the view replaced by src: gx = g with the view's
+ * positions zeroed, gsrc = g at them */
+FORMULA(as_strided_scatter) {
+    BEGIN;
+    const em_type *xt = &c->node->in_types[0], *vt = &c->node->in_types[1];
+    int64_t zero = 0;
+    T idx = flat_positions(s, vt, &c->node->attrs);
+    T gf = flat(s, g);
+    if (NEEDS(0)) {
+        T z = keep(s, em_zeros(NULL, 0, g->dtype));
+        T cut = idx && gf && z ? keep(s, em_index_put(gf, &idx, &zero, 1, z, false)) : keep(s, NULL);
+        gin[0] = give(shaped_as(s, cut, xt));
+    }
+    if (NEEDS(1)) {
+        T picked = idx && gf ? keep(s, em_index(gf, &idx, &zero, 1)) : keep(s, NULL);
+        gin[1] = give(shaped_as(s, picked, vt));
+    }
+    END;
+}
+
 #define RULE_NONE(n) {EM_GRAD_NONE, NULL}
 #define RULE_ZERO(n) {EM_GRAD_ZERO, NULL}
 #define RULE_NOSAVE(n) {EM_GRAD_NOSAVE, bw_##n}

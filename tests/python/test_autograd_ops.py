@@ -194,6 +194,8 @@ CASES = [
      [P((3, 4)), C([[0, 1], [3, 2], [2, 0]]), P((3, 2), seed=1)]),
     ("scatter", lambda m, x, i, s: x.scatter_add(0, i, s),
      [P((3, 4)), C([[0, 1, 2, 0], [2, 2, 1, 0]]), P((2, 4), seed=1)]),
+    ("as_strided_scatter", lambda m, x: _write_through_a_view(x), [P((3, 4))]),
+    ("as_strided", lambda m, x: _read_a_stale_view(x), [P((3, 4))]),
     ("index", lambda m, x: x[[0, 2, 2]], [P((3, 4))]),
     ("index", lambda m, x, i: x[:, i], [P((3, 4)), C([[0, 1], [3, 3]])]),
     ("masked_select", lambda m, x: x[x > 0.3], [P((3, 4), avoid=[0.3])]),
@@ -246,6 +248,23 @@ CASES = [
      [P((2, 4), seed=1)]),
     ("svd", lambda m, a: m.linalg.svdvals(a), [P((3, 3), seed=2)]),
 ]
+
+
+def _write_through_a_view(x):
+    """h's column written through a view of its transpose: h's history is
+    the memory's old value with the column replaced (PyTorch's CopySlices)."""
+    h = x * 1
+    h.t()[1].mul_(x[:, 2] * 1)
+    return h * h
+
+
+def _read_a_stale_view(x):
+    """A view taken before its base was written in place reads its history
+    again from the base's (PyTorch's view regeneration)."""
+    h = x * 1
+    v = h[1:, ::2]
+    h.mul_(x)
+    return v * v
 
 
 def _node_names(out):

@@ -429,3 +429,42 @@ def test_in_place_ops_differentiated_through_their_result_match_eager(name):
         np.testing.assert_allclose(wc.grad.numpy(), we.grad.numpy(), rtol=1e-5, atol=1e-6)
     stats = cf._stats()
     assert stats["eager_calls"] == 0 and stats["compiled_calls"] >= 2, stats["fallbacks"]
+
+
+# Writes through views of tensors in the autograd graph (PyTorch's
+# CopySlices), and views read after their memory changed: compiled as eager.
+VIEW_GRAD_WRITES = {
+    "row scaled": lambda h, w: h[1].mul_(3),
+    "column of a transpose": lambda h, w: h.t()[2].add_(w[0, :3]),
+    "activation on a row": lambda h, w: h[2].sigmoid_(),
+    "narrow copied into": lambda h, w: h.narrow(1, 1, 2).copy_(w[:3, :2] * 5),
+    "base written, earlier view read": lambda h, w: h.mul_(2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VIEW_GRAD_WRITES))
+def test_writes_through_views_in_a_training_step_compile_as_eager(name):
+    write = VIEW_GRAD_WRITES[name]
+
+    def step(w, x):
+        h = x @ w
+        early = h[1]
+        write(h, w)
+        loss = (h * h).sum() + (early * 3.0).sum()
+        loss.backward()
+        return loss.detach()
+
+    def make():
+        ember.manual_seed(0)
+        return (ember.randn(4, 4) * 0.5).requires_grad_(), ember.randn(3, 4)
+
+    we, xe = make()
+    wc, xc = make()
+    cf = ember.compile(step)
+    for _ in range(3):
+        we.grad = wc.grad = None
+        le, lc = step(we, xe), cf(wc, xc)
+        np.testing.assert_allclose(lc.numpy(), le.numpy(), rtol=1e-5)
+        np.testing.assert_allclose(wc.grad.numpy(), we.grad.numpy(), rtol=1e-5, atol=1e-6)
+    stats = cf._stats()
+    assert stats["eager_calls"] == 0 and stats["compiled_calls"] >= 2, stats["fallbacks"]

@@ -589,20 +589,37 @@ def test_freed_blocks_are_reused_from_the_cache(numel):
 
 
 # ====================================================================================
-# Not implemented yet: NotImplementedError naming the feature
+# view(dtype): the same bytes read as another dtype
 # ====================================================================================
 
-NOT_IMPLEMENTED = [
-    ("x.view(dtype)", lambda x: x.view(ember.int64), "view"),
-]
+@pytest.mark.parametrize("src,dst", [("float32", "int32"), ("float32", "int16"), ("float32", "uint8"),
+                                     ("int16", "float32"), ("float64", "int64"), ("bfloat16", "int16"),
+                                     ("uint8", "float64"), ("bool", "uint8")])
+def test_view_as_dtype_matches_pytorch(src, dst):
+    torch = pytest.importorskip("torch")
+    a = np.arange(48).reshape(3, 16)
+
+    def run(m):
+        x = m.tensor(a).to(getattr(m, src))
+        v = x[1:].view(getattr(m, dst))
+        shared = v.view(getattr(m, src))
+        return v.float().tolist() if dst == "bfloat16" else v.tolist(), tuple(v.shape), shared.equal(x[1:])
+
+    assert run(ember) == run(torch)
 
 
-@pytest.mark.parametrize("name,fn,words", NOT_IMPLEMENTED, ids=[c[0] for c in NOT_IMPLEMENTED])
-def test_not_implemented_features(name, fn, words):
-    x = ember.tensor([1.0, 2.0])
-    with pytest.raises(NotImplementedError, match=words):
-        fn(x)
-    assert_close(x, np.array([1.0, 2.0], np.float32))  # unchanged
+def test_view_as_dtype_shares_memory_and_refuses_misfits_as_pytorch():
+    x = ember.zeros(2, 4)
+    v = x.view(ember.int32)
+    v[0, 1] = 1065353216  # the bits of 1.0f
+    assert x[0, 1].item() == 1.0
+    with pytest.raises(RuntimeError, match=r"self.size\(-1\) must be divisible by 2"):
+        ember.zeros(3).view(ember.float64)
+    with pytest.raises(RuntimeError, match=r"self.stride\(-1\) must be 1"):
+        ember.zeros(4, 4).t().view(ember.int16)
+    with pytest.raises(RuntimeError, match=r"self.dim\(\) cannot be 0"):
+        ember.zeros(()).view(ember.int16)
+    assert ember.zeros(()).view(ember.int32).shape == ()
 
 
 def test_tensors_hash_by_identity():
