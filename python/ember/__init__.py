@@ -71,3 +71,4 @@ from . import utils  # noqa: E402,F401
 from . import aot  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
 from . import distributed  # noqa: E402,F401
+from . import backends, distributions, multiprocessing, onnx  # noqa: E402,F401
