@@ -639,6 +639,13 @@ static em_arg grad_mode_arg(void) {
     g.kind = EM_ARG_BOOL;
     g.name = "(grad mode)";
     g.i = em_grad_enabled();
+    /* autocast is one more: a graph traced under it holds its casts (2 +
+     * the dtype, so the value never equals grad mode's own 0 or 1) */
+    int autocast = em_autocast_dtype();
+    if (autocast >= 0) {
+        g.name = "(grad mode, autocast)";
+        g.i += 2 * (autocast + 1);
+    }
     return g;
 }
 

@@ -148,8 +148,82 @@ static em_status run_kernel(em_op op, em_tensor *const *in, int n_in, const em_a
     return EM_OK;
 }
 
+/* ---- autocast (ember.autocast, as PyTorch's CPU autocast) ----
+ *
+ * While it is on, the ops PyTorch's CPU autocast runs in lower precision
+ * (matmuls and convolutions) cast their float32 (and float16) operands to
+ * its dtype first, as ops of their own: autograd differentiates through
+ * the casts (a gradient comes back in its input's dtype) and a tracer
+ * records them. Outermost ops only, as autograd records them. */
+static _Thread_local int autocast_dtype = -1;
+
+int em_autocast_dtype(void) { return autocast_dtype; }
+
+int em_set_autocast_dtype(int dtype) {
+    int old = autocast_dtype;
+    autocast_dtype = dtype;
+    return old;
+}
+
+static bool autocast_lowers(em_op op) {
+    return op == EM_OP_MATMUL || op == EM_OP_CONV || op == EM_OP_CONV_TRANSPOSE;
+}
+
+static em_status op_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out,
+                        int n_out);
+
 em_status em_op_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                     em_tensor **out, int n_out) {
+    if (autocast_dtype < 0 || op_depth != 0 || !autocast_lowers(op) || n_in > MAX_IO)
+        return op_run(op, in, n_in, attrs, out, n_out);
+    em_dtype low = (em_dtype)autocast_dtype;
+    /* convolutions have no half-precision kernels: they take their operands
+     * rounded to the low dtype and computed in float32 (accumulating in
+     * float32, as oneDNN's bfloat16 convolutions do), and their result
+     * rounded to it */
+    bool widen = op != EM_OP_MATMUL;
+    em_tensor *cast[MAX_IO] = {NULL}, *round[MAX_IO] = {NULL};
+    em_tensor *use[MAX_IO];
+    em_status st = EM_OK;
+    for (int i = 0; i < n_in && st == EM_OK; i++) {
+        use[i] = in[i];
+        if (!in[i] || !(in[i]->dtype == EM_DTYPE_F32 || in[i]->dtype == EM_DTYPE_F16 || in[i]->dtype == low)) continue;
+        if (in[i]->dtype != low) {
+            if (!(cast[i] = em_cast(in[i], low))) {
+                st = em_last_status();
+                break;
+            }
+            use[i] = cast[i];
+        }
+        if (widen) {
+            if (!(round[i] = em_cast(use[i], EM_DTYPE_F32)))
+                st = em_last_status();
+            else
+                use[i] = round[i];
+        }
+    }
+    if (st == EM_OK) st = op_run(op, use, n_in, attrs, out, n_out);
+    for (int j = 0; widen && st == EM_OK && j < n_out; j++) {
+        em_tensor *r = em_cast(out[j], low);
+        em_tensor_release(out[j]);
+        out[j] = r;
+        if (!r) { /* (on failure the results are untouched: none) */
+            st = em_last_status();
+            for (int k = 0; k < n_out; k++) {
+                if (k != j) em_tensor_release(out[k]);
+                out[k] = NULL;
+            }
+        }
+    }
+    for (int i = 0; i < n_in; i++) {
+        em_tensor_release(cast[i]);
+        em_tensor_release(round[i]);
+    }
+    return st;
+}
+
+static em_status op_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out,
+                        int n_out) {
     if (n_in > MAX_IO || n_out > MAX_IO)
         return em_error(EM_ERR_VALUE, "%s: at most %d operands, got %d", em_op_name(op), MAX_IO,
                         n_in);

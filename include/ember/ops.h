@@ -296,6 +296,10 @@ static inline const char *em_op_name(em_op op) { return em_op_get(op)->name; }
 bool em_op_from_name(const char *name, size_t len, em_op *out);
 const char *em_attr_name(int bit);
 
+/* Autocast, per thread: the dtype matmuls and convolutions cast their
+ * float32 operands to, or -1 when off (the previous value is returned). */
+int em_autocast_dtype(void);
+int em_set_autocast_dtype(int dtype);
 /* Runs `op` eagerly: infers result types, allocates results, runs the
  * kernel, and reports the call to the trace hook. On success out[0..n_out)
  * hold new references; on failure they are untouched. */

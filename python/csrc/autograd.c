@@ -318,6 +318,33 @@ static PyObject *f_set_grad_enabled(PyObject *self, PyObject *arg) {
     return PyBool_FromLong(em_set_grad_enabled(on));
 }
 
+/* _set_autocast(dtype or None) -> the previous one (a dtype or None) */
+static PyObject *f_set_autocast(PyObject *self, PyObject *arg) {
+    (void)self;
+    int want = -1;
+    if (arg != Py_None) {
+        em_dtype dt;
+        if (em_py_dtype_arg(arg, EM_DTYPE_BF16, &dt) < 0) return NULL;
+        want = (int)dt;
+    }
+    int old = em_set_autocast_dtype(want);
+    if (old < 0) Py_RETURN_NONE;
+    PyObject *d = em_py_dtype_object((em_dtype)old);
+    Py_INCREF(d);
+    return d;
+}
+
+/* _autocast_dtype() -> autocast's dtype, or None when it is off */
+static PyObject *f_autocast_dtype(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    int dt = em_autocast_dtype();
+    if (dt < 0) Py_RETURN_NONE;
+    PyObject *d = em_py_dtype_object((em_dtype)dt);
+    Py_INCREF(d);
+    return d;
+}
+
 static PyObject *f_node_live_count(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
@@ -581,6 +608,8 @@ static PyMethodDef autograd_methods[] = {
     {"_grad", f_grad, METH_VARARGS, "_grad(outputs, grad_outputs, inputs, retain_graph, create_graph, allow_unused)"},
     {"is_grad_enabled", f_is_grad_enabled, METH_NOARGS, "is grad mode on (in this thread)?"},
     {"_set_grad_enabled", f_set_grad_enabled, METH_O, "sets grad mode; returns the previous one"},
+    {"_autocast_dtype", f_autocast_dtype, METH_NOARGS, "autocast's dtype, or None when off"},
+    {"_set_autocast", f_set_autocast, METH_O, "_set_autocast(dtype or None): autocast's dtype; the previous"},
     {"_node_live_count", f_node_live_count, METH_NOARGS, "live autograd nodes (leak tests)"},
     {"_make_subclass", f_make_subclass, METH_VARARGS, "_make_subclass(cls, data, requires_grad)"},
     {"_register_hook", f_register_hook, METH_VARARGS, "_register_hook(t, fn): fn(grad) on t's gradient"},

@@ -2,6 +2,8 @@
 function into an SSA graph, fuses it and JIT-compiles the fused kernels."""
 
 import os as _os
+import sys as _sys
+import types as _types
 import pkgutil as _pkgutil
 
 # The compiled extension may live in a build tree (<build>/python/ember/_C*.so)
@@ -72,3 +74,8 @@ from . import aot  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
 from . import distributed  # noqa: E402,F401
 from . import backends, distributions, multiprocessing, onnx  # noqa: E402,F401
+from . import amp  # noqa: E402
+from .amp import autocast, get_autocast_cpu_dtype, is_autocast_cpu_enabled, is_autocast_enabled  # noqa: E402,F401
+cuda.amp = amp.cuda_amp
+cpu = _sys.modules["ember.cpu"] = _types.ModuleType("ember.cpu", "torch.cpu: its amp (CPU autocast).")
+cpu.amp = amp.cpu_amp

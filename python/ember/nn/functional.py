@@ -117,6 +117,8 @@ def linear(input, weight, bias=None):
             f"{weight.shape[-1]}x{weight.shape[0]}): input {list(input.shape)}, weight "
             f"{list(weight.shape)}")
     out = _C.matmul(input, weight.t())
+    if bias is not None and bias.dtype != out.dtype and out.dtype == _C._autocast_dtype():
+        bias = bias.to(out.dtype)  # (autocast: linear is one op in lower precision, its bias included)
     return out if bias is None else out + bias
 
 
