@@ -75,6 +75,8 @@ from . import cuda  # noqa: E402,F401
 from . import distributed  # noqa: E402,F401
 from . import backends, distributions, multiprocessing, onnx  # noqa: E402,F401
 from . import amp  # noqa: E402
+from ._memory_format import (channels_last, channels_last_3d, contiguous_format, memory_format,  # noqa: E402,F401
+                             preserve_format)
 from .amp import autocast, get_autocast_cpu_dtype, is_autocast_cpu_enabled, is_autocast_enabled  # noqa: E402,F401
 cuda.amp = amp.cuda_amp
 cpu = _sys.modules["ember.cpu"] = _types.ModuleType("ember.cpu", "torch.cpu: its amp (CPU autocast).")

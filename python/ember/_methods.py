@@ -156,11 +156,45 @@ for _meth, _dt in [("half", "float16"), ("bfloat16", "bfloat16"), ("int", "int32
 
 
 def _clone(self, *, memory_format=None):
-    """A contiguous copy with its own memory."""
-    return self.to(self.dtype, copy=True)
+    """A copy with its own memory: row-major, or in memory_format (the
+    default, preserve_format, keeps a channels-last layout)."""
+    copy = _C._TensorBase.to(self, self.dtype, copy=True)
+    if memory_format is None and self.ndim not in (4, 5):  # (the common case, kept cheap)
+        return copy
+    from . import _memory_format as mf
+    fmt = mf.suggest(self) if memory_format in (None, mf.preserve_format) else memory_format
+    return copy if fmt is mf.contiguous_format else mf.to_format(copy, fmt, "clone")
 
 
 Tensor.clone = _clone
+
+
+def _contiguous(self, memory_format=None):
+    """The tensor itself if laid out so (row-major by default), else a copy."""
+    if memory_format is None:
+        return _C._TensorBase.contiguous(self)
+    from . import _memory_format as mf
+    return mf.to_format(self, memory_format, "contiguous")
+
+
+def _is_contiguous(self, memory_format=None):
+    if memory_format is None:
+        return _C._TensorBase.is_contiguous(self)
+    from . import _memory_format as mf
+    return mf.is_contiguous_as(self, memory_format)
+
+
+def _to(self, *args, memory_format=None, **kwargs):
+    out = _C._TensorBase.to(self, *args, **kwargs)
+    if memory_format is None:
+        return out
+    from . import _memory_format as mf
+    return mf.to_format(out, memory_format, "to")
+
+
+Tensor.contiguous = _contiguous
+Tensor.is_contiguous = _is_contiguous
+Tensor.to = _to
 Tensor.cpu = lambda self: self
 
 

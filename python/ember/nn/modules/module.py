@@ -298,6 +298,7 @@ class Module:
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
+        memory_format = kwargs.pop("memory_format", None)
         if kwargs:
             raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
         for a in args:
@@ -315,6 +316,14 @@ class Module:
         if dtype is not None and not dtype.is_floating_point:
             raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got desired "
                             f"dtype={dtype}")
+        if memory_format is not None:
+            # Accepted, and the parameters stay row-major: ember's
+            # convolutions take either layout, its optimizers update
+            # parameters as flat memory laid out as their gradients are
+            # (row-major), and the values are the same (the input batch may
+            # be channels-last all the same).
+            from ..._memory_format import _check
+            _check(memory_format, "Module.to")
         if dtype is None:
             return self
         return self._apply(lambda t: t.to(dtype) if t.dtype.is_floating_point else t)
