@@ -73,7 +73,9 @@ from . import utils  # noqa: E402,F401
 from . import aot  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
 from . import distributed  # noqa: E402,F401
-from . import backends, distributions, multiprocessing, onnx  # noqa: E402,F401
+from . import backends, distributions, multiprocessing, onnx, special  # noqa: E402,F401
+from .special import logit, sinc, xlogy  # noqa: E402,F401
+Tensor.logit, Tensor.sinc, Tensor.xlogy = special.logit, special.sinc, special.xlogy
 from . import amp  # noqa: E402
 from ._memory_format import (channels_last, channels_last_3d, contiguous_format, memory_format,  # noqa: E402,F401
                              preserve_format)
