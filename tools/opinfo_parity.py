@@ -118,14 +118,13 @@ def resolve(op):
     if op.op is getattr(torch.Tensor, name, None):  # a method only (Tensor.unfold is not F.unfold)
         method = getattr(ember.Tensor, name, None)
         return None if method is None else (lambda x, *a, **k: method(x, *a, **k))
-    for root in (ember, ember.nn.functional, ember.linalg, ember.special):
-        obj = root
-        for part in name.split("."):
-            obj = getattr(obj, part, None)
-            if obj is None:
-                break
-        if obj is not None and callable(obj):
-            return obj
+    obj = ember  # (each name where PyTorch has it: torch.svd is not torch.linalg.svd)
+    for part in name.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            break
+    if obj is not None and callable(obj):
+        return obj
     method = getattr(ember.Tensor, name.split(".")[-1], None)
     if method is not None and op.method_variant is not None and "." not in name:
         return lambda x, *a, **k: method(x, *a, **k)

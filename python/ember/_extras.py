@@ -5,6 +5,7 @@ normal. Each follows PyTorch's definition, so it traces and differentiates
 as the ops it is made of."""
 
 import builtins
+import collections
 import numbers
 
 import numpy as _np
@@ -385,3 +386,24 @@ def diag(input, diagonal=0):
 for _fn in (swapaxes, swapdims, moveaxis, ravel, clamp_min, clamp_max, positive, deg2rad, rad2deg, nansum, nanmean,
             count_nonzero, trace, diag):
     _method(_fn)
+
+
+# ---------------------------------------------------------------- torch.svd
+
+_svd_result = collections.namedtuple("svd", ["U", "S", "V"])
+
+
+def svd(input, some=True, compute_uv=True):
+    """torch.svd: (U, S, V) with input = U diag(S) V^T (V, not linalg.svd's
+    Vh); some=False gives the full U and V; compute_uv=False gives zeros
+    for U and V, as PyTorch's."""
+    from . import linalg
+    U, S, Vh = linalg.svd(input, full_matrices=not some)
+    V = Vh.transpose(-2, -1)
+    if not compute_uv:
+        m, n, batch = input.shape[-2], input.shape[-1], tuple(input.shape[:-2])
+        U, V = S.new_zeros(batch + (m, m)), S.new_zeros(batch + (n, n))  # (full sizes, as PyTorch's)
+    return _svd_result(U, S, V)
+
+
+_method(svd)

@@ -153,8 +153,12 @@ def svdvals(A, *, driver=None):
 def lstsq(A, B, rcond=None, *, driver=None):
     """The least-squares solution X of A X = B (minimum norm where A is rank
     deficient), as (solution, residuals, rank, singular_values), as
-    PyTorch's 'gelsd' driver gives them but for singular_values (empty):
-    residuals the squared residual norms when A is tall and of full rank."""
+    PyTorch's CPU drivers give them but for singular_values (empty):
+    residuals, with the drivers that compute them ('gelsd', 'gelss',
+    'gels'), the squared residual norms when A is tall and of full rank;
+    with the default, 'gelsy', empty, as PyTorch's."""
+    if driver not in (None, "gelsy", "gelsd", "gelss", "gels"):
+        raise RuntimeError(f"parameter `driver` should be one of (gels, gelsy, gelsd, gelss), got {driver!r}")
     vector = B.ndim == A.ndim - 1
     A, B = _common(A, B.unsqueeze(-1) if vector else B, "lstsq")
     m, n = A.shape[-2], A.shape[-1]
@@ -164,10 +168,13 @@ def lstsq(A, B, rcond=None, *, driver=None):
     else:
         X, rank = _op("lstsq", [A, B])
     residuals = X.new_empty((0,))
-    if m > n and n > 0 and bool((rank == n).all()):
+    if driver in ("gelsd", "gelss", "gels") and m > n and n > 0 and bool((rank == n).all()):
         residuals = ((A @ X - B) ** 2).sum(-2)
     X = X.squeeze(-1) if vector else X
-    return lstsq_result(X, residuals, rank, X.new_empty((0,)))
+    if driver == "gels":  # (QR, no rank: PyTorch's gels gives an empty one)
+        rank = rank.new_empty((0,))
+    singular = svdvals(A) if driver in ("gelsd", "gelss") else X.new_empty((0,))
+    return lstsq_result(X, residuals, rank, singular)
 
 
 # ---------------------------------------------------------------- compositions
@@ -329,8 +336,9 @@ def matrix_power(A, n):
         raise RuntimeError(f"linalg.matrix_power: A must be batches of square matrices, got {tuple(A.shape)}")
     if n < 0:
         A, n = inv(A), -n
-    if n == 0:
-        return eye(A.shape[-1], dtype=A.dtype).expand(*A.shape).clone()
+    if n == 0:  # (with A's history, as PyTorch's: a zero gradient rather than none)
+        identity = eye(A.shape[-1], dtype=A.dtype).expand(*A.shape)
+        return _ops.where(identity == identity, identity, A) if A.requires_grad else identity.clone()
     result, base = None, A
     while n:
         if n & 1:

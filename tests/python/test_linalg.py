@@ -99,12 +99,15 @@ def test_solves(dtype):
     for shape in ((6, 3), (3, 6), (2, 5, 5)):
         M, tM = mat(shape, dtype, seed=4)
         R, tR = mat(shape[:-1] + (2,), dtype, seed=5)
-        got, want = ember.linalg.lstsq(M, R), torch.linalg.lstsq(tM, tR, driver="gelsd")
+        got, want = ember.linalg.lstsq(M, R, driver="gelsd"), torch.linalg.lstsq(tM, tR, driver="gelsd")
         close(got.solution, want.solution, dtype, rtol=1e-3 if dtype == "float32" else 1e-8)
         assert got.rank.tolist() == want.rank.tolist()
         if shape[0] > shape[1]:
             close(got.residuals, ((tM @ want.solution - tR) ** 2).sum(-2), dtype, rtol=1e-3 if dtype == "float32"
                   else 1e-8)
+        default = ember.linalg.lstsq(M, R)  # ('gelsy': no residuals, as PyTorch's default on the CPU)
+        assert tuple(default.residuals.shape) == tuple(torch.linalg.lstsq(tM, tR).residuals.shape) == (0,)
+        close(default.solution, want.solution, dtype, rtol=1e-3 if dtype == "float32" else 1e-8)
 
 
 def test_int_inputs_promote_in_solve_and_are_refused_alone():

@@ -206,3 +206,23 @@ def test_index_put_with_a_bool_mask():
           arr("bool", (3,)))
     with pytest.raises(IndexError, match=r"shape of the mask \[2\] at index 0 does not match"):
         ember.zeros(3).index_put((ember.tensor([True, False]),), ember.tensor(1.0))
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"some": False}, {"compute_uv": False}, {"some": False, "compute_uv": False}])
+@pytest.mark.parametrize("shape", [(3, 2), (2, 4), (2, 3, 3)])
+def test_torch_svd_returns_v_not_vh(shape, kwargs):
+    """torch.svd (not linalg.svd): V, some and compute_uv, as PyTorch's
+    (V's signs compared through |V|: PyTorch leaves them unspecified)."""
+    a = np.random.default_rng(0).standard_normal(shape)
+    check(lambda m, x: [t.abs() for t in m.svd(x, **kwargs)], _Fixed(a))
+    U, S, V = ember.svd(ember.tensor(a))
+    np.testing.assert_allclose(((U * S.unsqueeze(-2)) @ V.transpose(-2, -1)).numpy(), a, atol=1e-12)
+
+
+def test_lstsq_drivers_give_what_pytorchs_give():
+    a, b = np.random.default_rng(0).standard_normal((5, 3)), np.random.default_rng(1).standard_normal((5, 2))
+    for driver in (None, "gelsy", "gelsd", "gelss", "gels"):
+        check(lambda m, x, y: [t.shape for t in m.linalg.lstsq(x, y, driver=driver)[1:]] +
+              [m.linalg.lstsq(x, y, driver=driver).solution], _Fixed(a), _Fixed(b))
+    with pytest.raises(RuntimeError, match="parameter `driver` should be one of"):
+        ember.linalg.lstsq(ember.tensor(a), ember.tensor(b), driver="nope")
