@@ -183,10 +183,10 @@ em_status em_op_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *at
      * rounded to it */
     bool widen = op != EM_OP_MATMUL;
     em_tensor *cast[MAX_IO] = {NULL}, *round[MAX_IO] = {NULL};
-    em_tensor *use[MAX_IO];
+    em_tensor *use[MAX_IO] = {NULL};
     em_status st = EM_OK;
+    for (int i = 0; i < n_in; i++) use[i] = in[i];
     for (int i = 0; i < n_in && st == EM_OK; i++) {
-        use[i] = in[i];
         if (!in[i] || !(in[i]->dtype == EM_DTYPE_F32 || in[i]->dtype == EM_DTYPE_F16 || in[i]->dtype == low)) continue;
         if (in[i]->dtype != low) {
             if (!(cast[i] = em_cast(in[i], low))) {
