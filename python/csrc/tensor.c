@@ -394,7 +394,24 @@ UNARY_METHOD(log, em_log)
 UNARY_METHOD(tanh, em_tanh)
 UNARY_METHOD(sigmoid, em_sigmoid)
 UNARY_METHOD(relu, em_relu)
-UNARY_METHOD(contiguous, em_contiguous)
+/* fn(self, memory_format, op) of ember._memory_format: the channels-last
+ * layouts, which only calls that name a memory format reach */
+static PyObject *memory_format_call(const char *fn, PyObject *self, PyObject *fmt, const char *op) {
+    PyObject *mod = PyImport_ImportModule("ember._memory_format");
+    if (!mod) return NULL;
+    PyObject *r = PyObject_CallMethod(mod, fn, "OOs", self, fmt, op);
+    Py_DECREF(mod);
+    return r;
+}
+
+/* contiguous(memory_format=None), is_contiguous(memory_format=None) */
+static PyObject *m_contiguous(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *kw[] = {"memory_format", NULL};
+    PyObject *fmt = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:contiguous", kw, &fmt)) return NULL;
+    if (fmt != Py_None) return memory_format_call("to_format", self, fmt, "contiguous");
+    return em_py_wrap(em_contiguous(T(self)));
+}
 
 /* Methods take a tensor or a number; anything else is a TypeError (the
  * operators instead return NotImplemented, so Python can try the other side). */
@@ -550,11 +567,13 @@ static PyObject *cast_to(PyObject *self, em_dtype dt) {
  * followed by non_blocking and copy (positional or keyword), and
  * to(dtype=..., device=...). */
 static PyObject *m_to(PyObject *self, PyObject *args, PyObject *kwargs) {
-    static char *kw[] = {"arg0", "arg1", "arg2", "arg3", "dtype", "device", "non_blocking", "copy", NULL};
+    static char *kw[] = {"arg0", "arg1", "arg2", "arg3", "dtype", "device", "non_blocking", "copy", "memory_format",
+                         NULL};
     PyObject *pos[4] = {Py_None, Py_None, Py_None, Py_None}, *dtype = Py_None, *device = Py_None;
+    PyObject *fmt = Py_None;
     int non_blocking = 0, copy = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOOO$OOpp:to", kw, &pos[0], &pos[1], &pos[2], &pos[3], &dtype,
-                                     &device, &non_blocking, &copy))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOOO$OOppO:to", kw, &pos[0], &pos[1], &pos[2], &pos[3], &dtype,
+                                     &device, &non_blocking, &copy, &fmt))
         return NULL;
     int flags = 0; /* positional bools: non_blocking, then copy */
     for (int i = 0; i < 4; i++) {
@@ -577,8 +596,12 @@ static PyObject *m_to(PyObject *self, PyObject *args, PyObject *kwargs) {
     if (em_py_device_arg(device, "to") < 0) return NULL;
     em_dtype dt;
     if (em_py_dtype_arg(dtype, T(self)->dtype, &dt) < 0) return NULL;
-    if (copy && dt == T(self)->dtype) return em_py_wrap(em_clone(T(self))); /* own memory */
-    return cast_to(self, dt);
+    PyObject *r = copy && dt == T(self)->dtype ? em_py_wrap(em_clone(T(self))) /* own memory */
+                                               : cast_to(self, dt);
+    if (!r || fmt == Py_None) return r;
+    PyObject *laid = memory_format_call("to_format", r, fmt, "to");
+    Py_DECREF(r);
+    return laid;
 }
 static PyObject *m_float(PyObject *s, PyObject *u) { (void)u; return cast_to(s, EM_DTYPE_F32); }
 static PyObject *m_double(PyObject *s, PyObject *u) { (void)u; return cast_to(s, EM_DTYPE_F64); }
@@ -597,8 +620,11 @@ static PyObject *m_dim(PyObject *self, PyObject *unused) {
     (void)unused;
     return PyLong_FromLong(T(self)->ndim);
 }
-static PyObject *m_is_contiguous(PyObject *self, PyObject *unused) {
-    (void)unused;
+static PyObject *m_is_contiguous(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *kw[] = {"memory_format", NULL};
+    PyObject *fmt = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:is_contiguous", kw, &fmt)) return NULL;
+    if (fmt != Py_None) return memory_format_call("is_contiguous_as", self, fmt, "is_contiguous");
     return PyBool_FromLong(em_tensor_is_contiguous(T(self)));
 }
 static PyObject *m_element_size(PyObject *self, PyObject *unused) {
@@ -660,7 +686,8 @@ static PyMethodDef tensor_methods[] = {
     {"permute", m_permute, METH_VARARGS, "permute(*dims): view with dims reordered"},
     {"transpose", m_transpose, METH_VARARGS, "transpose(dim0, dim1): view with two dims swapped"},
     {"t", m_t, METH_NOARGS, "transpose of a tensor with at most 2 dims"},
-    {"contiguous", m_contiguous, METH_NOARGS, "the tensor itself if contiguous, else a copy"},
+    {"contiguous", (PyCFunction)(void (*)(void))m_contiguous, METH_VARARGS | METH_KEYWORDS,
+     "the tensor itself if laid out so (row-major by default), else a copy"},
     {"to", (PyCFunction)(void (*)(void))m_to, METH_VARARGS | METH_KEYWORDS, "to(dtype)"},
     {"float", m_float, METH_NOARGS, "to(ember.float32)"},
     {"double", m_double, METH_NOARGS, "to(ember.float64)"},
@@ -675,7 +702,8 @@ static PyMethodDef tensor_methods[] = {
     {"dim", m_dim, METH_NOARGS, "number of dimensions"},
     {"size", m_size, METH_VARARGS, "size(dim=None)"},
     {"stride", m_stride, METH_VARARGS, "stride(dim=None), in elements"},
-    {"is_contiguous", m_is_contiguous, METH_NOARGS, "row-major without gaps?"},
+    {"is_contiguous", (PyCFunction)(void (*)(void))m_is_contiguous, METH_VARARGS | METH_KEYWORDS,
+     "row-major without gaps (or laid out as memory_format)?"},
     {"element_size", m_element_size, METH_NOARGS, "bytes per element"},
     {"data_ptr", m_data_ptr, METH_NOARGS, "address of the first element"},
     {"__dlpack__", (PyCFunction)(void (*)(void))em_py_tensor_dlpack, METH_VARARGS | METH_KEYWORDS,

@@ -70,8 +70,8 @@ def _strides_of(shape, order):
     return strides
 
 
-def is_contiguous_as(t, fmt):
-    _check(fmt, "is_contiguous")
+def is_contiguous_as(t, fmt, op="is_contiguous"):
+    _check(fmt, op)
     if fmt in (contiguous_format, preserve_format):
         return _C._TensorBase.is_contiguous(t)
     rank, order = _ORDERS[fmt]

@@ -167,34 +167,6 @@ def _clone(self, *, memory_format=None):
 
 
 Tensor.clone = _clone
-
-
-def _contiguous(self, memory_format=None):
-    """The tensor itself if laid out so (row-major by default), else a copy."""
-    if memory_format is None:
-        return _C._TensorBase.contiguous(self)
-    from . import _memory_format as mf
-    return mf.to_format(self, memory_format, "contiguous")
-
-
-def _is_contiguous(self, memory_format=None):
-    if memory_format is None:
-        return _C._TensorBase.is_contiguous(self)
-    from . import _memory_format as mf
-    return mf.is_contiguous_as(self, memory_format)
-
-
-def _to(self, *args, memory_format=None, **kwargs):
-    out = _C._TensorBase.to(self, *args, **kwargs)
-    if memory_format is None:
-        return out
-    from . import _memory_format as mf
-    return mf.to_format(out, memory_format, "to")
-
-
-Tensor.contiguous = _contiguous
-Tensor.is_contiguous = _is_contiguous
-Tensor.to = _to
 Tensor.cpu = lambda self: self
 
 

@@ -117,15 +117,8 @@ class ExponentialFamily(Distribution):
     pass
 
 
-class Normal(ExponentialFamily):
-    """N(loc, scale^2), elementwise."""
-
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = _broadcast(loc, scale)
-        super().__init__(self.loc.shape, (), validate_args)
-        self._check(self.scale > 0, "scale must be positive")
+class _Located(Distribution):
+    """Distributions whose mean and mode are their loc (the Normals)."""
 
     @property
     def mean(self):
@@ -134,6 +127,17 @@ class Normal(ExponentialFamily):
     @property
     def mode(self):
         return self.loc
+
+
+class Normal(_Located, ExponentialFamily):
+    """N(loc, scale^2), elementwise."""
+
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = _broadcast(loc, scale)
+        super().__init__(self.loc.shape, (), validate_args)
+        self._check(self.scale > 0, "scale must be positive")
 
     @property
     def stddev(self):
@@ -324,7 +328,7 @@ class Categorical(Distribution):
         return values.expand(-1, *self.batch_shape) if expand else values
 
 
-class MultivariateNormal(Distribution):
+class MultivariateNormal(_Located):
     """N(loc, Sigma) over the last dim, Sigma given as covariance_matrix,
     precision_matrix or its Cholesky factor scale_tril."""
 
@@ -357,14 +361,6 @@ class MultivariateNormal(Distribution):
     @property
     def precision_matrix(self):
         return linalg.inv(self.covariance_matrix)
-
-    @property
-    def mean(self):
-        return self.loc
-
-    @property
-    def mode(self):
-        return self.loc
 
     @property
     def variance(self):

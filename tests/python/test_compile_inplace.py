@@ -388,6 +388,25 @@ def test_a_write_into_a_view_of_an_input_is_done_in_its_memory():
     assert_same(x, xe)
 
 
+def step_compiles_as_eager(step):
+    """step(w, x), a training step with backward, eagerly and compiled from
+    the same seed: equal losses and gradients over 3 calls, all compiled."""
+    def make():
+        ember.manual_seed(0)
+        return (ember.randn(4, 4) * 0.5).requires_grad_(), ember.randn(3, 4)
+
+    we, xe = make()
+    wc, xc = make()
+    cf = ember.compile(step)
+    for _ in range(3):
+        we.grad = wc.grad = None
+        le, lc = step(we, xe), cf(wc, xc)
+        np.testing.assert_allclose(lc.numpy(), le.numpy(), rtol=1e-5)
+        np.testing.assert_allclose(wc.grad.numpy(), we.grad.numpy(), rtol=1e-5, atol=1e-6)
+    stats = cf._stats()
+    assert stats["eager_calls"] == 0 and stats["compiled_calls"] >= 2, stats["fallbacks"]
+
+
 # In-place ops whose gradient reads their result (sigmoid_: g * y * (1 - y)).
 # Autograd saves the written tensor; the tracer must give that saved tensor
 # the value after the write, not the one before it, or the compiled
@@ -415,20 +434,7 @@ def test_in_place_ops_differentiated_through_their_result_match_eager(name):
         loss.backward()
         return loss.detach()
 
-    def make():
-        ember.manual_seed(0)
-        return (ember.randn(4, 4) * 0.5).requires_grad_(), ember.randn(3, 4)
-
-    we, xe = make()
-    wc, xc = make()
-    cf = ember.compile(step)
-    for _ in range(3):
-        we.grad = wc.grad = None
-        le, lc = step(we, xe), cf(wc, xc)
-        np.testing.assert_allclose(lc.numpy(), le.numpy(), rtol=1e-5)
-        np.testing.assert_allclose(wc.grad.numpy(), we.grad.numpy(), rtol=1e-5, atol=1e-6)
-    stats = cf._stats()
-    assert stats["eager_calls"] == 0 and stats["compiled_calls"] >= 2, stats["fallbacks"]
+    step_compiles_as_eager(step)
 
 
 # Writes through views of tensors in the autograd graph (PyTorch's
@@ -454,17 +460,4 @@ def test_writes_through_views_in_a_training_step_compile_as_eager(name):
         loss.backward()
         return loss.detach()
 
-    def make():
-        ember.manual_seed(0)
-        return (ember.randn(4, 4) * 0.5).requires_grad_(), ember.randn(3, 4)
-
-    we, xe = make()
-    wc, xc = make()
-    cf = ember.compile(step)
-    for _ in range(3):
-        we.grad = wc.grad = None
-        le, lc = step(we, xe), cf(wc, xc)
-        np.testing.assert_allclose(lc.numpy(), le.numpy(), rtol=1e-5)
-        np.testing.assert_allclose(wc.grad.numpy(), we.grad.numpy(), rtol=1e-5, atol=1e-6)
-    stats = cf._stats()
-    assert stats["eager_calls"] == 0 and stats["compiled_calls"] >= 2, stats["fallbacks"]
+    step_compiles_as_eager(step)

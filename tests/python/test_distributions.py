@@ -84,7 +84,7 @@ def test_shapes_as_pytorch():
         assert (tuple(ind.batch_shape), tuple(ind.event_shape)) == ((3,), (2,))
         assert tuple(ind.log_prob(m.zeros(5, 3, 2)).shape) == (5, 3)
         c = D.Categorical(logits=m.zeros(4, 6))
-        assert tuple(c.sample()) == tuple(c.sample().shape) or tuple(c.sample().shape) == (4,)
+        assert tuple(c.sample().shape) == (4,)
         assert tuple(c.sample((2, 3)).shape) == (2, 3, 4)
         mv = D.MultivariateNormal(m.zeros(5, 2), covariance_matrix=m.eye(2))
         assert tuple(mv.rsample((7,)).shape) == (7, 5, 2) and tuple(mv.event_shape) == (2,)
