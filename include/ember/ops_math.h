@@ -548,6 +548,7 @@ EM_SC double sc_pow_f64(double x, double y) {
     EM_SC T sc_add_##sfx(T a, T b) { return (T)((UT)a + (UT)b); }                                  \
     EM_SC T sc_sub_##sfx(T a, T b) { return (T)((UT)a - (UT)b); }                                  \
     EM_SC T sc_mul_##sfx(T a, T b) { return (T)((UT)a * (UT)b); }                                  \
+    EM_SC T sc_mul_add_##sfx(T x, T a, T b) { return (T)((UT)x * (UT)a + (UT)b); }                 \
     EM_SC T sc_abs_##sfx(T x) { return x < 0 ? (T)(0u - (UT)x) : x; }                              \
     EM_SC T sc_sign_##sfx(T x) { return (T)((x > 0) - (x < 0)); }                                  \
     EM_SC T sc_relu_##sfx(T x) { return x > 0 ? x : 0; }                                           \
@@ -631,6 +632,10 @@ EM_SC_ALL_NUMERIC(EM_SC_BOOL, b8)
     EM_SC T sc_mul_##sfx(T a, T b) { return a * b; }
 EM_SC_FLOAT_ARITH(float, f32)
 EM_SC_FLOAT_ARITH(double, f64)
+/* one rounding, as PyTorch's vectorised addcmul and batch norm (fmaf is
+ * the FMA instruction where the target has one, and LLVM's llvm.fma) */
+EM_SC float sc_mul_add_f32(float x, float a, float b) { return fmaf(x, a, b); }
+EM_SC double sc_mul_add_f64(double x, double a, double b) { return fma(x, a, b); }
 #undef EM_SC_FLOAT_ARITH
 
 /* ================================================================ bool

@@ -108,8 +108,9 @@ _method(equal)
 # ---------------------------------------------------------------- fused arithmetic
 
 def addcmul(input, tensor1, tensor2, *, value=1):
-    """input + value * tensor1 * tensor2."""
-    return input + value * (tensor1 * tensor2) if value != 1 else input + tensor1 * tensor2
+    """input + value * tensor1 * tensor2, in one pass and (floats) one
+    rounding of the product's sum."""
+    return _ops._mul_add(tensor1 if value == 1 else value * tensor1, tensor2, input)
 
 
 def addcdiv(input, tensor1, tensor2, *, value=1):

@@ -203,6 +203,11 @@ def gelu(input, approximate="none"):
     raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
+def _mul_add(x, a, b):
+    """x * a + b, rounded once (a fused multiply-add for floats)."""
+    return _C._ew(_ID["mul_add"], x, a, b)
+
+
 @_export
 def softplus(input, beta=1.0, threshold=20.0):
     """log(1 + exp(beta x)) / beta, linear above threshold."""

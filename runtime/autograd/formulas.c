@@ -283,6 +283,13 @@ FORMULA(lerp) {
     if (NEEDS(2)) gin[2] = give(MUL(g, SUB(e, a)));
     END;
 }
+FORMULA(mul_add) {
+    BEGIN; /* x a + b */
+    if (NEEDS(0)) gin[0] = give(MUL(g, c->in[1]));
+    if (NEEDS(1)) gin[1] = give(MUL(g, c->in[0]));
+    if (NEEDS(2)) gin[2] = give(g);
+    END;
+}
 FORMULA(softplus) {
     BEGIN; /* sigmoid(beta x) below the threshold, 1 above */
     T bx = MUL(c->in[0], c->in[1]);

@@ -126,6 +126,7 @@ CASES = [
      [P((3, 4), -2, 2), P((4,), -1.5, -0.2, seed=1), P((3, 1), 0.2, 1.5, seed=2)]),
     ("lerp", lambda m, a, b, w: m.lerp(a, b, w), [P((3, 4)), P((3, 4), seed=1), P((4,), seed=2)]),
     ("softplus", lambda m, x: F(m).softplus(x, beta=2.0, threshold=3.0), [P((3, 4), -3, 3, avoid=[1.5])]),
+    ("mul_add", lambda m, x, a, b: m.addcmul(b, x, a), [P((3, 4)), P((4,), seed=1), P((3, 1), seed=2)]),
     ("sum", lambda m, x: x.sum(), [P((3, 4))]),
     ("sum", lambda m, x: x.sum(1), [P((3, 4))]),
     ("sum", lambda m, x: x.sum((0, 2), keepdim=True), [P((2, 3, 4))]),
@@ -322,7 +323,7 @@ def _double(case):
 
 
 DOUBLE = ["exp", "log", "sqrt", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "sin", "mul", "div",
-          "pow", "maximum", "where", "clamp", "lerp", "sum", "mean", "prod", "amax", "var", "std",
+          "pow", "maximum", "where", "clamp", "lerp", "mul_add", "sum", "mean", "prod", "amax", "var", "std",
           "norm", "logsumexp", "cumsum", "cumprod", "softmax", "log_softmax", "layer_norm", "matmul", "slice",
           "select",
           "cat", "index", "gather", "index_put", "erf", "rsqrt", "reciprocal", "softplus", "conv",

@@ -183,6 +183,10 @@ def c_softplus(x):
     return ember.log(1.0 + ember.exp(x))
 
 
+def c_addcmul(x, y):
+    return ember.addcmul(y, x, y, value=0.5).relu()
+
+
 def c_neg_tanh_sub(x, y):
     return ember.sub(ember.tanh(x) * y, ember.neg(x)) / (y * y + 1.0)
 
@@ -351,6 +355,7 @@ CORPUS = [
     ("silu", c_silu, lambda r: (f32(r, 100),), True),
     ("silu_exp", c_silu_exp, lambda r: (f32(r, 7, 9),), True),
     ("softplus", c_softplus, lambda r: (f32(r, 3, 17),), True),
+    ("addcmul", c_addcmul, lambda r: (f32(r, 6, 7), f32(r, 7)), True),
     ("neg_tanh_sub", c_neg_tanh_sub, lambda r: (f32(r, 6, 6), f32(r, 6, 6)), True),
     ("log_div", c_log_div, lambda r: (pos32(r, 40), pos32(r, 40)), True),
     ("max_relu", c_max_relu, lambda r: (f32(r, 5, 8), f32(r, 5, 8)), True),

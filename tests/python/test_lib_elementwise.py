@@ -90,6 +90,23 @@ def test_softplus(beta, threshold):
         x, beta=beta, threshold=threshold), x)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32", "bfloat16"])
+def test_addcmul_is_one_fused_op_with_pytorchs_values(dtype):
+    x, a, b = arr(dtype, (4, 5)), arr(dtype, (5,)), arr(dtype, (4, 1))
+    check(lambda m, x, a, b: m.addcmul(b, x, a), x, a, b)
+    check(lambda m, x, a, b: m.addcmul(b, x, a, value=3), x, a, b)
+    check(lambda m, x, a, b: x.addcmul(a, b, value=-2), x, a, b)
+
+
+def test_addcmul_rounds_once_where_its_terms_cancel():
+    # x * a + b with x a ~ -b: one rounding keeps the low bits that the
+    # rounded product loses (batch_norm's x alpha + beta at a large mean)
+    x = np.float32(1.0000003)
+    y = ember.addcmul(ember.tensor([-1.0]), ember.tensor([x]), ember.tensor([x])).item()
+    assert y == float(np.float32(np.float64(x) * np.float64(x) - 1.0))
+    assert y != float(np.float32(x * x) - np.float32(1.0))
+
+
 # ---- binary ----
 
 BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "pow", "fmod", "remainder",
