@@ -8,13 +8,14 @@
 #      compiled function running on the IR interpreter,
 #   3. a sanitizer build (ASan + UBSan): C tests with leak checking, then the
 #      Python tests with the sanitizers preloaded,
-#   4. the release build: C unit tests and lit pass tests (ctest), then the
-#      Python tests (pytest), whose summaries end the output.
+#   4. the release build: C unit tests and lit pass tests (ctest), ember
+#      installed with pip and cmake --install (tools/check_install.sh), then
+#      the Python tests (pytest), whose summaries end the output.
 set -euo pipefail
 source "$(dirname "$0")/setup.sh"
 cd "$EMBER_ROOT"
 
-ensure_packages "${BUILD_PACKAGES[@]}" python3-pytest python3-hypothesis python3-torch python3-sklearn
+ensure_packages "${BUILD_PACKAGES[@]}" "${INSTALL_PACKAGES[@]}" python3-pytest python3-hypothesis python3-torch python3-sklearn
 pick_python
 echo "== python: $PYTHON"
 
@@ -54,4 +55,7 @@ quiet "asan pytest" env ASAN_OPTIONS=detect_leaks=0 EMBER_GRAPH_EXAMPLES=300 \
 echo "== release build"
 build build -DEMBER_WERROR=ON
 ctest --test-dir build --output-on-failure
+# pip install . and -e . into virtual environments, cmake --install with
+# pkg-config, each used from a scratch directory (built by this tree)
+quiet "install" bash tools/check_install.sh build
 PYTHONPATH=python:build/python "$PYTHON" -m pytest -q -p no:cacheprovider tests/python

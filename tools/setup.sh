@@ -80,3 +80,6 @@ quiet() {
 # What building ember needs (runtime + LLVM backend + Python extension).
 BUILD_PACKAGES=(cmake make gcc g++ libc6-dev clang-19 libclang-rt-19-dev libopenblas-dev llvm-19-dev llvm-19-tools
                 python3-dev python3-numpy libopenmpi-dev openmpi-bin)
+# What `pip install .` needs on top (setup.py, pyproject.toml), and
+# pkg-config for the C ABI's ember.pc.
+INSTALL_PACKAGES=(python3-pip python3-venv python3-setuptools python3-wheel pkgconf)

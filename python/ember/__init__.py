@@ -8,8 +8,12 @@ import pkgutil as _pkgutil
 
 # The compiled extension may live in a build tree (<build>/python/ember/_C*.so)
 # rather than beside these files: look for it in every `ember` directory on
-# sys.path.
+# sys.path. Build trees (an `ember` directory without the package's own
+# files) go first, so a build named by PYTHONPATH wins over the copy that
+# `pip install -e .` leaves beside these files; they hold no Python
+# modules, so they shadow nothing else.
 __path__ = _pkgutil.extend_path(__path__, __name__)
+__path__ = sorted(__path__, key=lambda d: _os.path.exists(_os.path.join(d, "__init__.py")))
 
 def _prefer_avx512_blas():
     """OpenBLAS 0.3.21 (Debian 12's) does not know AMD Zen 4 and Zen 5 and
