@@ -55,6 +55,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of `data` (nested sequences, numbers,
     NumPy arrays or tensors); the dtype is inferred like PyTorch's."""
     _check_options("tensor", device)
+    if isinstance(data, range):  # (a sequence, as PyTorch reads it)
+        data = list(data)
     return _requiring_grad(_C.tensor(data, dtype=dtype), requires_grad)
 
 

@@ -20,7 +20,7 @@ _WHERE = _C._op_ids()["where"]
 
 def _is_advanced(k):
     from . import Tensor
-    if isinstance(k, Tensor) or isinstance(k, list):
+    if isinstance(k, (Tensor, list, range)):  # (a range is a sequence of indices too, as in PyTorch)
         return True
     return type(k).__module__ == "numpy" and hasattr(k, "ndim") and k.ndim > 0
 
@@ -29,7 +29,7 @@ def _as_index_tensor(k):
     from . import Tensor, tensor
     if isinstance(k, Tensor):
         return k
-    t = tensor(k)
+    t = tensor(list(k) if isinstance(k, range) else k)
     if t.numel() == 0 and not t.dtype.is_floating_point:
         return t
     if t.dtype.is_floating_point and t.numel() == 0:

@@ -169,7 +169,8 @@ def save(obj, f, *, metadata=None, format=None):
     mapping of str -> tensor (a state_dict) as plain safetensors; nested
     dicts, lists, tuples, numbers, strings and tensors (a checkpoint) as
     safetensors with the structure in its metadata; or, with format="pt"
-    (the default for paths ending in .pt, .pth, .tar), in PyTorch's zip
+    (the default for paths ending in .pt, .pth, .tar, and for a whole
+    model saved to a file object or another path), in PyTorch's zip
     format, where any other picklable object (a whole model) is stored by
     reference to its class, as torch.save does, and loads only with
     weights_only=False. `metadata` (str -> str) is for the safetensors layouts.
@@ -178,7 +179,8 @@ def save(obj, f, *, metadata=None, format=None):
     full disk) or is killed leaves the previous file as it was."""
     if format is None:
         name = os.fsdecode(f) if isinstance(f, (str, bytes, os.PathLike)) else ""
-        format = "pt" if name.lower().endswith(_PT_SUFFIXES) else "safetensors"
+        pt = name.lower().endswith(_PT_SUFFIXES) or (not name.lower().endswith(".safetensors") and _whole_model(obj))
+        format = "pt" if pt else "safetensors"
     if format not in ("pt", "safetensors"):
         raise ValueError(f"save(): format must be 'safetensors' or 'pt', got {format!r}")
     if format == "pt":
@@ -204,6 +206,19 @@ def save(obj, f, *, metadata=None, format=None):
         fh.write(header)
         for _, t in named:
             _write_tensor(fh, t)
+
+
+def _whole_model(obj, depth=0):
+    """Whether obj is, or holds in plain containers, an nn.Module: what
+    torch.save(model, f) stores by pickling, which only PyTorch's zip
+    format holds (anything else unpicklable-by-safetensors is refused)."""
+    from .nn import Module
+    if isinstance(obj, Module):
+        return True
+    if depth > 8:
+        return False
+    items = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else ()
+    return any(_whole_model(o, depth + 1) for o in items)
 
 
 def _named_tensors(obj):

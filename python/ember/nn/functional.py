@@ -6,6 +6,7 @@ their own (_windows.py), one node each in a compiled graph."""
 
 import math
 import numbers
+import warnings
 
 from .. import _C, _creation, _ops
 from ..autograd import no_grad
@@ -161,6 +162,82 @@ def dropout(input, p=0.5, training=True, inplace=False):
     keep = _creation.rand(*input.shape, dtype=input.dtype) >= p
     scale = keep.to(input.dtype) * (1.0 / (1.0 - p))
     return _maybe_inplace(input, lambda x: x * scale, inplace)
+
+
+def _feature_noise(input, p, alpha):
+    """The (keep mask, shift) of (feature) dropout: the mask's shape is the
+    input's first two dims then ones (whole channels), scaled by 1/(1-p), or
+    for alpha dropout the affine map that keeps SELU's mean and variance."""
+    shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2)
+    keep = (_creation.rand(*shape, dtype=input.dtype) >= p).to(input.dtype)
+    if not alpha:
+        return keep * (1.0 / (1.0 - p)), None
+    a_ = 1.7580993408473766  # SELU's scale * alpha
+    a = 1.0 / math.sqrt((a_ * a_ * p + 1) * (1 - p))
+    return keep * a, (keep - 1.0) * (a_ * a) + a_ * a * p
+
+
+def _feature_dropout(input, p, training, inplace, name, dims, alpha=False):
+    """Dropout of whole channels (dim 1, or dim 0 of an unbatched input),
+    as PyTorch 1.13's dropout1d/2d/3d and feature_alpha_dropout."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if dims is not None:
+        batched, unbatched = dims + 2, dims + 1
+        if name == "dropout1d" and input.ndim not in (batched, unbatched):
+            raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {input.ndim}D input. "
+                               "Note that dropout1d exists to provide channel-wise dropout on inputs with 1 "
+                               "spatial dimension, a channel dimension, and an optional batch dimension "
+                               "(i.e. 2D or 3D inputs).")
+        if input.ndim not in (batched, unbatched):
+            warnings.warn(f"{name}: Received a {input.ndim}-D input to {name}, which is deprecated and will "
+                          f"result in an error in a future release. To retain the behavior and silence this "
+                          f"warning, please use dropout instead.")
+        if input.ndim != batched:  # (PyTorch then treats dim 0 as the channels)
+            return _feature_dropout(input.unsqueeze(0), p, training, False, name, None, alpha).squeeze(0) \
+                if not inplace else input.copy_(_feature_dropout(input.unsqueeze(0), p, training, False, name,
+                                                                 None, alpha).squeeze(0))
+    if not training or p == 0.0:
+        return input
+    if input.ndim < 2:
+        raise RuntimeError(f"{name}: Feature dropout requires at least 2 dimensions in the input")
+    scale, shift = _feature_noise(input, p, alpha)
+    return _maybe_inplace(input, (lambda x: x * scale) if shift is None else (lambda x: x * scale + shift), inplace)
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    """Zeroes whole channels of (N, C, L) or (C, L) inputs."""
+    return _feature_dropout(input, p, training, inplace, "dropout1d", 1)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Zeroes whole channels of (N, C, H, W) or (C, H, W) inputs."""
+    return _feature_dropout(input, p, training, inplace, "dropout2d", 2)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """Zeroes whole channels of (N, C, D, H, W) or (C, D, H, W) inputs."""
+    return _feature_dropout(input, p, training, inplace, "dropout3d", 3)
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Alpha dropout (see alpha_dropout) of whole channels."""
+    return _feature_dropout(input, p, training, inplace, "feature_alpha_dropout", None, alpha=True)
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Dropout for SELU networks: dropped elements take SELU's negative
+    saturation value and an affine map keeps the mean and variance."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return _maybe_inplace(input, lambda x: x * 0.0, inplace)
+    keep = (_creation.rand(*input.shape, dtype=input.dtype) >= p).to(input.dtype)
+    a_ = 1.7580993408473766
+    a = 1.0 / math.sqrt((a_ * a_ * p + 1) * (1 - p))
+    return _maybe_inplace(input, lambda x: x * (keep * a) + ((keep - 1.0) * (a_ * a) + a_ * a * p), inplace)
 
 
 # ---------------------------------------------------------------- normalisation

@@ -1,4 +1,4 @@
-"""Dropout."""
+"""Dropout, of elements, of whole channels, and for SELU networks."""
 
 from .. import functional as F
 from .module import Module
@@ -19,3 +19,35 @@ class Dropout(Module):
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
+
+
+class _ChannelDropout(Dropout):
+    _fn = None
+
+    def forward(self, input):
+        return type(self)._fn(input, self.p, self.training, self.inplace)
+
+
+class Dropout1d(_ChannelDropout):
+    """Zeroes whole channels of (N, C, L) or (C, L) inputs while training."""
+    _fn = staticmethod(F.dropout1d)
+
+
+class Dropout2d(_ChannelDropout):
+    """Zeroes whole channels of (N, C, H, W) or (C, H, W) inputs while training."""
+    _fn = staticmethod(F.dropout2d)
+
+
+class Dropout3d(_ChannelDropout):
+    """Zeroes whole channels of (N, C, D, H, W) or (C, D, H, W) inputs while training."""
+    _fn = staticmethod(F.dropout3d)
+
+
+class AlphaDropout(_ChannelDropout):
+    """Dropout that keeps SELU's mean and variance (F.alpha_dropout)."""
+    _fn = staticmethod(F.alpha_dropout)
+
+
+class FeatureAlphaDropout(_ChannelDropout):
+    """Alpha dropout of whole channels."""
+    _fn = staticmethod(F.feature_alpha_dropout)
