@@ -552,8 +552,11 @@ PyObject *em_py_state_guards_new(PyObject *list, PyObject *absent_marker) {
         g->key = Py_NewRef(PyTuple_GET_ITEM(e, 2));
         g->value = Py_NewRef(PyTuple_GET_ITEM(e, 3));
         g->what = Py_NewRef(PyTuple_GET_ITEM(e, 4));
-        if ((kind == GK_DICT || kind == GK_DICT_ALL) && PyDict_Check(g->container))
-            g->version = dict_version(g->container);
+        /* No tag yet: the first check compares the values. (The dict's tag
+         * now is no proof that the guard holds: a trace that stored into
+         * the item after reading it, self.mask = ..., left the dict at a
+         * new tag with a value the guard does not accept.) */
+        g->version = UINT64_MAX;
     }
     return cap;
 }

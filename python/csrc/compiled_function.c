@@ -505,8 +505,10 @@ static PyObject *new_recorder(void) {
 }
 
 /* Why the recorded trace cannot be replayed (a side effect, or the
- * recorder's failure), into why; "" when it can. */
-static void recorded_why(PyObject *recorder, char *why, size_t n) {
+ * recorder's failure), into why; "" when it can. True for a side effect:
+ * the reads were recorded as well as ever, so the eager specialisation
+ * keeps their guards (see trace_call). */
+static bool recorded_why(PyObject *recorder, char *why, size_t n) {
     PyObject *effect = PyObject_GetAttrString(recorder, "effect");
     PyObject *failure = PyObject_GetAttrString(recorder, "failure");
     const char *e = effect && effect != Py_None ? PyUnicode_AsUTF8(effect) : NULL;
@@ -518,6 +520,7 @@ static void recorded_why(PyObject *recorder, char *why, size_t n) {
     Py_XDECREF(effect);
     Py_XDECREF(failure);
     PyErr_Clear();
+    return e != NULL;
 }
 
 /* The recorder's guards as capture.c's table (a new reference), or NULL. */
@@ -563,20 +566,25 @@ static PyObject *trace_call(compiled_fn *cf, PyObject *args, PyObject *kwargs, c
         em_function_trace_abort(cf->f, call);
         goto done;
     }
-    if (!why[0]) recorded_why(ctx.recorder, why, sizeof why);
+    bool effect = !why[0] && recorded_why(ctx.recorder, why, sizeof why);
     PyObject *fin = PyObject_CallMethod(ctx.recorder, "finish", NULL);
     Py_XDECREF(fin);
     PyErr_Clear();
     template_ctx t = {.n = 0};
     PyObject *template = tree_map(res, template_leaf, NULL, &t), *data = NULL, *guards = NULL;
-    if (template && !why[0]) guards = state_guards(ctx.recorder);
+    /* A trace with a side effect runs eagerly, but only while the state it
+     * read is as it was: a function that caches something on its first
+     * call (self.mask = ..., read back on later calls) is traced again
+     * once the cache is filled, and compiles then. */
+    if (template && (!why[0] || effect)) guards = state_guards(ctx.recorder);
     if (template && guards) data = Py_BuildValue("(NON)", template, ctx.externals, guards);
     else Py_XDECREF(template);
     if (!data && !t.why[0] && !why[0]) snprintf(t.why, sizeof t.why, "out of memory while recording the result");
     PyErr_Clear(); /* (why says it) */
     em_function_stats before;
     em_function_stats_get(cf->f, &before);
-    em_status st = em_function_trace_end(cf->f, call, t.outs, data ? t.n : 0, data, data ? NULL : why[0] ? why : t.why);
+    const char *fail = why[0] ? why : data ? NULL : t.why;
+    em_status st = em_function_trace_end(cf->f, call, t.outs, data && !why[0] ? t.n : 0, data, fail);
     if (st == EM_OK && cf->fullgraph) { /* (a specialisation that runs eagerly: the trace failed for good) */
         em_function_stats after;
         em_function_stats_get(cf->f, &after);

@@ -364,6 +364,58 @@ def test_side_effects_are_never_dropped(effect, capsys):
     assert n == (3 if effect == "nonlocal" else 0)
 
 
+def test_state_cached_on_the_first_call_compiles_from_the_second():
+    # the word language model's TransformerModel: `if self.src_mask is None
+    # or ...: self.src_mask = mask` runs once; the calls after it only read
+    # the cached mask, and compile (before, the first call's side effect
+    # made every later call run eagerly)
+    class Masked(ember.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = ember.nn.Linear(4, 4)
+            self.mask = None
+
+        def forward(self, x):
+            if self.mask is None or self.mask.size(0) != x.shape[0]:
+                self.mask = ember.tril(ember.ones(x.shape[0], 4))
+            return self.fc(x) * self.mask
+
+    m = Masked()
+    cm = ember.compile(m)
+    xs = [ember.randn(3, 4) for _ in range(4)] + [ember.randn(5, 4) for _ in range(3)]
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        outs = [cm(x) for x in xs]
+    for x, o in zip(xs, outs):  # (the mask for each size, as eager computes it)
+        np.testing.assert_allclose(o.detach().numpy(), m.fc(x).detach().numpy() *
+                                   np.tril(np.ones((x.shape[0], 4))), rtol=1e-6)
+    stats = cm._compiled._stats() if hasattr(cm, "_compiled") else cm._stats()
+    # each size: a trace that caches the mask (eager), a trace that reads it
+    # (it compiles), then compiled calls: calls 3, 4 and 7
+    assert stats["compiled_calls"] == 3 and stats["traces"] == 4 and stats["eager_calls"] == 0, stats
+    assert any("sets the attribute mask" in str(w.message) for w in rec)
+
+
+def test_a_counter_on_self_still_counts_every_call():
+    # the guard on self.calls fails on every call: each is traced (eagerly)
+    # until the cache limit, then runs eagerly; none is dropped
+    class Counting(ember.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            return x * self.calls
+
+    m = Counting()
+    cm = ember.compile(m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        outs = [cm(ember.ones(2)).tolist() for _ in range(12)]
+    assert m.calls == 12 and outs == [[float(i)] * 2 for i in range(1, 13)]
+
+
 def test_a_method_that_appends_to_self_runs_eagerly():
     class Tracker(ember.nn.Module):
         def __init__(self):
