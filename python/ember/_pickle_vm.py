@@ -13,7 +13,11 @@ over a whitelist of opcodes with a policy for each:
 - REDUCE and NEWOBJ call only objects `resolve` returned, never anything
   built from the file's data;
 - BUILD applies only to a collections.OrderedDict (a state_dict's
-  `_metadata`), and only a dict of str keys, into its instance __dict__;
+  `_metadata`), and only a dict of str keys, into its instance __dict__,
+  or to an instance of a class the user allowlisted
+  (ember.serialization.add_safe_globals, as PyTorch's), through its
+  __setstate__ or __dict__; NEWOBJ of such a class is cls.__new__(cls,
+  *args), as pickle's;
 - APPEND(S) only to lists, SETITEM(S) only to dicts, ADDITEMS only to sets;
 - the text opcodes of protocol 0 and 1, EXT, INST, OBJ, NEWOBJ_EX and the
   out-of-band buffers of protocol 5 are refused by name.
@@ -57,7 +61,8 @@ _REFUSED = {
 
 
 class _Machine:
-    def __init__(self, data, resolve, persistent_load):
+    def __init__(self, data, resolve, persistent_load, user_classes=()):
+        self.user_classes = tuple(user_classes)  # (allowlisted by the user: see build and _newobj)
         self.raw = bytes(data)
         self.data, self.pos = memoryview(self.raw), 0
         self.resolve, self.persistent_load = resolve, persistent_load
@@ -143,6 +148,21 @@ class _Machine:
     def build(self):
         state = self.pop()
         inst = self.top()
+        if type(inst) in self.user_classes:
+            setstate = getattr(inst, "__setstate__", None)
+            if setstate is not None:
+                setstate(state)
+                return
+            slots = None
+            if isinstance(state, tuple) and len(state) == 2:
+                state, slots = state
+            if state:
+                if not (isinstance(state, dict) and all(type(k) is str for k in state)):
+                    raise Refused(f"BUILD on a {type(inst).__name__} with a state of {type(state).__name__}")
+                inst.__dict__.update(state)
+            for k, v in (slots or {}).items():
+                setattr(inst, k, v)
+            return
         if type(inst) is not collections.OrderedDict:
             raise Refused(f"BUILD on a {type(inst).__name__}: a checkpoint may set state only on an OrderedDict "
                           f"(a state_dict's _metadata), never on the objects it names as globals")
@@ -241,6 +261,11 @@ def _newobj(m):
     args, cls = m.pop(), m.pop()
     if not isinstance(cls, type):
         raise Refused(f"NEWOBJ of a {type(cls).__name__}, which is not a class")
+    if cls in m.user_classes:  # (pickle's NEWOBJ: the object made, its state set by BUILD)
+        if not isinstance(args, tuple):
+            raise Malformed(f"NEWOBJ with arguments that are a {type(args).__name__}, not a tuple")
+        m.stack.append(cls.__new__(cls, *args))
+        return
     m.stack.append(m.call(cls, args, "NEWOBJ"))
 
 
@@ -330,9 +355,11 @@ _OPS = {
 }
 
 
-def load(data, resolve, persistent_load):
+def load(data, resolve, persistent_load, user_classes=()):
     """The object the pickle `data` describes. `resolve(module, name)`
     returns what a global stands for (or raises Refused); only those
     objects may be called, by REDUCE or NEWOBJ. `persistent_load(pid)`
-    returns what a persistent id stands for."""
-    return _Machine(data, resolve, persistent_load).run()
+    returns what a persistent id stands for. `user_classes`: classes the
+    user allowlisted, whose instances are made and given state as pickle
+    does."""
+    return _Machine(data, resolve, persistent_load, user_classes).run()

@@ -38,7 +38,7 @@ import zlib
 
 import numpy as np
 
-from . import _C, _pickle_vm
+from . import _C, _pickle_vm, _safe_globals
 from ._pickle_vm import Refused
 from ._creation import empty
 from ._tensor import Tensor, _byteswap_to_little, _dtype_name
@@ -152,7 +152,8 @@ class _Reader:
         try:
             if trusted:
                 return _TrustedUnpickler(io.BytesIO(data), self).load()
-            obj = _pickle_vm.load(data, self.resolve, self.persistent_load)
+            self._user_classes, self._user_ids = _safe_globals.allowed_objects()
+            obj = _pickle_vm.load(data, self.resolve, self.persistent_load, self._user_classes)
         finally:
             if self._checks is not None:
                 self._checks.wait(self._fname)
@@ -162,6 +163,8 @@ class _Reader:
     def resolve(self, module, name):
         if module == "collections" and name == "OrderedDict":
             return collections.OrderedDict
+        if module in ("builtins", "__builtin__") and name in ("set", "frozenset"):  # (a set of plain items)
+            return set if name == "set" else frozenset
         if module == "torch._utils" and name == "_rebuild_tensor_v2":
             return self._rebuild_tensor
         if module == "torch._utils" and name in ("_rebuild_parameter", "_rebuild_parameter_with_state"):
@@ -178,10 +181,14 @@ class _Reader:
             return getattr(_C, name)
         if (module, name) in (("torch", "Tensor"), ("torch.nn.parameter", "Parameter")):
             return _Marker(name)
+        allowed = _safe_globals.lookup(module, name)
+        if allowed is not None:
+            return allowed
         raise self._bad(f"refusing to load {module}.{name}: a PyTorch checkpoint read by ember may hold only "
                         f"tensors, parameters and plain containers (anything else could run code when "
                         f"unpickled); if you trust this file (a whole model saved with save(model)), load it "
-                        f"with weights_only=False")
+                        f"with weights_only=False, or allow what it names with "
+                        f"ember.serialization.add_safe_globals([{module}.{name}])")
 
     def _check_plain(self, obj, dtype_type):
         """Refuses a result that holds anything but data: the loader's own
@@ -190,6 +197,13 @@ class _Reader:
         while todo:
             o, depth = todo.pop()
             if isinstance(o, _PLAIN) or isinstance(o, (Tensor, dtype_type)):
+                continue
+            if id(o) in self._user_ids:  # (an allowed function or class itself)
+                continue
+            if type(o) in self._user_classes:  # (an instance of one: its state is checked too)
+                if id(o) not in seen:
+                    seen.add(id(o))
+                    todo.extend((x, depth + 1) for x in getattr(o, "__dict__", {}).values())
                 continue
             if type(o) not in _CONTAINERS:
                 raise self._bad(f"the checkpoint's object holds a {type(o).__name__}, which a checkpoint uses "

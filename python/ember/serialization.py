@@ -55,10 +55,12 @@ from typing import NamedTuple
 
 from . import _C
 from . import _structure, _torch_format
+from ._safe_globals import add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals  # noqa: F401
 from ._creation import empty
 from ._tensor import Tensor, _byteswap_to_little, _dtype_name
 
-__all__ = ["save", "load", "load_metadata", "SINGLE_TENSOR_NAME"]
+__all__ = ["save", "load", "load_metadata", "SINGLE_TENSOR_NAME", "add_safe_globals", "clear_safe_globals",
+           "get_safe_globals", "safe_globals"]
 
 SINGLE_TENSOR_NAME = ""
 

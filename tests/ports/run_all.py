@@ -23,6 +23,9 @@ SCRIPTS = [
                                 "--ndf", "16", "--workers", "0"]),
     ("word_language_model", "word_language_model/main.py", ["--data", "data/text", "--epochs", "1", "--emsize",
                                                             "32", "--nhid", "32", "--bptt", "20"]),
+    ("word_language_model_transformer", "word_language_model/main.py",
+     ["--data", "data/text", "--epochs", "1", "--emsize", "32", "--nhid", "64", "--bptt", "20", "--model",
+      "Transformer"]),
 ]
 
 

@@ -106,3 +106,50 @@ def test_saving_a_whole_model_to_a_file_object_writes_pytorchs_format(tmp_path):
     state = io.BytesIO()
     ember.save(model.state_dict(), state)  # (plain tensors keep the safetensors default)
     assert state.getvalue()[:2] != b"PK"
+
+
+class _Outer(ember.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = _Tiny()
+        self.act = ember.nn.functional.relu
+
+    def forward(self, x):
+        return self.act(self.inner(x))
+
+
+def test_safe_globals_let_weights_only_loading_read_a_whole_model(tmp_path):
+    # PyTorch 2.4+'s allowlist (the word language model example loads its
+    # best model with torch.serialization.safe_globals([...]))
+    from ember import serialization as S
+    model, path = _Outer(), tmp_path / "model.pt"
+    ember.save(model, path)
+    with pytest.raises(Exception, match="add_safe_globals"):
+        ember.load(path)
+    allowed = [_Outer, _Tiny, ember.nn.Linear, ember.nn.functional.relu]
+    with pytest.raises(Exception, match="_Tiny"):  # (every class it names must be allowed)
+        with S.safe_globals([_Outer, ember.nn.Linear, ember.nn.functional.relu]):
+            ember.load(path)
+    with S.safe_globals(allowed):
+        back = ember.load(path)
+        assert S.get_safe_globals() == allowed
+    assert S.get_safe_globals() == []  # (the block's globals only)
+    x = ember.randn(5, 3)
+    assert type(back) is _Outer and back.act is ember.nn.functional.relu
+    np.testing.assert_array_equal(back(x).detach().numpy(), model(x).detach().numpy())
+    S.add_safe_globals(allowed)
+    try:
+        assert type(ember.load(path)) is _Outer
+    finally:
+        S.clear_safe_globals()
+    with pytest.raises(TypeError, match="pairs"):
+        S.add_safe_globals([(_Tiny, 3)])
+
+
+def test_pytorchs_module_paths_for_pickled_models():
+    from ember.nn.modules.activation import MultiheadAttention
+    m = MultiheadAttention(8, 2)
+    assert type(m.out_proj).__name__ == "NonDynamicallyQuantizableLinear"
+    assert isinstance(m.out_proj, ember.nn.Linear)
+    lstm = ember.nn.LSTM(2, 3)
+    assert lstm.flatten_parameters() is None  # (cuDNN's compaction: nothing to do here)

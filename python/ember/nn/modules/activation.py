@@ -129,3 +129,6 @@ class Softmax(Module):
 class LogSoftmax(Softmax):
     def forward(self, input):
         return F.log_softmax(input, self.dim)
+
+
+from .attention import MultiheadAttention  # noqa: E402,F401  (where PyTorch's module path has it)

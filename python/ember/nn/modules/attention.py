@@ -5,7 +5,7 @@ import math
 from ... import _C, _creation
 from .. import functional as F, init
 from ..parameter import Parameter
-from .linear import Linear
+from .linear import Linear, NonDynamicallyQuantizableLinear
 from .module import Module
 
 
@@ -40,7 +40,7 @@ class MultiheadAttention(Module):
             self.in_proj_bias = Parameter(_creation.empty(3 * embed_dim, dtype=dtype))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         self._reset_parameters()
 
     def _reset_parameters(self):

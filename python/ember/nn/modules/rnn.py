@@ -129,6 +129,9 @@ class RNNBase(Module):
             out = out.flip(0) if rev is None else out.gather(0, rev.unsqueeze(-1).expand(*out.shape))
         return out, h, c
 
+    def flatten_parameters(self):
+        """PyTorch's cuDNN weight compaction: nothing to do on the CPU."""
+
     def forward(self, input, hx=None):
         packed = isinstance(input, PackedSequence)
         lengths = None
