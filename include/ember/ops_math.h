@@ -399,6 +399,15 @@ EM_SC float sc_erf_f32(float x) {
     return ax < 1.0f ? small : (x != x ? x : big);
 }
 
+/* Inverse trigonometry and erfc in float32: libm's float functions (glibc's
+ * are within 1 ulp, with C's special values: atan2's signed zeros and
+ * infinities as PyTorch's). Rarely hot, so no polynomials of our own. */
+EM_SC float sc_atan_f32(float x) { return atanf(x); }
+EM_SC float sc_asin_f32(float x) { return asinf(x); }
+EM_SC float sc_acos_f32(float x) { return acosf(x); }
+EM_SC float sc_erfc_f32(float x) { return erfcf(x); }
+EM_SC float sc_atan2_f32(float y, float x) { return atan2f(y, x); }
+
 /* ---- activations built from the above */
 
 EM_SC float sc_gelu_f32(float x) { return 0.5f * x * (1.0f + sc_erf_f32(x * 0.707106781186547524f)); }
@@ -429,6 +438,11 @@ EM_SC double sc_sin_f64(double x) { return sin(x); }
 EM_SC double sc_cos_f64(double x) { return cos(x); }
 EM_SC double sc_tan_f64(double x) { return tan(x); }
 EM_SC double sc_erf_f64(double x) { return erf(x); }
+EM_SC double sc_atan_f64(double x) { return atan(x); }
+EM_SC double sc_asin_f64(double x) { return asin(x); }
+EM_SC double sc_acos_f64(double x) { return acos(x); }
+EM_SC double sc_erfc_f64(double x) { return erfc(x); }
+EM_SC double sc_atan2_f64(double y, double x) { return atan2(y, x); }
 EM_SC double sc_gelu_f64(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440)); }
 EM_SC double sc_gelu_tanh_f64(double x) {
     return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));

@@ -820,3 +820,4 @@ def einsum(equation, *operands):
 from ._sorting import *  # noqa: E402,F401,F403  (registers its functions and methods here)
 from ._sampling import *  # noqa: E402,F401,F403  (likewise)
 from ._extras import *  # noqa: E402,F401,F403  (likewise)
+from ._math_extras import *  # noqa: E402,F401,F403  (likewise)

@@ -168,6 +168,15 @@ FORMULA(erf) {
     gin[0] = give(MUL(g, MUL(e, num(s, TWO_OVER_SQRTPI))));
     END;
 }
+FORMULA(atan) { BEGIN; gin[0] = give(DIV(g, ADD(MUL(X, X), num(s, 1)))); END; }
+FORMULA(asin) { BEGIN; gin[0] = give(MUL(g, un(s, EM_OP_RSQRT, SUB(num(s, 1), MUL(X, X))))); END; }
+FORMULA(acos) { BEGIN; gin[0] = give(un(s, EM_OP_NEG, MUL(g, un(s, EM_OP_RSQRT, SUB(num(s, 1), MUL(X, X)))))); END; }
+FORMULA(erfc) {
+    BEGIN; /* -2/sqrt(pi) exp(-x^2) */
+    T e = un(s, EM_OP_EXP, un(s, EM_OP_NEG, MUL(X, X)));
+    gin[0] = give(MUL(g, MUL(e, num(s, -TWO_OVER_SQRTPI))));
+    END;
+}
 FORMULA(relu) { BEGIN; gin[0] = give(WHERE(GT(Y, num(s, 0)), g, num(s, 0))); END; }
 FORMULA(gelu) {
     BEGIN; /* Phi(x) + x phi(x) */
@@ -222,6 +231,13 @@ FORMULA(div) {
     T a = c->in[0], b = c->in[1];
     if (NEEDS(0)) gin[0] = give(DIV(g, b));
     if (NEEDS(1)) gin[1] = give(un(s, EM_OP_NEG, DIV(MUL(g, a), MUL(b, b))));
+    END;
+}
+FORMULA(atan2) {
+    BEGIN; /* d/dy = x / (x^2 + y^2), d/dx = -y / (x^2 + y^2) */
+    T y = c->in[0], x = c->in[1], r = ADD(MUL(x, x), MUL(y, y));
+    if (NEEDS(0)) gin[0] = give(DIV(MUL(g, x), r));
+    if (NEEDS(1)) gin[1] = give(un(s, EM_OP_NEG, DIV(MUL(g, y), r)));
     END;
 }
 /* maximum/minimum: the larger (smaller) operand takes the gradient; ties

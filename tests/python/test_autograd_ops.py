@@ -93,6 +93,11 @@ CASES = [
     ("tanh", lambda m, x: x.tanh(), [P((3, 4))]),
     ("sigmoid", lambda m, x: x.sigmoid(), [P((3, 4))]),
     ("erf", lambda m, x: x.erf(), [P((3, 4))]),
+    ("erfc", lambda m, x: x.erfc(), [P((3, 4))]),
+    ("atan", lambda m, x: x.atan(), [P((3, 4))]),
+    ("asin", lambda m, x: x.asin(), [P((3, 4), -0.9, 0.9)]),
+    ("acos", lambda m, x: x.acos(), [P((3, 4), -0.9, 0.9)]),
+    ("atan2", lambda m, y, x: m.atan2(y, x), [P((3, 4)), P((4,), seed=1, avoid=[0.0])]),
     ("relu", lambda m, x: x.relu(), [P((3, 4), avoid=[0])]),
     ("gelu", lambda m, x: F(m).gelu(x), [P((3, 4), -4, 4)]),
     ("gelu_tanh", lambda m, x: F(m).gelu(x, approximate="tanh"), [P((3, 4), -4, 4)]),
@@ -323,7 +328,7 @@ def _double(case):
 
 
 DOUBLE = ["exp", "log", "sqrt", "tanh", "sigmoid", "gelu", "gelu_tanh", "silu", "sin", "mul", "div",
-          "pow", "maximum", "where", "clamp", "lerp", "mul_add", "sum", "mean", "prod", "amax", "var", "std",
+          "pow", "maximum", "where", "clamp", "lerp", "mul_add", "atan", "asin", "acos", "atan2", "erfc", "sum", "mean", "prod", "amax", "var", "std",
           "norm", "logsumexp", "cumsum", "cumprod", "softmax", "log_softmax", "layer_norm", "matmul", "slice",
           "select",
           "cat", "index", "gather", "index_put", "erf", "rsqrt", "reciprocal", "softplus", "conv",

@@ -28,7 +28,7 @@ LAYOUTS = {
 UNARY = ["abs", "neg", "sign", "exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt",
          "reciprocal", "sin", "cos", "tan", "tanh", "sigmoid", "erf", "relu", "floor", "ceil",
          "round", "trunc", "isnan", "isinf", "isfinite", "logical_not", "bitwise_not", "square",
-         "silu"]
+         "silu", "atan", "asin", "acos", "erfc"]
 POSITIVE_DOMAIN = {"log", "log2", "sqrt", "rsqrt", "log1p"}
 FUNCTIONAL = {"silu": lambda m: m.nn.functional.silu if m is not ember else ember.silu}
 
@@ -109,7 +109,7 @@ def test_addcmul_rounds_once_where_its_terms_cancel():
 
 # ---- binary ----
 
-BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "pow", "fmod", "remainder",
+BINARY = ["add", "sub", "mul", "div", "atan2", "maximum", "minimum", "pow", "fmod", "remainder",
           "floor_divide", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
           "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor"]
 NONZERO_DIVISOR = {"fmod", "remainder", "floor_divide", "div"}

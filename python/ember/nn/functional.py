@@ -552,6 +552,9 @@ from ._losses import (binary_cross_entropy, cosine_embedding_loss, cosine_simila
                       pairwise_distance, poisson_nll_loss, smooth_l1_loss, soft_margin_loss, triplet_margin_loss)
 from ._normalization import group_norm, instance_norm, local_response_norm  # noqa: E402,F401
 from ._resample import affine_grid, grid_sample, interpolate, pixel_shuffle, pixel_unshuffle  # noqa: E402,F401
+from ._activations import (celu, celu_, elu_, glu, hardshrink, hardsigmoid, hardswish, hardtanh_,  # noqa: E402,F401
+                           leaky_relu_, prelu, relu_, rrelu, rrelu_, selu, selu_, softmin, softshrink, softsign,
+                           tanhshrink, threshold, threshold_)
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):

@@ -4,6 +4,7 @@ draws: the generators differ). Each fills its tensor in place, without
 recording a gradient, and returns it."""
 
 import math
+import warnings
 
 from .. import _creation, _ops
 from ..autograd import no_grad
@@ -149,3 +150,49 @@ def _diagonal(m):
     n = min(m.shape[0], m.shape[1])
     idx = _creation.arange(n)
     return m[idx, idx]
+
+
+def dirac_(tensor, groups=1):
+    """Fills a 3-, 4- or 5-d convolution weight with the Dirac delta: each
+    output channel passes its input channel through (per group)."""
+    if tensor.dim() not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    out_per = tensor.shape[0] // groups
+    if tensor.shape[0] % groups:
+        raise ValueError("dim 0 must be divisible by groups")
+    n = min(out_per, tensor.shape[1])
+    w = _creation.zeros(*tensor.shape, dtype=tensor.dtype)
+    centre = [k // 2 for k in tensor.shape[2:]]
+    for g in range(groups):
+        for d in range(n):
+            w[(g * out_per + d, d, *centre)] = 1
+    return _fill(tensor, w)
+
+
+def sparse_(tensor, sparsity, std=0.01):
+    """A 2-d tensor from N(0, std) with ceil(sparsity * rows) of each
+    column's entries zeroed."""
+    if tensor.dim() != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = tensor.shape
+    zeros = int(math.ceil(sparsity * rows))
+    w = _creation.randn(rows, cols, dtype=tensor.dtype) * std
+    for c in range(cols):
+        idx = _creation.randperm(rows)[:zeros]
+        w[idx, c] = 0
+    return _fill(tensor, w)
+
+
+def _deprecated(name):
+    new = globals()[name + "_"]
+
+    def old(*args, **kwargs):
+        warnings.warn(f"nn.init.{name} is now deprecated in favor of nn.init.{name}_.", stacklevel=2)
+        return new(*args, **kwargs)
+    old.__name__, old.__doc__ = name, f"Deprecated: nn.init.{name}_."
+    globals()[name] = old
+
+
+for _name in ("uniform", "normal", "constant", "xavier_uniform", "xavier_normal", "kaiming_uniform",
+              "kaiming_normal", "orthogonal", "sparse", "dirac", "eye"):
+    _deprecated(_name)

@@ -132,3 +132,87 @@ class LogSoftmax(Softmax):
 
 
 from .attention import MultiheadAttention  # noqa: E402,F401  (where PyTorch's module path has it)
+
+
+def _simple(name, fn, doc, params=(), inplace=False):
+    """A module whose forward is fn(input, *its params[, inplace])."""
+    names = [p for p, _ in params]
+
+    def __init__(self, *args, **kwargs):
+        Module.__init__(self)
+        values = dict(params)
+        values.update(zip(names, args))
+        if inplace:
+            values["inplace"] = kwargs.pop("inplace", args[len(names)] if len(args) > len(names) else False)
+        values.update(kwargs)
+        for k, v in values.items():
+            setattr(self, k, v)
+
+    def forward(self, input):
+        args = [getattr(self, p) for p in names] + ([self.inplace] if inplace else [])
+        return fn(input, *args)
+
+    def extra_repr(self):
+        parts = [f"{p}={getattr(self, p)}" for p in names]
+        if inplace and self.inplace:
+            parts.append("inplace=True")
+        return ", ".join(parts)
+
+    return type(name, (Module,), {"__init__": __init__, "forward": forward, "extra_repr": extra_repr,
+                                  "__doc__": doc, "__module__": __name__})
+
+
+SELU = _simple("SELU", F.selu, "SELU: scale (max(0, x) + min(0, alpha (e^x - 1))).", inplace=True)
+CELU = _simple("CELU", F.celu, "CELU: max(0, x) + min(0, alpha (e^(x/alpha) - 1)).", [("alpha", 1.0)], True)
+Softsign = _simple("Softsign", F.softsign, "x / (1 + |x|).")
+Softshrink = _simple("Softshrink", F.softshrink, "Soft shrinkage by lambd.", [("lambd", 0.5)])
+Hardshrink = _simple("Hardshrink", F.hardshrink, "Hard shrinkage by lambd.", [("lambd", 0.5)])
+Tanhshrink = _simple("Tanhshrink", F.tanhshrink, "x - tanh(x).")
+Threshold = _simple("Threshold", F.threshold, "x above threshold, value elsewhere.",
+                    [("threshold", None), ("value", None)], True)
+Hardsigmoid = _simple("Hardsigmoid", F.hardsigmoid, "relu6(x + 3) / 6.", inplace=True)
+Hardswish = _simple("Hardswish", F.hardswish, "x relu6(x + 3) / 6.", inplace=True)
+GLU = _simple("GLU", F.glu, "a sigmoid(b), the halves along dim.", [("dim", -1)])
+Softmin = _simple("Softmin", F.softmin, "softmax(-x) along dim.", [("dim", None)])
+
+
+class RReLU(Module):
+    """Leaky ReLU with random slopes from U(lower, upper) while training,
+    their mean in eval mode."""
+
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input):
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")
+
+
+class Softmax2d(Module):
+    """Softmax over the channels of (N, C, H, W) or (C, H, W) inputs."""
+
+    def forward(self, input):
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D instead")
+        return input.softmax(-3)
+
+
+class PReLU(Module):
+    """max(0, x) + a min(0, x) with a learned slope a (one, or one per
+    channel), initialised to `init`."""
+
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
+        from ... import full
+        from ..parameter import Parameter
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.weight = Parameter(full((num_parameters,), init, dtype=dtype))
+
+    def forward(self, input):
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"

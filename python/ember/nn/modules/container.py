@@ -1,7 +1,8 @@
-"""Sequential, ModuleList and ModuleDict."""
+"""Sequential, ModuleList and ModuleDict, ParameterList and ParameterDict."""
 
 from collections import OrderedDict
 
+from ... import _C
 from .module import Module
 
 
@@ -155,3 +156,122 @@ class ModuleDict(Module):
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ModuleDict is not callable: index it by key")
+
+
+def _as_parameter(value):
+    """PyTorch's containers wrap a plain tensor in a Parameter."""
+    from ..parameter import Parameter
+    if value is None or isinstance(value, Parameter):
+        return value
+    if isinstance(value, _C._TensorBase):
+        return Parameter(value)
+    raise TypeError(f"a parameter container holds Parameters or tensors, not a {type(value).__name__}")
+
+
+class ParameterList(Module):
+    """A list of parameters, registered as "0", "1", ... (tensors given to
+    it become Parameters)."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        if values is not None:
+            self.extend(values)
+
+    def _index(self, idx):
+        n = len(self._parameters)
+        i = idx + n if idx < 0 else idx
+        if not 0 <= i < n:
+            raise IndexError(f"index {idx} is out of range")
+        return i
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters.values())
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)(list(self._parameters.values())[idx])
+        return self._parameters[str(self._index(idx))]
+
+    def __setitem__(self, idx, param):
+        self.register_parameter(str(self._index(idx)), _as_parameter(param))
+
+    def __iadd__(self, values):
+        return self.extend(values)
+
+    def append(self, value):
+        self.register_parameter(str(len(self._parameters)), _as_parameter(value))
+        return self
+
+    def extend(self, values):
+        for v in values:
+            self.append(v)
+        return self
+
+    def extra_repr(self):
+        return "\n".join(f"({k}): Parameter containing: [{p.dtype} of size {'x'.join(map(str, p.shape))}]"
+                         for k, p in self._parameters.items())
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ParameterList is not callable: iterate over its parameters")
+
+
+class ParameterDict(Module):
+    """A dict of parameters, registered under their keys."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        if parameters is not None:
+            self.update(parameters)
+
+    def __getitem__(self, key):
+        return self._parameters[key]
+
+    def __setitem__(self, key, param):
+        self.register_parameter(key, _as_parameter(param))
+
+    def __delitem__(self, key):
+        del self._parameters[key]
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters)
+
+    def __contains__(self, key):
+        return key in self._parameters
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def items(self):
+        return self._parameters.items()
+
+    def values(self):
+        return self._parameters.values()
+
+    def get(self, key, default=None):
+        return self._parameters.get(key, default)
+
+    def pop(self, key):
+        p = self._parameters[key]
+        del self._parameters[key]
+        return p
+
+    def clear(self):
+        self._parameters.clear()
+
+    def update(self, parameters):
+        items = parameters.items() if hasattr(parameters, "items") else parameters
+        for k, p in items:
+            self[k] = p
+
+    def extra_repr(self):
+        return "\n".join(f"({k}): Parameter containing: [{p.dtype} of size {'x'.join(map(str, p.shape))}]"
+                         for k, p in self._parameters.items())
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ParameterDict is not callable: index it by key")

@@ -1,0 +1,221 @@
+"""More of PyTorch's API (issue 40, item 3), against PyTorch 1.13: the
+inverse trigonometric ops and erfc (kernels of the op table), the
+hyperbolic functions and their inverses, logs and sums of exponentials,
+sign and part functions, shape helpers, activations and their modules,
+parameter containers and nn.init's remaining functions. Values to a few
+ulp and float64 gradients to 1e-9, at the points where naive formulas
+cancel or overflow."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+
+torch = pytest.importorskip("torch")
+
+X32 = np.array([-30., -2.5, -1e-6, 0.0, 1e-6, 0.7, 3.0, 50.0], dtype=np.float32)
+X64 = np.array([-2.5, -0.6, -1e-7, 0.0, 1e-7, 0.3, 1.5, 40.0])
+
+
+def same(a, b, rtol=2e-6):
+    a = a if isinstance(a, (tuple, list)) else [a]
+    b = b if isinstance(b, (tuple, list)) else [b]
+    assert len(a) == len(b)
+    for u, v in zip(a, b):
+        u, v = np.asarray(u.detach().numpy()), np.asarray(v.detach().numpy())
+        assert u.shape == v.shape and u.dtype == v.dtype, (u.shape, v.shape, u.dtype, v.dtype)
+        np.testing.assert_allclose(u.astype(float), v.astype(float), rtol=rtol, atol=1e-30, equal_nan=True)
+
+
+def both(fn, *arrays):
+    return fn(ember, *[ember.tensor(a) for a in arrays]), fn(torch, *[torch.tensor(a) for a in arrays])
+
+
+UNARY = ["atan", "arctan", "asin", "arcsin", "acos", "arccos", "erfc", "sinh", "cosh", "asinh", "arcsinh",
+         "log10", "frac", "sgn", "signbit", "isposinf", "isneginf", "nan_to_num", "isreal"]
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_values_match_pytorch(name):
+    x = np.clip(X32, -0.99, 0.99) if name in ("asin", "arcsin", "acos", "arccos") else X32
+    same(*both(lambda m, t: getattr(m, name)(t), x))
+    if name not in ("signbit", "isposinf", "isneginf", "isreal"):
+        same(*both(lambda m, t: getattr(t, name)(), x))
+
+
+def test_inverse_hyperbolics_near_their_edges():
+    same(*both(lambda m, t: m.acosh(t), np.array([1.0, 1 + 1e-6, 2.0, 10.0, 1e20], np.float32)))
+    same(*both(lambda m, t: m.atanh(t), np.array([-0.999, -0.5, 0, 1e-7, 0.3, 0.99, 1.0], np.float32)))
+    same(*both(lambda m, t: m.asinh(t), np.array([-1e20, -3, 1e-8, 2.0, 1e12], np.float32)))
+
+
+@pytest.mark.parametrize("name", ["sinh", "cosh", "asinh", "atanh", "atan", "asin", "acos", "erfc", "log10",
+                                  "acosh", "frac"])
+def test_float64_gradients_match_pytorch(name):
+    x = {"acosh": X64[X64 > 1.0] + 0.5, "atanh": np.clip(X64, -0.9, 0.9), "asin": np.clip(X64, -0.9, 0.9),
+         "acos": np.clip(X64, -0.9, 0.9), "log10": np.abs(X64) + 0.1}.get(name, X64)
+    grads = []
+    for m in (ember, torch):
+        t = m.tensor(x, requires_grad=True)
+        getattr(m, name)(t).sum().backward()
+        grads.append(t.grad)
+    np.testing.assert_allclose(grads[0].numpy(), grads[1].numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_binary_functions():
+    a, b = X32, X32[::-1].copy()
+    for name in ("atan2", "arctan2", "logaddexp", "logaddexp2", "hypot", "fmax", "fmin"):
+        same(*both(lambda m, x, y: getattr(m, name)(x, y), a, b))
+    same(*both(lambda m, x, y: m.copysign(x, -y), a, b))
+    same(*both(lambda m, x: m.copysign(x, -0.0), a))
+    same(*both(lambda m, x, v: m.heaviside(x, v), a, np.array([0.5], np.float32)))
+    same(*both(lambda m, x, e: m.ldexp(x, e), a, np.array([3], np.int64)))
+    same(*both(lambda m, x: m.float_power(x.abs(), 2), a))
+    nan = np.array([np.nan, 1.0, np.inf, -np.inf], np.float32)
+    same(*both(lambda m, x, y: m.fmax(x, y), nan, nan[::-1].copy()))
+    same(*both(lambda m, x: m.nan_to_num(x, nan=2.0, posinf=9.0), nan))
+    inf = np.array([-np.inf, -np.inf, np.inf, 1.0], np.float32)
+    same(*both(lambda m, x, y: m.logaddexp(x, y), inf, np.array([-np.inf, 0.0, np.inf, 2.0], np.float32)))
+
+
+def test_predicates():
+    e = ember.tensor([3])
+    assert ember.is_nonzero(e) and not ember.is_complex(e) and ember.is_signed(e)
+    assert not ember.tensor([1], dtype=ember.uint8).is_signed()
+    assert e.is_same_size(ember.tensor([4])) and not e.is_same_size(ember.ones(2))
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        ember.is_nonzero(ember.ones(2))
+
+
+M = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+V = np.array([1.5, -2.0, 0.25, 4.0], np.float32)
+
+
+@pytest.mark.parametrize("case", [
+    lambda m, t, v: m.diff(t, n=2, dim=1),
+    lambda m, t, v: t.diff(prepend=t[..., :1], append=t[..., -1:]),
+    lambda m, t, v: [m.rot90(t, k, (1, 2)) for k in (-1, 0, 1, 2, 3)],
+    lambda m, t, v: m.kron(t[0], t[1, :2]),
+    lambda m, t, v: m.meshgrid(v[:3], v[:2], indexing="ij"),
+    lambda m, t, v: m.meshgrid(v[:3], v[:2], v, indexing="xy"),
+    lambda m, t, v: [m.tril_indices(4, 3, -1), m.triu_indices(3, 5, 1), m.tril_indices(3, 3)],
+    lambda m, t, v: m.cartesian_prod(v[:3], v[:2]),
+    lambda m, t, v: [m.combinations(v, 2), m.combinations(v[:3], 2, True), m.combinations(v, 3)],
+    lambda m, t, v: m.block_diag(t[0], t[1, :2], v[:2]),
+    lambda m, t, v: [m.vander(v, 3), m.vander(v, increasing=True)],
+    lambda m, t, v: [m.tensordot(t, t.permute(2, 1, 0), dims=([1, 2], [1, 0])),
+                     m.tensordot(t, t.permute(1, 2, 0), 2)],
+    lambda m, t, v: [m.trapz(t, dim=1), m.trapezoid(t, t * 0.5 + t ** 2), m.trapezoid(t, dx=0.5)],
+    lambda m, t, v: [m.diag_embed(t, 1, 0, 2), m.diag_embed(t, -1), m.diagflat(t[0], -1)],
+    lambda m, t, v: [*m.std_mean(t, 1), *m.var_mean(t), *m.aminmax(t, dim=2)],
+    lambda m, t, v: [m.atleast_3d(v), *m.atleast_2d([t[0, 0, 0], v[:2]]), m.atleast_1d(t[0, 0, 0])],
+    lambda m, t, v: [m.column_stack([v[:3], t[0, :, :2]]), m.dstack([t[0], t[1]]), m.row_stack([v, v])],
+    lambda m, t, v: [*m.hsplit(t, 3), *m.vsplit(t, [1]), *m.dsplit(t, 2)],
+])
+def test_shape_helpers_match_pytorch(case):
+    same(*both(case, M, V))
+
+
+def test_shape_helpers_are_differentiable():
+    t = ember.tensor(M.astype(np.float64), requires_grad=True)
+    out = ember.kron(t[0], t[1, :2]).sum() + ember.diag_embed(t).sum() + ember.tensordot(t, t, ([0, 1, 2], [0, 1, 2]))
+    out.backward()
+    tt = torch.tensor(M.astype(np.float64), requires_grad=True)
+    (torch.kron(tt[0], tt[1, :2]).sum() + torch.diag_embed(tt).sum() + torch.tensordot(tt, tt, ([0, 1, 2], [0, 1, 2]))
+     ).backward()
+    np.testing.assert_allclose(t.grad.numpy(), tt.grad.numpy(), rtol=1e-12)
+
+
+ACTS = [("SELU", ()), ("CELU", (0.7,)), ("Softsign", ()), ("Softshrink", (0.6,)), ("Hardshrink", (0.6,)),
+        ("Tanhshrink", ()), ("Threshold", (0.5, -2.0)), ("Hardsigmoid", ()), ("Hardswish", ()),
+        ("Softmin", (1,)), ("Softmax2d", ()), ("GLU", (1,))]
+
+
+@pytest.mark.parametrize("name,args", ACTS, ids=[a[0] for a in ACTS])
+def test_activation_modules_and_gradients_match_pytorch(name, args):
+    x = np.linspace(-4.05, 4.05, 40).reshape(1, 40, 1)  # (no point on a kink: PyTorch's own two kernels differ there)
+    xs = []
+    for m in (ember, torch):
+        t = m.tensor(x, requires_grad=True)
+        y = getattr(m.nn, name)(*args)(t)
+        (y * m.linspace(0.5, 1.5, y.numel(), dtype=m.float64).reshape(y.shape)).sum().backward()
+        xs.append((y, t.grad))
+    same(xs[0][0], xs[1][0], rtol=1e-10)
+    same(xs[0][1], xs[1][1], rtol=1e-7)
+    assert repr(getattr(ember.nn, name)(*args)).split("(")[0] == name
+
+
+def test_prelu_rrelu_and_in_place_forms():
+    x = np.linspace(-2, 2, 12).reshape(2, 3, 2)
+    outs = []
+    for m in (ember, torch):
+        t = m.tensor(x, requires_grad=True)
+        p = m.nn.PReLU(3, 0.1).double()
+        r = m.nn.RReLU()
+        r.eval()
+        y = p(t).sum() + r(t).sum() + m.nn.functional.prelu(t, m.tensor([0.2], dtype=m.float64)).sum()
+        y.backward()
+        outs.append((y, t.grad, p.weight.grad))
+    for a, b in zip(*outs):
+        same(a, b, rtol=1e-10)
+    ember.manual_seed(0)
+    y = ember.nn.functional.rrelu(ember.full((1000,), -1.0), training=True)
+    assert (-1 / 3 <= y.numpy()).all() and (y.numpy() <= -1 / 8).all() and y.numpy().std() > 0.02
+    z = ember.tensor([-1.0, 2.0])
+    ember.nn.functional.relu_(z)
+    assert z.tolist() == [0.0, 2.0]
+    for fn in ("elu_", "leaky_relu_", "hardtanh_", "selu_", "celu_"):
+        t = ember.tensor([-1.0, 2.0])
+        assert getattr(ember.nn.functional, fn)(t) is t
+    with pytest.raises(RuntimeError, match="Halving dimension must be even"):
+        ember.nn.functional.glu(ember.ones(3), 0)
+
+
+def test_parameter_containers_register_their_parameters():
+    class M(ember.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pl = ember.nn.ParameterList([ember.nn.Parameter(ember.ones(2)), ember.zeros(3)])
+            self.pd = ember.nn.ParameterDict({"a": ember.ones(2, 2)})
+
+    m = M()
+    assert [n for n, _ in m.named_parameters()] == ["pl.0", "pl.1", "pd.a"]
+    assert isinstance(m.pl[1], ember.nn.Parameter) and m.pl[-1] is m.pl[1] and len(m.pl) == 2
+    m.pl.append(ember.ones(1))
+    m.pd["b"] = ember.zeros(1)
+    assert len(list(m.parameters())) == 5 and "b" in m.pd and list(m.pd.keys()) == ["a", "b"]
+    assert set(m.state_dict()) == {"pl.0", "pl.1", "pl.2", "pd.a", "pd.b"}
+    with pytest.raises(TypeError):
+        m.pl.append([1.0])
+
+
+def test_init_dirac_sparse_and_the_deprecated_spellings():
+    w, t = ember.empty(6, 3, 3, 3), torch.empty(6, 3, 3, 3)
+    ember.nn.init.dirac_(w, 2)
+    torch.nn.init.dirac_(t, 2)
+    assert np.array_equal(w.numpy(), t.numpy())
+    s = ember.empty(10, 4)
+    ember.nn.init.sparse_(s, 0.3)
+    assert ((s.numpy() == 0).sum(0) == 3).all()
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        ember.nn.init.normal(ember.empty(3))
+        ember.nn.init.xavier_uniform(ember.empty(3, 4))
+    assert [str(r.message) for r in rec][0] == "nn.init.normal is now deprecated in favor of nn.init.normal_."
+
+
+def test_the_new_table_ops_compile():
+    f = ember.compile(lambda a, b: (ember.atan2(a, b) + a.asin() * b.acos() + a.atan().erfc()).sum())
+    a, b = ember.tensor([-0.9, -0.2, 0.1, 0.3, 0.99]), ember.tensor([0.5, -0.3, 0.2, 0.9, -0.1])
+    want = (ember.atan2(a, b) + a.asin() * b.acos() + a.atan().erfc()).sum().item()
+    for _ in range(3):
+        assert f(a, b).item() == pytest.approx(want, rel=1e-6)
+
+
+def test_activations_at_infinities():
+    x = np.array([-np.inf, -5.0, 5.0, np.inf], np.float32)
+    for name, args in [("hardsigmoid", ()), ("hardswish", ()), ("threshold", (0.5, -2.0)), ("softshrink", ()),
+                       ("hardshrink", ()), ("selu", ()), ("celu", ()), ("softsign", ())]:
+        same(*both(lambda m, t: getattr(m.nn.functional, name)(t, *args), x))
