@@ -136,7 +136,8 @@ def logaddexp(input, other):
     """log(e^a + e^b) = max + log1p(e^-|a - b|); equal infinities give themselves."""
     a, b = _float(input), _float(other)
     m = _ops.maximum(a, b)
-    return _where(a == b, a + _LN2, m + (-(a - b).abs()).exp().log1p())
+    same_inf = (a == b) & a.isinf()  # (inf - inf is NaN; finite ties take the general form, whose slopes are 1/2)
+    return _where(same_inf, a, m + (-(a - b).abs()).exp().log1p())
 
 
 @_method
@@ -144,7 +145,8 @@ def logaddexp2(input, other):
     """log2(2^a + 2^b) = max + log1p(2^-|a - b|) / ln 2."""
     a, b = _float(input), _float(other)
     m = _ops.maximum(a, b)
-    return _where(a == b, a + 1.0, m + (-(a - b).abs()).exp2().log1p() * (1.0 / _LN2))
+    same_inf = (a == b) & a.isinf()
+    return _where(same_inf, a, m + (-(a - b).abs()).exp2().log1p() * (1.0 / _LN2))
 
 
 @_method

@@ -821,3 +821,4 @@ from ._sorting import *  # noqa: E402,F401,F403  (registers its functions and me
 from ._sampling import *  # noqa: E402,F401,F403  (likewise)
 from ._extras import *  # noqa: E402,F401,F403  (likewise)
 from ._math_extras import *  # noqa: E402,F401,F403  (likewise)
+from ._tensor_extras import *  # noqa: E402,F401,F403  (likewise)

@@ -219,3 +219,90 @@ def test_activations_at_infinities():
     for name, args in [("hardsigmoid", ()), ("hardswish", ()), ("threshold", (0.5, -2.0)), ("softshrink", ()),
                        ("hardshrink", ()), ("selu", ()), ("celu", ()), ("softsign", ())]:
         same(*both(lambda m, t: getattr(m.nn.functional, name)(t, *args), x))
+
+
+# ---------------------------------------------------------------- _tensor_extras
+
+XS = np.array([[3., 1, 4, 1, 5, 9, 2, 6, 5, 3, 5], [2, 7, 1, 8, 2, 8, 1, 8, 2, 8, 4]], np.float32)
+
+
+@pytest.mark.parametrize("case", [
+    lambda m, t: [*t.cummax(1), *t.cummin(1), *m.cummax(t[0], 0)],
+    lambda m, t: [t.logcumsumexp(1), m.logcumsumexp(m.tensor([-1000., 0., -2000., 5.]), 0)],
+    lambda m, t: [t.unfold(1, 3, 2), t.unfold(0, 1, 1), t.unfold(1, 11, 4)],
+    lambda m, t: [m.quantile(t, q, dim=1, keepdim=True, interpolation=i)
+                  for q in (0.3, m.tensor([0.1, 0.5, 0.9])) for i in ("linear", "lower", "higher", "midpoint",
+                                                                        "nearest")],
+    lambda m, t: [m.quantile(t, 0.25), m.quantile(t[0], m.tensor([0.0, 1.0]))],
+    lambda m, t: [m.cov(t), m.corrcoef(t), m.cov(t, correction=0), m.cov(t[0])],
+    lambda m, t: [m.dist(t[0], t[1], 3), m.dist(t[0], t[1]), t.renorm(2, 0, 5.0), t.renorm(1, 1, 3.0)],
+    lambda m, t: [t.index_copy(1, m.tensor([0, 2]), t[:, :2] * 0), t.index_fill(1, m.tensor([0, 2]), -1.0)],
+    lambda m, t: [t.masked_scatter(t > 4, m.arange(30.)), t.take(m.tensor([[0, 5], [12, 21]])),
+                  t.put(m.tensor([0, 1, 0]), m.tensor([9., 8, 7]), accumulate=True)],
+    lambda m, t: [m.addmv(t[:, 0], t[:, :3], t[0, :3], beta=0.5, alpha=2), m.addr(t[0, :3], t[0, :2], t[1, :3]),
+                  m.addbmm(t[0, :4].reshape(2, 2), t[:, :4].reshape(2, 2, 2), t[:, 4:8].reshape(2, 2, 2))],
+])
+def test_tensor_extras_match_pytorch(case):
+    same(*both(case, XS), rtol=1e-5)
+
+
+def test_nan_handling_of_running_extremes_and_quantiles():
+    x = XS.copy()
+    x[0, 2] = np.nan
+    same(*both(lambda m, t: [*t.cummax(1), *t.cummin(1)], x))
+    same(*both(lambda m, t: [m.nanquantile(t, 0.5, dim=1), m.quantile(t, 0.5, dim=1)], x))
+
+
+def test_in_place_spellings_and_fills():
+    w = ember.ones(3, 3)
+    assert w.tril_() is w and w.sum().item() == 6.0
+    z, tz = ember.zeros(5, 3), torch.zeros(5, 3)
+    z.fill_diagonal_(2.0, wrap=True)
+    tz.fill_diagonal_(2.0, wrap=True)
+    assert np.array_equal(z.numpy(), tz.numpy())
+    x = ember.tensor([1.0, -2.0])
+    v = x._version
+    x.clamp_min_(0.0)
+    assert x.tolist() == [1.0, 0.0] and x._version > v
+    ember.manual_seed(0)
+    r = ember.empty(2000)
+    r.random_(0, 10)
+    assert r.min().item() == 0 and r.max().item() == 9
+    r.geometric_(0.3)
+    assert r.min().item() >= 1 and abs(r.mean().item() - 1 / 0.3) < 0.3
+    r.log_normal_(0.0, 0.5)
+    assert r.min().item() > 0
+    r.cauchy_()
+    assert abs(r.median().item()) < 0.2
+
+
+def test_real_tensor_identities():
+    x = ember.ones(3)
+    assert x.conj() is x and not x.is_conj() and ember.real(x) is x and x.resolve_neg() is x
+    assert x.ndimension() == 1 and x.get_device() == -1 and not x.is_pinned()
+    with pytest.raises(RuntimeError, match="non-complex"):
+        ember.imag(x)
+
+
+def test_scans_compile_and_differentiate():
+    x = ember.tensor(XS.astype(np.float64), requires_grad=True)
+    f = ember.compile(lambda t: t.logcumsumexp(1).sum() + t.cummax(1).values.sum())
+    for _ in range(3):
+        y = f(x)
+    y.backward()
+    t = torch.tensor(XS.astype(np.float64), requires_grad=True)
+    (t.logcumsumexp(1).sum() + t.cummax(1).values.sum()).backward()
+    np.testing.assert_allclose(y.item(), (torch.tensor(XS).double().logcumsumexp(1).sum()
+                                          + torch.tensor(XS).double().cummax(1).values.sum()).item(), rtol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-9)
+
+
+def test_logaddexp_slopes_at_ties_are_halves():
+    grads = []
+    for m in (ember, torch):
+        a = m.tensor([1.0, 2.0, -3.0], dtype=m.float64, requires_grad=True)
+        b = m.tensor([1.0, 0.5, -3.0], dtype=m.float64, requires_grad=True)
+        m.logaddexp(a, b).sum().backward()
+        grads.append((a.grad.numpy(), b.grad.numpy()))
+    np.testing.assert_allclose(grads[0][0], grads[1][0], rtol=1e-12)
+    np.testing.assert_allclose(grads[0][1], grads[1][1], rtol=1e-12)
