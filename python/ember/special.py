@@ -1,15 +1,19 @@
-"""ember.special, as torch.special, for the functions ember's ops compose
-exactly: expit, logit, exp2, expm1, log1p, erf, xlogy, xlog1py, sinc,
-entr, logsumexp, softmax, log_softmax, round. (erfc, ndtr, gammaln,
-digamma, i0 and the Bessel functions need kernels of their own to be
-accurate in their tails, and are not here yet.)"""
+"""ember.special, as torch.special: expit, logit, exp2, expm1, log1p,
+erf, erfc, xlogy, xlog1py, sinc, entr, logsumexp, softmax, log_softmax,
+round (ember's ops directly); ndtr, log_ndtr, erfcx, erfinv, ndtri,
+digamma (psi), gammaln and multigammaln (compositions: asymptotic series
+after a recurrence, Newton steps on erf, each in the form that stays
+accurate in the tails). The Bessel functions, zeta, polygamma of order
+above 0, the incomplete gammas and the orthogonal polynomials are not here
+yet."""
 
 import math
 
 from . import _ops
 
 __all__ = ["expit", "logit", "exp2", "expm1", "log1p", "erf", "xlogy", "xlog1py", "sinc", "entr", "logsumexp",
-           "softmax", "log_softmax", "round"]
+           "softmax", "log_softmax", "round", "erfc", "ndtr", "log_ndtr", "erfcx", "erfinv", "ndtri", "digamma",
+           "psi", "gammaln", "multigammaln", "polygamma"]
 
 
 def _em():
@@ -100,3 +104,185 @@ def log_softmax(input, dim, *, dtype=None):
 
 def round(input, *, decimals=0):
     return input.round(decimals=decimals) if decimals else input.round()
+
+
+# ---------------------------------------------------------------- normal distribution and error functions
+
+_SQRT1_2 = 0.7071067811865476
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def _float(x):
+    return x if x.dtype.is_floating_point else x.to(_em().float32)
+
+
+def erfc(input):
+    return _float(input).erfc()
+
+
+def ndtr(input):
+    """The standard normal CDF, 0.5 erfc(-x / sqrt 2) (accurate in the lower tail)."""
+    return (_float(input) * -_SQRT1_2).erfc() * 0.5
+
+
+def erfcx(input):
+    """exp(x^2) erfc(x): directly up to 3 (and for every x below 0), by its
+    continued fraction beyond, where erfc underflows."""
+    x = _float(input)
+    xs = _ops.where(x > 3.0, x * 0.0, x)
+    near = (xs * xs).exp() * xs.erfc()
+    big = _ops.where(x > 3.0, x, x * 0.0 + 4.0)
+    # beyond 3, the continued fraction erfc(x) e^(x^2) sqrt(pi) = 1 / (x + (1/2) / (x + 1 / (x + (3/2) / ...))),
+    # 40 levels (the (k/2) / (x + ...) of each, from the deepest)
+    cf = big * 0.0
+    for k in range(40, 0, -1):
+        cf = (k * 0.5) / (big + cf)
+    tail = 1.0 / ((big + cf) * math.sqrt(math.pi))
+    return _ops.where(x > 3.0, tail, near)
+
+
+def log_ndtr(input):
+    """log of the normal CDF: log(ndtr(x)) down to -5, the log of the
+    scaled erfc below (where ndtr underflows), log1p(-ndtr(-x)) above 0."""
+    x = _float(input)
+    lo = x < -5.0
+    xl = _ops.where(lo, x, x * 0.0 - 6.0)
+    tail = (erfcx(-xl * _SQRT1_2) * 0.5).log() - xl * xl * 0.5
+    xm = _ops.where(lo, x * 0.0, x)
+    mid = _ops.where(xm > 0, (-ndtr(-xm)).log1p(), ndtr(xm).log())
+    return _ops.where(lo, tail, mid)
+
+
+def _erfinv_core(a, t):
+    """erfinv(a) for a in [0, 1), with t = 1 - a given exactly (so that the
+    tail, a within an ulp of 1, stays accurate): Giles' single-precision
+    approximation (erfc's asymptote further out), then three Newton steps,
+    on erf below 1/2 and on erfc above (whose small values keep their
+    relative accuracy)."""
+    w = -(t * (1.0 + a)).log()
+    wc = w - 2.5
+    p1 = a * 0.0 + 2.81022636e-08
+    for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503, -0.00417768164,
+              0.246640727, 1.50140941):
+        p1 = p1 * wc + c
+    ws = w.clamp(min=5.0).sqrt() - 3.0
+    p2 = a * 0.0 - 0.000200214257
+    for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047,
+              1.00167406, 2.83297682):
+        p2 = p2 * ws + c
+    x = _ops.where(w < 5.0, p1, p2) * a
+    # Giles' fit covers single precision (t above ~1e-7); beyond, erfc's
+    # asymptote: erfc(x) ~ e^(-x^2) / (x sqrt(pi)), so x^2 ~ L - log(pi L) / 2
+    # with L = -log t (within 1e-3 of the root down to t = 1e-300)
+    far = w > 16.0
+    big_l = _ops.where(far, -t.log(), t * 0.0 + 20.0)
+    x = _ops.where(far, (big_l - 0.5 * (math.pi * big_l).log()).sqrt(), x)
+    small = a < 0.5
+    for _ in range(3):
+        slope = (-x * x).exp() * (2.0 / math.sqrt(math.pi))
+        x = x - _ops.where(small, x.erf() - a, t - x.erfc()) / slope
+    return x
+
+
+def erfinv(input):
+    """The inverse of erf on (-1, 1) (float64 accuracy); +-inf at +-1, NaN
+    outside."""
+    y = _float(input)
+    a = y.abs().clamp(max=1.0)
+    t = 1.0 - a
+    tt = _ops.where(t > 0, t, t * 0.0 + 1.0)
+    x = _erfinv_core(_ops.where(t > 0, a, a * 0.0), tt)
+    x = _ops.where(t > 0, x, x * 0.0 + math.inf)
+    x = _ops.where(y < 0, -x, x)
+    return _ops.where(y.abs() > 1.0, y * 0.0 + math.nan, x)
+
+
+def ndtri(input):
+    """The inverse of the normal CDF, -sqrt(2) erfcinv(2p): the tail below
+    1/2 from 2p itself (exact), so ndtri(1e-300) is -37, not -inf; the
+    upper half by symmetry; +-inf at 1 and 0, NaN outside."""
+    p = _float(input)
+    lower = p < 0.5
+    q = _ops.where(lower, p, 1.0 - p)
+    ok = (q > 0) & (q <= 0.5)
+    qs = _ops.where(ok, q, q * 0.0 + 0.25)
+    z = _erfinv_core(1.0 - 2.0 * qs, 2.0 * qs) * -math.sqrt(2.0)
+    z = _ops.where(q == 0, z * 0.0 - math.inf, z)
+    z = _ops.where(lower, z, -z)
+    return _ops.where((p < 0) | (p > 1) | p.isnan(), p * 0.0 + math.nan, z)
+
+
+# ---------------------------------------------------------------- gamma
+
+_SHIFT = 8  # the recurrence lifts x to at least this before the asymptotic series
+
+
+def _lifted(x):
+    """(y, s): y = x + n >= _SHIFT for x >= 0 region handling, s the sum of
+    1 / (x + k), k < n, and the log of the product x (x + 1) ... (x + n - 1)."""
+    recip, logs, y = x * 0.0, x * 0.0, x
+    for _ in range(_SHIFT):
+        small = y < _SHIFT
+        yy = _ops.where(small, y, y * 0.0 + 1.0)
+        recip = recip + _ops.where(small, 1.0 / yy, yy * 0.0)
+        logs = logs + _ops.where(small, yy.abs().log(), yy * 0.0)
+        y = _ops.where(small, y + 1.0, y)
+    return y, recip, logs
+
+
+def digamma(input):
+    """psi(x) = d/dx log Gamma(x): the recurrence psi(x) = psi(x + 1) - 1/x
+    up to 8, then the asymptotic series; reflection below 0; -inf at 0
+    (PyTorch's: its sign for -0), NaN at the negative integers."""
+    x = _float(input)
+    neg = x < 0
+    xr = _ops.where(neg, 1.0 - x, x)
+    y, recip, _ = _lifted(xr)
+    inv = 1.0 / y
+    inv2 = inv * inv
+    series = y.log() - 0.5 * inv - inv2 * (1.0 / 12 - inv2 * (1.0 / 120 - inv2 * (1.0 / 252 - inv2 * (
+        1.0 / 240 - inv2 * (1.0 / 132 - inv2 * (691.0 / 32760 - inv2 * (1.0 / 12)))))))
+    pos = series - recip
+    refl = pos - math.pi / (math.pi * _ops.where(neg, x, x * 0.0 + 0.5)).tan()
+    out = _ops.where(neg, refl, pos)
+    out = _ops.where(x == 0, x * 0.0 - math.inf, out)
+    return _ops.where(neg & (x == x.floor()), x * 0.0 + math.nan, out)
+
+
+psi = digamma
+
+
+def polygamma(n, input):
+    """polygamma of order 0 (digamma); higher orders are not here yet."""
+    if n == 0:
+        return digamma(input)
+    raise NotImplementedError(f"ember.special.polygamma: order {n} (only 0, digamma, is implemented)")
+
+
+def gammaln(input):
+    """log |Gamma(x)|: Stirling's series after the recurrence to 8;
+    reflection below 0.5; +inf at 0 and the negative integers."""
+    x = _float(input)
+    neg = x < 0.5
+    xr = _ops.where(neg, 1.0 - x, x)
+    y, _, logs = _lifted(xr)
+    inv = 1.0 / y
+    inv2 = inv * inv
+    stirling = (y - 0.5) * y.log() - y + _LOG_SQRT_2PI + inv * (1.0 / 12 - inv2 * (1.0 / 360 - inv2 * (
+        1.0 / 1260 - inv2 * (1.0 / 1680 - inv2 * (1.0 / 1188 - inv2 * (691.0 / 360360 - inv2 * (1.0 / 156)))))))
+    pos = stirling - logs
+    s = (math.pi * _ops.where(neg, x, x * 0.0 + 0.5)).sin().abs()
+    refl = math.log(math.pi) - _ops.where(neg, s, s * 0.0 + 1.0).log() - pos
+    out = _ops.where(neg, refl, pos)
+    return _ops.where((x <= 0) & (x == x.floor()), x * 0.0 + math.inf, out)
+
+
+def multigammaln(input, p):
+    """The log of the multivariate gamma function of dimension p."""
+    if not (isinstance(p, int) and p >= 1):
+        raise ValueError(f"multigammaln: p must be a positive integer, got {p}")
+    x = _float(input)
+    out = gammaln(x) + p * (p - 1) / 4.0 * math.log(math.pi)
+    for j in range(1, p):
+        out = out + gammaln(x - j / 2.0)
+    return out

@@ -14,7 +14,22 @@ from .function import Function, FunctionCtx
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
            "inference_mode", "gradcheck", "gradgradcheck", "GradcheckError", "Function", "FunctionCtx",
-           "functional", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled"]
+           "functional", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled", "Variable"]
+
+
+class _VariableMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, _C._TensorBase)
+
+
+class Variable(metaclass=_VariableMeta):
+    """PyTorch's Variable, merged into Tensor since 0.4: Variable(t) is t
+    (requiring grad if asked), and every tensor is a Variable."""
+
+    def __new__(cls, data, requires_grad=False, volatile=False):
+        if not isinstance(data, _C._TensorBase):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
+        return data.requires_grad_() if requires_grad else data
 
 
 def _as_tuple(x):

@@ -36,3 +36,4 @@ __all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Chai
            "random_split", "DataLoader", "default_collate", "default_convert", "get_worker_info", "Sampler",
            "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
            "BatchSampler"]
+from .distributed import DistributedSampler  # noqa: E402  (it imports Sampler from here)
