@@ -60,6 +60,10 @@ _methods._install_new()
 from . import autograd  # noqa: E402
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402,F401,E501
 from . import nn, optim  # noqa: E402,F401
+from ._tensor_extras import _functional_aliases  # noqa: E402
+
+_functional_aliases()  # (torch.conv2d and friends: nn.functional's, once nn exists)
+globals().update({n: getattr(_ops, n) for n in _ops.__all__ if n not in globals()})
 from . import compiler  # noqa: E402
 from .compiler import compile  # noqa: E402,F401
 

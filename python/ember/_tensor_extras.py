@@ -417,3 +417,22 @@ def real(input):
 @_export
 def imag(input):
     raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+
+
+# ---------------------------------------------------------------- nn.functional at the top level
+
+def _functional_aliases():
+    """torch.<name> for the nn.functional functions PyTorch exports at its
+    top level with the same signature (torch.conv2d is F.conv2d)."""
+    from .nn import functional as F
+    for name in ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+                 "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "adaptive_avg_pool1d", "pixel_shuffle",
+                 "pixel_unshuffle", "cosine_similarity", "pairwise_distance", "pdist", "layer_norm", "group_norm",
+                 "dropout", "alpha_dropout", "feature_alpha_dropout", "selu", "celu", "threshold", "prelu",
+                 "rrelu", "hardshrink", "bilinear", "channel_shuffle", "native_channel_shuffle", "selu_",
+                 "celu_", "threshold_", "rrelu_", "relu_"):
+        if not hasattr(_ops, name) and hasattr(F, name):
+            _export(getattr(F, name), name)
+    for name, fn in (("dropout_", F.dropout), ("alpha_dropout_", F.alpha_dropout),
+                     ("feature_alpha_dropout_", F.feature_alpha_dropout)):
+        _export(lambda input, p, train, _fn=fn: _fn(input, p, train, True), name)

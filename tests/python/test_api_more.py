@@ -306,3 +306,77 @@ def test_logaddexp_slopes_at_ties_are_halves():
         grads.append((a.grad.numpy(), b.grad.numpy()))
     np.testing.assert_allclose(grads[0][0], grads[1][0], rtol=1e-12)
     np.testing.assert_allclose(grads[0][1], grads[1][1], rtol=1e-12)
+
+
+# ---------------------------------------------------------------- nn/_more.py
+
+def test_max_unpool_inverts_max_pool_as_pytorch():
+    x = np.random.default_rng(3).standard_normal((2, 3, 6, 8)).astype(np.float32)
+    outs = []
+    for m in (ember, torch):
+        t = m.tensor(x)
+        y, i = m.nn.functional.max_pool2d(t, 2, return_indices=True)
+        u = m.nn.MaxUnpool2d(2)(y, i)
+        u2 = m.nn.functional.max_unpool2d(y, i, 2, output_size=(7, 9))
+        y1, i1 = m.nn.functional.max_pool1d_with_indices(t[0], 3, 2)
+        outs.append([u, u2, m.nn.functional.max_unpool1d(y1, i1, 3, 2), *m.nn.functional.max_pool2d_with_indices(t, 3)])
+    same(outs[0], outs[1])
+
+
+@pytest.mark.filterwarnings("ignore:nn.functional.upsample")  # (both deprecate upsample_*, as they should)
+def test_pooling_shuffles_distances_and_losses_match_pytorch():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 4, 6, 6))
+    s = rng.standard_normal((5, 6))
+    tgt = np.array([1, 0, 5, 3, 2])
+    ml = np.array([[3, 0, -1, 1, 0, 0], [1, 2, 4, -1, 0, 0], [5, -1, 0, 0, 0, 0], [0, 1, 2, 3, 4, 5],
+                   [-1, 0, 0, 0, 0, 0]])
+    w = np.linspace(0.5, 1.5, 6)
+
+    def run(m):
+        F = m.nn.functional
+        t = m.tensor(x, requires_grad=True)
+        sc = m.tensor(s, requires_grad=True)
+        outs = [F.lp_pool2d(t.abs(), 2, 2), F.lp_pool1d(t[0, 0].abs(), 3, 2, 1), m.nn.LPPool2d(1.5, 3)(t.abs()),
+                m.nn.ChannelShuffle(2)(t.detach()), F.channel_shuffle(t.detach(), 4),  # (PyTorch: no derivative)
+                F.pdist(sc), F.pdist(sc, 1),
+                F.upsample_nearest(t, scale_factor=2), F.upsample_bilinear(t, size=(9, 9)),
+                F.multi_margin_loss(sc, m.tensor(tgt)), F.multi_margin_loss(sc, m.tensor(tgt), p=2, margin=0.5,
+                                                                            weight=m.tensor(w)),
+                m.nn.MultiMarginLoss(reduction="none")(sc, m.tensor(tgt)),
+                F.multilabel_margin_loss(sc, m.tensor(ml)), m.nn.MultiLabelMarginLoss(reduction="sum")(sc, m.tensor(ml)),
+                F.triplet_margin_with_distance_loss(sc, sc * 0.5, sc.flip(0), margin=2.0),
+                m.nn.TripletMarginWithDistanceLoss(distance_function=lambda a, b: (a - b).abs().sum(-1), swap=True)(
+                    sc, sc * 0.5, sc.flip(0))]
+        sum(o.sum() for o in outs).backward()
+        return outs + [t.grad, sc.grad]
+    same(run(ember), run(torch), rtol=1e-9)
+
+
+def test_gumbel_softmax_samples_and_its_straight_through_gradient():
+    ember.manual_seed(0)
+    logits = ember.tensor(np.log([0.1, 0.2, 0.7]), requires_grad=True)
+    soft = ember.nn.functional.gumbel_softmax(logits.expand(4000, 3), tau=0.5)
+    assert np.allclose(soft.detach().numpy().sum(1), 1.0, atol=1e-6)
+    hard = ember.nn.functional.gumbel_softmax(logits.expand(4000, 3), hard=True)
+    counts = hard.detach().numpy().mean(0)
+    assert set(np.unique(hard.detach().numpy())) <= {0.0, 1.0} and np.allclose(counts, [0.1, 0.2, 0.7], atol=0.03)
+    (hard * ember.tensor([1.0, 2.0, 3.0])).sum().backward()
+    assert logits.grad is not None and np.abs(logits.grad.numpy()).sum() > 0  # (the soft sample's gradient)
+
+
+def test_lazy_linear_takes_its_input_size_on_the_first_call():
+    ember.manual_seed(0)
+    m = ember.nn.LazyLinear(3)
+    assert "uninitialized" in repr(m)
+    y = m(ember.ones(2, 5))
+    assert type(m) is ember.nn.Linear and tuple(m.weight.shape) == (3, 5) and m.in_features == 5
+    assert tuple(y.shape) == (2, 3) and len(list(m.parameters())) == 2
+
+
+def test_functional_ops_at_the_top_level():
+    assert ember.conv2d is ember.nn.functional.conv2d and ember.layer_norm is ember.nn.functional.layer_norm
+    t = ember.ones(4)
+    assert ember.dropout(t, 0.5, False) is t
+    assert ember.dropout_(ember.ones(4), 0.0, True).tolist() == [1.0] * 4
+    same(ember.pdist(ember.eye(3)), torch.pdist(torch.eye(3)))

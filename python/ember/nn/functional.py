@@ -566,3 +566,12 @@ def bilinear(input1, input2, weight, bias=None):
     """x1^T A x2 + b per output feature: weight (out, in1, in2)."""
     y = _ops.einsum("...i,oij,...j->...o", input1, weight, input2)
     return y if bias is None else y + bias
+from ._more import (channel_shuffle, gumbel_softmax, lp_pool1d, lp_pool2d, max_unpool1d,  # noqa: E402,F401
+                    max_unpool2d, max_unpool3d, multi_margin_loss, multilabel_margin_loss, native_channel_shuffle,
+                    pdist, triplet_margin_with_distance_loss, upsample_bilinear, upsample_nearest)
+from ._more import _with_indices as _wi  # noqa: E402
+
+max_pool1d_with_indices, max_pool2d_with_indices, max_pool3d_with_indices = (
+    _wi(max_pool1d), _wi(max_pool2d), _wi(max_pool3d))
+adaptive_max_pool1d_with_indices, adaptive_max_pool2d_with_indices, adaptive_max_pool3d_with_indices = (
+    _wi(adaptive_max_pool1d), _wi(adaptive_max_pool2d), _wi(adaptive_max_pool3d))

@@ -141,3 +141,19 @@ class CTCLoss(_Loss):
     def forward(self, log_probs, targets, input_lengths, target_lengths):
         return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank, self.reduction,
                           self.zero_infinity)
+MultiMarginLoss = _loss_module("MultiMarginLoss", lambda x, y, p, margin, weight, reduction: F.multi_margin_loss(
+    x, y, p, margin, weight, reduction=reduction), [("p", 1), ("margin", 1.0)], weighted=True,
+    doc="F.multi_margin_loss")
+MultiLabelMarginLoss = _loss_module("MultiLabelMarginLoss", F.multilabel_margin_loss, doc="F.multilabel_margin_loss")
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    """F.triplet_margin_with_distance_loss."""
+
+    def __init__(self, *, distance_function=None, margin=1.0, swap=False, reduction="mean"):
+        super().__init__(reduction=reduction)
+        self.distance_function, self.margin, self.swap = distance_function, margin, swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_with_distance_loss(anchor, positive, negative, distance_function=self.distance_function,
+                                                   margin=self.margin, swap=self.swap, reduction=self.reduction)

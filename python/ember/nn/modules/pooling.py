@@ -147,3 +147,58 @@ class Fold(Module):
     def extra_repr(self):
         return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, "
                 f"dilation={self.dilation}, padding={self.padding}, stride={self.stride}")
+
+
+class _MaxUnpoolNd(Module):
+    _n = 0
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride if stride is not None else kernel_size, \
+            padding
+
+    def forward(self, input, indices, output_size=None):
+        fn = (F.max_unpool1d, F.max_unpool2d, F.max_unpool3d)[self._n - 1]
+        return fn(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    """The adjoint of MaxPool1d(return_indices=True): each value at its index, zeros elsewhere."""
+    _n = 1
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    """The adjoint of MaxPool2d(return_indices=True)."""
+    _n = 2
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    """The adjoint of MaxPool3d(return_indices=True)."""
+    _n = 3
+
+
+class _LPPoolNd(Module):
+    def __init__(self, norm_type, kernel_size, stride=None, ceil_mode=False):
+        super().__init__()
+        self.norm_type, self.kernel_size, self.stride, self.ceil_mode = norm_type, kernel_size, stride, ceil_mode
+
+    def extra_repr(self):
+        return f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, " \
+               f"ceil_mode={self.ceil_mode}"
+
+
+class LPPool1d(_LPPoolNd):
+    """The p-norm of each window: (sum x^p)^(1/p)."""
+
+    def forward(self, input):
+        return F.lp_pool1d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+
+class LPPool2d(_LPPoolNd):
+    """The p-norm of each 2-d window."""
+
+    def forward(self, input):
+        return F.lp_pool2d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
