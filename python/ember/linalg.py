@@ -390,3 +390,173 @@ TOP_LEVEL = {"det": det, "logdet": logdet, "slogdet": slogdet, "inverse": inv, "
 for _name, _fn in TOP_LEVEL.items():
     if _name != "cdist":
         _ops._METHODS[_name] = (_fn, True)
+
+
+# ---------------------------------------------------------------- more of torch.linalg (issue 40, item 3)
+
+class LinAlgError(RuntimeError):
+    """A matrix the operation cannot handle (singular, not positive-definite),
+    as torch.linalg.LinAlgError."""
+
+
+def _raising_linalg_error(fn):
+    def wrapped(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except LinAlgError:
+            raise
+        except RuntimeError as e:
+            if "singular" in str(e) or "positive-definite" in str(e):
+                raise LinAlgError(str(e)) from None
+            raise
+    wrapped.__name__, wrapped.__doc__, wrapped.__wrapped__ = fn.__name__, fn.__doc__, fn
+    return wrapped
+
+
+inv, solve, cholesky = _raising_linalg_error(inv), _raising_linalg_error(solve), _raising_linalg_error(cholesky)
+TOP_LEVEL["inverse"] = inv
+_ops._METHODS["inverse"] = (inv, True)
+
+inv_ex_result = collections.namedtuple("inv_ex", ["inverse", "info"])
+cholesky_ex_result = collections.namedtuple("cholesky_ex", ["L", "info"])
+solve_ex_result = collections.namedtuple("solve_ex", ["result", "info"])
+for _t in (inv_ex_result, cholesky_ex_result, solve_ex_result):
+    _t.__module__ = "ember.return_types"
+
+
+def _ex(fn, result_type, A, args, kwargs, check_errors):
+    """(result, info): info 0 for each matrix that worked and 1 where it did
+    not (its result NaN), or with check_errors, the error."""
+    from . import _creation
+    batch = tuple(A.shape[:-2])
+    shape_of = (lambda a, rest: tuple(rest[0].shape)) if fn is solve else (lambda a, rest: tuple(a.shape))
+    try:
+        return result_type(fn(A, *args, **kwargs), _creation.zeros(*batch, dtype=_C.int32))
+    except LinAlgError:
+        if check_errors:
+            raise
+    if not batch:
+        return result_type(_creation.full(shape_of(A, args), math.nan, dtype=A.dtype),
+                           _creation.ones((), dtype=_C.int32))
+    flat = A.reshape(-1, A.shape[-2], A.shape[-1])
+    rest = [a.reshape((-1,) + tuple(a.shape[len(batch):])) for a in args]
+    results, infos = [], []
+    for i in range(flat.shape[0]):
+        one = [r[i] for r in rest]
+        try:
+            results.append(fn(flat[i], *one, **kwargs))
+            infos.append(0)
+        except LinAlgError:
+            results.append(_creation.full(shape_of(flat[i], one), math.nan, dtype=A.dtype))
+            infos.append(1)
+    out = _ops.stack(results).reshape(batch + tuple(results[0].shape))
+    return result_type(out, _creation.tensor(infos, dtype=_C.int32).reshape(batch))
+
+
+def inv_ex(A, *, check_errors=False):
+    return _ex(inv, inv_ex_result, A, (), {}, check_errors)
+
+
+def cholesky_ex(A, *, upper=False, check_errors=False):
+    return _ex(cholesky, cholesky_ex_result, A, (), {"upper": upper}, check_errors)
+
+
+def solve_ex(A, B, *, left=True, check_errors=False):
+    return _ex(solve, solve_ex_result, A, (B,), {"left": left}, check_errors)
+
+
+def matmul(input, other):
+    return input @ other
+
+
+def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
+    return A.diagonal(offset, dim1, dim2)
+
+
+def vecdot(x, y, *, dim=-1):
+    """The dot product along dim (real tensors: no conjugate)."""
+    return (x * y).sum(dim)
+
+
+def multi_dot(tensors):
+    """The product of a chain of matrices (a 1-d first is a row, a 1-d last
+    a column, each dropped from the result as PyTorch's)."""
+    ts = list(tensors)
+    if len(ts) < 2:
+        raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {len(ts)}")
+    first_vec, last_vec = ts[0].ndim == 1, ts[-1].ndim == 1
+    if first_vec:
+        ts[0] = ts[0].reshape(1, -1)
+    if last_vec:
+        ts[-1] = ts[-1].reshape(-1, 1)
+    out = ts[0]
+    for t in ts[1:]:
+        out = out @ t
+    if first_vec:
+        out = out.squeeze(0)
+    if last_vec:
+        out = out.squeeze(-1)
+    return out
+
+
+def vander(x, *, N=None):
+    """Columns x^0, x^1, ..., x^(N-1) (increasing, unlike torch.vander)."""
+    n = x.shape[-1] if N is None else N
+    if n < 1:
+        raise RuntimeError("N must be greater than 1.")
+    cols = [x ** i if i else x * 0 + 1 for i in range(n)]
+    return _ops.stack(cols, -1)
+
+
+def cond(A, p=None):
+    """The condition number in norm p (None or 2: the ratio of the largest to
+    the smallest singular value)."""
+    if p is None or p in (2, -2):
+        s = svdvals(A)
+        hi, lo = s[..., 0], s[..., -1]
+        return hi / lo if p != -2 else lo / hi
+    return matrix_norm(A, p) * matrix_norm(inv(A), p)
+
+
+def matrix_exp(A):
+    """exp(A) by scaling and squaring: A / 2^s has a 1-norm of at most 1/2,
+    then its Taylor series to degree 18 (error below 1e-17 there), squared
+    s times."""
+    n1 = matrix_norm(A, 1).amax().item() if A.numel() else 0.0
+    s = max(0, int(math.ceil(math.log2(n1 / 0.5)))) if n1 > 0.5 else 0
+    X = A / (2.0 ** s)
+    from . import _creation
+    eye = _creation.eye(A.shape[-1], dtype=A.dtype).expand(A.shape)
+    out, term = eye + X, X
+    for k in range(2, 19):
+        term = term @ X / k
+        out = out + term
+    for _ in range(s):
+        out = out @ out
+    return out
+
+
+def tensorinv(A, ind=2):
+    """The inverse of A seen as a matrix from its first `ind` dims to the
+    rest: shape A.shape[ind:] + A.shape[:ind]."""
+    if ind <= 0:
+        raise RuntimeError(f"Expected a strictly positive integer for 'ind', but got {ind}")
+    rows = 1
+    for d in A.shape[:ind]:
+        rows *= d
+    return inv(A.reshape(rows, -1)).reshape(tuple(A.shape[ind:]) + tuple(A.shape[:ind]))
+
+
+def tensorsolve(A, B, dims=None):
+    """X with tensordot(A, X, X.ndim) = B."""
+    if dims is not None:
+        rest = [d % A.ndim for d in dims]
+        A = A.permute(*([d for d in range(A.ndim) if d not in rest] + rest))
+    out_shape = tuple(A.shape[B.ndim:])
+    return solve(A.reshape(B.numel(), -1), B.reshape(-1)).reshape(out_shape)
+
+
+__all__ += ["LinAlgError", "inv_ex", "cholesky_ex", "solve_ex", "matmul", "diagonal", "vecdot", "multi_dot",
+            "vander", "cond", "matrix_exp", "tensorinv", "tensorsolve"]
+TOP_LEVEL["matrix_exp"] = matrix_exp
+_ops._METHODS["matrix_exp"] = (matrix_exp, True)

@@ -380,3 +380,38 @@ def test_functional_ops_at_the_top_level():
     assert ember.dropout(t, 0.5, False) is t
     assert ember.dropout_(ember.ones(4), 0.0, True).tolist() == [1.0] * 4
     same(ember.pdist(ember.eye(3)), torch.pdist(torch.eye(3)))
+
+
+# ---------------------------------------------------------------- linalg
+
+def test_linalg_additions_match_pytorch():
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((3, 4, 4))
+    A[1] = 0
+    M = rng.standard_normal((2, 4, 4)) * 0.7
+    v = [rng.standard_normal(s) for s in [(3,), (3, 4), (4, 5), (5,)]]
+    T, B = rng.standard_normal((2, 3, 6)), rng.standard_normal((2, 3))
+    same(*both(lambda m, a: list(m.linalg.inv_ex(a)), A), rtol=1e-9)
+    same(*both(lambda m, a: [m.linalg.solve_ex(a, a[..., 0]).info, m.linalg.cholesky_ex(-a[0] @ a[0].mT).info], A))
+    same(*both(lambda m, x: [m.linalg.matrix_exp(x), m.linalg.matrix_exp(x * 10), m.matrix_exp(x[0])], M),
+         rtol=1e-12)
+    same(*both(lambda m, x: [m.linalg.cond(x), m.linalg.cond(x, -2), m.linalg.cond(x, "fro"),
+                             m.linalg.cond(x, 1)], M), rtol=1e-10)
+    same(*both(lambda m, *xs: m.linalg.multi_dot(list(xs)), *v), rtol=1e-12)
+    same(*both(lambda m, *xs: m.linalg.multi_dot(list(xs[1:3])), *v), rtol=1e-12)
+    same(*both(lambda m, x: [m.linalg.vander(x[0, 0], N=5), m.linalg.vecdot(x[0], x[1]),
+                             m.linalg.diagonal(x, offset=1), m.linalg.matmul(x[0], x[1])], M), rtol=1e-12)
+    same(*both(lambda m, t: m.linalg.tensorinv(t.reshape(6, 2, 3), 1), T), rtol=1e-10)
+    same(*both(lambda m, t, b: m.linalg.tensorsolve(t, b), T, B), rtol=1e-10)
+
+
+def test_linalg_errors_are_linalg_errors():
+    with pytest.raises(ember.linalg.LinAlgError, match="singular"):
+        ember.linalg.inv(ember.zeros(2, 2))
+    with pytest.raises(RuntimeError, match="positive-definite"):  # (a RuntimeError, as PyTorch's)
+        ember.linalg.cholesky(-ember.eye(2))
+    with pytest.raises(ember.linalg.LinAlgError):
+        ember.linalg.inv_ex(ember.zeros(2, 2), check_errors=True)
+    x = ember.tensor(np.eye(3) * 2, requires_grad=True)
+    ember.linalg.matrix_exp(x).sum().backward()  # (differentiable: matmuls)
+    np.testing.assert_allclose(x.grad.numpy().diagonal(), np.exp(2.0), rtol=1e-12)
