@@ -43,26 +43,26 @@ def _index_shape(input, dim, index, name):
     return dim % builtins.max(input.ndim, 1)
 
 
-@_method
-def index_copy(input, dim, index, source):
-    """input with the slices `index` along dim replaced by source's."""
-    d = _index_shape(input, dim, index, "index_copy")
-    out = input.clone()
-    sel = [slice(None)] * input.ndim
-    sel[d] = index.reshape(-1)
-    out[tuple(sel)] = source
-    return out
-
-
-@_method
-def index_fill(input, dim, index, value):
-    """input with the slices `index` along dim set to value."""
-    d = _index_shape(input, dim, index, "index_fill")
+def _set_slices(input, dim, index, value, name):
+    """A copy of input whose slices `index` along dim are set to value."""
+    d = _index_shape(input, dim, index, name)
     out = input.clone()
     sel = [slice(None)] * input.ndim
     sel[d] = index.reshape(-1)
     out[tuple(sel)] = value
     return out
+
+
+@_method
+def index_copy(input, dim, index, source):
+    """input with the slices `index` along dim replaced by source's."""
+    return _set_slices(input, dim, index, source, "index_copy")
+
+
+@_method
+def index_fill(input, dim, index, value):
+    """input with the slices `index` along dim set to value."""
+    return _set_slices(input, dim, index, value, "index_fill")
 
 
 @_method

@@ -151,17 +151,26 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     return rows.reshape(*input.shape, weight.shape[1])
 
 
-def dropout(input, p=0.5, training=True, inplace=False):
-    """Zeroes each element with probability p, scaling the rest by 1/(1-p)."""
+def _dropout_elements(input, p, training, inplace, alpha):
+    """dropout (alpha False) and alpha_dropout: p's check, the identity in
+    eval mode or at p 0, zeros at p 1, else a fresh keep mask per element."""
     if p < 0.0 or p > 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
     if p == 1.0:
         return _maybe_inplace(input, lambda x: x * 0.0, inplace)
-    keep = _creation.rand(*input.shape, dtype=input.dtype) >= p
-    scale = keep.to(input.dtype) * (1.0 / (1.0 - p))
+    keep = (_creation.rand(*input.shape, dtype=input.dtype) >= p).to(input.dtype)
+    if alpha:
+        scale, shift = _alpha_affine(keep, p)
+        return _maybe_inplace(input, lambda x: x * scale + shift, inplace)
+    scale = keep * (1.0 / (1.0 - p))
     return _maybe_inplace(input, lambda x: x * scale, inplace)
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zeroes each element with probability p, scaling the rest by 1/(1-p)."""
+    return _dropout_elements(input, p, training, inplace, False)
 
 
 def _feature_noise(input, p, alpha):
@@ -172,6 +181,13 @@ def _feature_noise(input, p, alpha):
     keep = (_creation.rand(*shape, dtype=input.dtype) >= p).to(input.dtype)
     if not alpha:
         return keep * (1.0 / (1.0 - p)), None
+    return _alpha_affine(keep, p)
+
+
+def _alpha_affine(keep, p):
+    """Alpha dropout's (scale, shift) for a 0/1 keep mask: a dropped element
+    becomes SELU's saturation value, and the affine map a x + b keeps
+    SELU's zero mean and unit variance."""
     a_ = 1.7580993408473766  # SELU's scale * alpha
     a = 1.0 / math.sqrt((a_ * a_ * p + 1) * (1 - p))
     return keep * a, (keep - 1.0) * (a_ * a) + a_ * a * p
@@ -228,16 +244,7 @@ def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
 def alpha_dropout(input, p=0.5, training=False, inplace=False):
     """Dropout for SELU networks: dropped elements take SELU's negative
     saturation value and an affine map keeps the mean and variance."""
-    if p < 0.0 or p > 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-    if not training or p == 0.0:
-        return input
-    if p == 1.0:
-        return _maybe_inplace(input, lambda x: x * 0.0, inplace)
-    keep = (_creation.rand(*input.shape, dtype=input.dtype) >= p).to(input.dtype)
-    a_ = 1.7580993408473766
-    a = 1.0 / math.sqrt((a_ * a_ * p + 1) * (1 - p))
-    return _maybe_inplace(input, lambda x: x * (keep * a) + ((keep - 1.0) * (a_ * a) + a_ * a * p), inplace)
+    return _dropout_elements(input, p, training, inplace, True)
 
 
 # ---------------------------------------------------------------- normalisation
