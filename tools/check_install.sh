@@ -12,8 +12,18 @@ source "$(dirname "$0")/setup.sh"
 pick_python
 build_dir="$(cd "$1" && pwd)"
 tmp="$(mktemp -d)"
+# What pip install -e leaves in the source tree is removed afterwards, but
+# only what this run made: a developer's own editable install stays.
+made=()
+for p in "$EMBER_ROOT"/python/ember/_C*.so "$EMBER_ROOT/python/ember/aot" "$EMBER_ROOT"/python/*.egg-info; do
+    [ -e "$p" ] && made+=("keep:$p")
+done
 clean() {
-    rm -rf "$tmp" "$EMBER_ROOT"/python/ember/_C*.so "$EMBER_ROOT/python/ember/aot" "$EMBER_ROOT"/python/*.egg-info
+    rm -rf "$tmp"
+    for p in "$EMBER_ROOT"/python/ember/_C*.so "$EMBER_ROOT/python/ember/aot" "$EMBER_ROOT"/python/*.egg-info; do
+        [ -e "$p" ] || continue
+        [[ " ${made[*]-} " == *" keep:$p "* ]] || rm -rf "$p"
+    done
 }
 trap clean EXIT
 pip_install() { # VENV ARGS...: a fresh virtual environment, and pip install ARGS into it

@@ -113,6 +113,8 @@ for _name, _target in (("arctan", "atan"), ("arcsin", "asin"), ("arccos", "acos"
 
 
 def _inplace(name, fn):
+    """Tensor.<name>: x.<name>(...) is x.copy_(fn(x, ...)), bumping x's
+    version as PyTorch's in-place methods do."""
     def method(self, *args, **kwargs):
         return self.copy_(fn(self, *args, **kwargs))
     method.__name__ = name
@@ -278,14 +280,10 @@ def is_same_size(input, other):
     return tuple(input.shape) == tuple(other.shape)
 
 
-def _inplace_all():
-    for name, fn in (("copysign_", copysign), ("heaviside_", heaviside), ("frac_", frac), ("ldexp_", ldexp),
+for _name, _fn in (("copysign_", copysign), ("heaviside_", heaviside), ("frac_", frac), ("ldexp_", ldexp),
                      ("float_power_", float_power), ("hypot_", hypot), ("log10_", log10), ("sgn_", sgn),
-                     ("nan_to_num_", nan_to_num)):
-        _inplace(name, fn)
-
-
-_inplace_all()
+                   ("nan_to_num_", nan_to_num)):
+    _inplace(_name, _fn)
 
 
 # ---------------------------------------------------------------- shapes

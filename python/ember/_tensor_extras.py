@@ -12,17 +12,13 @@ import math
 import numbers
 
 from . import _C, _creation, _ops
+from ._math_extras import _inplace as _inplace_method
 from ._ops import _export, _method
 from ._tensor import Tensor
 
 __all__ = []  # (the functions register themselves with _ops)
 
 
-def _inplace_method(name, fn):
-    def method(self, *args, **kwargs):
-        return self.copy_(fn(self, *args, **kwargs))
-    method.__name__ = name
-    _ops._METHODS[name] = (method, True)
 
 
 # ---------------------------------------------------------------- in-place spellings

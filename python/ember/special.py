@@ -112,8 +112,7 @@ _SQRT1_2 = 0.7071067811865476
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
-def _float(x):
-    return x if x.dtype.is_floating_point else x.to(_em().float32)
+from ._math_extras import _float  # noqa: E402  (ints computed in float32, as there)
 
 
 def erfc(input):

@@ -212,6 +212,8 @@ def test_the_new_table_ops_compile():
     want = (ember.atan2(a, b) + a.asin() * b.acos() + a.atan().erfc()).sum().item()
     for _ in range(3):
         assert f(a, b).item() == pytest.approx(want, rel=1e-6)
+    stats = f._stats()
+    assert stats["compiled_calls"] == 2 and stats["eager_calls"] == 0, stats  # (the new ops ran compiled)
 
 
 def test_activations_at_infinities():
@@ -289,6 +291,8 @@ def test_scans_compile_and_differentiate():
     f = ember.compile(lambda t: t.logcumsumexp(1).sum() + t.cummax(1).values.sum())
     for _ in range(3):
         y = f(x)
+    stats = f._stats()
+    assert stats["compiled_calls"] == 2 and stats["eager_calls"] == 0, stats
     y.backward()
     t = torch.tensor(XS.astype(np.float64), requires_grad=True)
     (t.logcumsumexp(1).sum() + t.cummax(1).values.sum()).backward()

@@ -5,15 +5,12 @@ rrelu, softmin, and the in-place spellings (relu_, elu_, leaky_relu_,
 hardtanh_, selu_, celu_, threshold_, rrelu_)."""
 
 from .. import _creation, _ops
+from .functional import _maybe_inplace as _inplace  # (defined before functional imports this module)
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
-def _inplace(input, fn, inplace):
-    if not inplace:
-        return fn(input)
-    return input.copy_(fn(input.clone() if input.requires_grad else input))
 
 
 def selu(input, inplace=False):

@@ -39,15 +39,12 @@ def _max_unpool(input, indices, kernel_size, stride, padding, output_size, n, na
         plane *= d
     flat = input.reshape(lead + (-1,))
     idx = indices.reshape(lead + (-1,))
-    if flat.shape[-1] and builtins_max(idx) >= plane:
-        raise RuntimeError(f"{name}: Found an invalid max index {builtins_max(idx)} (output volumes are of size "
+    top = int(idx.max().item()) if flat.shape[-1] else -1
+    if top >= plane:
+        raise RuntimeError(f"{name}: Found an invalid max index {top} (output volumes are of size "
                            f"{'x'.join(map(str, out))})")
     zeros = _creation.zeros(*(lead + (plane,)), dtype=input.dtype)
     return zeros.scatter(-1, idx, flat).reshape(lead + out)
-
-
-def builtins_max(t):
-    return int(t.max().item())
 
 
 def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
