@@ -689,21 +689,39 @@ static PyObject *f_randperm(PyObject *self, PyObject *args) {
 
 /* ---- dtype rules ---- */
 
+/* The dtype an elementwise op on these operands (tensors and numbers)
+ * gives: result_type(a, b), as PyTorch's, and _result_type(*operands) for
+ * ember's compositions of three or more (addcmul's). */
+static PyObject *result_type_of(PyObject *const *objs, int n) {
+    em_tensor *t[MAX_OPERANDS];
+    if (ew_operands(EM_OP_ADD, objs, n, t) < 0) return NULL;
+    em_type store[MAX_OPERANDS];
+    const em_type *types[MAX_OPERANDS];
+    for (int i = 0; i < n; i++) {
+        store[i] = em_tensor_type(t[i]);
+        types[i] = &store[i];
+    }
+    em_dtype r = em_result_type(types, n);
+    for (int i = 0; i < n; i++) em_tensor_release(t[i]);
+    PyObject *d = em_py_dtype_object(r);
+    Py_INCREF(d);
+    return d;
+}
+
 static PyObject *f_result_type(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *a, *b;
     if (!PyArg_ParseTuple(args, "OO:result_type", &a, &b)) return NULL;
     PyObject *objs[2] = {a, b};
-    em_tensor *t[2];
-    if (ew_operands(EM_OP_ADD, objs, 2, t) < 0) return NULL;
-    em_type ta = em_tensor_type(t[0]), tb = em_tensor_type(t[1]);
-    const em_type *types[2] = {&ta, &tb};
-    em_dtype r = em_result_type(types, 2);
-    em_tensor_release(t[0]);
-    em_tensor_release(t[1]);
-    PyObject *d = em_py_dtype_object(r);
-    Py_INCREF(d);
-    return d;
+    return result_type_of(objs, 2);
+}
+
+static PyObject *f_result_type_n(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (n < 1 || n > MAX_OPERANDS)
+        return em_py_error(PyExc_TypeError, "_result_type takes 1 to %d operands, got %zd", MAX_OPERANDS, n);
+    return result_type_of(&PyTuple_GET_ITEM(args, 0), (int)n);
 }
 
 static PyObject *f_promote_types(PyObject *self, PyObject *args) {
@@ -816,6 +834,7 @@ PyMethodDef em_py_op_methods[] = {
     {"_randint", f_randint, METH_VARARGS, "_randint(low, high, shape, dtype, generator=None)"},
     {"_randperm", f_randperm, METH_VARARGS, "_randperm(n, dtype, generator=None)"},
     {"result_type", f_result_type, METH_VARARGS, "the dtype an op on the two operands gives"},
+    {"_result_type", f_result_type_n, METH_VARARGS, "the dtype an elementwise op on all the operands gives"},
     {"promote_types", f_promote_types, METH_VARARGS, "the smallest dtype both promote to"},
     {"can_cast", f_can_cast, METH_VARARGS, "can results of dtype `from` be written into `to`?"},
     {"_op_ids", f_op_ids, METH_NOARGS, "{op name: op id}"},

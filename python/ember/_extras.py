@@ -110,7 +110,10 @@ _method(equal)
 def addcmul(input, tensor1, tensor2, *, value=1):
     """input + value * tensor1 * tensor2, in one pass and (floats) one
     rounding of the product's sum."""
-    return _ops._mul_add(tensor1 if value == 1 else value * tensor1, tensor2, input)
+    if value != 1:  # (value * tensor1 rounded in the result's dtype, not a narrower operand's)
+        dt = _C._result_type(input, tensor1, tensor2)
+        tensor1 = tensor1.to(dt) * value
+    return _ops._mul_add(tensor1, tensor2, input)
 
 
 def addcdiv(input, tensor1, tensor2, *, value=1):

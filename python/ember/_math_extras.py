@@ -39,6 +39,11 @@ def _where(c, a, b):
     return _ops.where(c, a, b)
 
 
+def _full(x, v):
+    """A constant shaped as x (not x * 0 + v, which is NaN where x is infinite)."""
+    return _creation.full_like(x, v)
+
+
 # ---------------------------------------------------------------- hyperbolic
 
 @_method
@@ -47,7 +52,7 @@ def sinh(input):
     e^(|x| - ln 2) beyond 1 (no overflow before sinh itself overflows)."""
     x = _float(input)
     near = x.abs() < 1.0
-    xs = _where(near, x, x * 0.0)  # (each branch on inputs it is meant for: where's other branch
+    xs = _where(near, x, _full(x, 0.0))  # (each branch on inputs it is meant for: where's other branch
     small = (xs.expm1() - (-xs).expm1()) * 0.5  # gets a zero gradient, and 0 * inf would be NaN)
     y = (x.abs() - _LN2).exp()
     return _where(near, small, x.sign() * (y - 0.25 / y))
@@ -68,9 +73,9 @@ def asinh(input):
     neg = x < 0
     a = _where(neg, -x, x)  # (odd: computed at |x|, the sign put back by where, so the slope at 0 is 1)
     big = a > 1e18 if x.dtype == _C.float64 else a > 1e9
-    safe = _where(big, a * 0.0, a)
+    safe = _where(big, _full(a, 0.0), a)
     small = (safe + safe * safe / (1.0 + (1.0 + safe * safe).sqrt())).log1p()
-    r = _where(big, _where(big, a, a * 0.0 + 1.0).log() + _LN2, small)
+    r = _where(big, _where(big, a, _full(a, 1.0)).log() + _LN2, small)
     return _where(neg, -r, r)
 
 
@@ -80,8 +85,8 @@ def acosh(input):
     where the square would overflow; NaN below 1."""
     x = _float(input)
     big = x > (1e18 if x.dtype == _C.float64 else 1e9)
-    t = _where(big, x * 0.0, x - 1.0)
-    return _where(big, _where(big, x, x * 0.0 + 1.0).log() + _LN2, (t + (t * (t + 2.0)).sqrt()).log1p())
+    t = _where(big, _full(x, 0.0), x - 1.0)
+    return _where(big, _where(big, x, _full(x, 1.0)).log() + _LN2, (t + (t * (t + 2.0)).sqrt()).log1p())
 
 
 @_method
@@ -157,7 +162,8 @@ def hypot(input, other):
     a, b = input.abs(), other.abs()
     m, n = _ops.maximum(a, b), _ops.minimum(a, b)
     r = n / _where(m == 0, m + 1.0, m)
-    return _where(m == 0, m, m * (1.0 + r * r).sqrt())
+    h = _where(m == 0, m, m * (1.0 + r * r).sqrt())
+    return _where(a.isinf() | b.isinf(), _creation.full_like(h, math.inf), h)  # (inf even beside NaN)
 
 
 # ---------------------------------------------------------------- signs and parts
@@ -206,8 +212,12 @@ def frac(input):
 
 @_method
 def float_power(input, exponent):
-    """input ** exponent in float64."""
+    """input ** exponent in float64 (either may be a number)."""
     e = exponent.double() if isinstance(exponent, Tensor) else float(exponent)
+    if not isinstance(input, Tensor):
+        if not isinstance(exponent, Tensor):
+            raise TypeError("float_power(): expected a Tensor as input or exponent, got two numbers")
+        return float(input) ** e
     return input.double() ** e
 
 
@@ -366,7 +376,10 @@ def dsplit(input, indices_or_sections):
 
 @_method
 def diff(input, n=1, dim=-1, prepend=None, append=None):
-    """The n-th forward difference along dim, after prepend and append."""
+    """The n-th forward difference along dim, after prepend and append
+    (n=0: the input itself, as PyTorch)."""
+    if n == 0:
+        return input
     parts = [t for t in (prepend, input, append) if t is not None]
     x = _ops.cat(parts, dim) if len(parts) > 1 else input
     for _ in range(n):
@@ -540,16 +553,25 @@ def diagflat(input, offset=0):
 
 @_export
 def std_mean(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
-    s = input.std(dim, unbiased=unbiased, keepdim=keepdim) if correction is None else \
-        input.std(dim, correction=correction, keepdim=keepdim)
-    return s, input.mean(dim, keepdim=keepdim) if dim is not None else input.mean()
+    """(std, mean) over dim (all dims when None; std_mean(x, False) is the
+    unbiased flag, as PyTorch's overload)."""
+    return _spread_mean(input, dim, unbiased, keepdim, correction, "std")
 
 
 @_export
 def var_mean(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
-    v = input.var(dim, unbiased=unbiased, keepdim=keepdim) if correction is None else \
-        input.var(dim, correction=correction, keepdim=keepdim)
-    return v, input.mean(dim, keepdim=keepdim) if dim is not None else input.mean()
+    return _spread_mean(input, dim, unbiased, keepdim, correction, "var")
+
+
+def _spread_mean(input, dim, unbiased, keepdim, correction, which):
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    if dim is None:
+        dim = tuple(range(input.ndim))
+    spread = getattr(input, which)
+    s = spread(dim, unbiased=unbiased, keepdim=keepdim) if correction is None else \
+        spread(dim, correction=correction, keepdim=keepdim)
+    return s, input.mean(dim, keepdim=keepdim) if dim != () else input.mean()
 
 
 @_method

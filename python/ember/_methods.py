@@ -143,16 +143,28 @@ Tensor.__contains__ = _contains
 
 # ---- conversions and shapes ----
 
-def _to_dtype(name):
-    def fn(self):
-        from . import _C as C
-        return self.to(getattr(C, name))
+def _to_dtype(meth, name):
+    cast = _C._TensorBase.to
+    dtype = getattr(_C, name)
+
+    def fn(self, memory_format=None):
+        """self in this dtype (itself when it already is); memory_format as
+        PyTorch's: preserve_format (the default) keeps a channels-last
+        layout."""
+        out = cast(self, dtype)
+        if out is self or (memory_format is None and self.ndim not in (4, 5)):  # (the common case, kept cheap)
+            return out
+        from . import _memory_format as mf
+        fmt = mf.suggest(self) if memory_format in (None, mf.preserve_format) else memory_format
+        return mf.to_format(out, fmt, meth)
+    fn.__name__ = fn.__qualname__ = meth
     return fn
 
 
-for _meth, _dt in [("half", "float16"), ("bfloat16", "bfloat16"), ("int", "int32"),
-                   ("short", "int16"), ("char", "int8"), ("byte", "uint8")]:
-    setattr(Tensor, _meth, _to_dtype(_dt))
+for _meth, _dt in [("half", "float16"), ("bfloat16", "bfloat16"), ("int", "int32"), ("short", "int16"),
+                   ("char", "int8"), ("byte", "uint8"), ("float", "float32"), ("double", "float64"),
+                   ("long", "int64"), ("bool", "bool")]:
+    setattr(Tensor, _meth, _to_dtype(_meth, _dt))
 
 
 def _clone(self, *, memory_format=None):
@@ -186,7 +198,20 @@ Tensor.view_as = lambda self, other: self.view(*other.shape)
 Tensor.reshape_as = lambda self, other: self.reshape(*other.shape)
 Tensor.is_floating_point = lambda self: self.dtype.is_floating_point
 Tensor.nelement = lambda self: self.numel()
-Tensor.mT = property(lambda self: self.transpose(-2, -1), doc="the last two dims swapped")
+def _matrix_transpose(name):
+    def get(self):
+        if self.ndim == 0:  # (a 0-d tensor is its own transpose, as in PyTorch)
+            return self
+        if self.ndim < 2 or (name == "H" and self.ndim != 2):
+            what = "matrices (2-D tensors)" if name == "H" else "matrices or batches of matrices"
+            raise RuntimeError(f"tensor.{name} is only supported on {what}. Got {self.ndim}-D tensor.")
+        return self.transpose(-2, -1)
+    return property(get, doc="the last two dims swapped (conjugated too for H and mH: real tensors here)")
+
+
+Tensor.mT = _matrix_transpose("mT")
+Tensor.mH = _matrix_transpose("mH")
+Tensor.H = _matrix_transpose("H")
 Tensor._version = property(lambda self: _C._version(self), doc="the storage's version counter")
 
 
@@ -207,3 +232,14 @@ def _install_new():
     Tensor.new_tensor = lambda self, data, *, dtype=None, device=None, requires_grad=False, layout=None, \
         pin_memory=False: _creation.tensor(data, dtype=dtype or self.dtype, device=device,
                                            requires_grad=requires_grad)
+
+
+def _rmod(self, other):
+    """other % self. A Python function, as PyTorch's, so that
+    Tensor.__rmod__(2.5, t) (two operands in either order) is t's remainder
+    too."""
+    return _ops.remainder(other, self)
+
+
+Tensor.__rmod__ = _rmod
+Tensor.__rdiv__ = Tensor.__rtruediv__  # (PyTorch keeps Python 2's name)

@@ -72,7 +72,7 @@ for _row in _ELEMENTWISE:
         _METHODS[_row["name"]] = (globals()[_row["name"]], False)
 
 # PyTorch's other names for them
-_ALIASES = {"negative": "neg", "absolute": "abs", "multiply": "mul", "greater": "gt",
+_ALIASES = {"negative": "neg", "absolute": "abs", "greater": "gt",
             "greater_equal": "ge", "less": "lt", "less_equal": "le", "not_equal": "ne",
             "fix": "trunc"}
 for _alias, _target in _ALIASES.items():
@@ -80,9 +80,37 @@ for _alias, _target in _ALIASES.items():
     _METHODS[_alias] = _METHODS[_target]
 
 
+def _numbers(input, other):
+    """torch.add(2, 3.5) and its kind (add, sub, mul, div, floor_divide):
+    two numbers make the first a 0-d tensor of its own dtype (int64,
+    float32, bool), as PyTorch's scalar overloads do, and two floats a
+    float64 one (both are wrapped numbers there, which keep float64)."""
+    if not isinstance(input, _C._TensorBase) and not isinstance(other, _C._TensorBase) and \
+            isinstance(input, numbers.Number):
+        both_float = isinstance(input, float) and isinstance(other, float)
+        return _C.tensor(input, dtype=_C.float64) if both_float else _C.tensor(input)
+    return input
+
+
+@_method
+def mul(input, other):
+    """input * other"""
+    return _C._ew(_ID["mul"], _numbers(input, other), other)
+
+
+@_method
+def floor_divide(input, other):
+    """input // other (rounded towards minus infinity)"""
+    return _C._ew(_ID["floor_divide"], _numbers(input, other), other)
+
+
+_export(mul, "multiply", method=True)
+
+
 @_method
 def add(input, other, *, alpha=1):
     """input + alpha * other"""
+    input = _numbers(input, other)
     if alpha != 1:
         other = _C._ew(_ID["mul"], other, alpha)
     return _C._ew(_ID["add"], input, other)
@@ -91,6 +119,7 @@ def add(input, other, *, alpha=1):
 @_method
 def sub(input, other, *, alpha=1):
     """input - alpha * other"""
+    input = _numbers(input, other)
     if alpha != 1:
         other = _C._ew(_ID["mul"], other, alpha)
     return _C._ew(_ID["sub"], input, other)
@@ -102,6 +131,7 @@ _export(sub, "subtract", method=True)
 @_method
 def div(input, other, *, rounding_mode=None):
     """True division, or rounded: rounding_mode='trunc' or 'floor'."""
+    input = _numbers(input, other)
     if rounding_mode is None:
         return _C._ew(_ID["div"], input, other)
     if rounding_mode == "floor":
@@ -408,7 +438,12 @@ def flatten(input, start_dim=0, end_dim=-1):
     if s > e:
         raise IndexError("flatten: start_dim cannot come after end_dim")
     shape = input.shape
-    return input.reshape(*shape[:s], -1, *shape[e + 1:]) if s != e else input
+    if s == e:
+        return input
+    n = 1
+    for d in shape[s:e + 1]:  # (the size itself, not -1: a zero-size tensor's -1 is ambiguous)
+        n *= d
+    return input.reshape(*shape[:s], n, *shape[e + 1:])
 
 
 @_method

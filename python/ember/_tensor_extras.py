@@ -40,7 +40,11 @@ def _index_shape(input, dim, index, name):
 
 
 def _set_slices(input, dim, index, value, name):
-    """A copy of input whose slices `index` along dim are set to value."""
+    """A copy of input whose slices `index` along dim are set to value (a
+    0-d input as one element along dim 0)."""
+    if input.ndim == 0:
+        v = value.reshape(-1) if isinstance(value, Tensor) else value
+        return _set_slices(input.reshape(1), dim, index, v, name).reshape(())
     d = _index_shape(input, dim, index, name)
     out = input.clone()
     sel = [slice(None)] * input.ndim
@@ -65,11 +69,12 @@ def index_fill(input, dim, index, value):
 def masked_scatter(input, mask, source):
     """input with the positions where mask is True taken from source's
     elements, in order."""
-    m = mask.broadcast_to(input.shape) if tuple(mask.shape) != tuple(input.shape) else mask
+    shape = _ops.broadcast_shapes(input.shape, mask.shape)  # (input and mask broadcast together)
+    m = mask.broadcast_to(shape) if tuple(mask.shape) != tuple(shape) else mask
     n = builtins.int(m.sum().item())
     if source.numel() < n:
         raise RuntimeError("masked_scatter: expected source to have at least as many elements as ones in mask")
-    out = input.clone()
+    out = input.broadcast_to(shape).clone()
     out[m] = source.reshape(-1)[:n]
     return out
 
@@ -158,8 +163,9 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
                        if correction else 0.0)
     xc = x - mean
     c = (xc * w if w is not None else xc) @ xc.t()
-    c = c / norm if isinstance(norm, Tensor) else c / builtins.max(norm, 0) if norm > 0 else c / 0.0
-    return c.reshape(()) if input.ndim < 2 else c
+    # degrees of freedom <= 0 divide by 0 (inf, or NaN for 0/0), as PyTorch's
+    c = c / norm.clamp(min=0) if isinstance(norm, Tensor) else c / norm if norm > 0 else c / 0.0
+    return c.reshape(()) if x.shape[0] == 1 else c  # (one variable: a 0-d result, as NumPy's)
 
 
 @_method
@@ -257,6 +263,11 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, name):
         q.reshape(-1).to(input.dtype)
     if builtins.bool(((qs < 0) | (qs > 1)).any().item()):
         raise RuntimeError(f"{name}() q values must be in the range [0, 1]")
+    zero_d = input.ndim == 0
+    if zero_d:  # (one element along dim 0; the result stays 0-d, keepdim or not)
+        if dim is not None and dim not in (0, -1):
+            raise IndexError(f"{name}(): dimension out of range (expected to be in range of [-1, 0], but got {dim})")
+        input, keepdim = input.reshape(1), False
     x = input.reshape(-1) if dim is None else input.movedim(dim, -1)
     srt = x.sort(-1).values  # NaN last
     n = x.shape[-1]
@@ -341,6 +352,8 @@ def _unfold_method(self, dimension, size, step):
         raise RuntimeError(f"maximum size for tensor at dimension {d} is {n} but size is {size}")
     if step <= 0:
         raise RuntimeError(f"step is {step} but must be > 0")
+    if self.ndim == 0:  # (PyTorch's: the one element as a window of `size`)
+        return self.reshape(1)[:size]
     count = (n - size) // step + 1
     starts = _creation.arange(count) * step
     idx = (starts.reshape(-1, 1) + _creation.arange(size).reshape(1, -1)).reshape(-1)

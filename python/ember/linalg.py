@@ -501,10 +501,12 @@ def multi_dot(tensors):
 
 def vander(x, *, N=None):
     """Columns x^0, x^1, ..., x^(N-1) (increasing, unlike torch.vander)."""
+    if x.ndim == 0:  # (PyTorch's: one point)
+        x = x.reshape(1)
     n = x.shape[-1] if N is None else N
     if n < 1:
         raise RuntimeError("N must be greater than 1.")
-    cols = [x ** i if i else x * 0 + 1 for i in range(n)]
+    cols = [x ** i if i else ones_like(x) for i in range(n)]
     return _ops.stack(cols, -1)
 
 

@@ -38,8 +38,8 @@ def softshrink(input, lambd=0.5):
 
 
 def hardshrink(input, lambd=0.5):
-    """x where |x| > lambd, else 0."""
-    return _ops.where((input > lambd) | (input < -lambd), input, _creation.zeros_like(input))
+    """x where |x| > lambd, else 0 (NaN stays NaN)."""
+    return _ops.where((input >= -lambd) & (input <= lambd), _creation.zeros_like(input), input)
 
 
 def tanhshrink(input):
@@ -47,8 +47,8 @@ def tanhshrink(input):
 
 
 def threshold(input, threshold, value, inplace=False):
-    """x above threshold, value elsewhere."""
-    return _inplace(input, lambda x: _ops.where(x > threshold, x, _creation.full_like(x, value)), inplace)
+    """x above threshold, value elsewhere (NaN stays NaN)."""
+    return _inplace(input, lambda x: _ops.where(x <= threshold, _creation.full_like(x, value), x), inplace)
 
 
 def hardsigmoid(input, inplace=False):
