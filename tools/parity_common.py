@@ -171,6 +171,8 @@ def dtype_name(dt):
 def to_numpy(t):
     """A tensor of either library as NumPy (bfloat16 through float32)."""
     t = t.detach()
+    if getattr(t, "_is_zerotensor", lambda: False)():
+        t = t.clone()  # (PyTorch's lazy zero gradients: their .numpy() reads memory never written)
     if dtype_name(t.dtype) == "bfloat16":
         t = t.float()
     return t.numpy()

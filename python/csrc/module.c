@@ -194,6 +194,27 @@ static PyObject *f_manual_seed(PyObject *self, PyObject *arg) {
     em_manual_seed(s);
     Py_RETURN_NONE;
 }
+/* _rng_state() -> (seed, offset) of the global random stream, and
+ * _set_rng_state(seed, offset): torch.get_rng_state's and set_rng_state's
+ * core. Neither is an op: a trace could not repeat what they read or
+ * write, so it fails and the call runs eagerly. */
+static PyObject *f_rng_state(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    em_note_event(EM_EVENT_MUTATION, "ember.get_rng_state() (it reads the random stream's position)", NULL);
+    em_rng_state s = em_rng_get_state();
+    return Py_BuildValue("(KK)", (unsigned long long)s.seed, (unsigned long long)s.offset);
+}
+
+static PyObject *f_set_rng_state(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned long long seed, offset;
+    if (!PyArg_ParseTuple(args, "KK:_set_rng_state", &seed, &offset)) return NULL;
+    em_note_event(EM_EVENT_MUTATION, "ember.set_rng_state() (it moves the random stream)", NULL);
+    em_rng_set_state((em_rng_state){seed, offset});
+    Py_RETURN_NONE;
+}
+
 /* _note_side_effect(what): Python code about to do something a compiled
  * graph could not repeat (printing a tensor); a trace fails and says so. */
 static PyObject *f_note_side_effect(PyObject *self, PyObject *arg) {
@@ -391,6 +412,8 @@ static PyMethodDef module_methods[] = {
     {"_storage_view", em_py_storage_view, METH_VARARGS, "_storage_view(base, offset, size, stride)"},
     {"from_dlpack", em_py_from_dlpack, METH_O, "a tensor sharing a DLPack producer's memory"},
     {"manual_seed", f_manual_seed, METH_O, "seed the random generator"},
+    {"_rng_state", f_rng_state, METH_NOARGS, "(seed, offset) of the global random stream"},
+    {"_set_rng_state", f_set_rng_state, METH_VARARGS, "_set_rng_state(seed, offset)"},
     {"_note_side_effect", f_note_side_effect, METH_O, "tell a trace about a side effect it cannot repeat"},
     {"get_num_threads", f_get_num_threads, METH_NOARGS, "threads used by kernels"},
     {"set_num_threads", f_set_num_threads, METH_O, "set the threads used by kernels"},

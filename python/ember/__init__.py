@@ -84,6 +84,9 @@ from . import distributed  # noqa: E402,F401
 from . import backends, distributions, multiprocessing, onnx, special  # noqa: E402,F401
 from .special import logit, sinc, xlogy  # noqa: E402,F401
 Tensor.logit, Tensor.sinc, Tensor.xlogy = special.logit, special.sinc, special.xlogy
+from . import random  # noqa: E402
+from .random import (default_generator, get_rng_state, initial_seed, manual_seed, seed,  # noqa: E402,F401
+                     set_rng_state)
 from . import amp  # noqa: E402
 from ._memory_format import (channels_last, channels_last_3d, contiguous_format, memory_format,  # noqa: E402,F401
                              preserve_format)

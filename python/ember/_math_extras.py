@@ -467,8 +467,8 @@ def combinations(input, r=2, with_replacement=False):
     """The r-combinations of a 1-d tensor's elements, as rows."""
     pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
     idx = list(pick(range(input.shape[0]), r))
-    if not idx:
-        return input.new_zeros((0, r)) if r > 0 else input.new_zeros((0,))
+    if not idx:  # (an empty selection of input, keeping its history as PyTorch's does)
+        return input[_creation.zeros(0, r, dtype=_C.int64)] if r > 0 else input[:0]
     return input[tensor(idx, dtype=_C.int64)]
 
 

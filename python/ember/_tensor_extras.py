@@ -143,26 +143,28 @@ _inplace_method("renorm_", renorm)
 @_method
 def cov(input, *, correction=1, fweights=None, aweights=None):
     """The covariance of input's rows (variables) over its columns
-    (observations)."""
+    (observations). The weights' sums and the normaliser are computed in
+    the weights' own dtype, as PyTorch's are."""
     x = input.reshape(1, -1) if input.ndim < 2 else input
     if not x.dtype.is_floating_point:
         x = x.to(_C.float32)
-    n = x.shape[1]
-    w = None
-    if fweights is not None:
-        w = fweights.to(x.dtype)
+    w = fweights
     if aweights is not None:
-        w = aweights.to(x.dtype) if w is None else w * aweights.to(x.dtype)
+        w = aweights if w is None else w * aweights
     if w is None:
         mean = x.mean(1, keepdim=True)
-        norm = n - correction
+        norm = x.shape[1] - correction
     else:
         wsum = w.sum()
         mean = (x * w).sum(1, keepdim=True) / wsum
-        norm = wsum - (correction * (w * (aweights.to(x.dtype) if aweights is not None else 1.0)).sum() / wsum
-                       if correction else 0.0)
+        if not correction:
+            norm = wsum
+        elif aweights is None:
+            norm = wsum - correction
+        else:
+            norm = wsum - correction * (w * aweights).sum() / wsum
     xc = x - mean
-    c = (xc * w if w is not None else xc) @ xc.t()
+    c = xc @ (xc * w if w is not None else xc).t()
     # degrees of freedom <= 0 divide by 0 (inf, or NaN for 0/0), as PyTorch's
     c = c / norm.clamp(min=0) if isinstance(norm, Tensor) else c / norm if norm > 0 else c / 0.0
     return c.reshape(()) if x.shape[0] == 1 else c  # (one variable: a 0-d result, as NumPy's)

@@ -542,7 +542,9 @@ FORMULA(matmul) {
                                                  one GEMM over all rows, not a batch summed */
         if (NEEDS(0)) gin[0] = give(mm(s, g, mT(s, b)));
         if (NEEDS(1)) {
-            int64_t ka[2] = {-1, a->shape[a->ndim - 1]}, ng[2] = {-1, g->shape[g->ndim - 1]};
+            int64_t rows = 1; /* (counted, not -1: with k or n zero, -1 is ambiguous) */
+            for (int d = 0; d < a->ndim - 1; d++) rows *= a->shape[d];
+            int64_t ka[2] = {rows, a->shape[a->ndim - 1]}, ng[2] = {rows, g->shape[g->ndim - 1]};
             T a2 = keep(s, em_reshape(a, ka, 2)), g2 = keep(s, em_reshape(g, ng, 2));
             gin[1] = give(mm_like(s, mT(s, a2), g2, b));
         }
@@ -678,7 +680,10 @@ static T index_adjoint(scope *s, const em_node *n, T g, T const *idx, int k) {
 }
 FORMULA(index_select) {
     BEGIN;
-    gin[0] = give(index_adjoint(s, c->node, g, &c->in[1], 1));
+    if (c->node->in_types[0].ndim == 0) /* a 0-d input's one element, selected once: g itself */
+        gin[0] = give(keep(s, em_reshape(g, NULL, 0)));
+    else
+        gin[0] = give(index_adjoint(s, c->node, g, &c->in[1], 1));
     END;
 }
 FORMULA(index) {
