@@ -5,6 +5,7 @@
  * storage. Views share the storage and its version counter. Refcounts are
  * atomic because kernels may drop references from pool threads.
  */
+#include <stdint.h>
 #include <string.h>
 
 #include "ember/alloc.h"
@@ -250,6 +251,41 @@ bool em_tensor_adopt_storage(em_tensor *target, em_tensor *value) {
     value->storage = a;
     b->version = a->version + 1;
     return true;
+}
+
+em_status em_tensor_resize(em_tensor *t, const int64_t *shape, int ndim) {
+    if (ndim < 0 || ndim > EM_MAX_DIMS)
+        return em_error(EM_ERR_SHAPE, "resize_: %d dims (ember's tensors have at most %d)", ndim, EM_MAX_DIMS);
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) return em_error(EM_ERR_SHAPE, "resize_: negative size %lld", (long long)shape[i]);
+        if (shape[i] && numel > INT64_MAX / shape[i]) return em_error(EM_ERR_RUNTIME, "resize_: size overflows");
+        numel *= shape[i];
+    }
+    if (t->requires_grad) return em_error(EM_ERR_RUNTIME, "cannot resize variables that require grad");
+    em_storage *s = t->storage;
+    size_t size = em_dtype_size(t->dtype);
+    if ((uint64_t)(t->offset + numel) > (SIZE_MAX / size))
+        return em_error(EM_ERR_RUNTIME, "resize_: size overflows");
+    size_t need = (size_t)(t->offset + numel) * size;
+    if (need > s->nbytes) {
+        if (s->release != release_cpu || s->exported)
+            return em_error(EM_ERR_RUNTIME, "resize_: cannot grow memory ember does not own (a NumPy array's, a "
+                                            "DLPack producer's, or one whose address went out) from %zu to %zu bytes",
+                            s->nbytes, need);
+        void *data = em_cpu_alloc(need);
+        if (!data) return em_error(EM_ERR_NOMEM, "resize_: out of memory for %zu bytes", need);
+        if (s->nbytes) memcpy(data, s->data, s->nbytes);
+        em_cpu_free(s->data, s->nbytes);
+        s->data = data;
+        s->nbytes = need;
+    }
+    t->ndim = ndim;
+    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    em_contiguous_strides(t->shape, ndim, t->strides);
+    t->numel = numel;
+    s->version++;
+    return EM_OK;
 }
 
 void em_tensor_release(em_tensor *t) {

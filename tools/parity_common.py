@@ -72,6 +72,11 @@ def to_ember(v, memo=None):
         return v
     if isinstance(v, types.FunctionType):
         return rebind(v)
+    if isinstance(v, types.BuiltinFunctionType) and (getattr(v, "__module__", "") or "").startswith("torch"):
+        # (torch's own functions given as arguments, F.gelu as an activation: ember's of the name)
+        for space in (ember.nn.functional, ember):
+            if hasattr(space, v.__name__):
+                return getattr(space, v.__name__)
     if isinstance(v, torch.nn.Module):
         return _module_to_ember(v)
     if callable(v):
@@ -125,7 +130,7 @@ def rebind(fn):
     copy = types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__)
     copy.__kwdefaults__ = fn.__kwdefaults__
     _REBOUND[key] = (fn, copy)  # (fn is kept alive so its id is not reused)
-    for name in fn.__code__.co_names:
+    for name in _global_names(fn.__code__):
         value = g.get(name)
         ns = _ember_namespace_for(value)
         if ns is not None:
@@ -135,6 +140,16 @@ def rebind(fn):
     if "wrapper_set_seed" in g:
         g["wrapper_set_seed"] = _ember_wrapper_set_seed
     return copy
+
+
+def _global_names(code):
+    """The global names code and the functions nested in it (lambdas made
+    when it runs, which share its globals) refer to."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _global_names(const)
+    return names
 
 
 def _ember_wrapper_set_seed(op, *args, **kwargs):
@@ -171,6 +186,8 @@ def dtype_name(dt):
 def to_numpy(t):
     """A tensor of either library as NumPy (bfloat16 through float32)."""
     t = t.detach()
+    if getattr(t, "is_sparse", False):
+        t = t.to_dense()  # (PyTorch's sparse gradients, as the dense ones ember gives)
     if getattr(t, "_is_zerotensor", lambda: False)():
         t = t.clone()  # (PyTorch's lazy zero gradients: their .numpy() reads memory never written)
     if dtype_name(t.dtype) == "bfloat16":

@@ -453,6 +453,208 @@ EM_SC double sc_softplus_f64(double x, double beta, double threshold) {
     return bx > threshold ? x : log1p(exp(bx)) / beta;
 }
 
+/* ---- orthogonal polynomials of x and degree n (torch.special's): each
+ * element runs its own three-term recurrence to its degree, in the
+ * element's dtype, with PyTorch's branches (the closed trigonometric forms
+ * of the Chebyshev polynomials for large n inside (-1, 1), their values at
+ * the ends, Hermite's NaN past n = 128 in float32 and 512 in float64). The
+ * degree is truncated to an integer; NaN and degrees outside int64 count
+ * as negative (0), where a C cast would be undefined. Rarely hot: the loops
+ * do not vectorise. Written for float64 (a macro: T is double). */
+
+EM_SC em_sc_i64 em_sc_degree(double n) {
+    return (n != n || n >= 9.2233720368547758e18 || n < -9.2233720368547758e18) ? (em_sc_i64)-1 : (em_sc_i64)n;
+}
+
+#define EM_SC_POLYNOMIALS(T, sfx, FABS, COS, SIN, ACOS)                                     \
+    /* the Chebyshev recurrence r_k = 2y r_(k-1) - r_(k-2) from r_0 = 1, r_1 = first */            \
+    EM_SC T em_sc_cheb_rec_##sfx(T y2, T first, em_sc_i64 n) {                                       \
+        if (n == 0) return (T)1;                                                                   \
+        T p = (T)1, q = first, r = first;                                                          \
+        for (em_sc_i64 k = 2; k <= n && q == q; k++) {                                             \
+            r = y2 * q - p;                                                                        \
+            p = q;                                                                                 \
+            q = r;                                                                                 \
+        }                                                                                          \
+        return r;                                                                                  \
+    }                                                                                              \
+    EM_SC T em_sc_chebyshev_polynomial_t_##sfx(T x, T nf) {                                           \
+        em_sc_i64 n = em_sc_degree(nf);                                                            \
+        if (n < 0) return (T)0;                                                                    \
+        if (FABS(x) == (T)1) return (x > 0 || n % 2 == 0) ? (T)1 : (T)-1;                           \
+        if (n > 6 && FABS(x) < (T)1) return COS((T)n * ACOS(x));                                   \
+        return em_sc_cheb_rec_##sfx(x + x, x, n);                                                  \
+    }                                                                                              \
+    EM_SC T em_sc_chebyshev_polynomial_u_##sfx(T x, T nf) {                                           \
+        em_sc_i64 n = em_sc_degree(nf);                                                            \
+        if (n < 0) return (T)0;                                                                    \
+        if (FABS(x) == (T)1) return (x > 0 || n % 2 == 0) ? (T)(n + 1) : -(T)(n + 1);              \
+        if (n > 8 && FABS(x) < (T)1) {                                                             \
+            T t = ACOS(x);                                                                         \
+            if (SIN(t) != (T)0) return SIN((T)(n + 1) * t) / SIN(t);                               \
+            return (T)(n + 1) * COS((T)(n + 1) * t) / x;                                           \
+        }                                                                                          \
+        return em_sc_cheb_rec_##sfx(x + x, x + x, n);                                              \
+    }                                                                                              \
+    EM_SC T em_sc_chebyshev_polynomial_v_##sfx(T x, T nf) {                                           \
+        em_sc_i64 n = em_sc_degree(nf);                                                            \
+        if (n < 0) return (T)0;                                                                    \
+        if (FABS(x) == (T)1) {                                                                     \
+            if (x > 0) return (T)1;                                                                \
+            return n % 2 == 0 ? (T)(n + n + 1) : -(T)(n + n + 1);                                  \
+        }                                                                                          \
+        if (n > 8 && FABS(x) < (T)1) {                                                             \
+            T t = ACOS(x);                                                                         \
+            if (SIN(t / (T)2) != (T)1) return COS(((T)n + (T)0.5) * t) / COS(t / (T)2);            \
+            return n % 2 == 0 ? (T)(n + n + 1) : -(T)(n + n + 1);                                  \
+        }                                                                                          \
+        return em_sc_cheb_rec_##sfx(x + x, x + x - (T)1, n);                                       \
+    }                                                                                              \
+    EM_SC T em_sc_chebyshev_polynomial_w_##sfx(T x, T nf) {                                           \
+        em_sc_i64 n = em_sc_degree(nf);                                                            \
+        if (n < 0) return (T)0;                                                                    \
+        if (FABS(x) == (T)1) {                                                                     \
+            if (x > 0) return (T)(n + n + 1);                                                      \
+            return n % 2 == 0 ? (T)1 : (T)-1;                                                      \
+        }                                                                                          \
+        if (n > 8 && FABS(x) < (T)1) {                                                             \
+            T t = ACOS(x);                                                                         \
+            if (COS(t / (T)2) != (T)1) return SIN(((T)n + (T)0.5) * t) / SIN(t / (T)2);            \
+            if (x > 0) return (T)(n + n + 1);                                                      \
+            return n % 2 == 0 ? (T)1 : (T)-1;                                                      \
+        }                                                                                          \
+        return em_sc_cheb_rec_##sfx(x + x, x + x + (T)1, n);                                       \
+    }                                                                                              \
+    /* the shifted forms, on [0, 1]: y = 2x - 1 */                                                 \
+    EM_SC T em_sc_shifted_chebyshev_polynomial_t_##sfx(T x, T nf) {                                   \
+        em_sc_i64 n = em_sc_degree(nf);                                                            \
+        T y = x + x - (T)1;                                                                        \
+        if (n < 0) return (T)0;                                                                    \
+        if (x == (T)1) return (T)1;                                                                \
+        if (x == (T)0) return n % 2 == 0 ? (T)1 : (T)-1;                                           \
+        if (n > 6 && FABS(y) < (T)1) return COS((T)n * ACOS(y));                                   \
+        return em_sc_cheb_rec_##sfx(y + y, y, n);                                                  \
+    }                                                                                              \
+    EM_SC T em_sc_shifted_chebyshev_polynomial_u_##sfx(T x, T nf) {                                   \
+        em_sc_i64 n = em_sc_degree(nf);                                                            \
+        T y = x + x - (T)1;                                                                        \
+        if (n < 0) return (T)0;                                                                    \
+        if (x == (T)1) return (T)(n + 1);                                                          \
+        if (x == (T)0) return n % 2 == 0 ? (T)(n + 1) : -(T)(n + 1);                               \
+        if (n > 6 && FABS(y) < (T)1) {                                                             \
+            T t = ACOS(y);                                                                         \
+            if (SIN(t) != (T)0) return SIN((T)(n + 1) * t) / SIN(t);                               \
+            return (T)(n + 1) * COS((T)(n + 1) * t) / y;                                           \
+        }                                                                                          \
+        return em_sc_cheb_rec_##sfx(y + y, y + y, n);                                              \
+    }                                                                                              \
+    EM_SC T em_sc_shifted_chebyshev_polynomial_v_##sfx(T x, T nf) {                                   \
+        em_sc_i64 n = em_sc_degree(nf);                                                            \
+        T y = x + x - (T)1;                                                                        \
+        if (n < 0) return (T)0;                                                                    \
+        if (x == (T)1) return (T)1;                                                                \
+        if (x == (T)0) return n % 2 == 0 ? (T)(n + n + 1) : -(T)(n + n + 1);                       \
+        if (n > 6 && FABS(y) < (T)1) {                                                             \
+            T t = ACOS(y);                                                                         \
+            if (SIN(t / (T)2) != (T)1) return COS(((T)n + (T)0.5) * t) / COS(t / (T)2);            \
+            return n % 2 == 0 ? (T)(n + n + 1) : -(T)(n + n + 1);                                  \
+        }                                                                                          \
+        return em_sc_cheb_rec_##sfx(y + y, y + y - (T)1, n);                                       \
+    }                                                                                              \
+    EM_SC T em_sc_shifted_chebyshev_polynomial_w_##sfx(T x, T nf) {                                   \
+        em_sc_i64 n = em_sc_degree(nf);                                                            \
+        T y = x + x - (T)1;                                                                        \
+        if (n < 0) return (T)0;                                                                    \
+        if (x == (T)1) return (T)(n + n + 1);                                                      \
+        if (x == (T)0) return n % 2 == 0 ? (T)1 : (T)-1;                                           \
+        if (n > 4 && FABS(y) < (T)1) {                                                             \
+            T t = ACOS(y);                                                                         \
+            if (COS(t / (T)2) != (T)1) return SIN(((T)n + (T)0.5) * t) / SIN(t / (T)2);            \
+            return n % 2 == 0 ? (T)1 : (T)-1;                                                      \
+        }                                                                                          \
+        return em_sc_cheb_rec_##sfx(y + y, y + y + (T)1, n);                                       \
+    }                                                                                              \
+    EM_SC T em_sc_hermite_h_##sfx(T x, T nf, em_sc_i64 limit) {                                             \
+        em_sc_i64 n = em_sc_degree(nf);                                                            \
+        if (n < 0) return (T)0;                                                                    \
+        if (n == 0) return (T)1;                                                                   \
+        if (n == 1) return x + x;                                                                  \
+        if (n > limit) return (T)NAN;                                                             \
+        T p = (T)1, q = x + x, r = (T)0;                                                           \
+        for (em_sc_i64 k = 2; k < n + n; k += 2) {                                                 \
+            r = (x + x) * q - (T)k * p;                                                            \
+            p = q;                                                                                 \
+            q = r;                                                                                 \
+        }                                                                                          \
+        return r;                                                                                  \
+    }                                                                                              \
+    EM_SC T em_sc_hermite_he_##sfx(T x, T nf, em_sc_i64 limit) {                                            \
+        em_sc_i64 n = em_sc_degree(nf);                                                            \
+        if (n < 0) return (T)0;                                                                    \
+        if (n == 0) return (T)1;                                                                   \
+        if (n == 1) return x;                                                                      \
+        if (n > limit) return (T)NAN;                                                             \
+        T p = (T)1, q = x, r = x;                                                                  \
+        for (em_sc_i64 k = 1; k < n; k++) {                                                        \
+            r = x * q - (T)k * p;                                                                  \
+            p = q;                                                                                 \
+            q = r;                                                                                 \
+        }                                                                                          \
+        return r;                                                                                  \
+    }                                                                                              \
+    EM_SC T em_sc_laguerre_polynomial_l_##sfx(T x, T nf) {                                            \
+        em_sc_i64 n = em_sc_degree(nf);                                                            \
+        if (n < 0) return (T)0;                                                                    \
+        if (FABS(x) == (T)0 || n == 0) return (T)1;                                                \
+        if (n == 1) return (T)1 - x;                                                               \
+        T p = (T)1, q = (T)1 - x, r = q;                                                           \
+        for (em_sc_i64 k = 1; k < n && q == q; k++) {                                              \
+            r = (((T)(k + k) + ((T)1 - x)) * q - (T)k * p) / (T)(k + 1);                           \
+            p = q;                                                                                 \
+            q = r;                                                                                 \
+        }                                                                                          \
+        return r;                                                                                  \
+    }                                                                                              \
+    EM_SC T em_sc_legendre_polynomial_p_##sfx(T x, T nf) {                                            \
+        em_sc_i64 n = em_sc_degree(nf);                                                            \
+        if (n < 0) return (T)0;                                                                    \
+        if (FABS(x) == (T)1) return (x > 0 || n % 2 == 0) ? (T)1 : (T)-1;                           \
+        if (n == 0) return (T)1;                                                                   \
+        if (n == 1) return x;                                                                      \
+        T p = (T)1, q = x, r = x;                                                                  \
+        for (em_sc_i64 k = 1; k < n && q == q; k++) {                                              \
+            r = ((T)(k + k + 1) * x * q - (T)k * p) / (T)(k + 1);                                  \
+            p = q;                                                                                 \
+            q = r;                                                                                 \
+        }                                                                                          \
+        return r;                                                                                  \
+    }
+
+EM_SC_POLYNOMIALS(double, f64, fabs, cos, sin, acos)
+#undef EM_SC_POLYNOMIALS
+
+/* float32 computes in float64 and rounds once (the recurrences cancel: in
+ * float32 they lose digits PyTorch's float32 kernels lose too); float64 as
+ * is. Hermite keeps PyTorch's per-dtype degree limits. */
+#define EM_SC_POLYNOMIAL(name)                                                                     \
+    EM_SC double sc_##name##_f64(double x, double n) { return em_sc_##name##_f64(x, n); }          \
+    EM_SC float sc_##name##_f32(float x, float n) { return (float)em_sc_##name##_f64(x, n); }
+EM_SC_POLYNOMIAL(chebyshev_polynomial_t)
+EM_SC_POLYNOMIAL(chebyshev_polynomial_u)
+EM_SC_POLYNOMIAL(chebyshev_polynomial_v)
+EM_SC_POLYNOMIAL(chebyshev_polynomial_w)
+EM_SC_POLYNOMIAL(shifted_chebyshev_polynomial_t)
+EM_SC_POLYNOMIAL(shifted_chebyshev_polynomial_u)
+EM_SC_POLYNOMIAL(shifted_chebyshev_polynomial_v)
+EM_SC_POLYNOMIAL(shifted_chebyshev_polynomial_w)
+EM_SC_POLYNOMIAL(laguerre_polynomial_l)
+EM_SC_POLYNOMIAL(legendre_polynomial_p)
+#undef EM_SC_POLYNOMIAL
+EM_SC double sc_hermite_polynomial_h_f64(double x, double n) { return em_sc_hermite_h_f64(x, n, 512); }
+EM_SC float sc_hermite_polynomial_h_f32(float x, float n) { return (float)em_sc_hermite_h_f64(x, n, 128); }
+EM_SC double sc_hermite_polynomial_he_f64(double x, double n) { return em_sc_hermite_he_f64(x, n, 512); }
+EM_SC float sc_hermite_polynomial_he_f32(float x, float n) { return (float)em_sc_hermite_he_f64(x, n, 128); }
+
 /* ---- ops defined alike for float32 and float64 */
 
 #define EM_SC_FLOAT_OPS(T, sfx, SQRT, FMOD, FLOOR, ONE)                                            \

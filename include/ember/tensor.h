@@ -126,6 +126,12 @@ em_tensor *em_tensor_from_storage(em_storage *storage, em_dtype dtype, int64_t o
  * layout. Returns
  * false, changing nothing, otherwise. */
 bool em_tensor_adopt_storage(em_tensor *target, em_tensor *value);
+/* PyTorch's resize_: t becomes contiguous with `shape` over the same
+ * storage from its offset, the storage growing (its old bytes kept, the new
+ * ones uninitialised, every tensor sharing it still valid) when it is too
+ * small. Refused for tensors that require grad and for storage ember did
+ * not allocate or whose address went out. */
+em_status em_tensor_resize(em_tensor *t, const int64_t *shape, int ndim);
 /* A view of `base`'s storage with new geometry (no bounds re-check: callers
  * derive the geometry from base's). */
 em_tensor *em_tensor_alias(const em_tensor *base, int64_t offset, const int64_t *shape,

@@ -716,6 +716,26 @@ static PyObject *f_result_type(PyObject *self, PyObject *args) {
     return result_type_of(objs, 2);
 }
 
+/* _resize_(t, shape): Tensor.resize_'s core (em_tensor_resize). Not an op:
+ * a trace could not repeat it, so it fails and the call runs eagerly. */
+static PyObject *f_resize(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *t, *shape_obj;
+    if (!PyArg_ParseTuple(args, "OO:_resize_", &t, &shape_obj)) return NULL;
+    if (!em_py_is_tensor(t)) return em_py_error(PyExc_TypeError, "resize_(): expected a Tensor");
+    int64_t shape[EM_MAX_DIMS];
+    int ndim = 0;
+    PyObject *one = PyTuple_Pack(1, shape_obj);
+    int bad = !one || em_py_shape_args(one, "resize_", shape, &ndim) < 0;
+    Py_XDECREF(one);
+    if (bad) return NULL;
+    em_note_event(EM_EVENT_MUTATION, "Tensor.resize_() (it changes a tensor's shape and memory in place)",
+                  em_py_tensor_of(t));
+    if (em_tensor_resize(em_py_tensor_of(t), shape, ndim) != EM_OK) return em_py_raise();
+    Py_INCREF(t);
+    return t;
+}
+
 static PyObject *f_result_type_n(PyObject *self, PyObject *args) {
     (void)self;
     Py_ssize_t n = PyTuple_GET_SIZE(args);
@@ -835,6 +855,7 @@ PyMethodDef em_py_op_methods[] = {
     {"_randperm", f_randperm, METH_VARARGS, "_randperm(n, dtype, generator=None)"},
     {"result_type", f_result_type, METH_VARARGS, "the dtype an op on the two operands gives"},
     {"_result_type", f_result_type_n, METH_VARARGS, "the dtype an elementwise op on all the operands gives"},
+    {"_resize_", f_resize, METH_VARARGS, "_resize_(t, shape): Tensor.resize_"},
     {"promote_types", f_promote_types, METH_VARARGS, "the smallest dtype both promote to"},
     {"can_cast", f_can_cast, METH_VARARGS, "can results of dtype `from` be written into `to`?"},
     {"_op_ids", f_op_ids, METH_NOARGS, "{op name: op id}"},

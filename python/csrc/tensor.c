@@ -631,6 +631,15 @@ static PyObject *m_element_size(PyObject *self, PyObject *unused) {
     (void)unused;
     return PyLong_FromSize_t(em_dtype_size(T(self)->dtype));
 }
+static PyObject *m_storage_offset(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return PyLong_FromLongLong(T(self)->offset);
+}
+/* _storage_size(): how many elements of this tensor's dtype its memory holds */
+static PyObject *m_storage_size(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return PyLong_FromSize_t(T(self)->storage->nbytes / em_dtype_size(T(self)->dtype));
+}
 static PyObject *m_data_ptr(PyObject *self, PyObject *unused) {
     (void)unused;
     return PyLong_FromVoidPtr(em_tensor_data(T(self)));
@@ -706,6 +715,8 @@ static PyMethodDef tensor_methods[] = {
      "row-major without gaps (or laid out as memory_format)?"},
     {"element_size", m_element_size, METH_NOARGS, "bytes per element"},
     {"data_ptr", m_data_ptr, METH_NOARGS, "address of the first element"},
+    {"storage_offset", m_storage_offset, METH_NOARGS, "where the first element lies in the memory, in elements"},
+    {"_storage_size", m_storage_size, METH_NOARGS, "how many elements the memory holds"},
     {"__dlpack__", (PyCFunction)(void (*)(void))em_py_tensor_dlpack, METH_VARARGS | METH_KEYWORDS,
      "a DLPack capsule sharing this tensor's memory"},
     {"__dlpack_device__", em_py_tensor_dlpack_device, METH_NOARGS, "(device type, device id)"},

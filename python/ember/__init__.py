@@ -81,9 +81,21 @@ from . import utils  # noqa: E402,F401
 from . import aot  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
 from . import distributed  # noqa: E402,F401
-from . import backends, distributions, multiprocessing, onnx, special  # noqa: E402,F401
+from . import backends, distributions, fft, masked, multiprocessing, onnx, special  # noqa: E402,F401
 from .special import logit, sinc, xlogy  # noqa: E402,F401
 Tensor.logit, Tensor.sinc, Tensor.xlogy = special.logit, special.sinc, special.xlogy
+special.Tensor = fft.Tensor = Tensor
+
+
+def _install_special():
+    functions, methods = special._top_level()
+    globals().update(functions)
+    for name, fn in methods.items():
+        setattr(Tensor, name, fn)
+        setattr(Tensor, name + "_", lambda self, *a, _fn=fn, **k: self.copy_(_fn(self, *a, **k)))
+
+
+_install_special()
 from . import random  # noqa: E402
 from .random import (default_generator, get_rng_state, initial_seed, manual_seed, seed,  # noqa: E402,F401
                      set_rng_state)

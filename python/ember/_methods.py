@@ -243,3 +243,44 @@ def _rmod(self, other):
 
 Tensor.__rmod__ = _rmod
 Tensor.__rdiv__ = Tensor.__rtruediv__  # (PyTorch keeps Python 2's name)
+
+
+# ---- resizing ----
+
+def resize_(self, *sizes, memory_format=None):
+    """Makes this tensor contiguous with `sizes` over its own memory, which
+    grows when too small (its old contents kept, the new part
+    uninitialised), as PyTorch's resize_."""
+    from ._creation import _sizes
+    _C._resize_(self, _sizes("resize_", sizes))
+    if memory_format is not None:
+        from . import _memory_format as mf
+        if memory_format not in (mf.contiguous_format, mf.preserve_format):
+            raise NotImplementedError(f"resize_: memory_format={memory_format} is not implemented in ember "
+                                      "(resized tensors are row-major)")
+    return self
+
+
+def resize_as_(self, the_template, memory_format=None):
+    """resize_ to the_template's shape."""
+    return resize_(self, tuple(the_template.shape), memory_format=memory_format)
+
+
+def _resize(self, *sizes):
+    """The deprecated out-of-place resize: a reshape to sizes of the same
+    number of elements."""
+    import warnings
+    from ._creation import _sizes
+    warnings.warn("non-inplace resize is deprecated")
+    return self.reshape(_sizes("resize", sizes))
+
+
+def _resize_as(self, tensor):
+    import warnings
+    warnings.warn("non-inplace resize_as is deprecated")
+    return self.reshape(tuple(tensor.shape))
+
+
+Tensor.resize_, Tensor.resize_as_, Tensor.resize, Tensor.resize_as = resize_, resize_as_, _resize, _resize_as
+_ops._export(resize_as_)
+_ops._export(zero_)

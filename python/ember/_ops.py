@@ -664,9 +664,10 @@ def gather(input, dim, index):
 def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     if src is None:
         src = value
-    if reduce not in (None, "add"):
-        raise NotImplementedError(f"scatter: reduce={reduce!r} is not implemented in ember yet")
-    return _C._scatter(input, dim, index, src, reduce == "add")
+    if reduce is not None:
+        from ._scatter_reduce import scatter_with_reduce
+        return scatter_with_reduce(input, dim, index, src, reduce)
+    return _C._scatter(input, dim, index, src, False)
 
 
 @_method
@@ -857,3 +858,5 @@ from ._sampling import *  # noqa: E402,F401,F403  (likewise)
 from ._extras import *  # noqa: E402,F401,F403  (likewise)
 from ._math_extras import *  # noqa: E402,F401,F403  (likewise)
 from ._tensor_extras import *  # noqa: E402,F401,F403  (likewise)
+from ._scatter_reduce import *  # noqa: E402,F401,F403  (likewise)
+from ._numeric import *  # noqa: E402,F401,F403  (likewise)

@@ -114,8 +114,9 @@ class Tensor(_C._TensorBase):
 
     def tolist(self):
         """The values as (nested) Python lists of numbers."""
-        # NumPy has no bfloat16; its values are exactly float32 values
-        return (self.float() if self.dtype == _C.bfloat16 else self).numpy().tolist()
+        # NumPy has no bfloat16; its values are exactly float32 values. (Of a
+        # copy: exporting this tensor's own memory would pin it for good.)
+        return (self.float() if self.dtype == _C.bfloat16 else self.clone()).numpy().tolist()
 
     def __repr__(self):
         from ._tensor_str import tensor_repr

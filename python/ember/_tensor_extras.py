@@ -441,9 +441,162 @@ def _functional_aliases():
                  "pixel_unshuffle", "cosine_similarity", "pairwise_distance", "pdist", "layer_norm", "group_norm",
                  "dropout", "alpha_dropout", "feature_alpha_dropout", "selu", "celu", "threshold", "prelu",
                  "rrelu", "hardshrink", "bilinear", "channel_shuffle", "native_channel_shuffle", "selu_",
-                 "celu_", "threshold_", "rrelu_", "relu_"):
+                 "celu_", "threshold_", "rrelu_", "relu_", "native_layer_norm", "native_batch_norm"):
         if not hasattr(_ops, name) and hasattr(F, name):
             _export(getattr(F, name), name)
     for name, fn in (("dropout_", F.dropout), ("alpha_dropout_", F.alpha_dropout),
                      ("feature_alpha_dropout_", F.feature_alpha_dropout)):
         _export(lambda input, p, train, _fn=fn: _fn(input, p, train, True), name)
+
+
+# ---------------------------------------------------------------- sum_to_size
+
+def _sum_to_size(self, *size):
+    """The sum of self down to `size`, a shape self broadcasts from (what a
+    broadcast's gradient is summed to)."""
+    from ._creation import _sizes
+    target = _sizes("sum_to_size", size)
+    shape = tuple(self.shape)
+    lead = len(shape) - len(target)
+    if lead < 0 or any(t not in (1, s) for t, s in zip(target, shape[lead:])):
+        raise RuntimeError(f"size {list(target)} is not expandable to size {list(shape)}")
+    dims = list(range(lead)) + [lead + i for i, t in enumerate(target) if t == 1 and shape[lead + i] != 1]
+    out = self.sum(dims, keepdim=True) if dims else self
+    return out.reshape(target) if lead or dims else out
+
+
+Tensor.sum_to_size = _sum_to_size
+
+
+# ---------------------------------------------------------------- scatter into views
+
+def _into_view(input, src, view, name):
+    """A copy of input with view(copy) replaced by src (the *_scatter ops:
+    the inverse of a view, differentiable to both)."""
+    out = input.clone()
+    part = view(out)
+    if tuple(part.shape) != tuple(src.shape):
+        raise RuntimeError(f"{name}: expected src to have a size equal to the slice of self. src size = "
+                           f"{list(src.shape)}, slice size = {list(part.shape)}")
+    part.copy_(src)
+    return out
+
+
+@_method
+def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
+    """input with its (offset, dim1, dim2) diagonal replaced by src."""
+    return _into_view(input, src, lambda t: t.diagonal(offset, dim1, dim2), "diagonal_scatter")
+
+
+@_method
+def select_scatter(input, src, dim, index):
+    """input with its index-th slice along dim replaced by src."""
+    return _into_view(input, src, lambda t: t.select(dim, index), "select_scatter")
+
+
+@_method
+def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
+    """input with the slice start:end:step along dim replaced by src."""
+    def view(t):
+        sel = [builtins.slice(None)] * t.ndim
+        sel[dim] = builtins.slice(start, end, step)
+        return t[tuple(sel)]
+    return _into_view(input, src, view, "slice_scatter")
+
+
+@_method
+def split_with_sizes(input, split_sizes, dim=0):
+    """Pieces of the given sizes along dim (they must add up to its size)."""
+    n = input.shape[dim]
+    if builtins.sum(split_sizes) != n:
+        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's size at "
+                           f"dimension {dim}), but got split_sizes={list(split_sizes)}")
+    return input.split(list(split_sizes), dim)
+
+
+@_method
+def narrow_copy(input, dim, start, length):
+    """narrow, as a new tensor of its own."""
+    return input.narrow(dim, start, length).clone()
+
+
+@_export
+def constant_pad_nd(input, pad, value=0):
+    """nn.functional.pad with mode='constant'."""
+    from .nn.functional import pad as _pad
+    return _pad(input, pad, "constant", value)
+
+
+# ---------------------------------------------------------------- strided views of memory
+
+def _strided_extent(name, size, stride, offset):
+    size, stride = tuple(int(n) for n in size), tuple(int(s) for s in stride)
+    if len(size) != len(stride):
+        raise RuntimeError(f"mismatch in length of strides and shape: {len(size)} sizes, {len(stride)} strides")
+    if any(n < 0 for n in size) or any(s < 0 for s in stride) or offset < 0:
+        raise RuntimeError(f"{name}: negative sizes, strides and offsets are not allowed (size {list(size)}, "
+                           f"stride {list(stride)}, storage_offset {offset})")
+    if any(n == 0 for n in size):
+        return size, stride, 0
+    return size, stride, offset + builtins.sum((n - 1) * s for n, s in zip(size, stride)) + 1
+
+
+@_method
+def as_strided(input, size, stride, storage_offset=None):
+    """A view of input's memory: element i is memory[storage_offset + sum(i[d]
+    * stride[d])] (storage_offset defaults to input's own). Writes through
+    it reach input. Differentiable where input is the whole of its memory,
+    laid out row-major (the gradient sums where elements overlap)."""
+    offset = input.storage_offset() if storage_offset is None else int(storage_offset)
+    size, stride, need = _strided_extent("as_strided", size, stride, offset)
+    total = input._storage_size()
+    if need > total:
+        raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset}, and "
+                           f"itemsize {input.element_size()} requiring a storage size of "
+                           f"{need * input.element_size()} are out of bounds for storage of size "
+                           f"{total * input.element_size()}")
+    whole = input.is_contiguous() and input.storage_offset() == 0 and input.numel() == total
+    if whole:
+        flat = input.reshape(-1)
+    elif input.requires_grad:
+        raise NotImplementedError("as_strided: the gradient through a view that is not the whole of its memory "
+                                  "is not implemented in ember; call it on the base tensor, or on .contiguous()")
+    else:
+        flat = _C._storage_view(input, 0, (total,), (1,))
+    return _C._op(_ops._ID["as_strided"], [flat], {"shape": list(size), "stride": list(stride), "offset": offset})
+
+
+@_method
+def as_strided_scatter(input, src, size, stride, storage_offset=None):
+    """A copy of input (row-major) whose as_strided(size, stride,
+    storage_offset) view is replaced by src; differentiable to both."""
+    offset = 0 if storage_offset is None else int(storage_offset)
+    size, stride, need = _strided_extent("as_strided_scatter", size, stride, offset)
+    if need > input.numel():
+        raise RuntimeError(f"as_strided_scatter: size {list(size)} and stride {list(stride)} from offset {offset} "
+                           f"reach element {need - 1} of a tensor of {input.numel()}")
+    if tuple(src.shape) != size:
+        raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = {list(src.shape)}, "
+                           f"slice size = {list(size)}")
+    flat = input.contiguous().reshape(-1)
+    out = _C._op(_ops._ID["as_strided_scatter"], [flat, src.to(input.dtype)], {"stride": list(stride),
+                                                                              "offset": offset})
+    return out.reshape(tuple(input.shape))
+
+
+@_export
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
+    """An uninitialised tensor with the given sizes and strides (over memory
+    just large enough for them)."""
+    size, stride, need = _strided_extent("empty_strided", size, stride, 0)
+    base = _creation.empty(builtins.max(need, 1), dtype=dtype, device=device)
+    out = _C._storage_view(base, 0, size, stride)
+    return out.requires_grad_() if requires_grad else out
+
+
+def _new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=None, requires_grad=False,
+                       pin_memory=False):
+    return empty_strided(size, stride, dtype=dtype or self.dtype, device=device, requires_grad=requires_grad)
+
+
+Tensor.new_empty_strided = _new_empty_strided

@@ -133,8 +133,10 @@ def _tensor_repr(t):
     prefix = "tensor("
     indent = len(prefix)
     suffixes = []
-    # NumPy has no bfloat16; its values are exactly float32 values.
-    a = np.asarray(t.float() if t.dtype == bfloat16 else t)
+    # NumPy has no bfloat16; its values are exactly float32 values. (A copy:
+    # exporting t's own memory would pin it for good, and resize_ could not
+    # grow it after a print.)
+    a = np.asarray(t.float() if t.dtype == bfloat16 else t.clone())
     if t.numel() == 0:
         if t.ndim != 1:
             suffixes.append("size=" + str(tuple(t.shape)))

@@ -562,3 +562,69 @@ __all__ += ["LinAlgError", "inv_ex", "cholesky_ex", "solve_ex", "matmul", "diago
             "vander", "cond", "matrix_exp", "tensorinv", "tensorsolve"]
 TOP_LEVEL["matrix_exp"] = matrix_exp
 _ops._METHODS["matrix_exp"] = (matrix_exp, True)
+
+
+# ---------------------------------------------------------------- randomized low-rank factorizations
+
+def _approximate_basis(A, q, niter, M):
+    """An orthonormal (.., m, q) basis of A's range (minus M's), by Halko,
+    Martinsson and Tropp's randomized range finder with niter power
+    iterations (torch._lowrank.get_approximate_basis)."""
+    from ._creation import randn
+    n = A.shape[-1]
+    R = randn(n, q, dtype=A.dtype)
+
+    def times(X):
+        return A @ X - (M @ X if M is not None else 0)
+
+    def times_t(X):
+        return A.mT @ X - (M.mT @ X if M is not None else 0)
+    Q = qr(times(R)).Q
+    for _ in range(niter):
+        Q = qr(times_t(Q)).Q
+        Q = qr(times(Q)).Q
+    return Q
+
+
+def svd_lowrank(A, q=6, niter=2, M=None):
+    """(U, S, V) of a rank-q approximation of A (or A - M): A ~ U diag(S)
+    V^T, by a random range finder (ember's random stream) and a small SVD.
+    Exact, up to the signs of the singular vectors, when A has rank <= q."""
+    q = 6 if q is None else q
+    m, n = A.shape[-2:]
+    if M is not None:
+        M = M.broadcast_to(A.shape)
+    if m < n:  # work with the tall form
+        U, S, V = svd_lowrank(A.mT, q, niter, None if M is None else M.mT)
+        return V, S, U
+    Q = _approximate_basis(A, q, niter, M)
+    B = Q.mT @ A - (Q.mT @ M if M is not None else 0)
+    U, S, Vh = svd(B, full_matrices=False)
+    return Q @ U, S, Vh.mT
+
+
+def pca_lowrank(A, q=None, center=True, niter=2):
+    """(U, S, V) of the principal components of A's rows: svd_lowrank of A
+    less its column means (center=True), q = min(6, m, n) by default."""
+    m, n = A.shape[-2:]
+    q = min(6, m, n) if q is None else q
+    if not 0 <= q <= min(m, n):
+        raise ValueError(f"q(={q}) must be non-negative integer and not greater than min(m, n)={min(m, n)}")
+    if not center:
+        return svd_lowrank(A, q, niter)
+    return svd_lowrank(A, q, niter, A.mean(-2, keepdim=True))
+
+
+TOP_LEVEL["svd_lowrank"] = svd_lowrank
+TOP_LEVEL["pca_lowrank"] = pca_lowrank
+
+
+# ---------------------------------------------------------------- LU and Householder factorizations
+
+from ._linalg_factor import (householder_product, ldl_factor, ldl_factor_ex, ldl_solve, lu,  # noqa: E402,F401
+                             lu_factor, lu_factor_ex, lu_solve, _linalg_factor_top_level)
+
+TOP_LEVEL.update(_linalg_factor_top_level())
+for _name in ("lu", "lu_solve", "geqrf", "orgqr", "ormqr", "cholesky", "cholesky_solve", "cholesky_inverse",
+              "triangular_solve", "qr", "symeig"):
+    _ops._METHODS[_name] = (TOP_LEVEL[_name], True)

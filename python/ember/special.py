@@ -1,11 +1,10 @@
 """ember.special, as torch.special: expit, logit, exp2, expm1, log1p,
 erf, erfc, xlogy, xlog1py, sinc, entr, logsumexp, softmax, log_softmax,
 round (ember's ops directly); ndtr, log_ndtr, erfcx, erfinv, ndtri,
-digamma (psi), gammaln and multigammaln (compositions: asymptotic series
-after a recurrence, Newton steps on erf, each in the form that stays
-accurate in the tails). The Bessel functions, zeta, polygamma of order
-above 0, the incomplete gammas and the orthogonal polynomials are not here
-yet."""
+(compositions: Newton steps on erf, each in the form that stays accurate
+in the tails); the gamma family (_gamma.py: gammaln, digamma, polygamma,
+zeta, multigammaln, the incomplete gammas), the Bessel and Airy functions
+(_bessel.py) and the orthogonal polynomials (_polynomials.py)."""
 
 import math
 
@@ -13,7 +12,13 @@ from . import _ops
 
 __all__ = ["expit", "logit", "exp2", "expm1", "log1p", "erf", "xlogy", "xlog1py", "sinc", "entr", "logsumexp",
            "softmax", "log_softmax", "round", "erfc", "ndtr", "log_ndtr", "erfcx", "erfinv", "ndtri", "digamma",
-           "psi", "gammaln", "multigammaln", "polygamma"]
+           "psi", "gammaln", "multigammaln", "polygamma", "zeta", "gammainc", "gammaincc", "airy_ai", "bessel_j0",
+           "bessel_j1", "bessel_y0", "bessel_y1", "i0", "i0e", "i1", "i1e", "modified_bessel_i0",
+           "modified_bessel_i1", "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0",
+           "scaled_modified_bessel_k1", "spherical_bessel_j0", "chebyshev_polynomial_t", "chebyshev_polynomial_u",
+           "chebyshev_polynomial_v", "chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+           "laguerre_polynomial_l", "legendre_polynomial_p", "shifted_chebyshev_polynomial_t",
+           "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w"]
 
 
 def _em():
@@ -113,21 +118,7 @@ _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
 from ._math_extras import _float, _full  # noqa: E402  (ints computed in float32, as there)
-
-
-def _widened(fn):
-    """fn computed in float64 for narrower floats (and ints), cast back:
-    these compositions lose digits in float32 where PyTorch's libm-based
-    kernels do not."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(input, *args, **kwargs):
-        x = _float(input)
-        if x.dtype == _em().float64:
-            return fn(x, *args, **kwargs)
-        return fn(x.double(), *args, **kwargs).to(x.dtype)
-    return wrapper
+from ._special_base import smooth as _smooth  # noqa: E402
 
 
 def erfc(input):
@@ -139,10 +130,9 @@ def ndtr(input):
     return (_float(input) * -_SQRT1_2).erfc() * 0.5
 
 
-def erfcx(input):
+def _erfcx(x):
     """exp(x^2) erfc(x): directly up to 3 (and for every x below 0), by its
     continued fraction beyond, where erfc underflows."""
-    x = _float(input)
     xs = _ops.where(x > 3.0, _full(x, 0.0), x)
     near = (xs * xs).exp() * xs.erfc()
     big = _ops.where(x > 3.0, x, _full(x, 4.0))
@@ -155,13 +145,12 @@ def erfcx(input):
     return _ops.where(x > 3.0, tail, near)
 
 
-def log_ndtr(input):
+def _log_ndtr(x):
     """log of the normal CDF: log(ndtr(x)) down to -5, the log of the
     scaled erfc below (where ndtr underflows), log1p(-ndtr(-x)) above 0."""
-    x = _float(input)
     lo = x < -5.0
     xl = _ops.where(lo, x, _full(x, -6.0))
-    tail = (erfcx(-xl * _SQRT1_2) * 0.5).log() - xl * xl * 0.5
+    tail = (_erfcx(-xl * _SQRT1_2) * 0.5).log() - xl * xl * 0.5
     xm = _ops.where(lo, _full(x, 0.0), x)
     mid = _ops.where(xm > 0, (-ndtr(-xm)).log1p(), ndtr(xm).log())
     return _ops.where(lo, tail, mid)
@@ -198,10 +187,9 @@ def _erfinv_core(a, t):
     return x
 
 
-def erfinv(input):
+def _erfinv(y):
     """The inverse of erf on (-1, 1) (float64 accuracy); +-inf at +-1, NaN
     outside."""
-    y = _float(input)
     a = y.abs().clamp(max=1.0)
     t = 1.0 - a
     tt = _ops.where(t > 0, t, _full(t, 1.0))
@@ -211,11 +199,10 @@ def erfinv(input):
     return _ops.where((y.abs() > 1.0) | y.isnan(), _full(y, math.nan), x)
 
 
-def ndtri(input):
+def _ndtri(p):
     """The inverse of the normal CDF, -sqrt(2) erfcinv(2p): the tail below
     1/2 from 2p itself (exact), so ndtri(1e-300) is -37, not -inf; the
     upper half by symmetry; +-inf at 1 and 0, NaN outside."""
-    p = _float(input)
     lower = p < 0.5
     q = _ops.where(lower, p, 1.0 - p)
     ok = (q > 0) & (q <= 0.5)
@@ -226,79 +213,35 @@ def ndtri(input):
     return _ops.where((p < 0) | (p > 1) | p.isnan(), _full(p, math.nan), z)
 
 
-# ---------------------------------------------------------------- gamma
-
-_SHIFT = 8  # the recurrence lifts x to at least this before the asymptotic series
-
-
-def _lifted(x):
-    """(y, s): y = x + n >= _SHIFT for x >= 0 region handling, s the sum of
-    1 / (x + k), k < n, and the log of the product x (x + 1) ... (x + n - 1)."""
-    recip, logs, y = _full(x, 0.0), _full(x, 0.0), x
-    for _ in range(_SHIFT):
-        small = y < _SHIFT
-        yy = _ops.where(small, y, _full(y, 1.0))
-        recip = recip + _ops.where(small, 1.0 / yy, _full(yy, 0.0))
-        logs = logs + _ops.where(small, yy.abs().log(), _full(yy, 0.0))
-        y = _ops.where(small, y + 1.0, y)
-    return y, recip, logs
+_SQRT_PI = math.sqrt(math.pi)
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+erfinv = _smooth("erfinv", _erfinv, lambda x, y: 0.5 * _SQRT_PI * (y * y).exp())
+ndtri = _smooth("ndtri", _ndtri, lambda x, y: _SQRT_2PI * (0.5 * y * y).exp())
+erfcx = _smooth("erfcx", _erfcx, lambda x, y: 2.0 * x * y - 2.0 / _SQRT_PI)
+# (log Phi)' = phi / Phi = exp(-x^2/2 - log Phi) / sqrt(2 pi), in the log domain (no underflow far out)
+log_ndtr = _smooth("log_ndtr", _log_ndtr, lambda x, y: (-0.5 * x * x - y).exp() / _SQRT_2PI)
 
 
-@_widened
-def digamma(input):
-    """psi(x) = d/dx log Gamma(x): the recurrence psi(x) = psi(x + 1) - 1/x
-    up to 8, then the asymptotic series; reflection below 0; -inf at +0 and
-    +inf at -0 (PyTorch's), NaN at the negative integers and -inf."""
-    x = input
-    neg = x < 0
-    xr = _ops.where(neg, 1.0 - x, x)
-    y, recip, _ = _lifted(xr)
-    inv = 1.0 / y
-    inv2 = inv * inv
-    series = y.log() - 0.5 * inv - inv2 * (1.0 / 12 - inv2 * (1.0 / 120 - inv2 * (1.0 / 252 - inv2 * (
-        1.0 / 240 - inv2 * (1.0 / 132 - inv2 * (691.0 / 32760 - inv2 * (1.0 / 12)))))))
-    pos = series - recip
-    refl = pos - math.pi / (math.pi * _ops.where(neg, x, _full(x, 0.5))).tan()
-    out = _ops.where(neg, refl, pos)
-    out = _ops.where(x == 0, _ops.where(1.0 / x < 0, math.inf, -math.inf), out)
-    return _ops.where((neg & (x == x.floor())) | (x == -math.inf), _full(x, math.nan), out)
+# ---------------------------------------------------------------- gamma, Bessel, polynomials
+
+from ._gamma import (digamma, gammainc, gammaincc, gammaln, multigammaln, polygamma, psi,  # noqa: E402,F401
+                     zeta)
+from ._bessel import (airy_ai, bessel_j0, bessel_j1, bessel_y0, bessel_y1, i0, i0e, i1, i1e,  # noqa: E402,F401
+                      modified_bessel_i0, modified_bessel_i1, modified_bessel_k0, modified_bessel_k1,
+                      scaled_modified_bessel_k0, scaled_modified_bessel_k1, spherical_bessel_j0)
+from ._polynomials import (chebyshev_polynomial_t, chebyshev_polynomial_u, chebyshev_polynomial_v,  # noqa: E402,F401
+                           chebyshev_polynomial_w, hermite_polynomial_h, hermite_polynomial_he,
+                           laguerre_polynomial_l, legendre_polynomial_p, shifted_chebyshev_polynomial_t,
+                           shifted_chebyshev_polynomial_u, shifted_chebyshev_polynomial_v,
+                           shifted_chebyshev_polynomial_w)
 
 
-psi = digamma
-
-
-def polygamma(n, input):
-    """polygamma of order 0 (digamma); higher orders are not here yet."""
-    if n == 0:
-        return digamma(input)
-    raise NotImplementedError(f"ember.special.polygamma: order {n} (only 0, digamma, is implemented)")
-
-
-@_widened
-def gammaln(input):
-    """log |Gamma(x)|: Stirling's series after the recurrence to 8;
-    reflection below 0.5; +inf at 0, the negative integers and +-inf."""
-    x = input
-    neg = x < 0.5
-    xr = _ops.where(neg, 1.0 - x, x)
-    y, _, logs = _lifted(xr)
-    inv = 1.0 / y
-    inv2 = inv * inv
-    stirling = (y - 0.5) * y.log() - y + _LOG_SQRT_2PI + inv * (1.0 / 12 - inv2 * (1.0 / 360 - inv2 * (
-        1.0 / 1260 - inv2 * (1.0 / 1680 - inv2 * (1.0 / 1188 - inv2 * (691.0 / 360360 - inv2 * (1.0 / 156)))))))
-    pos = stirling - logs
-    s = (math.pi * _ops.where(neg, x, _full(x, 0.5))).sin().abs()
-    refl = math.log(math.pi) - _ops.where(neg, s, _full(s, 1.0)).log() - pos
-    out = _ops.where(neg, refl, pos)
-    return _ops.where(((x <= 0) & (x == x.floor())) | x.isinf(), _full(x, math.inf), out)
-
-
-def multigammaln(input, p):
-    """The log of the multivariate gamma function of dimension p."""
-    if not (isinstance(p, int) and p >= 1):
-        raise ValueError(f"multigammaln: p must be a positive integer, got {p}")
-    x = _float(input)
-    out = gammaln(x) + p * (p - 1) / 4.0 * math.log(math.pi)
-    for j in range(1, p):
-        out = out + gammaln(x - j / 2.0)
-    return out
+def _top_level():
+    """The names ember's top level and Tensor take from here: {name:
+    function} and {method name: function of (self, ...)}."""
+    functions = {"lgamma": gammaln, "digamma": digamma, "erfinv": erfinv, "i0": i0, "polygamma": polygamma,
+                 "mvlgamma": multigammaln, "igamma": gammainc, "igammac": gammaincc}
+    methods = {"lgamma": gammaln, "digamma": digamma, "erfinv": erfinv, "i0": i0,
+               "polygamma": lambda self, n: polygamma(n, self), "mvlgamma": lambda self, p: multigammaln(self, p),
+               "igamma": gammainc, "igammac": gammaincc}
+    return functions, methods

@@ -43,13 +43,17 @@
                    const R *tau, R *work, const blasint *lwork, blasint *info);                    \
     void p##gelsd_(const blasint *m, const blasint *n, const blasint *nrhs, R *a, const blasint *lda, R *b, \
                    const blasint *ldb, R *s, const R *rcond, blasint *rank, R *work, const blasint *lwork, \
-                   blasint *iwork, blasint *info);
+                   blasint *iwork, blasint *info);                                                 \
+    void p##sytrf_(const char *uplo, const blasint *n, R *a, const blasint *lda, blasint *ipiv, R *work, \
+                   const blasint *lwork, blasint *info, size_t);                                   \
+    void p##sytrs_(const char *uplo, const blasint *n, const blasint *nrhs, const R *a, const blasint *lda, \
+                   const blasint *ipiv, R *b, const blasint *ldb, blasint *info, size_t);
 LAPACK_DECLS(float, s)
 LAPACK_DECLS(double, d)
 
 /* ---- one op over a batch ---- */
 
-typedef enum { LA_OK, LA_SINGULAR, LA_NOT_PD, LA_NO_CONVERGENCE, LA_NONFINITE, LA_NOMEM } la_failure;
+typedef enum { LA_OK, LA_SINGULAR, LA_NOT_PD, LA_NO_CONVERGENCE, LA_NONFINITE, LA_BAD_PIVOTS, LA_NOMEM } la_failure;
 
 typedef struct {
     em_op op;
@@ -126,6 +130,10 @@ static em_status la_error(const la_ctx *c) {
                         "linalg.%s%s: The algorithm failed to converge because the input matrix contained "
                         "non-finite values.",
                         name, where);
+    case LA_BAD_PIVOTS:
+        return em_error(EM_ERR_VALUE,
+                        "linalg.%s%s: pivot %lld is not one ldl_factor gives (each must be in [-n, -1] or [1, n])",
+                        name, where, (long long)c->fail_info);
     default: return em_error(EM_ERR_NOMEM, "linalg.%s: out of memory", name);
     }
 }
@@ -139,7 +147,9 @@ static em_status la_run(em_op op, em_tensor *const *in, const em_attrs *a, em_te
     c.out = out;
     c.m = x->shape[x->ndim - 2];
     c.n = x->shape[x->ndim - 1];
-    c.k = op == EM_OP_SOLVE || op == EM_OP_SOLVE_TRIANGULAR || op == EM_OP_LSTSQ ? in[1]->shape[in[1]->ndim - 1] : 0;
+    c.k = op == EM_OP_SOLVE || op == EM_OP_SOLVE_TRIANGULAR || op == EM_OP_LSTSQ ? in[1]->shape[in[1]->ndim - 1]
+          : op == EM_OP_LDL_SOLVE                                                ? in[2]->shape[in[2]->ndim - 1]
+                                                                                 : 0;
     c.upper = a->upper;
     c.full = a->full;
     c.n_batch = x->ndim - 2;
@@ -273,6 +283,32 @@ em_status infer_svd(em_op op, const em_type *in, int n_in, const em_attrs *a, em
     return EM_OK;
 }
 
+em_status infer_ldl_factor(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) {
+    em_status st = la_check(op, &in[0], true);
+    if (st != EM_OK) return st;
+    out[0] = in[0];
+    out[1] = mats(&in[0], in[0].shape[in[0].ndim - 1], -1); /* the pivots */
+    out[1].dtype = EM_DTYPE_I32;
+    out[2] = in[0]; /* info, per matrix */
+    out[2].ndim -= 2;
+    out[2].dtype = EM_DTYPE_I32;
+    return EM_OK;
+}
+
+em_status infer_ldl_solve(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) {
+    char b1[96], b2[96];
+    em_status st = la_check(op, &in[0], true);
+    if (st == EM_OK) st = la_check_rhs(op, &in[0], &in[2]);
+    if (st != EM_OK) return st;
+    em_type want = mats(&in[0], in[0].shape[in[0].ndim - 1], -1);
+    want.dtype = EM_DTYPE_I32;
+    if (!em_type_eq(&in[1], &want))
+        return em_error(EM_ERR_VALUE, "linalg.ldl_solve: expected pivots of type %s (ldl_factor's), got %s",
+                        TYPE_STR(&want, b1), TYPE_STR(&in[1], b2));
+    out[0] = in[2];
+    return EM_OK;
+}
+
 /* ---- kernels ---- */
 
 #define LA_CPU(name)                                                                               \
@@ -289,3 +325,5 @@ LA_CPU(qr)
 LA_CPU(eigh)
 LA_CPU(svd)
 LA_CPU(lstsq)
+LA_CPU(ldl_factor)
+LA_CPU(ldl_solve)

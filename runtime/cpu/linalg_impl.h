@@ -92,6 +92,7 @@ static bool FN(scratch_init_)(const la_ctx *c, FN(scratch_) *s) {
                    &info, 1);
         break;
     }
+    case EM_OP_LDL_FACTOR: LP(sytrf_)("L", &n, s->a, &lda, s->piv, &wq, &q, &info, 1); break;
     case EM_OP_LSTSQ: {
         REAL rc = -1;
         blasint rank = 0;
@@ -199,6 +200,22 @@ static void FN(lstsq_one_)(la_ctx *c, FN(scratch_) *s, int64_t bi) {
     ((int64_t *)em_tensor_data(c->out[1]))[bi] = rank;
 }
 
+/* Bunch-Kaufman LDL^T (sytrf on the lower triangle): LD with the upper
+ * triangle zeroed, the pivots as LAPACK gives them (1-based, negative for
+ * 2 x 2 blocks), info > 0 where D has an exact zero (not an error: the
+ * factorization is complete, as PyTorch's ldl_factor_ex reports it). */
+static void FN(ldl_one_)(la_ctx *c, FN(scratch_) *s, int64_t bi) {
+    blasint n = (blasint)c->n, lda = n > 1 ? n : 1, info = 0;
+    FN(load_)(c, c->in[0], bi, s->a, n, n);
+    if (n > 0) LP(sytrf_)("L", &n, s->a, &lda, s->piv, s->work, &s->lwork, &info, 1);
+    for (int64_t j = 1; j < n; j++)
+        for (int64_t i = 0; i < j; i++) s->a[i + j * n] = 0;
+    FN(store_)(c->out[0], bi, s->a, n, n, n);
+    int32_t *piv = (int32_t *)em_tensor_data(c->out[1]) + bi * c->n;
+    for (int64_t i = 0; i < n; i++) piv[i] = (int32_t)s->piv[i];
+    ((int32_t *)em_tensor_data(c->out[2]))[bi] = (int32_t)(info > 0 ? info : 0);
+}
+
 /* Matrix bi of the batch. */
 static void FN(one_)(la_ctx *c, FN(scratch_) *s, int64_t bi) {
     blasint m = (blasint)c->m, n = (blasint)c->n, k = (blasint)c->k, lda = m > 1 ? m : 1, info = 0;
@@ -257,6 +274,23 @@ static void FN(one_)(la_ctx *c, FN(scratch_) *s, int64_t bi) {
         break;
     case EM_OP_SVD: FN(svd_one_)(c, s, bi); break;
     case EM_OP_LSTSQ: FN(lstsq_one_)(c, s, bi); break;
+    case EM_OP_LDL_FACTOR: FN(ldl_one_)(c, s, bi); break;
+    case EM_OP_LDL_SOLVE: {
+        FN(load_)(c, c->in[0], bi, s->a, m, m);
+        FN(load_)(c, c->in[2], bi, s->b2, m, k);
+        const int32_t *p = (const int32_t *)em_tensor_data(c->in[1]) + batch_offset(c, c->in[1], bi);
+        for (int64_t i = 0; i < m; i++) { /* (pivots out of range would make sytrs read outside the matrix) */
+            int32_t v = p[i * c->in[1]->strides[c->in[1]->ndim - 1]];
+            if (v == 0 || v > m || v < -m) {
+                la_fail(c, bi, LA_BAD_PIVOTS, i + 1);
+                return;
+            }
+            s->piv[i] = v;
+        }
+        if (m > 0 && k > 0) LP(sytrs_)("L", &n, &k, s->a, &lda, s->piv, s->b2, &lda, &info, 1);
+        FN(store_)(c->out[0], bi, s->b2, m, k, m);
+        break;
+    }
     default: break;
     }
 }

@@ -124,8 +124,29 @@ def test_errors():
         em(ember.zeros(5, 2, 3), ember.zeros(2, 2, 4))
     with pytest.raises(ValueError, match="2D or 3D"):
         em(ember.zeros(5))
-    with pytest.raises(NotImplementedError, match="proj_size"):
-        enn.LSTM(3, 4, proj_size=2)
+    with pytest.raises(ValueError, match="smaller than hidden_size"):
+        enn.LSTM(3, 4, proj_size=4)
+    with pytest.raises(ValueError, match="only supported for LSTM"):
+        enn.GRU(3, 4, proj_size=2)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_lstm_with_projections_matches_pytorch(bidirectional):
+    torch.manual_seed(0)
+    tm = torch.nn.LSTM(3, 5, num_layers=2, proj_size=2, bidirectional=bidirectional).double()
+    em = enn.LSTM(3, 5, num_layers=2, proj_size=2, bidirectional=bidirectional).double()
+    em.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    x = np.random.default_rng(0).standard_normal((4, 2, 3))
+    tx = torch.tensor(x, requires_grad=True)
+    ex = ember.tensor(x).requires_grad_()
+    (to, (th, tc)), (eo, (eh, ec)) = tm(tx), em(ex)
+    for a, b in ((eo, to), (eh, th), (ec, tc)):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-10, atol=1e-12)
+    (to.sum() + th.sum()).backward()
+    (eo.sum() + eh.sum()).backward()
+    np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+    for (name, p), q in zip(em.named_parameters(), tm.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-9, atol=1e-12, err_msg=name)
 
 
 def test_compiled_lstm_step_matches_eager():

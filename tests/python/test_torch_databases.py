@@ -47,3 +47,8 @@ def check(rows, table, tool):
 def test_every_opinfo_keeps_its_verdict():
     import opinfo_parity
     check(opinfo_parity.run(), "opinfo_parity.md", "opinfo_parity.py")
+
+
+def test_every_moduleinfo_keeps_its_verdict():
+    import moduleinfo_parity
+    check(moduleinfo_parity.run(), "moduleinfo_parity.md", "moduleinfo_parity.py")

@@ -1,6 +1,6 @@
 """Resampling by index: pad's reflect/replicate/circular modes,
 interpolate (nearest, nearest-exact, linear, bilinear, bicubic, trilinear,
-area), grid_sample (bilinear, nearest; zeros, border, reflection) and
+area), grid_sample (bilinear or trilinear, nearest, bicubic; zeros, border, reflection) and
 pixel_shuffle/unshuffle.
 
 Every one is index_select / gather at indices computed here once (host
@@ -45,10 +45,10 @@ def _pad_index(n, before, after, mode, dim):
 
 def pad_by_index(input, pad, mode):
     """pad for mode reflect, replicate or circular: the last len(pad) // 2
-    dims, (left, right) of the last first."""
-    if any(int(p) < 0 for p in pad):
-        raise NotImplementedError(f"pad: negative padding (cropping) with mode={mode!r} is not implemented in "
-                                  f"ember; crop with slicing first")
+    dims, (left, right) of the last first. A negative amount crops: the
+    output's positions map to the input's by the same rule, so reflections
+    are taken about the input's own edges, as PyTorch's are (circular
+    padding crops first and wraps around what is left, as PyTorch's does)."""
     if len(pad) // 2 + 1 > input.ndim:
         raise NotImplementedError(f"pad: mode={mode!r} pads at most the {input.ndim - 1} last dims of a "
                                   f"{input.ndim}-d input (there must be a batch or channel dim before them)")
@@ -56,6 +56,10 @@ def pad_by_index(input, pad, mode):
     for k in range(len(pad) // 2):
         dim = input.ndim - 1 - k
         before, after = int(pad[2 * k]), int(pad[2 * k + 1])
+        if mode == "circular" and (before < 0 or after < 0):  # (PyTorch wraps around what is left)
+            lo, hi = max(-before, 0), max(-after, 0)
+            out = out.narrow(dim, lo, out.shape[dim] - lo - hi)
+            before, after = max(before, 0), max(after, 0)
         if before or after:
             out = out.index_select(dim, _index(_pad_index(out.shape[dim], before, after, mode, dim)))
     return out
@@ -199,42 +203,105 @@ def _source(coord, n, padding_mode, align_corners):
     return x
 
 
+def _cubic_weights(t):
+    """Keys' cubic convolution weights (A = -0.75, PyTorch's) of the four
+    taps at offsets -1, 0, 1, 2 from floor(x), for t = x - floor(x)."""
+    a = -0.75
+
+    def near(d):
+        return ((a + 2) * d - (a + 3)) * d * d + 1
+
+    def far(d):
+        return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
-    """Samples 4-d input (N, C, H, W) at grid (N, Ho, Wo, 2), whose last dim
-    holds x (width) and y (height) in [-1, 1]."""
-    if mode not in ("bilinear", "nearest"):
-        raise NotImplementedError(f"grid_sample: mode={mode!r} is not implemented in ember (bilinear, nearest)")
+    """Samples input (N, C, H, W) at grid (N, Ho, Wo, 2), or (N, C, D, H, W)
+    at (N, Do, Ho, Wo, 3); the grid's last dim holds x (width), y (height)
+    and z (depth) in [-1, 1]. mode: bilinear (trilinear for 5-d), nearest,
+    or bicubic (4-d inputs, as PyTorch's)."""
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', "
+                         f"but got: '{mode}'")
     if padding_mode not in ("zeros", "border", "reflection"):
         raise ValueError(f"nn.functional.grid_sample(): expected padding_mode to be 'zeros', 'border', or "
                          f"'reflection', but got: '{padding_mode}'")
-    if input.ndim != 4:
-        raise NotImplementedError(f"grid_sample: only 4-d inputs (N, C, H, W) are implemented in ember, got "
-                                  f"{input.ndim}-d")
-    if grid.ndim != 4 or grid.shape[-1] != 2 or grid.shape[0] != input.shape[0]:
-        raise RuntimeError(f"grid_sample(): expected grid of shape (N, H_out, W_out, 2) for input "
+    if input.ndim not in (4, 5):
+        raise RuntimeError(f"grid_sampler(): expected 4D or 5D input and grid with same number of dimensions, "
+                           f"but got input with sizes {list(input.shape)}")
+    if mode == "bicubic" and input.ndim != 4:
+        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
+    spatial = input.ndim - 2
+    if grid.ndim != input.ndim or grid.shape[-1] != spatial or grid.shape[0] != input.shape[0]:
+        raise RuntimeError(f"grid_sample(): expected grid of shape (N, *out, {spatial}) for input "
                            f"{tuple(input.shape)}, got {tuple(grid.shape)}")
     align = bool(align_corners)
-    n, c, h, w = input.shape
-    ho, wo = grid.shape[1], grid.shape[2]
-    x = _source(grid[..., 0], w, padding_mode, align)
-    y = _source(grid[..., 1], h, padding_mode, align)
-    flat = input.reshape(n, c, h * w)
+    n, c = input.shape[0], input.shape[1]
+    sizes = list(input.shape[2:])  # (D,) H, W
+    out_sizes = list(grid.shape[1:-1])
+    count = 1
+    for k in out_sizes:
+        count *= k
+    flat = input.reshape(n, c, -1)
+    # the coordinates per input dim, outermost first (the grid lists x first)
+    coords = [grid[..., spatial - 1 - d] for d in range(spatial)]
 
-    def tap(iy, ix):
-        """input at integer (iy, ix) (N, Ho, Wo), 0 outside it."""
-        inside = (ix >= 0) & (ix <= w - 1) & (iy >= 0) & (iy <= h - 1)
-        cx, cy = ix.clamp(0, w - 1), iy.clamp(0, h - 1)
-        lin = (cy * w + cx).to(_C.int64).reshape(n, 1, ho * wo).expand(n, c, ho * wo)
-        v = flat.gather(2, lin).reshape(n, c, ho, wo)
+    def tap(idx):
+        """input at integer positions idx (one per dim), 0 outside it."""
+        inside, lin = None, None
+        for k, (i, size) in enumerate(zip(idx, sizes)):
+            ok = (i >= 0) & (i <= size - 1)
+            inside = ok if inside is None else inside & ok
+            ci = i.clamp(0, size - 1)
+            lin = ci if lin is None else lin * size + ci
+        lin = lin.to(_C.int64).reshape(n, 1, count).expand(n, c, count)
+        v = flat.gather(2, lin).reshape(n, c, *out_sizes)
         return v * inside.to(input.dtype).unsqueeze(1)
 
+    if mode == "bicubic":
+        return _grid_bicubic(coords, sizes, tap, padding_mode, align)
+    src = [_source(x, size, padding_mode, align) for x, size in zip(coords, sizes)]
     if mode == "nearest":
-        return tap(y.round(), x.round())
-    x0, y0 = x.floor(), y.floor()
-    wx1, wy1 = (x - x0).unsqueeze(1), (y - y0).unsqueeze(1)
-    wx0, wy0 = 1 - wx1, 1 - wy1
-    return (tap(y0, x0) * wy0 * wx0 + tap(y0, x0 + 1) * wy0 * wx1 + tap(y0 + 1, x0) * wy1 * wx0 +
-            tap(y0 + 1, x0 + 1) * wy1 * wx1)
+        return tap([x.round() for x in src])
+    lows = [x.floor() for x in src]
+    fracs = [(x - lo).unsqueeze(1) for x, lo in zip(src, lows)]
+    out = None
+    for corner in range(2 ** spatial):  # every corner of the cell, its weight the product of the dims'
+        idx, weight = [], None
+        for d in range(spatial):
+            up = (corner >> (spatial - 1 - d)) & 1
+            idx.append(lows[d] + up)
+            w = fracs[d] if up else 1 - fracs[d]
+            weight = w if weight is None else weight * w
+        term = tap(idx) * weight
+        out = term if out is None else out + term
+    return out
+
+
+def _grid_bicubic(coords, sizes, tap, padding_mode, align):
+    """Bicubic grid sampling as PyTorch's: the coordinates unnormalised
+    without padding, sixteen taps around floor(x), each tap's position
+    clipped or reflected by the padding mode (zeros: 0 outside)."""
+    (y, x), (h, w) = coords, sizes
+    ix, iy = _unnormalize(x, w, align), _unnormalize(y, h, align)
+    x0, y0 = ix.floor(), iy.floor()
+    wx, wy = _cubic_weights((ix - x0).unsqueeze(1)), _cubic_weights((iy - y0).unsqueeze(1))
+
+    def bounded(i, size):
+        if padding_mode == "border":
+            return i.clamp(0, size - 1)
+        if padding_mode == "reflection":
+            r = _reflect(i, 0, size - 1) if align else _reflect(i, -0.5, size - 0.5)
+            return r.clamp(0, size - 1)
+        return i
+    out = None
+    for j in range(4):
+        yj = bounded(y0 - 1 + j, h)
+        for i in range(4):
+            term = tap([yj, bounded(x0 - 1 + i, w)]) * (wy[j] * wx[i])
+            out = term if out is None else out + term
+    return out
 
 
 def affine_grid(theta, size, align_corners=None):

@@ -9,7 +9,7 @@ import numbers
 import warnings
 
 from .. import _C, _creation, _ops
-from ..autograd import no_grad
+from ..autograd import Function, no_grad
 from . import _resample
 
 # ---------------------------------------------------------------- activations
@@ -127,10 +127,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     """The rows of weight that input (integer indices) names. With max_norm,
     first rescales (in place, as PyTorch does) each named row whose
-    norm_type-norm exceeds max_norm to max_norm / (norm + 1e-7) times it."""
-    if scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: scale_grad_by_freq and sparse are not implemented "
-                                  "in ember yet")
+    norm_type-norm exceeds max_norm to max_norm / (norm + 1e-7) times it.
+    scale_grad_by_freq divides each row's gradient by how often input names
+    it. sparse=True is accepted, and weight's gradient is dense (ember has
+    no sparse tensors): the same values as PyTorch's sparse gradient's."""
     if input.dtype not in (_C.int64, _C.int32):
         raise RuntimeError(f"embedding: expected the indices to be int64 or int32, got {input.dtype}")
     idx = input.reshape(-1)
@@ -148,7 +148,28 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         # (as in PyTorch, where it need not be zero)
         keep = (idx != padding_idx).unsqueeze(1)
         rows = _ops.where(keep, rows, rows.detach())
+    if scale_grad_by_freq and rows.requires_grad:
+        counts = _creation.zeros(weight.shape[0], dtype=rows.dtype).scatter_add(
+            0, idx.long(), _creation.ones(idx.shape[0], dtype=rows.dtype))
+        rows = _scale_grad(rows, (1.0 / counts[idx.long()]).unsqueeze(1))
     return rows.reshape(*input.shape, weight.shape[1])
+
+
+class _ScaleGrad(Function):
+    """x itself, its gradient multiplied by scale on the way back."""
+
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.scale = scale
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.scale, None
+
+
+def _scale_grad(x, scale):
+    return _ScaleGrad.apply(x, scale)
 
 
 def _dropout_elements(input, p, training, inplace, alpha):
@@ -217,6 +238,8 @@ def _feature_dropout(input, p, training, inplace, name, dims, alpha=False):
         return input
     if input.ndim < 2:
         raise RuntimeError(f"{name}: Feature dropout requires at least 2 dimensions in the input")
+    if p == 1.0:  # (every channel dropped: x * 0, as PyTorch's)
+        return _maybe_inplace(input, lambda x: x * 0.0, inplace)
     scale, shift = _feature_noise(input, p, alpha)
     return _maybe_inplace(input, (lambda x: x * scale) if shift is None else (lambda x: x * scale + shift), inplace)
 
@@ -285,6 +308,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     """Normalises each channel (dim 1) by the batch's statistics when
     training (updating the running ones), by the running ones otherwise."""
     if input.ndim < 2:
+        if input.numel() == 0 and all(t is None or t.numel() == 0 for t in (running_mean, running_var)):
+            return input * 1.0  # (PyTorch answers an empty 1-d input with an empty result)
         raise RuntimeError(f"batch_norm: expected 2D or more input (got {input.ndim}D input)")
     dims = tuple(d for d in range(input.ndim) if d != 1)
     shape = [1, input.shape[1]] + [1] * (input.ndim - 2)
@@ -388,6 +413,43 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)
     return _C.matmul(weights, value)
+
+
+def native_layer_norm(input, normalized_shape, weight, bias, eps):
+    """(out, mean, rstd) of layer_norm, the statistics shaped to broadcast
+    against the input (the normalised dims kept as 1), as torch's."""
+    dims = _norm_dims(input, normalized_shape, "native_layer_norm")
+    mean = input.mean(dims, keepdim=True)
+    rstd = (input.var(dims, unbiased=False, keepdim=True) + eps).rsqrt()
+    return layer_norm(input, normalized_shape, weight, bias, eps), mean, rstd
+
+
+def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    """(out, save_mean, save_invstd) of batch_norm: the batch's mean and
+    1/sqrt(var + eps) per channel when training, empty tensors otherwise."""
+    out = batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+    if not training:
+        empty = _creation.zeros(0, dtype=input.dtype)
+        return out, empty, empty
+    dims = tuple(d for d in range(input.ndim) if d != 1)
+    return out, input.mean(dims).detach(), (input.var(dims, unbiased=False) + eps).rsqrt().detach()
+
+
+def _scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, need_attn_weights=False,
+                                  is_causal=False):
+    """PyTorch 1.13's private form: (output, attention weights after
+    dropout), the weights returned whether or not need_attn_weights asks."""
+    L, S = query.shape[-2], key.shape[-2]
+    scores = _C.matmul(query, key.transpose(-2, -1)) * (1.0 / math.sqrt(query.shape[-1]))
+    if is_causal:
+        scores = scores.masked_fill(_creation.ones(L, S, dtype=_C.bool).tril().logical_not(), -math.inf)
+    if attn_mask is not None:
+        scores = scores.masked_fill(attn_mask.logical_not(), -math.inf) if attn_mask.dtype == _C.bool else \
+            scores + attn_mask
+    weights = scores.softmax(-1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p)
+    return _C.matmul(weights, value), weights
 
 
 # ---------------------------------------------------------------- losses
@@ -558,6 +620,8 @@ from ._losses import (binary_cross_entropy, cosine_embedding_loss, cosine_simila
                       hinge_embedding_loss, huber_loss, kl_div, margin_ranking_loss, multilabel_soft_margin_loss,
                       pairwise_distance, poisson_nll_loss, smooth_l1_loss, soft_margin_loss, triplet_margin_loss)
 from ._normalization import group_norm, instance_norm, local_response_norm  # noqa: E402,F401
+from ._embedding_bag import embedding_bag  # noqa: E402,F401
+from ._fractional import fractional_max_pool2d, fractional_max_pool3d  # noqa: E402,F401
 from ._resample import affine_grid, grid_sample, interpolate, pixel_shuffle, pixel_unshuffle  # noqa: E402,F401
 from ._activations import (celu, celu_, elu_, glu, hardshrink, hardsigmoid, hardswish, hardtanh_,  # noqa: E402,F401
                            leaky_relu_, prelu, relu_, rrelu, rrelu_, selu, selu_, softmin, softshrink, softsign,

@@ -2,11 +2,17 @@
 
 import math
 
-from ... import _C, _creation
+from ... import _C, _creation, _ops
 from .. import functional as F, init
 from ..parameter import Parameter
 from .linear import Linear, NonDynamicallyQuantizableLinear
 from .module import Module
+
+
+def _one_more_key(mask):
+    """An additive mask with a column of zeros appended (an added key is
+    never masked)."""
+    return None if mask is None else F.pad(mask, (0, 1))
 
 
 class MultiheadAttention(Module):
@@ -22,32 +28,48 @@ class MultiheadAttention(Module):
                  add_zero_attn=False, kdim=None, vdim=None, batch_first=False, device=None,
                  dtype=None):
         super().__init__()
-        if add_bias_kv or add_zero_attn:
-            raise NotImplementedError("MultiheadAttention: add_bias_kv and add_zero_attn are not "
-                                      "implemented in ember yet")
-        if (kdim not in (None, embed_dim)) or (vdim not in (None, embed_dim)):
-            raise NotImplementedError("MultiheadAttention: kdim/vdim other than embed_dim are not "
-                                      "implemented in ember yet")
         if embed_dim % num_heads:
             raise AssertionError("embed_dim must be divisible by num_heads")
         self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
         self.head_dim = embed_dim // num_heads
         self.batch_first = batch_first
-        self.kdim = self.vdim = embed_dim
-        self._qkv_same_embed_dim = True
-        self.in_proj_weight = Parameter(_creation.empty(3 * embed_dim, embed_dim, dtype=dtype))
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(_creation.empty(3 * embed_dim, embed_dim, dtype=dtype))
+            for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
+                self.register_parameter(name, None)
+        else:  # (keys and values of other sizes: a projection each)
+            self.q_proj_weight = Parameter(_creation.empty(embed_dim, embed_dim, dtype=dtype))
+            self.k_proj_weight = Parameter(_creation.empty(embed_dim, self.kdim, dtype=dtype))
+            self.v_proj_weight = Parameter(_creation.empty(embed_dim, self.vdim, dtype=dtype))
+            self.register_parameter("in_proj_weight", None)
+        self.add_zero_attn = add_zero_attn
         if bias:
             self.in_proj_bias = Parameter(_creation.empty(3 * embed_dim, dtype=dtype))
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+        if add_bias_kv:  # (after out_proj, as PyTorch orders its parameters) (a learned key and value appended to every sequence)
+            self.bias_k = Parameter(_creation.empty(1, 1, embed_dim, dtype=dtype))
+            self.bias_v = Parameter(_creation.empty(1, 1, embed_dim, dtype=dtype))
+        else:
+            self.bias_k = self.bias_v = None
         self._reset_parameters()
 
     def _reset_parameters(self):
-        init.xavier_uniform_(self.in_proj_weight)
+        if self._qkv_same_embed_dim:
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            for w in (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight):
+                init.xavier_uniform_(w)
         if self.in_proj_bias is not None:
             init.zeros_(self.in_proj_bias)
             init.zeros_(self.out_proj.bias)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+            init.xavier_normal_(self.bias_v)
 
     def _as_additive(self, mask, what, dtype):
         if mask is None:
@@ -57,6 +79,18 @@ class MultiheadAttention(Module):
         if not mask.dtype.is_floating_point:
             raise AssertionError(f"only bool and floating types of {what} are supported")
         return mask.to(dtype)
+
+    def _project(self, query, key, value):
+        """The input projections of query, key and value (packed when they
+        share a size: one GEMM for self-attention)."""
+        b = self.in_proj_bias
+        bs = b.chunk(3) if b is not None else (None, None, None)
+        if not self._qkv_same_embed_dim:
+            return tuple(F.linear(x, w, bi) for x, w, bi in zip(
+                (query, key, value), (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight), bs))
+        if query is key and key is value:  # self-attention: one projection
+            return F.linear(query, self.in_proj_weight, b).chunk(3, -1)
+        return tuple(F.linear(x, wi, bi) for x, wi, bi in zip((query, key, value), self.in_proj_weight.chunk(3), bs))
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
@@ -73,21 +107,25 @@ class MultiheadAttention(Module):
             raise AssertionError(f"was expecting embedding dimension of {self.embed_dim}, but got "
                                  f"{E}")
         H, hd = self.num_heads, self.head_dim
-        w, b = self.in_proj_weight, self.in_proj_bias
-        if query is key and key is value:  # self-attention: one projection
-            q, k, v = F.linear(query, w, b).chunk(3, -1)
-        else:
-            ws = w.chunk(3)
-            bs = b.chunk(3) if b is not None else (None, None, None)
-            q, k, v = (F.linear(x, wi, bi) for x, wi, bi in zip((query, key, value), ws, bs))
-        # (L, N, E) -> (N*H, L, hd)
-        q = q.reshape(L, N * H, hd).transpose(0, 1)
-        k = k.reshape(S, N * H, hd).transpose(0, 1)
-        v = v.reshape(S, N * H, hd).transpose(0, 1)
-        scores = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(hd))
+        q, k, v = self._project(query, key, value)
         if is_causal and attn_mask is None:
             attn_mask = _creation.ones(L, S, dtype=_C.bool).triu(1)
-        mask = self._as_additive(attn_mask, "attn_mask", scores.dtype)
+        mask = self._as_additive(attn_mask, "attn_mask", q.dtype)
+        pad = self._as_additive(key_padding_mask, "key_padding_mask", q.dtype)
+        if self.bias_k is not None:  # one more key and value, which every query may attend to
+            k = _ops.cat([k, self.bias_k.expand(1, N, E)], 0)
+            v = _ops.cat([v, self.bias_v.expand(1, N, E)], 0)
+            mask, pad = _one_more_key(mask), _one_more_key(pad)
+        # (L, N, E) -> (N*H, L, hd)
+        q = q.reshape(L, N * H, hd).transpose(0, 1)
+        k = k.reshape(k.shape[0], N * H, hd).transpose(0, 1)
+        v = v.reshape(v.shape[0], N * H, hd).transpose(0, 1)
+        if self.add_zero_attn:  # a key and value of zeros
+            zeros = _creation.zeros(N * H, 1, hd, dtype=k.dtype)
+            k, v = _ops.cat([k, zeros], 1), _ops.cat([v, zeros], 1)
+            mask, pad = _one_more_key(mask), _one_more_key(pad)
+        S = k.shape[1]
+        scores = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(hd))
         if mask is not None:
             if mask.ndim == 2 and tuple(mask.shape) != (L, S):
                 raise RuntimeError(f"The shape of the 2D attn_mask is {list(mask.shape)}, but "
@@ -96,7 +134,6 @@ class MultiheadAttention(Module):
                 raise RuntimeError(f"The shape of the 3D attn_mask is {list(mask.shape)}, but "
                                    f"should be {[N * H, L, S]}.")
             scores = scores + mask
-        pad = self._as_additive(key_padding_mask, "key_padding_mask", scores.dtype)
         if pad is not None:
             if tuple(pad.shape) != (N, S):
                 raise AssertionError(f"expecting key_padding_mask shape of {(N, S)}, but got "

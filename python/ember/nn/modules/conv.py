@@ -32,9 +32,6 @@ class _ConvNd(Module):
         if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
             raise ValueError(f"padding_mode must be one of {{'zeros', 'reflect', 'replicate', "
                              f"'circular'}}, but got padding_mode={padding_mode!r}")
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"{type(self).__name__}: padding_mode={padding_mode!r} is "
-                                      f"not implemented in ember yet (only 'zeros')")
         n = self._nd
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size = F._pair(kernel_size, n, "kernel_size")
@@ -62,6 +59,29 @@ class _ConvNd(Module):
                 bound = 1 / math.sqrt(fan_in)
                 init.uniform_(self.bias, -bound, bound)
 
+    def _conv_forward(self, conv, input):
+        """conv(input) with this layer's settings; a padding_mode other than
+        'zeros' pads the input first (F.pad with that mode), as PyTorch's
+        layers do."""
+        if self.padding_mode == "zeros":
+            return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        return conv(F.pad(input, self._mode_padding(), mode=self.padding_mode), self.weight, self.bias,
+                    self.stride, 0, self.dilation, self.groups)
+
+    def _mode_padding(self):
+        """F.pad's amounts for padding_mode: (left, right) per dim, last dim
+        first; 'same' splits each dim's total, the extra one on the right."""
+        pads = []
+        for d in reversed(range(self._nd)):
+            if self.padding == "same":
+                total = self.dilation[d] * (self.kernel_size[d] - 1)
+                pads += [total // 2, total - total // 2]
+            elif self.padding == "valid":
+                pads += [0, 0]
+            else:
+                pads += [self.padding[d], self.padding[d]]
+        return pads
+
     def extra_repr(self):
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
              f"stride={self.stride}")
@@ -75,6 +95,8 @@ class _ConvNd(Module):
             s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
         return s
 
 
@@ -83,8 +105,7 @@ class Conv1d(_ConvNd):
     _nd = 1
 
     def forward(self, input):
-        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                        self.groups)
+        return self._conv_forward(F.conv1d, input)
 
 
 class Conv2d(_ConvNd):
@@ -92,8 +113,7 @@ class Conv2d(_ConvNd):
     _nd = 2
 
     def forward(self, input):
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                        self.groups)
+        return self._conv_forward(F.conv2d, input)
 
 
 class Conv3d(_ConvNd):
@@ -101,8 +121,7 @@ class Conv3d(_ConvNd):
     _nd = 3
 
     def forward(self, input):
-        return F.conv3d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                        self.groups)
+        return self._conv_forward(F.conv3d, input)
 
 
 class _ConvTransposeNd(_ConvNd):

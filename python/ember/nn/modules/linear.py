@@ -78,30 +78,3 @@ class Bilinear(Module):
 class NonDynamicallyQuantizableLinear(Linear):
     """A Linear under PyTorch's name for MultiheadAttention's out_proj (so
     models pickled with it name a class that exists)."""
-
-
-class LazyLinear(Linear):
-    """A Linear whose in_features is the last dim of its first input: its
-    weight is made (and initialised as Linear's) on the first call, and the
-    module becomes a Linear then, as PyTorch's lazy modules do."""
-
-    cls_to_become = Linear
-
-    def __init__(self, out_features, bias=True, device=None, dtype=None):
-        Module.__init__(self)
-        self.in_features, self.out_features, self._lazy_bias, self._lazy_dtype = 0, out_features, bias, dtype
-        self.weight = None
-        self.bias = None
-
-    def forward(self, input):
-        if self.weight is None:
-            made = Linear(input.shape[-1], self.out_features, bias=self._lazy_bias,
-                          dtype=self._lazy_dtype or input.dtype)
-            self.in_features = input.shape[-1]
-            self.weight, self.bias = made.weight, made.bias
-            del self._lazy_bias, self._lazy_dtype
-            self.__class__ = Linear
-        return Linear.forward(self, input)
-
-    def extra_repr(self):
-        return f"in_features=0 (uninitialized), out_features={self.out_features}"

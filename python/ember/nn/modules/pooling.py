@@ -202,3 +202,37 @@ class LPPool2d(_LPPoolNd):
 
     def forward(self, input):
         return F.lp_pool2d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+
+class _FractionalMaxPoolNd(Module):
+    """Fractional max pooling (F.fractional_max_pool2d/3d): fresh random
+    window positions at every call unless _random_samples are given."""
+    _dims = 2
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                 _random_samples=None):
+        super().__init__()
+        if output_size is None and output_ratio is None:
+            raise ValueError(f"FractionalMaxPool{self._dims}d requires specifying either an output size, or a "
+                             "pooling ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        ratios = [output_ratio] * self._dims if isinstance(output_ratio, (int, float)) else (output_ratio or [])
+        if any(not 0 < r < 1 for r in ratios):
+            raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+        self.kernel_size, self.output_size, self.output_ratio = kernel_size, output_size, output_ratio
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+
+    def forward(self, input):
+        fn = F.fractional_max_pool2d if self._dims == 2 else F.fractional_max_pool3d
+        return fn(input, self.kernel_size, self.output_size, self.output_ratio, self.return_indices,
+                  _random_samples=self._random_samples)
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    _dims = 2
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    _dims = 3

@@ -21,11 +21,12 @@ from .module import Module
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
 
-def _lstm_step(gx, h, c, w_hh, b_hh):
+def _lstm_step(gx, h, c, w_hh, b_hh, w_hr=None):
     gates = gx + F.linear(h, w_hh, b_hh)
     i, f, g, o = gates.chunk(4, -1)
     c = f.sigmoid() * c + i.sigmoid() * g.tanh()
-    return o.sigmoid() * c.tanh(), c
+    h = o.sigmoid() * c.tanh()
+    return (h if w_hr is None else F.linear(h, w_hr)), c
 
 
 def _gru_step(gx, h, w_hh, b_hh):
@@ -47,8 +48,12 @@ class RNNBase(Module):
     def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
                  bidirectional=False, proj_size=0, device=None, dtype=None):
         super().__init__()
-        if proj_size:
-            raise NotImplementedError("LSTM: proj_size is not implemented in ember")
+        if proj_size < 0:
+            raise ValueError("proj_size should be a positive integer or zero to disable projections")
+        if proj_size and mode != "LSTM":
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
+        if proj_size >= hidden_size:
+            raise ValueError("proj_size has to be smaller than hidden_size")
         if not 0 <= dropout <= 1 or isinstance(dropout, bool):
             raise ValueError("dropout should be a number in range [0, 1] representing the probability of an "
                              "element being zeroed")
@@ -56,16 +61,20 @@ class RNNBase(Module):
             raise ValueError("hidden_size and num_layers must be positive")
         self.mode, self.input_size, self.hidden_size, self.num_layers = mode, input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
-        self.bidirectional, self.proj_size = bidirectional, 0
+        self.bidirectional, self.proj_size = bidirectional, proj_size
         gate = _GATES[mode] * hidden_size
         dirs = 2 if bidirectional else 1
+        out_size = proj_size or hidden_size  # (the state h, and each direction's output: projected with proj_size)
         self._names = []
         for layer in range(num_layers):
             for d in range(dirs):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
-                ins = input_size if layer == 0 else hidden_size * dirs
+                ins = input_size if layer == 0 else out_size * dirs
                 names = [f"weight_ih{sfx}", f"weight_hh{sfx}"] + ([f"bias_ih{sfx}", f"bias_hh{sfx}"] if bias else [])
-                shapes = [(gate, ins), (gate, hidden_size), (gate,), (gate,)]
+                shapes = [(gate, ins), (gate, out_size)] + ([(gate,), (gate,)] if bias else [])
+                if proj_size:
+                    names.append(f"weight_hr{sfx}")
+                    shapes.append((proj_size, hidden_size))
                 for n, s in zip(names, shapes):
                     setattr(self, n, Parameter(_creation.empty(s, dtype=dtype)))
                 self._names.append(names)
@@ -84,7 +93,8 @@ class RNNBase(Module):
         s = f"{self.input_size}, {self.hidden_size}"
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"
-        for k, default in (("bias", True), ("batch_first", False), ("dropout", 0.0), ("bidirectional", False)):
+        for k, default in (("bias", True), ("batch_first", False), ("dropout", 0.0), ("bidirectional", False),
+                           ("proj_size", 0)):
             if getattr(self, k) != default:
                 s += f", {k}={getattr(self, k)}"
         return s
@@ -93,11 +103,12 @@ class RNNBase(Module):
         names = self._names[layer * (2 if self.bidirectional else 1) + d]
         w_ih, w_hh = getattr(self, names[0]), getattr(self, names[1])
         b_ih, b_hh = (getattr(self, names[2]), getattr(self, names[3])) if self.bias else (None, None)
-        return w_ih, w_hh, b_ih, b_hh
+        w_hr = getattr(self, names[-1]) if self.proj_size else None
+        return w_ih, w_hh, b_ih, b_hh, w_hr
 
     def _direction(self, x, h, c, layer, d, lengths):
         """One direction of one layer over x (L, N, in): (outputs (L, N, H), h, c)."""
-        w_ih, w_hh, b_ih, b_hh = self._weights(layer, d)
+        w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, d)
         steps = x.shape[0]
         rev = None
         if d == 1:
@@ -110,7 +121,7 @@ class RNNBase(Module):
         outs = []
         for t in range(steps):
             if self.mode == "LSTM":
-                h_new, c_new = _lstm_step(gx[t], h, c, w_hh, b_step)
+                h_new, c_new = _lstm_step(gx[t], h, c, w_hh, b_step, w_hr)
             elif self.mode == "GRU":
                 h_new, c_new = _gru_step(gx[t], h, w_hh, b_step), None
             else:
@@ -181,17 +192,17 @@ class RNNBase(Module):
     def _initial(self, hx, n, dtype, batched):
         dirs = 2 if self.bidirectional else 1
         shape = (self.num_layers * dirs, n, self.hidden_size)
+        h_shape = (self.num_layers * dirs, n, self.proj_size or self.hidden_size)
         if hx is None:
-            z = _C.zeros(shape, dtype=dtype)
-            return z, (z if self.mode == "LSTM" else None)
+            return _C.zeros(h_shape, dtype=dtype), (_C.zeros(shape, dtype=dtype) if self.mode == "LSTM" else None)
         h, c = hx if self.mode == "LSTM" else (hx, None)
         if not batched:
             h = h.unsqueeze(1)
             c = c.unsqueeze(1) if c is not None else None
-        for name, t in (("hx", h), ("cx", c)):
-            if t is not None and tuple(t.shape) != shape:
-                raise RuntimeError(f"Expected hidden size {shape}, got {list(t.shape)}" if name == "hx" else
-                                   f"Expected hidden[1] size {shape}, got {list(t.shape)}")
+        for name, t, want in (("hx", h, h_shape), ("cx", c, shape)):
+            if t is not None and tuple(t.shape) != want:
+                raise RuntimeError(f"Expected hidden size {want}, got {list(t.shape)}" if name == "hx" else
+                                   f"Expected hidden[1] size {want}, got {list(t.shape)}")
         return h, c
 
 
