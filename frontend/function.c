@@ -639,12 +639,17 @@ static em_arg grad_mode_arg(void) {
     g.kind = EM_ARG_BOOL;
     g.name = "(grad mode)";
     g.i = em_grad_enabled();
-    /* autocast is one more: a graph traced under it holds its casts (2 +
-     * the dtype, so the value never equals grad mode's own 0 or 1) */
+    /* autocast and the default float dtype are two more: a graph traced
+     * under autocast holds its casts, one traced under another default
+     * holds that dtype. Folded into one number that is grad mode's own 0
+     * or 1 when both are as they start (no autocast, float32), more
+     * otherwise, each combination its own. */
     int autocast = em_autocast_dtype();
-    if (autocast >= 0) {
-        g.name = "(grad mode, autocast)";
-        g.i += 2 * (autocast + 1);
+    em_dtype dflt = em_default_float();
+    int64_t state = (autocast + 1) + (int64_t)(EM_DTYPE_COUNT + 1) * (dflt == EM_DTYPE_F32 ? 0 : dflt + 1);
+    if (state > 0) {
+        g.name = "(grad mode, autocast, default dtype)";
+        g.i += 2 * state;
     }
     return g;
 }

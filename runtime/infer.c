@@ -54,7 +54,7 @@ em_dtype em_result_type(const em_type *const *ops, int n) {
 
 em_dtype em_scalar_operand_dtype(em_dtype tensor_dtype, em_dtype_category scalar_cat) {
     if (em_dtype_category_of(tensor_dtype) >= scalar_cat) return tensor_dtype;
-    return scalar_cat == EM_CAT_FLOAT ? EM_DEFAULT_FLOAT
+    return scalar_cat == EM_CAT_FLOAT ? em_default_float()
            : scalar_cat == EM_CAT_INT ? EM_DTYPE_I64
                                       : EM_DTYPE_BOOL;
 }
@@ -103,7 +103,7 @@ em_dtype em_ew_native_result(em_op op, em_dtype compute) {
 static em_status promote_result(em_op op, em_dtype in, em_dtype *out) {
     const em_op_info *info = em_op_get(op);
     switch (info->promote) {
-    case EM_PROMOTE_INT_TO_FLOAT: *out = em_dtype_is_float(in) ? in : EM_DEFAULT_FLOAT; break;
+    case EM_PROMOTE_INT_TO_FLOAT: *out = em_dtype_is_float(in) ? in : em_default_float(); break;
     case EM_PROMOTE_SUM: *out = em_dtype_is_float(in) ? in : EM_DTYPE_I64; break;
     case EM_PROMOTE_COMPARE:
     case EM_PROMOTE_PRED:

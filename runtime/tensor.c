@@ -288,6 +288,25 @@ em_status em_tensor_resize(em_tensor *t, const int64_t *shape, int ndim) {
     return EM_OK;
 }
 
+em_status em_tensor_set_geometry(em_tensor *t, em_storage *storage, int64_t offset, const int64_t *shape,
+                                 const int64_t *strides, int ndim) {
+    if (t->requires_grad)
+        return em_error(EM_ERR_RUNTIME, "an in-place change of a tensor's shape or memory (set_, squeeze_, "
+                                        "transpose_, ...) is not supported for tensors that require grad");
+    em_tensor *probe = em_tensor_from_storage(storage, t->dtype, offset, shape, strides, ndim); /* (the checks) */
+    if (!probe) return em_last_status();
+    em_storage_retain(storage);
+    em_storage_release(t->storage);
+    t->storage = storage;
+    t->offset = probe->offset;
+    t->ndim = probe->ndim;
+    memcpy(t->shape, probe->shape, sizeof t->shape);
+    memcpy(t->strides, probe->strides, sizeof t->strides);
+    t->numel = probe->numel;
+    em_tensor_release(probe);
+    return EM_OK;
+}
+
 void em_tensor_release(em_tensor *t) {
     if (!t || __atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
     if (t->trace_gen) { /* a tracer tracks which of its tensors are still alive */

@@ -123,3 +123,13 @@ em_status em_wrap_dim(const char *op, int64_t dim, int ndim, int *out) {
     *out = (int)(dim < 0 ? dim + n : dim);
     return EM_OK;
 }
+
+static em_dtype default_float = EM_DTYPE_F32;
+
+em_dtype em_default_float(void) { return __atomic_load_n(&default_float, __ATOMIC_RELAXED); }
+
+bool em_set_default_float(em_dtype dt) {
+    if ((unsigned)dt >= EM_DTYPE_COUNT || !em_dtype_is_float(dt)) return false;
+    __atomic_store_n(&default_float, dt, __ATOMIC_RELAXED);
+    return true;
+}

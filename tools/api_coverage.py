@@ -69,8 +69,35 @@ def public_names(obj):
         mod = getattr(v, "__module__", None) or ""
         if mod == "typing" or mod.startswith("typing."):  # (Optional, List, ... that a module imported)
             continue
+        if _imported_helper(n, v, mod) or (n in _LEAKED and getattr(obj, "__name__", "") == "torch"):
+            continue
         names.append(n)
     return sorted(set(names))
+
+
+_STDLIB = {"functools", "bisect", "math", "warnings", "collections", "itertools", "numbers", "operator",
+           "contextlib", "enum", "abc", "weakref", "copy", "types"}
+
+
+# Loop variables torch/__init__.py leaves behind at module level (`for name
+# in dir(_C)`, `for attr in dir(_C): candidate = ...`): whatever the last
+# iteration held, not API.
+_LEAKED = {"name", "obj", "attr", "candidate"}
+
+
+def _imported_helper(name, value, module):
+    """Names a namespace has only because its source imported them, which no
+    one calls through it: the standard library's functions (functools.wraps,
+    bisect.bisect_right), its constants (math.inf; typing.TYPE_CHECKING),
+    and the docstring templates PyTorch formats its documentation with
+    (dicts of text, and *_notes strings)."""
+    if module.split(".")[0].lstrip("_") in _STDLIB:  # (_bisect: bisect's C half)
+        return True
+    if name == "TYPE_CHECKING":
+        return True
+    if isinstance(value, dict) and value and all(isinstance(x, str) for x in value.values()):
+        return True
+    return isinstance(value, str) and name.endswith("_notes")
 
 
 def coverage():

@@ -132,6 +132,12 @@ bool em_tensor_adopt_storage(em_tensor *target, em_tensor *value);
  * small. Refused for tensors that require grad and for storage ember did
  * not allocate or whose address went out. */
 em_status em_tensor_resize(em_tensor *t, const int64_t *shape, int ndim);
+/* Tensor.set_ and the in-place view ops (squeeze_, transpose_, as_strided_):
+ * t becomes a view of `storage` (retained; t's own may be it) with the
+ * given geometry, checked to lie inside it. Refused for tensors that
+ * require grad. */
+em_status em_tensor_set_geometry(em_tensor *t, em_storage *storage, int64_t offset, const int64_t *shape,
+                                 const int64_t *strides, int ndim);
 /* A view of `base`'s storage with new geometry (no bounds re-check: callers
  * derive the geometry from base's). */
 em_tensor *em_tensor_alias(const em_tensor *base, int64_t offset, const int64_t *shape,

@@ -97,9 +97,14 @@ bool em_dtype_from_name(const char *name, size_t len, em_dtype *out);
 DLDataType em_dtype_to_dlpack(em_dtype dt);
 bool em_dtype_from_dlpack(DLDataType d, em_dtype *out);
 
-/* The dtype of floating-point results computed from integer inputs (exp of an
- * int tensor, true division). float32, like PyTorch's default. */
-#define EM_DEFAULT_FLOAT EM_DTYPE_F32
+/* The default floating-point dtype: of float tensors made without a dtype
+ * and of float results computed from integer inputs (exp of an int tensor,
+ * true division). float32 until em_set_default_float changes it; one value
+ * for the whole process, as PyTorch's set_default_dtype. Compiled functions
+ * guard on it (frontend/function.c), since a trace bakes the dtypes in. */
+em_dtype em_default_float(void);
+/* Sets it; false, changing nothing, for a dtype that is not floating point. */
+bool em_set_default_float(em_dtype dt);
 
 typedef enum em_device_type { EM_DEVICE_CPU = 0, EM_DEVICE_CUDA = 1 } em_device_type;
 

@@ -178,7 +178,7 @@ em_dtype em_py_number_ref(em_op op, em_dtype tensors_result) {
     /* An op that computes integers in floating point (true division) takes
      * a number's value as it is, not wrapped into the integer dtype. */
     if (em_op_get(op)->promote == EM_PROMOTE_INT_TO_FLOAT && !em_dtype_is_float(tensors_result))
-        return EM_DEFAULT_FLOAT;
+        return em_default_float();
     return tensors_result;
 }
 

@@ -73,7 +73,7 @@ static PyObject *factory(PyObject *args, PyObject *kwargs, const char *name, em_
     int rc = em_py_shape_args(shape_args, name, shape, &n);
     if (has_fill) Py_DECREF(shape_args);
     if (rc < 0 || em_py_device_arg(device, name) < 0) return NULL;
-    em_dtype dflt = EM_DEFAULT_FLOAT;
+    em_dtype dflt = em_default_float();
     bool exact_int = false;
     long long ivalue = 0;
     if (fill) { /* PyTorch infers full()'s dtype from the fill value */
@@ -155,7 +155,7 @@ static PyObject *f_arange(PyObject *self, PyObject *args, PyObject *kwargs) {
         if (v[i] == -1.0 && PyErr_Occurred()) return NULL;
     }
     em_dtype dt;
-    if (em_py_dtype_arg(dtype, any_float ? EM_DEFAULT_FLOAT : EM_DTYPE_I64, &dt) < 0) return NULL;
+    if (em_py_dtype_arg(dtype, any_float ? em_default_float() : EM_DTYPE_I64, &dt) < 0) return NULL;
     return em_py_wrap(em_arange(v[0], v[1], v[2], dt));
 }
 
@@ -222,6 +222,27 @@ static PyObject *f_note_side_effect(PyObject *self, PyObject *arg) {
     const char *what = PyUnicode_AsUTF8(arg);
     if (!what) return NULL;
     em_note_event(EM_EVENT_MUTATION, what, NULL);
+    Py_RETURN_NONE;
+}
+/* _default_dtype() and _set_default_dtype(dtype): the default float dtype */
+static PyObject *f_default_dtype(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return Py_NewRef(em_py_dtype_object(em_default_float())); /* (a borrowed one) */
+}
+static PyObject *f_set_default_dtype(PyObject *self, PyObject *arg) {
+    (void)self;
+    em_dtype dt;
+    if (arg == Py_None || em_py_dtype_arg(arg, EM_DTYPE_F32, &dt) < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "set_default_dtype(): expected a dtype, got None");
+        return NULL;
+    }
+    if (!em_set_default_float(dt)) {
+        PyErr_Format(PyExc_TypeError, "set_default_dtype(): only floating-point types are supported as the "
+                     "default type, got %s", em_dtype_long_name(dt));
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 static PyObject *f_get_num_threads(PyObject *self, PyObject *unused) {
@@ -415,6 +436,8 @@ static PyMethodDef module_methods[] = {
     {"_rng_state", f_rng_state, METH_NOARGS, "(seed, offset) of the global random stream"},
     {"_set_rng_state", f_set_rng_state, METH_VARARGS, "_set_rng_state(seed, offset)"},
     {"_note_side_effect", f_note_side_effect, METH_O, "tell a trace about a side effect it cannot repeat"},
+    {"_default_dtype", f_default_dtype, METH_NOARGS, "the default floating-point dtype"},
+    {"_set_default_dtype", f_set_default_dtype, METH_O, "set the default floating-point dtype"},
     {"get_num_threads", f_get_num_threads, METH_NOARGS, "threads used by kernels"},
     {"set_num_threads", f_set_num_threads, METH_O, "set the threads used by kernels"},
     {"empty_cache", f_empty_cache, METH_NOARGS, "free cached CPU memory blocks"},

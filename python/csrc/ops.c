@@ -32,7 +32,7 @@ static int ew_operands(em_op op, PyObject *const *objs, int n, em_tensor **t) {
                      em_op_name(op), Py_TYPE(objs[0])->tp_name);
         return -1;
     }
-    em_dtype ref = nt ? em_result_type(types, nt) : EM_DEFAULT_FLOAT;
+    em_dtype ref = nt ? em_result_type(types, nt) : em_default_float();
     if (nt == 0) { /* where(cond, 1.0, 2): both values are numbers */
         int cat = EM_CAT_BOOL;
         for (int i = first; i < n; i++)
@@ -40,7 +40,7 @@ static int ew_operands(em_op op, PyObject *const *objs, int n, em_tensor **t) {
                   : PyLong_Check(objs[i]) && !PyBool_Check(objs[i]) && cat < EM_CAT_INT
                       ? EM_CAT_INT
                       : cat;
-        ref = cat == EM_CAT_FLOAT ? EM_DEFAULT_FLOAT : cat == EM_CAT_INT ? EM_DTYPE_I64 : EM_DTYPE_BOOL;
+        ref = cat == EM_CAT_FLOAT ? em_default_float() : cat == EM_CAT_INT ? EM_DTYPE_I64 : EM_DTYPE_BOOL;
     }
     for (int i = 0; i < n; i++) {
         t[i] = em_py_number_operand(objs[i], op, i, ref);
@@ -553,7 +553,7 @@ static int attr_arg(PyObject *v, int bit, const em_op_info *info, int ndim, em_a
     }
     default:
         if (bit == EM_A_BIT_SHAPE) return em_py_dims_arg(v, info->name, a->shape, &a->n_shape);
-        if (bit == EM_A_BIT_DTYPE) return em_py_dtype_arg(v, EM_DEFAULT_FLOAT, &a->dtype);
+        if (bit == EM_A_BIT_DTYPE) return em_py_dtype_arg(v, em_default_float(), &a->dtype);
         PyErr_Format(PyExc_TypeError, "_op: %s's attribute %s is not taken here", info->name, em_attr_name(bit));
         return -1;
     }
@@ -631,7 +631,7 @@ static PyObject *f_empty(PyObject *self, PyObject *args) {
     PyObject *t = PyTuple_Pack(1, shape);
     int rc = t ? em_py_shape_args(t, "empty", s, &n) : -1;
     Py_XDECREF(t);
-    if (rc < 0 || em_py_dtype_arg(dtype, EM_DEFAULT_FLOAT, &dt) < 0) return NULL;
+    if (rc < 0 || em_py_dtype_arg(dtype, em_default_float(), &dt) < 0) return NULL;
     return em_py_wrap(em_empty(s, n, dt));
 }
 
@@ -642,7 +642,7 @@ static PyObject *f_linspace(PyObject *self, PyObject *args) {
     PyObject *dtype;
     em_dtype dt;
     if (!PyArg_ParseTuple(args, "ddLO", &a, &b, &steps, &dtype) ||
-        em_py_dtype_arg(dtype, EM_DEFAULT_FLOAT, &dt) < 0)
+        em_py_dtype_arg(dtype, em_default_float(), &dt) < 0)
         return NULL;
     return em_py_wrap(em_linspace(a, b, steps, dt));
 }
@@ -652,7 +652,7 @@ static PyObject *f_eye(PyObject *self, PyObject *args) {
     long long n, m;
     PyObject *dtype;
     em_dtype dt;
-    if (!PyArg_ParseTuple(args, "LLO", &n, &m, &dtype) || em_py_dtype_arg(dtype, EM_DEFAULT_FLOAT, &dt) < 0)
+    if (!PyArg_ParseTuple(args, "LLO", &n, &m, &dtype) || em_py_dtype_arg(dtype, em_default_float(), &dt) < 0)
         return NULL;
     return em_py_wrap(em_eye(n, m, dt));
 }
@@ -736,6 +736,35 @@ static PyObject *f_resize(PyObject *self, PyObject *args) {
     return t;
 }
 
+/* _set_geometry(t, source, offset, shape, strides): t becomes a view of
+ * source's memory (source may be t itself) with that geometry. Not an op:
+ * a trace could not repeat it. */
+static PyObject *f_set_geometry(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *t, *src, *shape_obj, *stride_obj;
+    long long offset;
+    if (!PyArg_ParseTuple(args, "OOLOO:_set_geometry", &t, &src, &offset, &shape_obj, &stride_obj)) return NULL;
+    if (!em_py_is_tensor(t) || !em_py_is_tensor(src))
+        return em_py_error(PyExc_TypeError, "_set_geometry(): expected tensors");
+    int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS];
+    int ndim = 0, nstrides = 0;
+    PyObject *a = PyTuple_Pack(1, shape_obj), *b = PyTuple_Pack(1, stride_obj);
+    int bad = !a || !b || em_py_shape_args(a, "set_", shape, &ndim) < 0 ||
+              em_py_shape_args(b, "set_", strides, &nstrides) < 0;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    if (bad) return NULL;
+    if (ndim != nstrides) return em_py_error(PyExc_RuntimeError, "set_: %d sizes but %d strides", ndim, nstrides);
+    em_tensor *tt = em_py_tensor_of(t), *ss = em_py_tensor_of(src);
+    if (tt->dtype != ss->dtype)
+        return em_py_error(PyExc_RuntimeError, "set_: the source's dtype (%s) is not the tensor's (%s)",
+                           em_dtype_name(ss->dtype), em_dtype_name(tt->dtype));
+    em_note_event(EM_EVENT_MUTATION, "an in-place change of a tensor's shape or memory (set_, squeeze_, ...)", tt);
+    if (em_tensor_set_geometry(tt, ss->storage, offset, shape, strides, ndim) != EM_OK) return em_py_raise();
+    Py_INCREF(t);
+    return t;
+}
+
 static PyObject *f_result_type_n(PyObject *self, PyObject *args) {
     (void)self;
     Py_ssize_t n = PyTuple_GET_SIZE(args);
@@ -749,7 +778,7 @@ static PyObject *f_promote_types(PyObject *self, PyObject *args) {
     PyObject *a, *b;
     em_dtype x, y;
     if (!PyArg_ParseTuple(args, "OO:promote_types", &a, &b) ||
-        em_py_dtype_arg(a, EM_DEFAULT_FLOAT, &x) < 0 || em_py_dtype_arg(b, EM_DEFAULT_FLOAT, &y) < 0)
+        em_py_dtype_arg(a, em_default_float(), &x) < 0 || em_py_dtype_arg(b, em_default_float(), &y) < 0)
         return NULL;
     PyObject *d = em_py_dtype_object(em_promote_types(x, y));
     Py_INCREF(d);
@@ -761,7 +790,7 @@ static PyObject *f_can_cast(PyObject *self, PyObject *args) {
     PyObject *a, *b;
     em_dtype x, y;
     if (!PyArg_ParseTuple(args, "OO:can_cast", &a, &b) ||
-        em_py_dtype_arg(a, EM_DEFAULT_FLOAT, &x) < 0 || em_py_dtype_arg(b, EM_DEFAULT_FLOAT, &y) < 0)
+        em_py_dtype_arg(a, em_default_float(), &x) < 0 || em_py_dtype_arg(b, em_default_float(), &y) < 0)
         return NULL;
     return PyBool_FromLong(em_can_cast(x, y));
 }
@@ -856,6 +885,7 @@ PyMethodDef em_py_op_methods[] = {
     {"result_type", f_result_type, METH_VARARGS, "the dtype an op on the two operands gives"},
     {"_result_type", f_result_type_n, METH_VARARGS, "the dtype an elementwise op on all the operands gives"},
     {"_resize_", f_resize, METH_VARARGS, "_resize_(t, shape): Tensor.resize_"},
+    {"_set_geometry", f_set_geometry, METH_VARARGS, "_set_geometry(t, source, offset, shape, strides)"},
     {"promote_types", f_promote_types, METH_VARARGS, "the smallest dtype both promote to"},
     {"can_cast", f_can_cast, METH_VARARGS, "can results of dtype `from` be written into `to`?"},
     {"_op_ids", f_op_ids, METH_NOARGS, "{op name: op id}"},

@@ -631,6 +631,10 @@ static PyObject *m_element_size(PyObject *self, PyObject *unused) {
     (void)unused;
     return PyLong_FromSize_t(em_dtype_size(T(self)->dtype));
 }
+static PyObject *m_output_nr(PyObject *self, PyObject *unused) {
+    (void)unused;
+    return PyLong_FromLong(T(self)->output_nr);
+}
 static PyObject *m_storage_offset(PyObject *self, PyObject *unused) {
     (void)unused;
     return PyLong_FromLongLong(T(self)->offset);
@@ -717,6 +721,7 @@ static PyMethodDef tensor_methods[] = {
     {"data_ptr", m_data_ptr, METH_NOARGS, "address of the first element"},
     {"storage_offset", m_storage_offset, METH_NOARGS, "where the first element lies in the memory, in elements"},
     {"_storage_size", m_storage_size, METH_NOARGS, "how many elements the memory holds"},
+    {"_output_nr", m_output_nr, METH_NOARGS, "which result of its grad_fn this tensor is"},
     {"__dlpack__", (PyCFunction)(void (*)(void))em_py_tensor_dlpack, METH_VARARGS | METH_KEYWORDS,
      "a DLPack capsule sharing this tensor's memory"},
     {"__dlpack_device__", em_py_tensor_dlpack_device, METH_NOARGS, "(device type, device id)"},

@@ -342,9 +342,9 @@ static em_tensor *from_nested(PyObject *data, PyObject *dtype_arg) {
     }
     bool empty = em_shape_numel(w.shape, w.ndim) == 0;
     if (!empty && walk(&w, data, 0) < 0) return NULL;
-    em_dtype dflt = w.cat == EM_CAT_FLOAT ? EM_DEFAULT_FLOAT
+    em_dtype dflt = w.cat == EM_CAT_FLOAT ? em_default_float()
                     : w.cat == EM_CAT_INT ? EM_DTYPE_I64
-                    : empty ? EM_DEFAULT_FLOAT
+                    : empty ? em_default_float()
                             : EM_DTYPE_BOOL;
     if (em_py_dtype_arg(dtype_arg, dflt, &w.dt) < 0) return NULL;
     em_tensor *t = em_tensor_empty(w.shape, w.ndim, w.dt, em_cpu());
@@ -397,7 +397,7 @@ PyObject *em_py_tensor_new(PyObject *self, PyObject *args, PyObject *kwargs) {
     walker w = {0};
     int c = leaf_category(data);
     if (c < 0) return NULL;
-    em_dtype dflt = c == EM_CAT_FLOAT ? EM_DEFAULT_FLOAT : c == EM_CAT_INT ? EM_DTYPE_I64 : EM_DTYPE_BOOL;
+    em_dtype dflt = c == EM_CAT_FLOAT ? em_default_float() : c == EM_CAT_INT ? EM_DTYPE_I64 : EM_DTYPE_BOOL;
     if (em_py_dtype_arg(dtype, dflt, &w.dt) < 0) return NULL;
     em_tensor *t = em_tensor_empty(NULL, 0, w.dt, em_cpu());
     if (!t) return em_py_raise();

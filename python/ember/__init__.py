@@ -96,6 +96,16 @@ def _install_special():
 
 
 _install_special()
+from . import _torch_names  # noqa: E402
+globals().update({k: v for k, v in _torch_names.names().items() if k not in globals()})
+from ._tensor_str import set_printoptions  # noqa: E402,F401
+from . import _tensor_more  # noqa: E402,F401
+from ._tensor_more import layout, strided  # noqa: E402,F401
+from . import _torch_names  # noqa: E402
+globals().update({k: v for k, v in _torch_names.names().items() if k not in globals()})
+from ._tensor_str import set_printoptions  # noqa: E402,F401
+from . import _tensor_more  # noqa: E402,F401
+from ._tensor_more import layout, strided  # noqa: E402,F401
 from . import random  # noqa: E402
 from .random import (default_generator, get_rng_state, initial_seed, manual_seed, seed,  # noqa: E402,F401
                      set_rng_state)

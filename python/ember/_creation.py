@@ -229,15 +229,17 @@ def randperm(n, *, dtype=None, device=None, requires_grad=False, generator=None)
 
 @_export
 def get_default_dtype():
-    """The dtype of floating-point tensors made without an explicit dtype."""
-    return _C.float32
+    """The dtype of floating-point tensors made without an explicit dtype
+    (and of float results of integer inputs): float32 unless set."""
+    return _C._default_dtype()
 
 
 @_export
 def set_default_dtype(d):
-    if d != _C.float32:
-        raise NotImplementedError(f"set_default_dtype({d!r}): ember's default dtype is fixed at "
-                                  f"float32 for now")
+    """Sets the default floating-point dtype (float32, float64, float16 or
+    bfloat16) for the whole process, as PyTorch's. Compiled functions guard
+    on it: a call under another default traces anew."""
+    _C._set_default_dtype(d)
 
 
 @_export

@@ -28,7 +28,7 @@ class finfo:
     min, tiny (smallest_normal), resolution, dtype."""
 
     def __init__(self, type=None):
-        dt = type if type is not None else _C.float32
+        dt = type if type is not None else _C._default_dtype()
         name = str(dt).replace("ember.", "")
         if not dt.is_floating_point:
             raise TypeError(f"finfo: {dt} is not a floating point dtype (use ember.iinfo for integers)")
@@ -327,13 +327,13 @@ def positive(input):
 
 def deg2rad(input):
     """input * (pi / 180), in a float dtype."""
-    x = input if input.dtype.is_floating_point else input.to(_C.float32)
+    x = input if input.dtype.is_floating_point else input.to(_C._default_dtype())
     return x * (3.141592653589793 / 180.0)
 
 
 def rad2deg(input):
     """input * (180 / pi), in a float dtype."""
-    x = input if input.dtype.is_floating_point else input.to(_C.float32)
+    x = input if input.dtype.is_floating_point else input.to(_C._default_dtype())
     return x * (180.0 / 3.141592653589793)
 
 

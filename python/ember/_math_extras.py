@@ -32,7 +32,7 @@ def _C_promote(a, b):
 
 
 def _float(x):
-    return x if x.dtype.is_floating_point else x.to(_C.float32)
+    return x if x.dtype.is_floating_point else x.to(_C._default_dtype())
 
 
 def _where(c, a, b):

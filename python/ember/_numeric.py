@@ -295,7 +295,7 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
         steps = list(spacing)
     else:
         steps = [spacing] * len(dims)
-    x = input if input.dtype.is_floating_point else input.to(_C.float32)
+    x = input if input.dtype.is_floating_point else input.to(_C._default_dtype())
     return tuple(_gradient_along(x, d, h, edge_order) for d, h in zip(dims, steps))
 
 

@@ -73,7 +73,7 @@ def bernoulli_(input, p=0.5, *, generator=None):
     if isinstance(p, numbers.Number):
         if not 0 <= p <= 1:
             raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
-        u = _uniform(tuple(input.shape), input.dtype if input.is_floating_point() else _C.float32, generator)
+        u = _uniform(tuple(input.shape), input.dtype if input.is_floating_point() else _C._default_dtype(), generator)
         return input.copy_(u < p)
     prob = p.broadcast_to(tuple(input.shape))
     u = _uniform(tuple(input.shape), prob.dtype, generator)

@@ -19,7 +19,7 @@ from . import _C, _creation, _ops
 
 def float_of(x):
     """x as a float tensor (integers and bools as float32, PyTorch's)."""
-    return x if x.dtype.is_floating_point else x.to(_C.float32)
+    return x if x.dtype.is_floating_point else x.to(_C._default_dtype())
 
 
 def full(x, v):

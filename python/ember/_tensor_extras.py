@@ -147,7 +147,7 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
     the weights' own dtype, as PyTorch's are."""
     x = input.reshape(1, -1) if input.ndim < 2 else input
     if not x.dtype.is_floating_point:
-        x = x.to(_C.float32)
+        x = x.to(_C._default_dtype())
     w = fweights
     if aweights is not None:
         w = aweights if w is None else w * aweights
@@ -245,7 +245,7 @@ def cummin(input, dim):
 def logcumsumexp(input, dim):
     """log(cumsum(exp(x))) along dim, as a scan of logaddexp (each step
     stable, no prefix underflowing against a later maximum)."""
-    x = input if input.dtype.is_floating_point else input.to(_C.float32)
+    x = input if input.dtype.is_floating_point else input.to(_C._default_dtype())
     if x.ndim == 0:
         return x.clone()
 

@@ -9,10 +9,28 @@ from a zero-copy NumPy view.
 
 import math
 
-PRECISION = 4
-THRESHOLD = 1000
-EDGEITEMS = 3
-LINEWIDTH = 80
+# set_printoptions changes these (PyTorch's defaults, its "default" profile)
+OPTIONS = {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 80, "sci_mode": None}
+_PROFILES = {"default": dict(precision=4, threshold=1000, edgeitems=3, linewidth=80),
+             "short": dict(precision=2, threshold=1000, edgeitems=2, linewidth=80),
+             "full": dict(precision=4, threshold=math.inf, edgeitems=3, linewidth=80)}
+
+
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None, sci_mode=None):
+    """How tensors print, as torch.set_printoptions: digits after the point,
+    the element count past which they are summarised, the items kept at
+    each edge of a summary, the line width, a profile ('default', 'short',
+    'full') setting all of these, and sci_mode (True, False, or None to
+    decide per tensor)."""
+    if profile is not None:
+        if profile not in _PROFILES:
+            raise ValueError(f"set_printoptions: profile must be one of {sorted(_PROFILES)}, got {profile!r}")
+        OPTIONS.update(_PROFILES[profile])
+    for key, value in (("precision", precision), ("threshold", threshold), ("edgeitems", edgeitems),
+                       ("linewidth", linewidth)):
+        if value is not None:
+            OPTIONS[key] = value
+    OPTIONS["sci_mode"] = sci_mode
 
 
 class _Formatter:
@@ -21,6 +39,12 @@ class _Formatter:
         self.int_mode = True
         self.sci_mode = False
         self.max_width = 1
+        self._measure(values)
+        if OPTIONS["sci_mode"] is not None and floating:  # (set_printoptions' choice wins)
+            self.sci_mode = OPTIONS["sci_mode"]
+
+    def _measure(self, values):
+        floating = self.floating
         if not floating:
             for v in values:
                 self.max_width = max(self.max_width, len(str(v)))
@@ -35,7 +59,7 @@ class _Formatter:
             if hi / lo > 1000.0 or hi > 1.0e8:
                 self.sci_mode = True
                 for v in finite:
-                    self.max_width = max(self.max_width, len(f"{v:.{PRECISION}e}"))
+                    self.max_width = max(self.max_width, len(f"{v:.{OPTIONS['precision']}e}"))
             else:
                 for v in finite:
                     self.max_width = max(self.max_width, len(f"{v:.0f}") + 1)
@@ -43,21 +67,21 @@ class _Formatter:
             if hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4:
                 self.sci_mode = True
                 for v in finite:
-                    self.max_width = max(self.max_width, len(f"{v:.{PRECISION}e}"))
+                    self.max_width = max(self.max_width, len(f"{v:.{OPTIONS['precision']}e}"))
             else:
                 for v in finite:
-                    self.max_width = max(self.max_width, len(f"{v:.{PRECISION}f}"))
+                    self.max_width = max(self.max_width, len(f"{v:.{OPTIONS['precision']}f}"))
 
     def format(self, v):
         if self.floating:
             if self.sci_mode:
-                s = f"{v:{self.max_width}.{PRECISION}e}"
+                s = f"{v:{self.max_width}.{OPTIONS['precision']}e}"
             elif self.int_mode:
                 s = f"{v:.0f}"
                 if not (math.isinf(v) or math.isnan(v)):
                     s += "."
             else:
-                s = f"{v:.{PRECISION}f}"
+                s = f"{v:.{OPTIONS['precision']}f}"
         else:
             s = str(v)
         return (self.max_width - len(s)) * " " + s
@@ -68,8 +92,8 @@ def _summarized_values(a, summarize):
     import numpy as np
     if a.ndim == 0:
         return [a.item()]
-    if summarize and a.shape[0] > 2 * EDGEITEMS:
-        parts = list(a[:EDGEITEMS]) + list(a[-EDGEITEMS:])
+    if summarize and a.shape[0] > 2 * OPTIONS["edgeitems"]:
+        parts = list(a[:OPTIONS["edgeitems"]]) + list(a[-OPTIONS["edgeitems"]:])
     else:
         parts = list(a)
     if a.ndim == 1:
@@ -82,10 +106,10 @@ def _summarized_values(a, summarize):
 
 def _vector_str(a, indent, summarize, fmt):
     element_length = fmt.max_width + 2
-    per_line = max(1, int(math.floor((LINEWIDTH - indent) / element_length)))
-    if summarize and a.shape[0] > 2 * EDGEITEMS:
-        data = [fmt.format(v) for v in a[:EDGEITEMS].tolist()] + [" ..."] + \
-               [fmt.format(v) for v in a[-EDGEITEMS:].tolist()]
+    per_line = max(1, int(math.floor((OPTIONS["linewidth"] - indent) / element_length)))
+    if summarize and a.shape[0] > 2 * OPTIONS["edgeitems"]:
+        data = [fmt.format(v) for v in a[:OPTIONS["edgeitems"]].tolist()] + [" ..."] + \
+               [fmt.format(v) for v in a[-OPTIONS["edgeitems"]:].tolist()]
     else:
         data = [fmt.format(v) for v in a.tolist()]
     lines = [", ".join(data[i:i + per_line]) for i in range(0, len(data), per_line)]
@@ -98,10 +122,10 @@ def _tensor_str(a, indent, summarize, fmt):
     if a.ndim == 1:
         return _vector_str(a, indent, summarize, fmt)
     n = a.shape[0]
-    if summarize and n > 2 * EDGEITEMS:
-        rows = [_tensor_str(a[i], indent + 1, summarize, fmt) for i in range(EDGEITEMS)] + \
+    if summarize and n > 2 * OPTIONS["edgeitems"]:
+        rows = [_tensor_str(a[i], indent + 1, summarize, fmt) for i in range(OPTIONS["edgeitems"])] + \
                ["..."] + \
-               [_tensor_str(a[i], indent + 1, summarize, fmt) for i in range(n - EDGEITEMS, n)]
+               [_tensor_str(a[i], indent + 1, summarize, fmt) for i in range(n - OPTIONS["edgeitems"], n)]
     else:
         rows = [_tensor_str(a[i], indent + 1, summarize, fmt) for i in range(n)]
     return "[" + ("," + "\n" * (a.ndim - 1) + " " * (indent + 1)).join(rows) + "]"
@@ -111,7 +135,7 @@ def _add_suffixes(text, suffixes, indent):
     parts = [text]
     last_line_len = len(text) - text.rfind("\n") + 1
     for s in suffixes:
-        if last_line_len + len(s) + 2 > LINEWIDTH:
+        if last_line_len + len(s) + 2 > OPTIONS["linewidth"]:
             parts.append(",\n" + " " * indent + s)
             last_line_len = indent + len(s)
         else:
@@ -129,7 +153,7 @@ def tensor_repr(t):
 
 def _tensor_repr(t):
     import numpy as np
-    from . import float32, int64, bfloat16, bool as bool_
+    from . import _C, int64, bfloat16, bool as bool_
     prefix = "tensor("
     indent = len(prefix)
     suffixes = []
@@ -140,13 +164,13 @@ def _tensor_repr(t):
     if t.numel() == 0:
         if t.ndim != 1:
             suffixes.append("size=" + str(tuple(t.shape)))
-        if t.dtype != float32:
+        if t.dtype != _C._default_dtype():
             suffixes.append("dtype=" + repr(t.dtype))
         body = "[]"
     else:
-        if t.dtype not in (float32, int64, bool_):
+        if t.dtype not in (_C._default_dtype(), int64, bool_):
             suffixes.append("dtype=" + repr(t.dtype))
-        summarize = t.numel() > THRESHOLD
+        summarize = t.numel() > OPTIONS["threshold"]
         fmt = _Formatter(_summarized_values(a, summarize), t.dtype.is_floating_point)
         body = _tensor_str(a, indent, summarize, fmt)
     if t.grad_fn is not None:

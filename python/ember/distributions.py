@@ -29,7 +29,7 @@ _em = sys.modules[__package__]  # (the ember package: finfo, bernoulli, multinom
 
 def _as_tensor(v, like=None):
     if isinstance(v, _C._TensorBase):
-        return v if v.is_floating_point() else v.to(_C.float32)
+        return v if v.is_floating_point() else v.to(_C._default_dtype())
     dtype = like.dtype if isinstance(like, _C._TensorBase) else _creation.get_default_dtype()
     return _creation.tensor(float(v), dtype=dtype)
 
@@ -44,7 +44,7 @@ def _broadcast(*values):
 
 
 def _float_result(ts):
-    return _C.float64 if any(t.dtype == _C.float64 for t in ts) else _C.float32
+    return _C.float64 if any(t.dtype == _C.float64 for t in ts) else _C._default_dtype()
 
 
 def _shape(sample_shape):

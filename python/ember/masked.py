@@ -146,7 +146,7 @@ def median(input, dim=-1, *, keepdim=False, dtype=None, mask=None):
     dt = dtype or input.dtype
     d = _dims(dim, input.ndim)[0]
     is_float = input.dtype.is_floating_point
-    x = input if is_float else input.to(_C.float32)
+    x = input if is_float else input.to(_C._default_dtype())
     out = _combine("median", x, mask).nanmedian(d, keepdim).values
     if is_float:
         return out
@@ -178,8 +178,8 @@ def norm(input, ord=2.0, dim=None, *, keepdim=False, dtype=None, mask=None):
 def _std_var(input, dim, unbiased, keepdim, dtype, mask, take_sqrt):
     dt = dtype
     if dt is None:
-        dt = input.dtype if input.dtype.is_floating_point else _C.float32
-    compute = dt if dt.is_floating_point else _C.float32
+        dt = input.dtype if input.dtype.is_floating_point else _C._default_dtype()
+    compute = dt if dt.is_floating_point else _C._default_dtype()
     count = _count(input, dim, True, mask)
     mean_ = sum(input, dim, keepdim=True, dtype=dt, mask=mask) / count
     x = input - mean_

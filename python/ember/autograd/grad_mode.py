@@ -43,11 +43,28 @@ class enable_grad(_GradModeSwitch):
     mode = True
 
 
+_INFERENCE = [0]  # open inference_mode(True) blocks (torch.is_inference_mode_enabled)
+
+
+def inference_depth():
+    return _INFERENCE[0]
+
+
 class inference_mode(_GradModeSwitch):
     """PyTorch's inference_mode; in ember the same as no_grad."""
 
     def __init__(self, mode=True):
         self.mode = not mode
+
+    def __enter__(self):
+        if not self.mode:
+            _INFERENCE[0] += 1
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        if not self.mode:
+            _INFERENCE[0] -= 1
+        return super().__exit__(*exc)
 
     def clone(self):
         return self.__class__(not self.mode)

@@ -169,4 +169,4 @@ class Transformer(Module):
     @staticmethod
     def generate_square_subsequent_mask(sz, device=None, dtype=None):
         """-inf above the diagonal, 0 elsewhere: position i attends to j <= i."""
-        return _creation.full((sz, sz), float("-inf"), dtype=dtype or _C.float32).triu(1)
+        return _creation.full((sz, sz), float("-inf"), dtype=dtype or _C._default_dtype()).triu(1)
