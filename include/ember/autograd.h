@@ -133,6 +133,11 @@ em_status em_autograd_custom(const char *name, em_tensor *const *in, int n_in, e
  * error naming the node and that place. */
 bool em_autograd_set_anomaly(bool on);
 bool em_autograd_anomaly(void);
+/* Whether anomaly mode checks the gradients for NaN (on by default; the
+ * origins are recorded either way), as detect_anomaly(check_nan=...);
+ * returns the previous setting. */
+bool em_autograd_set_anomaly_check_nan(bool on);
+bool em_autograd_anomaly_check_nan(void);
 void em_autograd_set_origin_fn(char *(*origin)(void));
 
 /* Does op have a gradient (ops.def's grad column is not NONE)? */

@@ -372,6 +372,26 @@ static PyObject *f_make_subclass(PyObject *self, PyObject *args) {
     return em_py_wrap_new((PyTypeObject *)cls, t);
 }
 
+/* _as_subclass(t, cls): a `cls` instance aliasing t's memory and staying
+ * in t's autograd graph (an expand to its own shape: a view whose
+ * gradient is the identity), as Tensor.as_subclass. */
+static PyObject *f_as_subclass(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *data, *cls;
+    if (!PyArg_ParseTuple(args, "OO!", &data, &PyType_Type, &cls)) return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)cls, &em_py_TensorBase))
+        return em_py_error(PyExc_TypeError, "as_subclass: %s is not a Tensor class", ((PyTypeObject *)cls)->tp_name);
+    if (!em_py_is_tensor(data))
+        return em_py_error(PyExc_TypeError, "as_subclass: expected a Tensor, not %s", Py_TYPE(data)->tp_name);
+    em_tensor *t = T(data), *v = em_expand(t, t->shape, t->ndim);
+    if (!v) return em_py_raise();
+    if (v->pyobj) { /* (a fresh view has no Python object yet) */
+        em_tensor_release(v);
+        return em_py_error(PyExc_RuntimeError, "as_subclass: the alias already has a Python object");
+    }
+    return em_py_wrap_new((PyTypeObject *)cls, v);
+}
+
 /* The names of the ops that have a backward formula (for the test that
  * every one of them is gradchecked). */
 static PyObject *f_differentiable_ops(PyObject *self, PyObject *unused) {
@@ -595,6 +615,19 @@ static PyObject *f_set_anomaly(PyObject *self, PyObject *arg) {
     return PyBool_FromLong(em_autograd_set_anomaly(on));
 }
 
+static PyObject *f_set_anomaly_check_nan(PyObject *self, PyObject *arg) {
+    (void)self;
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    return PyBool_FromLong(em_autograd_set_anomaly_check_nan(on));
+}
+
+static PyObject *f_anomaly_check_nan(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(em_autograd_anomaly_check_nan());
+}
+
 static PyObject *f_anomaly(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
@@ -603,6 +636,7 @@ static PyObject *f_anomaly(PyObject *self, PyObject *unused) {
 
 static PyMethodDef autograd_methods[] = {
     {"_set_data", f_set_data, METH_VARARGS, "_set_data(t, src): t.data = src"},
+    {"_as_subclass", f_as_subclass, METH_VARARGS, "_as_subclass(t, cls): t as a cls instance, in t's graph"},
     {"_differentiable_ops", f_differentiable_ops, METH_NOARGS, "names of the ops with a gradient"},
     {"_backward", f_backward, METH_VARARGS, "_backward(tensors, grad_tensors, retain_graph, create_graph)"},
     {"_grad", f_grad, METH_VARARGS, "_grad(outputs, grad_outputs, inputs, retain_graph, create_graph, allow_unused)"},
@@ -620,6 +654,9 @@ static PyMethodDef autograd_methods[] = {
     {"_retains_grad", f_retains_grad, METH_O, "_retains_grad(t)"},
     {"_set_anomaly", f_set_anomaly, METH_O, "anomaly detection on or off; returns the previous setting"},
     {"_anomaly", f_anomaly, METH_NOARGS, "is anomaly detection on?"},
+    {"_set_anomaly_check_nan", f_set_anomaly_check_nan, METH_O,
+     "whether anomaly mode checks gradients for NaN; returns the previous setting"},
+    {"_anomaly_check_nan", f_anomaly_check_nan, METH_NOARGS, "does anomaly mode check gradients for NaN?"},
     {NULL, NULL, 0, NULL},
 };
 

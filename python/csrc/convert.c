@@ -95,6 +95,14 @@ int em_py_dtype_arg(PyObject *o, em_dtype dflt, em_dtype *out) {
         return 0;
     }
     if (Py_TYPE(o) != &em_py_dtype_type) {
+        /* a dtype ember names but lacks (ember.complex64: _unsupported.py)
+         * says why, as a NotImplementedError */
+        PyObject *why = PyObject_HasAttrString(o, "_unsupported") ? PyObject_GetAttrString(o, "_unsupported") : NULL;
+        if (why) {
+            PyErr_SetObject(PyExc_NotImplementedError, why);
+            Py_DECREF(why);
+            return -1;
+        }
         PyErr_Format(PyExc_TypeError, "dtype must be an ember dtype such as ember.float32, not %s",
                      PyUnicode_Check(o) ? "a str" : Py_TYPE(o)->tp_name);
         return -1;

@@ -81,7 +81,8 @@ from . import utils  # noqa: E402,F401
 from . import aot  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
 from . import distributed  # noqa: E402,F401
-from . import backends, distributions, fft, masked, multiprocessing, onnx, special  # noqa: E402,F401
+from . import backends, distributions, fft, futures, jit, masked, multiprocessing, onnx, special  # noqa: E402,F401
+from .futures import _fork as fork, _wait as wait  # noqa: E402,F401
 from .special import logit, sinc, xlogy  # noqa: E402,F401
 Tensor.logit, Tensor.sinc, Tensor.xlogy = special.logit, special.sinc, special.xlogy
 special.Tensor = fft.Tensor = Tensor
@@ -101,18 +102,28 @@ globals().update({k: v for k, v in _torch_names.names().items() if k not in glob
 from ._tensor_str import set_printoptions  # noqa: E402,F401
 from . import _tensor_more  # noqa: E402,F401
 from ._tensor_more import layout, strided  # noqa: E402,F401
-from . import _torch_names  # noqa: E402
-globals().update({k: v for k, v in _torch_names.names().items() if k not in globals()})
-from ._tensor_str import set_printoptions  # noqa: E402,F401
-from . import _tensor_more  # noqa: E402,F401
-from ._tensor_more import layout, strided  # noqa: E402,F401
+from ._tensor_more import LAYOUTS as _LAYOUTS  # noqa: E402
+globals().update({k: v for k, v in _LAYOUTS.items() if k.startswith("sparse_")})
+from ._windows import *  # noqa: E402,F401,F403
+from ._storage import *  # noqa: E402,F401,F403
+from ._fake_quantize import *  # noqa: E402,F401,F403
+from ._lobpcg import lobpcg  # noqa: E402,F401
+from .futures import Future  # noqa: E402,F401
+from .autograd.anomaly_mode import (is_anomaly_check_nan_enabled, is_anomaly_enabled,  # noqa: E402,F401
+                                    set_anomaly_enabled)
 from . import random  # noqa: E402
 from .random import (default_generator, get_rng_state, initial_seed, manual_seed, seed,  # noqa: E402,F401
                      set_rng_state)
 from . import amp  # noqa: E402
 from ._memory_format import (channels_last, channels_last_3d, contiguous_format, memory_format,  # noqa: E402,F401
-                             preserve_format)
-from .amp import autocast, get_autocast_cpu_dtype, is_autocast_cpu_enabled, is_autocast_enabled  # noqa: E402,F401
+                             preserve_format, legacy_contiguous_format)
+from .amp import (autocast, autocast_decrement_nesting, autocast_increment_nesting,  # noqa: E402,F401
+                  clear_autocast_cache, get_autocast_cpu_dtype, get_autocast_gpu_dtype, is_autocast_cache_enabled,
+                  is_autocast_cpu_enabled, is_autocast_enabled, set_autocast_cache_enabled, set_autocast_cpu_dtype,
+                  set_autocast_cpu_enabled, set_autocast_enabled, set_autocast_gpu_dtype)
 cuda.amp = amp.cuda_amp
 cpu = _sys.modules["ember.cpu"] = _types.ModuleType("ember.cpu", "torch.cpu: its amp (CPU autocast).")
 cpu.amp = amp.cpu_amp
+
+from . import _unsupported  # noqa: E402
+_unsupported.install(_sys.modules[__name__], Tensor, linalg)

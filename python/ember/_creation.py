@@ -41,7 +41,10 @@ def _requiring_grad(t, requires_grad):
     return t.requires_grad_() if requires_grad else t
 
 
-def _check_options(name, device):
+def _check_options(name, device, layout=None):
+    if layout is not None and getattr(layout, "_name", None) != "strided":
+        raise NotImplementedError(f"{name}(layout={layout!r}): ember's tensors are all strided (dense); sparse "
+                                  f"layouts are not implemented")
     if device is not None and str(device) not in ("cpu", "cpu:0"):
         d = str(device)
         if d.startswith("cuda"):
@@ -88,7 +91,7 @@ def asarray(obj, *, dtype=None, device=None, copy=None):
 def _factory(name, c_fn):
     def fn(*size, out=None, dtype=None, device=None, requires_grad=False, layout=None,
            pin_memory=False, memory_format=None):
-        _check_options(name, device)
+        _check_options(name, device, layout)
         if out is not None:
             raise NotImplementedError(f"{name}(): out= is not implemented in ember yet")
         return _requiring_grad(c_fn(_sizes(name, size), dtype=dtype), requires_grad)
@@ -100,7 +103,7 @@ def _factory(name, c_fn):
 def _random_factory(name, c_fn):
     def fn(*size, generator=None, out=None, dtype=None, device=None, requires_grad=False,
            layout=None, pin_memory=False):
-        _check_options(name, device)
+        _check_options(name, device, layout)
         if out is not None:
             raise NotImplementedError(f"{name}(): out= is not implemented in ember yet")
         t = c_fn(_sizes(name, size), dtype=dtype, generator=_state_of(name, generator))
@@ -134,7 +137,7 @@ def _like(name, make):
         if not isinstance(input, _C._TensorBase):
             raise TypeError(f"{name}(): argument 'input' must be a Tensor, not "
                             f"{type(input).__name__}")
-        _check_options(name, device)
+        _check_options(name, device, layout)
         return _requiring_grad(make(tuple(input.shape), dtype or input.dtype), requires_grad)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"{name}(input, dtype=None): like input's shape (and dtype unless given)."

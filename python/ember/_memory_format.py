@@ -16,7 +16,8 @@ elementwise ops), and the values are the same either way.
 
 from . import _C
 
-__all__ = ["memory_format", "contiguous_format", "channels_last", "channels_last_3d", "preserve_format"]
+__all__ = ["memory_format", "contiguous_format", "channels_last", "channels_last_3d", "preserve_format",
+           "legacy_contiguous_format"]
 
 
 class memory_format:
@@ -40,6 +41,7 @@ contiguous_format = memory_format("contiguous_format")
 channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")
 preserve_format = memory_format("preserve_format")
+legacy_contiguous_format = contiguous_format  # (torch's: the row-major layout by another name)
 
 # for each channels-last format: the rank it applies to and the order of the
 # dims in memory, outermost first

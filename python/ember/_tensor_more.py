@@ -10,7 +10,7 @@ tensors, named-tensor renaming, storages) raise NotImplementedError naming
 themselves (ember._unsupported).
 """
 
-from . import _C, _creation, _ops
+from . import _C, _creation, _ops, _storage
 from ._tensor import Tensor
 
 
@@ -74,9 +74,15 @@ def set_(self, source=None, storage_offset=0, size=None, stride=None):
     if source is None:
         source = _creation.empty(0, dtype=self.dtype)
         return _C._set_geometry(self, source, 0, (0,), (1,))
+    if isinstance(source, _storage._StorageMixin):  # its memory, as a flat tensor of self's dtype
+        values = source._values
+        if isinstance(source, _storage.TypedStorage) and values.dtype != self.dtype:
+            raise RuntimeError(f"Tensor.set_: expected a storage of {self.dtype}, got one of {values.dtype}")
+        source = values.view(self.dtype) if values.dtype != self.dtype else values
+        if size is None:
+            size, stride, storage_offset = (source.numel(),), (1,), 0
     if not isinstance(source, Tensor):
-        raise NotImplementedError(f"Tensor.set_: a {type(source).__name__} source is not supported by ember "
-                                  "(it has no Storage objects); pass a tensor")
+        raise TypeError(f"Tensor.set_: expected a Tensor or a storage, got {type(source).__name__}")
     if size is None:
         return _C._set_geometry(self, source, source.storage_offset(), tuple(source.shape), tuple(source.stride()))
     if stride is None:
@@ -184,6 +190,25 @@ def _take_along_dim(self, indices, dim=None):
     return _ops.take_along_dim(self, indices, dim)
 
 
+def _as_subclass(self, cls):
+    """self as a cls instance (a Tensor subclass) sharing its memory and
+    staying in its autograd graph."""
+    return _C._as_subclass(self, cls)
+
+
+def _removed(name, replacement):
+    def fn(self, *args, **kwargs):
+        raise RuntimeError(f"This function was deprecated since version 1.9 and is now removed. Please use the "
+                           f"`torch.linalg.{replacement}` function instead.")
+    fn.__name__ = name
+    return fn
+
+
+def _reinforce(self, reward):
+    raise RuntimeError("reinforce() was removed.\nUse torch.distributions instead.\n"
+                       "See https://pytorch.org/docs/master/distributions.html")
+
+
 def _sparse_only(name):
     def fn(self, *args, **kwargs):
         raise NotImplementedError(f"Tensor.{name}() is defined for sparse tensors only, which ember does not have")
@@ -204,6 +229,10 @@ for _name, _fn in (("squeeze_", squeeze_), ("unsqueeze_", unsqueeze_), ("t_", t_
                    ("conj_physical_", lambda self: self), ("layout", property(lambda self: strided)),
                    ("volatile", property(lambda self: False)), ("output_nr", property(_output_nr)),
                    ("xpu", _device_only("xpu")), ("ipu", _device_only("ipu")), ("is_ort", property(lambda s: False)),
-                   ("dense_dim", _sparse_only("dense_dim")), ("sparse_dim", _sparse_only("sparse_dim"))):
+                   ("dense_dim", _sparse_only("dense_dim")), ("sparse_dim", _sparse_only("sparse_dim")),
+                   ("as_subclass", _as_subclass), ("storage", _storage._storage),
+                   ("untyped_storage", _storage._untyped_storage), ("storage_type", _storage._storage_type), ("name", property(lambda self: None)), ("reinforce", _reinforce),
+                   ("solve", _removed("solve", "solve")), ("lstsq", _removed("lstsq", "lstsq")),
+                   ("eig", _removed("eig", "eig"))):
     if not hasattr(Tensor, _name):
         setattr(Tensor, _name, _fn)

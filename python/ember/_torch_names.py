@@ -13,6 +13,7 @@ import warnings
 
 from . import _C, _creation, _ops
 from ._tensor import Tensor
+from .nn import functional as _F
 
 _NAMES = {}
 
@@ -216,15 +217,6 @@ def unsafe_split_with_sizes(input, split_sizes, dim=0):
     return input.split_with_sizes(split_sizes, dim)
 
 
-def conv_tbc(input, weight, bias, pad=0):
-    """1-d convolution of (time, batch, channels) input with a (kernel,
-    in, out) weight."""
-    from .nn.functional import conv1d
-    x = input.permute(1, 2, 0)
-    out = conv1d(x, weight.permute(2, 1, 0), bias, 1, pad)
-    return out.permute(2, 0, 1)
-
-
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     """ATen's convolution: conv{1,2,3}d or their transposes by input's rank."""
     from .nn import functional as F
@@ -301,7 +293,7 @@ def _removed(name, replacement):
 
 for _fn in (clone, detach, fill, t, index_put, adjoint, chain_matmul, frobenius_norm, nuclear_norm, norm_except_dim,
             range, scalar_tensor, typename, get_device, is_storage, unsafe_chunk, unsafe_split,
-            unsafe_split_with_sizes, conv_tbc, convolution, poisson, binomial):
+            unsafe_split_with_sizes, convolution, poisson, binomial, _F.conv_tbc):
     _name(_fn)
 for _old, _new in (("solve", "solve"), ("lstsq", "lstsq"), ("eig", "eig"), ("matrix_rank", "matrix_rank")):
     _name(_removed(_old, _new))
@@ -432,6 +424,161 @@ for _fn in (binary_cross_entropy_with_logits, cosine_embedding_loss, hinge_embed
     _name(_fn)
 _name(grid_sampler, "grid_sampler_2d")
 _name(grid_sampler, "grid_sampler_3d")
+
+
+def embedding_renorm_(input, indices, max_norm, norm_type):
+    """Rescales, in place, each row of input that indices names whose
+    norm_type-norm exceeds max_norm to max_norm / (norm + 1e-7) times it
+    (what embedding(max_norm=...) does first); returns input."""
+    from .nn.functional import _embedding_renorm_
+    return _embedding_renorm_(input, indices.reshape(-1), max_norm, norm_type)
+
+
+_BAG_MODES = {0: "sum", 1: "mean", 2: "max"}
+
+
+def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                  per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """ATen's embedding_bag: (output, offset2bag, bag_size, max_indices),
+    output as nn.functional.embedding_bag's. The three index tensors, each
+    bag's: offset2bag each index's bag (PyTorch's float32 sum-mode path
+    leaves it empty), bag_size how many non-padding indices it holds (zeros
+    in sum mode), max_indices in max mode the row each output element came
+    from (bag_size in mean mode, zeros in sum mode). They have one entry per
+    bag (PyTorch 1.13's differ with include_last_offset, and its max mode
+    there corrupts its heap)."""
+    import numpy as np
+    from .nn._embedding_bag import _bags
+    from .nn.functional import embedding_bag as f
+    name = _BAG_MODES.get(mode, mode)
+    out = f(indices, weight, offsets, None, 2, scale_grad_by_freq, name, sparse, per_sample_weights,
+            include_last_offset, padding_idx)
+    bag_ids, bags = _bags(indices, offsets, include_last_offset)
+    idx = indices.reshape(-1).long().numpy()
+    bag = bag_ids.numpy()
+    keep = np.ones(idx.shape, bool) if padding_idx is None else idx != padding_idx % weight.shape[0]
+    size = np.bincount(bag[keep], minlength=bags)[:bags]
+    as_tensor = _creation.tensor
+    if name == "sum":
+        zeros = _creation.zeros(bags, dtype=_C.int64)
+        return out, as_tensor(bag, dtype=_C.int64), zeros, zeros.clone()
+    if name == "mean":
+        return out, as_tensor(bag, dtype=_C.int64), as_tensor(size, dtype=_C.int64), as_tensor(size, dtype=_C.int64)
+    w = weight.detach().numpy()
+    arg = np.zeros((bags, weight.shape[1]), np.int64)
+    for b in builtins.range(bags):
+        rows = idx[(bag == b) & keep]
+        if rows.size:
+            arg[b] = rows[np.argmax(w[rows], axis=0)]
+    return out, as_tensor(bag, dtype=_C.int64), as_tensor(size, dtype=_C.int64), as_tensor(arg, dtype=_C.int64)
+
+
+def is_distributed(input):
+    """Whether input is a distributed (torch.distributed RPC) tensor: never."""
+    return False
+
+
+def to_dlpack(tensor):
+    """A DLPack capsule sharing tensor's memory (ember.from_dlpack reads it back)."""
+    return tensor.__dlpack__()
+
+
+def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
+    """A 1-d tensor sharing the memory of an object with the buffer
+    protocol: count elements of dtype (all that fit when -1) from byte
+    offset. Writes through either show in the other; a read-only buffer
+    (bytes) warns, as PyTorch does, and must not be written."""
+    import numpy as np
+    view = memoryview(buffer)
+    if view.readonly:
+        warnings.warn("frombuffer: the given buffer is not writable, and ember does not support non-writable "
+                      "tensors: writing to this tensor writes to the buffer. Copy it first (bytearray(buffer)) "
+                      "to protect its data.", stacklevel=2)
+    size = dtype.itemsize
+    nbytes = view.nbytes
+    if offset < 0 or offset > nbytes or (count == -1 and (nbytes - offset) % size):
+        raise ValueError(f"frombuffer: the buffer's length minus offset ({nbytes - offset} bytes) must be a "
+                         f"multiple of the element size ({size})")
+    n = (nbytes - offset) // size if count == -1 else count
+    if n <= 0 or offset + n * size > nbytes:
+        raise ValueError(f"frombuffer: requested {n} elements of {size} bytes from offset {offset}, but the "
+                         f"buffer holds {nbytes} bytes")
+    raw = np.frombuffer(view.cast("B"), dtype=np.uint8, count=n * size, offset=offset)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (from_numpy's own warning about the same read-only memory)
+        out = _C.from_numpy(raw).view(dtype)
+    return out.requires_grad_() if requires_grad else out
+
+
+def from_file(filename, shared=None, size=0, *, dtype=None, layout=None, device=None, pin_memory=False,
+              requires_grad=False):
+    """size elements of dtype (the default float dtype) read from filename.
+    shared=True maps the file: the tensor's memory is the file's, and writes
+    go to it (the file must hold size elements); otherwise they are read
+    into memory of its own."""
+    import numpy as np
+    dtype = dtype or _creation.get_default_dtype()
+    nbytes = size * dtype.itemsize
+    have = __import__("os").path.getsize(filename)
+    if have < nbytes:
+        raise RuntimeError(f"from_file: file {filename!r} holds {have} bytes, fewer than the {nbytes} bytes of "
+                           f"{size} elements of {dtype}")
+    if shared:
+        raw = np.memmap(filename, dtype=np.uint8, mode="r+", shape=(nbytes,)) if nbytes else np.zeros(0, np.uint8)
+    else:
+        raw = np.fromfile(filename, dtype=np.uint8, count=nbytes)
+    out = _C.from_numpy(raw).view(dtype)
+    return out.requires_grad_() if requires_grad else out
+
+
+def as_strided_(input, size, stride, storage_offset=None):
+    return input.as_strided_(size, stride, storage_offset)
+
+
+def conj_physical_(input):
+    """The conjugate, in place: real tensors are their own."""
+    return input
+
+
+for _fn in (embedding_renorm_, embedding_bag, is_distributed, to_dlpack, frombuffer, from_file, as_strided_,
+            conj_physical_):
+    _name(_fn)
+
+
+class DisableTorchFunction:
+    """Context manager turning __torch_function__ dispatch off: ember's
+    functions never dispatch on it, so there is nothing to turn off."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class classproperty:
+    """A read-only property of the class itself (torch's helper)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __get__(self, obj, cls=None):
+        return self.fn(cls if cls is not None else type(obj))
+
+
+def get_file_path(*path_components):
+    """A path inside the installed ember package (torch.get_file_path)."""
+    import os
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), *path_components)
+
+
+def cudnn_is_acceptable(tensor):
+    """Whether cuDNN could take this tensor: never (ember does not use cuDNN)."""
+    return False
+
+
+for _fn in (DisableTorchFunction, classproperty, get_file_path, cudnn_is_acceptable):
+    _name(_fn)
 
 
 # ---------------------------------------------------------------- the recurrent layers' functional forms

@@ -75,18 +75,76 @@ class autocast:
         return wrapped
 
 
+# torch's switch-level autocast API (what autocast's __enter__ calls in
+# PyTorch): the CPU dtype in effect when set_autocast_cpu_enabled turns it
+# on, the GPU settings kept for get_, the nesting count, the cache flag.
+_SETTINGS = {"cpu_dtype": None, "gpu_dtype": None, "nesting": 0, "cache": True}
+
+
 def is_autocast_cpu_enabled():
     return _C._autocast_dtype() is not None
 
 
 def get_autocast_cpu_dtype():
     dt = _C._autocast_dtype()
-    return _C.bfloat16 if dt is None else dt
+    return dt if dt is not None else _SETTINGS["cpu_dtype"] or _C.bfloat16
+
+
+def set_autocast_cpu_enabled(enabled):
+    _C._set_autocast(get_autocast_cpu_dtype() if enabled else None)
+
+
+def set_autocast_cpu_dtype(dtype):
+    """The dtype CPU autocast runs in; bfloat16 only, as PyTorch 1.13's."""
+    if repr(dtype).split(".")[-1] not in _CPU_DTYPES:
+        raise RuntimeError("Currently, AutocastCPU only support Bfloat16 as the autocast_cpu_dtype")
+    _SETTINGS["cpu_dtype"] = dtype
+    if is_autocast_cpu_enabled():
+        _C._set_autocast(dtype)
 
 
 def is_autocast_enabled():
     """CUDA autocast: never on (ember has no CUDA device)."""
     return False
+
+
+def set_autocast_enabled(enabled):
+    """CUDA autocast: ember has no CUDA device, so turning it on warns (as
+    autocast("cuda") does) and it stays off."""
+    if enabled:
+        warnings.warn("set_autocast_enabled(True): CUDA autocast is not available (ember has no CUDA device "
+                      "yet); it stays off. CPU autocast: set_autocast_cpu_enabled or autocast('cpu').")
+
+
+def get_autocast_gpu_dtype():
+    return _SETTINGS["gpu_dtype"] or _C.float16
+
+
+def set_autocast_gpu_dtype(dtype):
+    _SETTINGS["gpu_dtype"] = dtype
+
+
+def autocast_increment_nesting():
+    _SETTINGS["nesting"] += 1
+    return _SETTINGS["nesting"]
+
+
+def autocast_decrement_nesting():
+    _SETTINGS["nesting"] -= 1
+    return _SETTINGS["nesting"]
+
+
+def clear_autocast_cache():
+    """Nothing to clear: ember's autocast casts each operand where an op
+    uses it and keeps no cache of cast weights."""
+
+
+def is_autocast_cache_enabled():
+    return _SETTINGS["cache"]
+
+
+def set_autocast_cache_enabled(enabled):
+    _SETTINGS["cache"] = bool(enabled)
 
 
 class GradScaler:

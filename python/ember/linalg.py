@@ -18,6 +18,7 @@ from . import _C
 from . import _ops
 from ._creation import eye, ones_like, zeros_like
 from ._ops import _ID
+from ._tensor import Tensor  # noqa: F401 (torch.linalg.Tensor, as PyTorch's module has it)
 
 __all__ = ["inv", "solve", "solve_triangular", "det", "slogdet", "cholesky", "qr", "eigh", "eigvalsh", "svd",
            "svdvals", "lstsq", "pinv", "matrix_rank", "norm", "vector_norm", "matrix_norm", "cross",

@@ -26,6 +26,7 @@ static _Thread_local bool grad_disabled; /* inverted: zero-initialised means on 
 static uint64_t next_seq;
 static int64_t live_nodes;
 static bool anomaly;               /* anomaly detection (process-wide, as PyTorch's) */
+static bool anomaly_check_nan = true; /* ... and whether it checks gradients for NaN */
 static char *(*origin_of)(void);  /* the host's "where am I" for anomaly mode */
 
 bool em_grad_enabled(void) { return !grad_disabled; }
@@ -581,6 +582,12 @@ bool em_autograd_set_anomaly(bool on) {
     return was;
 }
 bool em_autograd_anomaly(void) { return anomaly; }
+bool em_autograd_set_anomaly_check_nan(bool on) {
+    bool was = anomaly_check_nan;
+    anomaly_check_nan = on;
+    return was;
+}
+bool em_autograd_anomaly_check_nan(void) { return anomaly_check_nan; }
 void em_autograd_set_origin_fn(char *(*origin)(void)) { origin_of = origin; }
 
 /* Anomaly mode: does the gradient hold a NaN? */
@@ -999,7 +1006,7 @@ static em_status run_node(engine *e, task *t, bool retain_graph) {
             st = rule->fn(&c, gout, gin);
         }
     }
-    for (int i = 0; i < ni && st == EM_OK && anomaly; i++)
+    for (int i = 0; i < ni && st == EM_OK && anomaly && anomaly_check_nan; i++)
         if (gin[i]) st = check_nan(n, i, gin[i]);
     for (int i = 0; i < ni && st == EM_OK; i++) {
         if (!needs[i] || !gin[i]) continue;

@@ -31,7 +31,7 @@ def test_the_coverage_table_is_current():
 @requires_torch
 def test_the_names_issue_40_lists_are_there():
     import api_coverage
-    rows = {t: set(missing) for t, _, _, missing in api_coverage.coverage()}
+    rows = {t: set(missing) | set(raising) for t, _, _, missing, raising in api_coverage.coverage()}
     for name in ("finfo", "iinfo", "allclose", "isclose", "normal", "multinomial", "bernoulli", "LongTensor",
                  "FloatTensor", "repeat_interleave", "diagonal"):
         assert name not in rows["torch"], name
@@ -39,3 +39,30 @@ def test_the_names_issue_40_lists_are_there():
                  "type", "is_xpu"):
         assert name not in rows["torch.Tensor"], name
     assert "orthogonal_" not in rows["torch.nn.init"]
+
+
+@requires_torch
+def test_the_raising_names_raise_naming_themselves():
+    """Every name _unsupported.py installs raises NotImplementedError that
+    names it when called (functions), constructed (classes) or handed to a
+    factory (dtypes and constants)."""
+    import ember
+    from ember import _unsupported
+    targets = {"ember": ember, "values": ember, "Tensor": ember.Tensor, "linalg": ember.linalg}
+    x = ember.ones(2, 2)
+    seen = 0
+    for family, (_, spaces) in _unsupported.FAMILIES.items():
+        for space, names in spaces.items():
+            for name in names.split():
+                value = getattr(targets[space], name)
+                if getattr(value, "_unsupported", None) is None:
+                    continue  # (ember has it for real)
+                seen += 1
+                with pytest.raises(NotImplementedError, match=re.escape(name) + ".*" + re.escape(family)):
+                    if space == "values":
+                        ember.zeros(1, dtype=value)
+                    elif space == "Tensor":
+                        getattr(x, name)()
+                    else:
+                        value(x)
+    assert seen > 200

@@ -81,6 +81,13 @@ def test_ddp_equals_training_on_the_global_batch(n):
     expect_ok(mpirun("ddp.py", n), n, "ddp ok")
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_sync_batch_norm_equals_batch_norm_on_the_global_batch(n):
+    """Outputs, input and parameter gradients, running statistics, over
+    slices of unequal sizes (distributed/sync_bn.py)."""
+    expect_ok(mpirun("sync_bn.py", n), n, "sync_bn ok")
+
+
 def test_collectives_in_a_world_of_one():
     """A Python started without mpirun is a world of one (MPI's singleton)."""
     proc = run_job([sys.executable, os.path.join(HERE, "collectives.py")], subprocess_env(), 120)

@@ -63,6 +63,8 @@ CASES = [
     ("Adadelta", {}), ("Adadelta", dict(lr=0.5, rho=0.8, weight_decay=0.05, maximize=True)),
     ("Adamax", {}), ("Adamax", dict(lr=0.01, betas=(0.8, 0.9), weight_decay=0.1, maximize=True)),
     ("RAdam", {}), ("RAdam", dict(lr=0.05, betas=(0.5, 0.6), weight_decay=0.1)),  # rectified from step 5
+    ("ASGD", {}), ("ASGD", dict(lr=0.05, lambd=0.01, alpha=0.5, t0=2, weight_decay=0.1, maximize=True)),
+    ("Rprop", {}), ("Rprop", dict(lr=0.05, etas=(0.3, 1.5), step_sizes=(1e-3, 0.06), maximize=True)),
 ]
 
 
@@ -89,9 +91,10 @@ def test_nadam_matches_the_published_rule(kwargs):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam"])
+@pytest.mark.parametrize("name", ["Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "ASGD", "Rprop"])
 def test_compiled_step_matches_eager(name):
-    kwargs = dict(lr=0.05, weight_decay=0.01) if name != "RAdam" else dict(lr=0.05, betas=(0.5, 0.6))
+    kwargs = {"RAdam": dict(lr=0.05, betas=(0.5, 0.6)), "Rprop": dict(lr=0.05),
+              "ASGD": dict(lr=0.05, t0=3, weight_decay=0.01)}.get(name, dict(lr=0.05, weight_decay=0.01))
 
     def make():
         ps = params(ember, "float32")
@@ -193,7 +196,50 @@ SCHEDULES = [
                                        L(m).ExponentialLR(o, 0.9), L(m).StepLR(o, 2)], milestones=[2, 6]),
     lambda m, o: L(m).ChainedScheduler([L(m).LinearLR(o, start_factor=0.2, total_iters=4),
                                         L(m).ExponentialLR(o, 0.9)]),
+    lambda m, o: L(m).CosineAnnealingWarmRestarts(o, T_0=3),
+    lambda m, o: L(m).CosineAnnealingWarmRestarts(o, T_0=2, T_mult=2, eta_min=0.01),
 ]
+CYCLIC = [dict(base_lr=0.1, max_lr=1.0, step_size_up=3), dict(base_lr=[0.1, 0.2], max_lr=1.0, step_size_up=2,
+                                                             step_size_down=4, mode="triangular2"),
+          dict(base_lr=0.1, max_lr=0.5, step_size_up=2, mode="exp_range", gamma=0.9, base_momentum=0.7),
+          dict(base_lr=0.1, max_lr=0.5, step_size_up=3, scale_fn=lambda x: 0.5 ** x, scale_mode="iterations",
+               cycle_momentum=False)]
+
+
+@pytest.mark.parametrize("kwargs", CYCLIC, ids=range(len(CYCLIC)))
+def test_cyclic_lr_matches_torch(kwargs):
+    make = lambda m, o: L(m).CyclicLR(o, **kwargs)  # noqa: E731
+    momentum = kwargs.get("cycle_momentum", True)
+    np.testing.assert_allclose(lrs(ember, make, momentum=momentum), lrs(torch, make, momentum=momentum),
+                               rtol=1e-12)
+
+
+def test_warm_restarts_take_fractional_epochs_like_torch():
+    def run_(m):
+        w = m.zeros(1, requires_grad=True)
+        opt = m.optim.SGD([w], lr=1.0)
+        sched = L(m).CosineAnnealingWarmRestarts(opt, T_0=2, T_mult=3, eta_min=0.1)
+        out = []
+        for epoch in (0.5, 1.0, 2.25, 5.0, 7.9, 8.0, 30.0):
+            sched.step(epoch)
+            out.append((opt.param_groups[0]["lr"], sched.T_i, sched.last_epoch))
+        return out
+    np.testing.assert_allclose(run_(ember), run_(torch), rtol=1e-12)
+    for m in (ember, torch):
+        opt = m.optim.SGD([m.zeros(1, requires_grad=True)], lr=1.0)
+        with pytest.raises(ValueError, match="T_0"):
+            L(m).CosineAnnealingWarmRestarts(opt, T_0=0)
+        with pytest.raises(ValueError, match="momentum"):
+            L(m).CyclicLR(m.optim.Adam([m.zeros(1, requires_grad=True)]), 0.1, 1.0)
+
+
+def test_sparse_adam_refuses_dense_gradients_like_torch():
+    for m in (ember, torch):
+        w = m.ones(3, requires_grad=True)
+        opt = m.optim.SparseAdam([w])
+        (w * 2).sum().backward()
+        with pytest.raises(RuntimeError, match="SparseAdam does not support dense gradients"):
+            opt.step()
 
 
 @pytest.mark.parametrize("make", SCHEDULES, ids=range(len(SCHEDULES)))

@@ -314,3 +314,147 @@ def test_tensor_odds_like_torch():
         assert m.ones(1).layout == m.strided and str(m.strided) == "torch.strided" or m is ember
         with pytest.raises(RuntimeError):
             m.ones(1).imag
+
+
+# ---------------------------------------------------------------- windows, switches, buffers, futures
+
+@pytest.mark.parametrize("name", ["hann_window", "hamming_window", "blackman_window", "bartlett_window",
+                                  "kaiser_window"])
+@pytest.mark.parametrize("length", [0, 1, 2, 7, 64])
+@pytest.mark.parametrize("periodic", [True, False])
+def test_windows_like_torch(name, length, periodic):
+    check(lambda m: getattr(m, name)(length, periodic), atol=2e-7)
+    check(lambda m: getattr(m, name)(length, periodic, dtype=m.float64))
+    raises_like_torch(lambda m: getattr(m, name)(4, dtype=m.int64))
+    raises_like_torch(lambda m: getattr(m, name)(-1))
+
+
+def test_window_parameters():
+    check(lambda m: m.hamming_window(9, False, 0.5, 0.5, dtype=m.float64))
+    check(lambda m: m.kaiser_window(9, True, 5.0, dtype=m.float64))
+    assert ember.hann_window(4, requires_grad=True).requires_grad
+
+
+def test_autocast_switches_drive_cpu_autocast():
+    assert not ember.is_autocast_cpu_enabled()
+    ember.set_autocast_cpu_enabled(True)
+    try:
+        assert ember.is_autocast_cpu_enabled() and ember.get_autocast_cpu_dtype() == ember.bfloat16
+        assert (ember.ones(2, 2) @ ember.ones(2, 2)).dtype == ember.bfloat16
+    finally:
+        ember.set_autocast_cpu_enabled(False)
+    assert (ember.ones(2, 2) @ ember.ones(2, 2)).dtype == ember.float32
+    for m in (ember, torch):
+        with pytest.raises(RuntimeError, match="Bfloat16"):
+            m.set_autocast_cpu_dtype(m.float16)
+        assert m.autocast_increment_nesting() == 1 and m.autocast_decrement_nesting() == 0
+        m.set_autocast_cache_enabled(False)
+        assert not m.is_autocast_cache_enabled()
+        m.set_autocast_cache_enabled(True)
+        assert m.get_autocast_gpu_dtype() == m.float16
+    with pytest.warns(UserWarning, match="CUDA"):
+        ember.set_autocast_enabled(True)
+    assert not ember.is_autocast_enabled()
+
+
+def test_anomaly_switches_and_check_nan():
+    class NanGrad(ember.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * float("nan")
+
+    x = ember.ones(2, requires_grad=True)
+    ember.set_anomaly_enabled(True, check_nan=False)
+    try:
+        assert ember.is_anomaly_enabled() and not ember.is_anomaly_check_nan_enabled()
+        NanGrad.apply(x).sum().backward()  # stacks recorded, NaN not checked
+        assert np.isnan(x.grad.numpy()).all()
+        ember.set_anomaly_enabled(True)
+        assert ember.is_anomaly_check_nan_enabled()
+        with pytest.raises(RuntimeError, match="nan"):
+            NanGrad.apply(x).sum().backward()
+    finally:
+        ember.set_anomaly_enabled(False)
+    assert not ember.is_anomaly_enabled() and ember.is_anomaly_check_nan_enabled()
+    with ember.autograd.detect_anomaly(check_nan=False):
+        assert ember.is_anomaly_enabled() and not ember.is_anomaly_check_nan_enabled()
+    assert not ember.is_anomaly_enabled() and ember.is_anomaly_check_nan_enabled()
+
+
+def test_frombuffer_shares_memory():
+    import array
+    a = array.array("f", [1, 2, 3, 4])
+    for m in (ember, torch):
+        t = m.frombuffer(a, dtype=m.float32, count=2, offset=4)
+        assert t.tolist() == [2.0, 3.0]
+    t = ember.frombuffer(a, dtype=ember.float32)
+    t[0] = 9
+    assert a[0] == 9
+    b = bytearray(b"\x01\x00\x02\x00\x03")
+    check(lambda m: m.frombuffer(bytearray(b), dtype=m.int16, count=2))
+    for m in (ember, torch):
+        with pytest.raises(ValueError):
+            m.frombuffer(bytearray(5), dtype=m.int16)
+        with pytest.warns(UserWarning, match="not writable"):
+            assert m.frombuffer(b"\x01\x02", dtype=m.uint8).tolist() == [1, 2]
+
+
+def test_from_file_reads_or_maps(tmp_path):
+    path = str(tmp_path / "values.bin")
+    np.arange(6, dtype=np.float32).tofile(path)
+    check(lambda m: m.from_file(path, size=4))
+    check(lambda m: m.from_file(path, False, 3, dtype=m.float64) if m is ember else m.from_file(path, False, 3,
+                                                                                               dtype=m.float64))
+    mapped = ember.from_file(path, True, 6)
+    mapped[1] = 100
+    del mapped
+    assert np.fromfile(path, dtype=np.float32)[1] == 100
+    with pytest.raises(RuntimeError, match="fewer"):
+        ember.from_file(path, size=7)
+
+
+def test_embedding_renorm_and_bag_like_torch():
+    w = arr("float64", (6, 3))
+    i = Arg([0, 2, 2, 5, 1], "int64")
+    check(lambda m, w, i: m.embedding_renorm_(w, i, 1.0, 2.0), w, i)
+    o = Arg([0, 2, 2], "int64")
+    for mode in (0, 1):
+        check(lambda m, w, i, o: m.embedding_bag(w, i, o, False, mode), w, i, o)
+        check(lambda m, w, i, o: m.embedding_bag(w, i, o, False, mode, False, None, False, 2), w, i, o)
+    check(lambda m, w, i, o: m.embedding_bag(w, i, o, False, 2), w, i, o)
+
+
+def test_small_spellings():
+    x = ember.arange(6.0)
+    assert ember.as_strided_(x, (2, 2), (1, 2), 1) is x and x.tolist() == [[1.0, 3.0], [2.0, 4.0]]
+    assert ember.conj_physical_(x) is x and not ember.is_distributed(x)
+    assert ember.legacy_contiguous_format is ember.contiguous_format
+    np.testing.assert_array_equal(ember.from_dlpack(ember.to_dlpack(ember.arange(3))).numpy(), [0, 1, 2])
+
+
+def test_fork_wait_and_futures():
+    fut = ember.fork(lambda a, b: a + b, ember.ones(2), 2)
+    assert fut.done() and ember.wait(fut).tolist() == [3.0, 3.0]
+    bad = ember.jit.fork(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        ember.jit.wait(bad)
+    f = ember.futures.Future()
+    chained = f.then(lambda done: done.value() * 2)
+    seen = []
+    f.add_done_callback(lambda done: seen.append(done.value()))
+    assert not f.done() and not chained.done()
+    f.set_result(21)
+    assert chained.wait() == 42 and seen == [21]
+    with pytest.raises(RuntimeError, match="already"):
+        f.set_result(1)
+    assert ember.futures.collect_all([f, chained]).wait() == [f, chained]
+    assert ember.futures.wait_all([f, chained]) == [21, 42]
+    e = ember.futures.Future()
+    failed = e.then(lambda done: done.value())
+    e.set_exception(ValueError("boom"))
+    with pytest.raises(ValueError, match="boom"):
+        failed.wait()

@@ -90,3 +90,63 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 
 from . import functional  # noqa: E402  (it uses grad, above)
+
+
+# ---------------------------------------------------------------- torch.autograd's other names
+
+import enum as _enum  # noqa: E402
+
+from ..overrides import handle_torch_function, has_torch_function, is_tensor_like  # noqa: E402,F401
+from .anomaly_mode import is_anomaly_check_nan_enabled, set_anomaly_enabled  # noqa: E402,F401
+
+
+def variable(*args, **kwargs):
+    raise RuntimeError("torch.autograd.variable(...) is deprecated, use torch.tensor(...) instead")
+
+
+def kineto_available():
+    """Whether the Kineto profiler is built in: not in ember."""
+    return False
+
+
+DeviceType = _enum.IntEnum("DeviceType", [(n, i) for i, n in enumerate(
+    "CPU CUDA MKLDNN OPENGL OPENCL IDEEP HIP FPGA ORT XLA Vulkan Metal XPU MPS Meta HPU VE Lazy IPU".split())])
+ProfilerActivity = _enum.IntEnum("ProfilerActivity", [("CPU", 0), ("CUDA", 1)])
+ProfilerState = _enum.IntEnum("ProfilerState", [(n, i) for i, n in enumerate(
+    "Disabled CPU CUDA NVTX ITT KINETO KINETO_GPU_FALLBACK".split())])
+for _e in (DeviceType, ProfilerActivity, ProfilerState):
+    _e.__module__ = __name__
+
+
+class ProfilerConfig:
+    """The autograd profiler's settings, as a record (ember has no autograd
+    profiler to hand them to: use EMBER_PROFILE)."""
+
+    def __init__(self, state=ProfilerState.Disabled, report_input_shapes=False, profile_memory=False,
+                 with_stack=False, with_flops=False, with_modules=False, experimental_config=None):
+        self.state, self.report_input_shapes, self.profile_memory = state, report_input_shapes, profile_memory
+        self.with_stack, self.with_flops, self.with_modules = with_stack, with_flops, with_modules
+        self.experimental_config = experimental_config
+
+
+class _NoConstructor:
+    def __init__(self, *args, **kwargs):
+        raise TypeError(f"{type(self).__module__}.{type(self).__name__}: No constructor defined")
+
+
+class ProfilerEvent(_NoConstructor):
+    """An event of the legacy profiler's records; only it makes them."""
+
+
+class SavedTensor(_NoConstructor):
+    """A tensor a backward node saved; only autograd makes them."""
+
+
+class NestedIOFunction(Function):
+    """The legacy (non-static forward) Function with nested inputs: PyTorch
+    1.13 refuses legacy functions when they are called, and so does this."""
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("Legacy autograd function with non-static forward method is deprecated. Please use "
+                           "new-style autograd function with static forward method. (Example: "
+                           "https://pytorch.org/docs/stable/autograd.html#torch.autograd.Function)")

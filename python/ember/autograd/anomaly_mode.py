@@ -1,11 +1,16 @@
 """Anomaly detection: while it is on, every autograd node records the
-Python stack that made it, and a backward formula returning NaN raises a
-RuntimeError naming the node and that stack."""
+Python stack that made it, and (unless check_nan=False) a backward formula
+returning NaN raises a RuntimeError naming the node and that stack."""
 
 import functools
 import warnings
 
 from .. import _C
+
+
+def _set(mode, check_nan):
+    """Sets both switches; the previous (mode, check_nan)."""
+    return _C._set_anomaly(mode), _C._set_anomaly_check_nan(check_nan)
 
 
 class detect_anomaly:
@@ -17,10 +22,10 @@ class detect_anomaly:
     def __enter__(self):
         warnings.warn("Anomaly Detection has been enabled. This mode will increase the runtime and should only "
                       "be enabled for debugging.", stacklevel=2)
-        self.prev = _C._set_anomaly(self.check_nan)
+        self.prev = _set(True, self.check_nan)
 
     def __exit__(self, *exc):
-        _C._set_anomaly(self.prev)
+        _set(*self.prev)
 
     def __call__(self, fn):
         @functools.wraps(fn)
@@ -34,14 +39,23 @@ class set_detect_anomaly:
     """Turns anomaly detection on or off from here (or for a with block)."""
 
     def __init__(self, mode, check_nan=True):
-        self.prev = _C._set_anomaly(bool(mode) and check_nan)
+        self.prev = _set(bool(mode), check_nan)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        _C._set_anomaly(self.prev)
+        _set(*self.prev)
 
 
 def is_anomaly_enabled():
     return _C._anomaly()
+
+
+def is_anomaly_check_nan_enabled():
+    return _C._anomaly_check_nan()
+
+
+def set_anomaly_enabled(enabled, check_nan=True):
+    """torch.set_anomaly_enabled: the switches set_detect_anomaly sets."""
+    _set(bool(enabled), check_nan)

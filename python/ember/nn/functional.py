@@ -123,6 +123,17 @@ def linear(input, weight, bias=None):
     return out if bias is None else out + bias
 
 
+def _embedding_renorm_(weight, idx, max_norm, norm_type):
+    """Rescales in place the rows of weight idx names whose norm exceeds
+    max_norm to max_norm / (norm + 1e-7) times themselves (torch.embedding_renorm_)."""
+    with no_grad():
+        named = weight.index_select(0, idx)
+        norms = named.norm(p=norm_type, dim=1, keepdim=True)
+        scale = _ops.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+        weight[idx] = named * scale  # a row named twice gets the same value twice
+    return weight
+
+
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     """The rows of weight that input (integer indices) names. With max_norm,
@@ -135,11 +146,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         raise RuntimeError(f"embedding: expected the indices to be int64 or int32, got {input.dtype}")
     idx = input.reshape(-1)
     if max_norm is not None:
-        with no_grad():
-            named = weight.index_select(0, idx)
-            norms = named.norm(p=norm_type, dim=1, keepdim=True)
-            scale = _ops.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
-            weight[idx] = named * scale  # a row named twice gets the same value twice
+        _embedding_renorm_(weight, idx, max_norm, norm_type)
     rows = weight.index_select(0, idx)
     if padding_idx is not None:
         if padding_idx < 0:
@@ -646,3 +653,63 @@ max_pool1d_with_indices, max_pool2d_with_indices, max_pool3d_with_indices = (
     _wi(max_pool1d), _wi(max_pool2d), _wi(max_pool3d))
 adaptive_max_pool1d_with_indices, adaptive_max_pool2d_with_indices, adaptive_max_pool3d_with_indices = (
     _wi(adaptive_max_pool1d), _wi(adaptive_max_pool2d), _wi(adaptive_max_pool3d))
+
+
+# ---------------------------------------------------------------- torch.nn.functional's helpers and odd names
+
+from ._attention import multi_head_attention_forward  # noqa: E402,F401
+from .._tensor import Tensor  # noqa: E402,F401
+from ..overrides import (handle_torch_function, has_torch_function, has_torch_function_unary,  # noqa: E402,F401
+                         has_torch_function_variadic)
+
+DType = type(_C.float32)
+GRID_SAMPLE_INTERPOLATION_MODES = {"bilinear": 0, "nearest": 1, "bicubic": 2}
+GRID_SAMPLE_PADDING_MODES = {"zeros": 0, "border": 1, "reflection": 2}
+
+
+class _BroadcastingList:
+    """TorchScript's BroadcastingListN[T] annotation (an int or a list of N
+    of them): List[T] here, where nothing checks annotations."""
+
+    def __getitem__(self, types):
+        import typing
+        return typing.List[types]
+
+
+BroadcastingList1 = BroadcastingList2 = BroadcastingList3 = _BroadcastingList()
+
+
+def assert_int_or_pair(arg, arg_name, message):
+    assert isinstance(arg, int) or len(arg) == 2, message.format(arg_name)
+
+
+def boolean_dispatch(arg_name, arg_index, default, if_true, if_false, module_name=None, func_name=None):
+    """A function calling if_true or if_false by the boolean argument
+    arg_name (or position arg_index; default when absent), as
+    max_pool2d(return_indices=...) dispatches in PyTorch."""
+    def fn(*args, **kwargs):
+        flag = kwargs[arg_name] if arg_name in kwargs else args[arg_index] if arg_index < len(args) else default
+        return if_true(*args, **kwargs) if flag else if_false(*args, **kwargs)
+    fn.__doc__ = if_true.__doc__ or if_false.__doc__
+    if module_name is not None:
+        fn.__module__ = module_name
+    if func_name is not None:
+        fn.__name__ = fn.__qualname__ = func_name
+    return fn
+
+
+def conv_tbc(input, weight, bias, pad=0):
+    """1-d convolution of (time, batch, channels) input with a (kernel,
+    in, out) weight."""
+    out = conv1d(input.permute(1, 2, 0), weight.permute(2, 1, 0), bias, 1, pad)
+    return out.permute(2, 0, 1)
+
+
+def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None, output_ratio=None,
+                                       return_indices=False, _random_samples=None):
+    return fractional_max_pool2d(input, kernel_size, output_size, output_ratio, True, _random_samples)
+
+
+def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None, output_ratio=None,
+                                       return_indices=False, _random_samples=None):
+    return fractional_max_pool3d(input, kernel_size, output_size, output_ratio, True, _random_samples)

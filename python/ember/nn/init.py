@@ -8,6 +8,7 @@ import warnings
 
 from .. import _creation, _ops
 from ..autograd import no_grad
+from .._tensor import Tensor  # noqa: F401 (torch.nn.init.Tensor, as PyTorch's module has it)
 
 
 def calculate_gain(nonlinearity, param=None):

@@ -1,4 +1,4 @@
-"""Adagrad, Adadelta, Adamax, NAdam and RAdam: updates written once, as
+"""Adagrad, Adadelta, Adamax, NAdam, RAdam, ASGD and Rprop: updates written once, as
 ember ops, for eager steps and traced ones alike.
 
 Each follows PyTorch's single-tensor update rule operation for operation
@@ -49,7 +49,7 @@ class _Composed(Optimizer):
             step = _step_tensor(st, traced=True).double()  # (the tensor: eager and traced alike)
             if group.get("maximize", False):
                 grad = -grad
-            if group["weight_decay"] != 0:
+            if group.get("weight_decay", 0) != 0:  # (Rprop has none)
                 grad = grad + p * group["weight_decay"]
             self._rule(p, grad, st, group, lr, step)
 
@@ -201,3 +201,81 @@ class RAdam(_Composed):
         rectified = corrected * _scalar(lr, p) * adaptive * _scalar(rect, p)
         plain = corrected * _scalar(lr, p)
         p.sub_(where(tractable, rectified, plain))
+
+
+class ASGD(_Composed):
+    """Averaged SGD: SGD with a decaying step eta, and ax the running
+    average of the parameters from step t0 on (PyTorch's state keeps eta
+    and mu as float32 0-d tensors; so does this)."""
+
+    def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0, foreach=None, *,
+                 maximize=False):
+        _check("learning rate", lr)
+        _check("weight_decay value", weight_decay)
+        super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
+                                      foreach=foreach, maximize=maximize))
+
+    def _fresh(self, p, group):
+        return {"eta": full((), group["lr"], dtype=_C.float32), "mu": _C.ones(()),
+                "ax": _C.zeros(tuple(p.shape), dtype=p.dtype)}
+
+    def _rule(self, p, grad, st, group, lr, step):
+        lambd, eta, mu, ax = group["lambd"], st["eta"], st["mu"], st["ax"]
+        eta64 = eta.double()
+        p.mul_(_scalar(1 - lambd * eta64, p))
+        p.sub_(grad * _scalar(eta64, p))
+        # ax follows p from step t0 on; before, mu is 1 and ax is p itself
+        ax.copy_(where(mu != 1, ax + (p - ax) * _scalar(mu.double(), p), p))
+        eta.copy_((lr / (1 + lambd * lr * step) ** group["alpha"]).to(eta.dtype))
+        mu.copy_((1 / (step - group["t0"]).clamp(min=1)).to(mu.dtype))
+
+
+class Rprop(_Composed):
+    """Resilient backpropagation: each element's step size grows by
+    etas[1] while its gradient keeps its sign and shrinks by etas[0] when
+    it flips (that step then skipped), within step_sizes; the update is
+    the gradient's sign times the step size."""
+
+    def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), foreach=None, *, maximize=False):
+        _check("learning rate", lr)
+        if not 0.0 < etas[0] < 1.0 < etas[1]:
+            raise ValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
+        super().__init__(params, dict(lr=lr, etas=etas, step_sizes=step_sizes, foreach=foreach, maximize=maximize))
+
+    def _fresh(self, p, group):
+        return {"prev": _C.zeros(tuple(p.shape), dtype=p.dtype),
+                "step_size": full(tuple(p.shape), group["lr"], dtype=p.dtype)}
+
+    def _rule(self, p, grad, st, group, lr, step):
+        etaminus, etaplus = group["etas"]
+        lo, hi = group["step_sizes"]
+        prev, size = st["prev"], st["step_size"]
+        s = (grad * prev).sign()
+        plus, minus, one = (full((), v, dtype=p.dtype) for v in (etaplus, etaminus, 1.0))
+        factor = where(s > 0, plus, where(s < 0, minus, one))
+        size.copy_((size * factor).clamp(lo, hi))
+        # as PyTorch: where the factor is etaminus the gradient counts as 0
+        grad = where(factor == minus, full((), 0.0, dtype=p.dtype), grad)
+        p.sub_(grad.sign() * size)
+        prev.copy_(grad)
+
+
+class SparseAdam(Optimizer):
+    """Adam for sparse gradients, which ember does not have (its
+    embeddings' gradients are dense even with sparse=True): step raises,
+    as PyTorch's does for dense gradients; use Adam (the same update on
+    every row) instead."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, maximize=False):
+        _check("learning rate", lr)
+        _check("epsilon value", eps)
+        _check("beta parameter at index 0", betas[0], high=1.0)
+        _check("beta parameter at index 1", betas[1], high=1.0)
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, maximize=maximize))
+
+    def step(self, closure=None):
+        for group in self.param_groups:
+            if any(p.grad is not None for p in group["params"]):
+                raise RuntimeError("SparseAdam does not support dense gradients, please consider Adam instead "
+                                   "(ember has no sparse gradients: nn.Embedding(sparse=True) gives dense ones)")
+        return closure() if closure is not None else None

@@ -2,7 +2,7 @@
 after the optimizer; call scheduler.step() after optimizer.step(), once
 per epoch): StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR,
 LambdaLR, MultiplicativeLR, LinearLR, ConstantLR, PolynomialLR,
-OneCycleLR, and the combinators SequentialLR (warm-up, then another) and
+OneCycleLR, CyclicLR, CosineAnnealingWarmRestarts, and the combinators SequentialLR (warm-up, then another) and
 ChainedScheduler; ReduceLROnPlateau steps on a metric.
 
 Each computes PyTorch's recursive ("chainable") form from the group's
@@ -13,6 +13,15 @@ import bisect
 import math
 import warnings
 from collections import Counter
+
+from .optimizer import Optimizer  # noqa: F401 (torch.optim.lr_scheduler.Optimizer, as PyTorch's module has it)
+
+inf = math.inf
+EPOCH_DEPRECATION_WARNING = (
+    "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where possible. Please "
+    "use `scheduler.step()` to step the scheduler. During the deprecation, if epoch is different from None, the "
+    "closed form is used instead of the new chainable form, where available. Please open an issue if you are "
+    "unable to replicate your use case: https://github.com/pytorch/pytorch/issues/new/choose.")
 
 
 class LRScheduler:
@@ -46,8 +55,7 @@ class LRScheduler:
             self.last_epoch += 1
             values = self.get_lr()
         else:
-            warnings.warn("The epoch parameter in `scheduler.step()` was not necessary and is being deprecated "
-                          "where possible. Please use `scheduler.step()` to step the scheduler.", UserWarning)
+            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning)
             self.last_epoch = epoch
             closed = getattr(self, "_get_closed_form_lr", None)
             values = closed() if closed is not None else self.get_lr()
@@ -313,6 +321,16 @@ class ChainedScheduler(_Combined):
 
 
 
+def _per_group(optimizer, value, name):
+    """value for each param group: one given for all, or a list of them."""
+    n = len(optimizer.param_groups)
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise ValueError(f"expected {n} values for {name}, got {len(value)}")
+        return list(value)
+    return [value] * n
+
+
 class OneCycleLR(LRScheduler):
     """The 1cycle policy: lr rises from max_lr / div_factor to max_lr over
     pct_start of the steps, then falls to initial / final_div_factor (three
@@ -372,12 +390,7 @@ class OneCycleLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def _per_group(self, value, name):
-        n = len(self.optimizer.param_groups)
-        if isinstance(value, (list, tuple)):
-            if len(value) != n:
-                raise ValueError(f"expected {n} values for {name}, got {len(value)}")
-            return list(value)
-        return [value] * n
+        return _per_group(self.optimizer, value, name)
 
     def _anneal(self, start, end, pct):
         if self.anneal_strategy == "cos":
@@ -405,6 +418,114 @@ class OneCycleLR(LRScheduler):
                 else:
                     g["momentum"] = momentum
         return lrs
+
+
+class CyclicLR(LRScheduler):
+    """The cyclical policy: lr climbs from base_lr to max_lr over
+    step_size_up steps and back over step_size_down, the cycle's height
+    scaled by mode (triangular: 1; triangular2: halved each cycle;
+    exp_range: gamma ** step) or scale_fn; momentum moves the other way.
+    Step it after every batch."""
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None, mode="triangular",
+                 gamma=1.0, scale_fn=None, scale_mode="cycle", cycle_momentum=True, base_momentum=0.8,
+                 max_momentum=0.9, last_epoch=-1, verbose=False):
+        base_lrs = _per_group(optimizer, base_lr, "base_lr")
+        if last_epoch == -1:
+            for lr, g in zip(base_lrs, optimizer.param_groups):
+                g["lr"] = lr
+        self.max_lrs = _per_group(optimizer, max_lr, "max_lr")
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size = up + down
+        self.step_ratio = up / self.total_size
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError("mode is invalid and scale_fn is None")
+        self.mode, self.gamma = mode, gamma
+        if scale_fn is None:
+            self._scale_fn_ref = None
+            self.scale_mode = "iterations" if mode == "exp_range" else "cycle"
+        else:
+            self._scale_fn_ref = scale_fn
+            self.scale_mode = scale_mode
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults:
+                raise ValueError("optimizer must support momentum with `cycle_momentum` option enabled")
+            if last_epoch == -1:
+                for m, g in zip(_per_group(optimizer, base_momentum, "base_momentum"), optimizer.param_groups):
+                    g["momentum"] = m
+            self.base_momentums = [g["momentum"] for g in optimizer.param_groups]
+            self.max_momentums = _per_group(optimizer, max_momentum, "max_momentum")
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def scale_fn(self, x):
+        if self._scale_fn_ref is not None:
+            return self._scale_fn_ref(x)
+        if self.mode == "triangular2":
+            return 1 / (2.0 ** (x - 1))
+        if self.mode == "exp_range":
+            return self.gamma ** x
+        return 1.0
+
+    def get_lr(self):
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        factor = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+        scale = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [base + (top - base) * factor * scale for base, top in zip(self.base_lrs, self.max_lrs)]
+        if self.cycle_momentum:
+            for g, base, top in zip(self.optimizer.param_groups, self.base_momentums, self.max_momentums):
+                g["momentum"] = top - (top - base) * factor * scale
+        return lrs
+
+    def state_dict(self):
+        return {k: v for k, v in super().state_dict().items() if k != "_scale_fn_ref"}
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine annealing from base_lr to eta_min over T_i steps, restarting
+    at base_lr, T_i growing by T_mult at each restart (SGDR). step(epoch)
+    takes fractional epochs, to step after every batch."""
+
+    def __init__(self, optimizer, T_0, T_mult=1, eta_min=0, last_epoch=-1, verbose=False):
+        if T_0 <= 0 or not isinstance(T_0, int):
+            raise ValueError(f"Expected positive integer T_0, but got {T_0}")
+        if T_mult < 1 or not isinstance(T_mult, int):
+            raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
+        self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, T_mult, eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        return [self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+                for base in self.base_lrs]
+
+    def step(self, epoch=None):
+        self._step_count += 1
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur = self.T_cur + 1
+            if self.T_cur >= self.T_i:
+                self.T_cur, self.T_i = self.T_cur - self.T_i, self.T_i * self.T_mult
+        elif epoch < 0:
+            raise ValueError(f"Expected non-negative epoch, but got {epoch}")
+        elif epoch >= self.T_0:
+            if self.T_mult == 1:
+                self.T_cur = epoch % self.T_0
+            else:
+                n = int(math.log((epoch / self.T_0 * (self.T_mult - 1) + 1), self.T_mult))
+                self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+                self.T_i = self.T_0 * self.T_mult ** n
+        else:
+            self.T_i, self.T_cur = self.T_0, epoch
+        self.last_epoch = math.floor(epoch)
+        for g, lr in zip(self.optimizer.param_groups, self.get_lr()):
+            g["lr"] = lr
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
 
 
 class ReduceLROnPlateau:

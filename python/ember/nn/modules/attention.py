@@ -1,18 +1,10 @@
 """MultiheadAttention."""
 
-import math
-
-from ... import _C, _creation, _ops
+from ... import _creation
 from .. import functional as F, init
 from ..parameter import Parameter
-from .linear import Linear, NonDynamicallyQuantizableLinear
+from .linear import NonDynamicallyQuantizableLinear
 from .module import Module
-
-
-def _one_more_key(mask):
-    """An additive mask with a column of zeros appended (an added key is
-    never masked)."""
-    return None if mask is None else F.pad(mask, (0, 1))
 
 
 class MultiheadAttention(Module):
@@ -71,88 +63,20 @@ class MultiheadAttention(Module):
             init.xavier_normal_(self.bias_k)
             init.xavier_normal_(self.bias_v)
 
-    def _as_additive(self, mask, what, dtype):
-        if mask is None:
-            return None
-        if mask.dtype == _C.bool:
-            return _creation.zeros(*mask.shape, dtype=dtype).masked_fill(mask, -math.inf)
-        if not mask.dtype.is_floating_point:
-            raise AssertionError(f"only bool and floating types of {what} are supported")
-        return mask.to(dtype)
-
-    def _project(self, query, key, value):
-        """The input projections of query, key and value (packed when they
-        share a size: one GEMM for self-attention)."""
-        b = self.in_proj_bias
-        bs = b.chunk(3) if b is not None else (None, None, None)
-        if not self._qkv_same_embed_dim:
-            return tuple(F.linear(x, w, bi) for x, w, bi in zip(
-                (query, key, value), (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight), bs))
-        if query is key and key is value:  # self-attention: one projection
-            return F.linear(query, self.in_proj_weight, b).chunk(3, -1)
-        return tuple(F.linear(x, wi, bi) for x, wi, bi in zip((query, key, value), self.in_proj_weight.chunk(3), bs))
-
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
-        unbatched = query.ndim == 2
-        if unbatched:
-            query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
-            if key_padding_mask is not None:
-                key_padding_mask = key_padding_mask.unsqueeze(0)
-        elif self.batch_first:
-            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
-        L, N, E = query.shape
-        S = key.shape[0]
-        if E != self.embed_dim:
-            raise AssertionError(f"was expecting embedding dimension of {self.embed_dim}, but got "
-                                 f"{E}")
-        H, hd = self.num_heads, self.head_dim
-        q, k, v = self._project(query, key, value)
-        if is_causal and attn_mask is None:
-            attn_mask = _creation.ones(L, S, dtype=_C.bool).triu(1)
-        mask = self._as_additive(attn_mask, "attn_mask", q.dtype)
-        pad = self._as_additive(key_padding_mask, "key_padding_mask", q.dtype)
-        if self.bias_k is not None:  # one more key and value, which every query may attend to
-            k = _ops.cat([k, self.bias_k.expand(1, N, E)], 0)
-            v = _ops.cat([v, self.bias_v.expand(1, N, E)], 0)
-            mask, pad = _one_more_key(mask), _one_more_key(pad)
-        # (L, N, E) -> (N*H, L, hd)
-        q = q.reshape(L, N * H, hd).transpose(0, 1)
-        k = k.reshape(k.shape[0], N * H, hd).transpose(0, 1)
-        v = v.reshape(v.shape[0], N * H, hd).transpose(0, 1)
-        if self.add_zero_attn:  # a key and value of zeros
-            zeros = _creation.zeros(N * H, 1, hd, dtype=k.dtype)
-            k, v = _ops.cat([k, zeros], 1), _ops.cat([v, zeros], 1)
-            mask, pad = _one_more_key(mask), _one_more_key(pad)
-        S = k.shape[1]
-        scores = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(hd))
-        if mask is not None:
-            if mask.ndim == 2 and tuple(mask.shape) != (L, S):
-                raise RuntimeError(f"The shape of the 2D attn_mask is {list(mask.shape)}, but "
-                                   f"should be {[L, S]}.")
-            if mask.ndim == 3 and tuple(mask.shape) != (N * H, L, S):
-                raise RuntimeError(f"The shape of the 3D attn_mask is {list(mask.shape)}, but "
-                                   f"should be {[N * H, L, S]}.")
-            scores = scores + mask
-        if pad is not None:
-            if tuple(pad.shape) != (N, S):
-                raise AssertionError(f"expecting key_padding_mask shape of {(N, S)}, but got "
-                                     f"{tuple(pad.shape)}")
-            scores = (scores.reshape(N, H, L, S) + pad.reshape(N, 1, 1, S)).reshape(N * H, L, S)
-        weights = scores.softmax(-1)
-        if self.training and self.dropout > 0:
-            weights = F.dropout(weights, self.dropout)
-        out = (weights @ v).transpose(0, 1).reshape(L, N, E)
-        out = self.out_proj(out)
-        if unbatched:
-            out = out.squeeze(1)
-        elif self.batch_first:
+        if self.batch_first and query.ndim == 3:
+            if query is key and key is value:  # (kept one tensor: self-attention projects once)
+                query = key = value = query.transpose(0, 1)
+            else:
+                query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        out, weights = F.multi_head_attention_forward(
+            query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias,
+            self.bias_k, self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight, self.out_proj.bias,
+            training=self.training, key_padding_mask=key_padding_mask, need_weights=need_weights,
+            attn_mask=attn_mask, use_separate_proj_weight=not self._qkv_same_embed_dim,
+            q_proj_weight=self.q_proj_weight, k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight,
+            average_attn_weights=average_attn_weights, is_causal=is_causal)
+        if self.batch_first and query.ndim == 3:
             out = out.transpose(0, 1)
-        if not need_weights:
-            return out, None
-        weights = weights.reshape(N, H, L, S)
-        if average_attn_weights:
-            weights = weights.mean(1)
-        if unbatched:
-            weights = weights.squeeze(0)
         return out, weights

@@ -6,6 +6,18 @@ from ... import _C
 from .module import Module
 
 
+
+class Container(Module):
+    """Deprecated: a Module with the keyword arguments as its submodules."""
+
+    def __init__(self, **kwargs):
+        import warnings
+        super().__init__()
+        warnings.warn("nn.Container is deprecated. All of it's functionality is now implemented in nn.Module. "
+                      "Subclass that instead.")
+        for key, value in kwargs.items():
+            self.add_module(key, value)
+
 class _Indexed(Module):
     """What Sequential and ModuleList share: integer indexing (negative
     too), length, iteration in order, append, and renumbering "0", "1", ...

@@ -2,7 +2,7 @@
 
 import numbers
 
-from ... import _C, _creation
+from ... import _C, _creation, _ops
 from .. import functional as F, init
 from ..parameter import Parameter
 from .module import Module
@@ -110,10 +110,13 @@ class _BatchNorm(Module):
                 prefix + "running_mean" in state_dict:
             state_dict[key] = _creation.tensor(0, dtype=_C.int64)
 
-    def forward(self, input):
+    def _check_input_dim(self, input):
         if input.ndim not in self._dims:
             raise ValueError(f"expected {' or '.join(f'{d}D' for d in self._dims)} input (got "
                              f"{input.ndim}D input)")
+
+    def forward(self, input):
+        self._check_input_dim(input)
         if input.shape[1] != self.num_features:
             raise RuntimeError(f"{type(self).__name__}: expected input with {self.num_features} "
                                f"channels (dim 1), got size {list(input.shape)}")
@@ -124,6 +127,9 @@ class _BatchNorm(Module):
                 momentum = 1.0 / float(self.num_batches_tracked.item())
         # batch statistics when training, or when there are no running ones
         use_batch = self.training or not self.track_running_stats
+        return self._normalize(input, use_batch, momentum)
+
+    def _normalize(self, input, use_batch, momentum):
         return F.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
                             use_batch, momentum, self.eps)
 
@@ -211,6 +217,38 @@ class LocalResponseNorm(Module):
 
     def forward(self, input):
         return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class CrossMapLRN2d(Module):
+    """The legacy (Lua Torch) cross-channel LRN: x * (k + alpha / size *
+    S_c) ** -beta, S_c a running sum of squares over channels, computed as
+    PyTorch's does, quirk included: its window reaches size // 2 + 1
+    channels ahead and (size - 1) // 2 behind, and channel 0, once in, is
+    never taken out (so it differs from LocalResponseNorm)."""
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        if input.ndim != 4:
+            raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.ndim}D instead.")
+        channels = input.shape[1]
+        pre_pad = int((self.size - 1) / 2 + 1)
+        square = input * input
+        # prefix[k]: the sum of the squares of channels below k
+        prefix = _creation.zeros_like(square[:, :1]).expand(-1, channels + 1, -1, -1).clone()
+        prefix[:, 1:] = square.cumsum(1)
+        c = _creation.arange(channels)
+        high = (c + pre_pad - 1).clamp(max=channels - 1) + 1
+        low = (c - pre_pad + 1).clamp(min=1)
+        # channel 0, plus channels low .. high-1 (empty when low >= high)
+        window = prefix.index_select(1, high) - prefix.index_select(1, _ops.minimum(low, high))
+        scale = window + square[:, :1]
+        return input * (scale * (self.alpha / self.size) + self.k).pow(-self.beta)
 
     def extra_repr(self):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

@@ -224,19 +224,26 @@ class GRU(RNNBase):
         super().__init__("GRU", *args, **kwargs)
 
 
-class _CellBase(Module):
-    def __init__(self, input_size, hidden_size, bias, gates, device=None, dtype=None):
+class RNNCellBase(Module):
+    """The cells' shared parameters: num_chunks gates' input and hidden
+    weights (and biases), uniform in +-1/sqrt(hidden_size)."""
+
+    def __init__(self, input_size, hidden_size, bias, num_chunks, device=None, dtype=None):
         super().__init__()
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
-        self.weight_ih = Parameter(_creation.empty((gates * hidden_size, input_size), dtype=dtype))
-        self.weight_hh = Parameter(_creation.empty((gates * hidden_size, hidden_size), dtype=dtype))
+        rows = num_chunks * hidden_size
+        self.weight_ih = Parameter(_creation.empty((rows, input_size), dtype=dtype))
+        self.weight_hh = Parameter(_creation.empty((rows, hidden_size), dtype=dtype))
         if bias:
-            self.bias_ih = Parameter(_creation.empty((gates * hidden_size,), dtype=dtype))
-            self.bias_hh = Parameter(_creation.empty((gates * hidden_size,), dtype=dtype))
+            self.bias_ih = Parameter(_creation.empty((rows,), dtype=dtype))
+            self.bias_hh = Parameter(_creation.empty((rows,), dtype=dtype))
         else:
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
-        bound = 1.0 / math.sqrt(hidden_size)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
         for p in self.parameters():
             init.uniform_(p, -bound, bound)
 
@@ -247,7 +254,7 @@ class _CellBase(Module):
         return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
 
 
-class RNNCell(_CellBase):
+class RNNCell(RNNCellBase):
     def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None):
         super().__init__(input_size, hidden_size, bias, 1, device, dtype)
         if nonlinearity not in ("tanh", "relu"):
@@ -260,7 +267,7 @@ class RNNCell(_CellBase):
                          self.nonlinearity == "relu")
 
 
-class LSTMCell(_CellBase):
+class LSTMCell(RNNCellBase):
     def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
         super().__init__(input_size, hidden_size, bias, 4, device, dtype)
 
@@ -269,7 +276,7 @@ class LSTMCell(_CellBase):
         return _lstm_step(F.linear(input, self.weight_ih, self.bias_ih), h, c, self.weight_hh, self.bias_hh)
 
 
-class GRUCell(_CellBase):
+class GRUCell(RNNCellBase):
     def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
         super().__init__(input_size, hidden_size, bias, 3, device, dtype)
 

@@ -11,6 +11,8 @@
 - sampler: SequentialSampler, RandomSampler, SubsetRandomSampler,
   WeightedRandomSampler, BatchSampler; distributed.DistributedSampler gives
   each rank of a data-parallel job its own part.
+- datapipes: IterDataPipe, MapDataPipe and their functional forms
+  (map, filter, batch, shuffle, ..., sharding_filter), DataLoader2.
 - dataloader: DataLoader with PyTorch's arguments (batch_sampler,
   batch_size=None, worker processes with prefetch_factor, worker_init_fn,
   timeout, persistent_workers, generator; pin_memory is accepted and, with
@@ -37,3 +39,6 @@ __all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Chai
            "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
            "BatchSampler"]
 from .distributed import DistributedSampler  # noqa: E402  (it imports Sampler from here)
+from .datapipes import (DataChunk, DataLoader2, DFIterDataPipe, IterDataPipe, MapDataPipe,  # noqa: E402,F401
+                        argument_validation, functional_datapipe, guaranteed_datapipes_determinism,
+                        non_deterministic, runtime_validation, runtime_validation_disabled)

@@ -43,6 +43,12 @@ class IterableDataset(Dataset):
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__ (an IterableDataset yields "
                                   f"its samples)")
 
+    def __len__(self):
+        # a stream has no length unless a subclass gives one: Python's own
+        # TypeError, as for PyTorch's IterableDataset (list() then just
+        # iterates, where Dataset's NotImplementedError would escape it)
+        raise TypeError(f"object of type '{type(self).__name__}' has no len()")
+
     def __add__(self, other):
         return ChainDataset([self, other])
 
