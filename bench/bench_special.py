@@ -9,8 +9,8 @@ speed, ember next to PyTorch and the C library, in one run.
    PyTorch 1.13, and glibc where it has the function (j0 j1 y0 y1 lgamma
    through ctypes: the C limit of accuracy most programs get).
 2. Speed: float64 evaluations of n points in [0.1, 30), the median of
-   `repeat` runs, ember over PyTorch (both on all threads), and glibc's
-   loop in C where it has the function (compiled here with cc -O2).
+   `repeat` runs, ember over PyTorch (both on ember's thread count), and
+   glibc's loop in C, one thread, where it has the function (cc -O2).
 Prints Markdown tables for RESULTS.md."""
 
 import argparse
@@ -120,6 +120,7 @@ def main():
     p.add_argument("--n", type=int, default=1_000_000)
     p.add_argument("--repeat", type=int, default=5)
     a = p.parse_args()
+    torch.set_num_threads(ember.get_num_threads())  # (PyTorch defaults to the physical cores)
     print(f"ember threads {ember.get_num_threads()}, torch threads {torch.get_num_threads()}, "
           f"torch {torch.__version__}, numpy {np.__version__}\n")
     accuracy_table()

@@ -79,6 +79,9 @@ void em_iter_run(const em_iter *it, em_loop_fn loop, int64_t grain);
 
 /* Elements below which an elementwise kernel stays on one thread. */
 #define EM_GRAIN_ELEMENTWISE 32768
+/* EM_F_COSTLY ops' grain: their elements cost ~100x an add's, so a thread
+ * pays for itself on a thousand of them */
+#define EM_GRAIN_COSTLY 1024
 
 /* ---- CPU kernels ---- */
 em_status cpu_elementwise(em_op, em_tensor *const *, int, const em_attrs *, em_tensor **);

@@ -130,6 +130,9 @@ enum {
                                  activation: gelu, silu, softplus)           */
     EM_F_HIDDEN = 1u << 10,   /* no Python name of its own: reached through
                                  another function (gelu(approximate="tanh")) */
+    EM_F_COSTLY = 1u << 11,   /* an elementwise op whose element costs tens of
+                                 ns (a libm Bessel function, a recurrence):
+                                 worth the threads from small sizes on      */
 };
 
 /* How an attribute's value is kept in em_attrs, so that the code treating

@@ -55,6 +55,11 @@ static __device__ __forceinline__ em_sc_u32 em_sc_f32_as_u32(float f) { return _
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+/* POSIX's Bessel functions, which strict C11 leaves undeclared */
+double j0(double);
+double j1(double);
+double y0(double);
+double y1(double);
 /* always inlined: a call left in a loop (gcc gives up inlining in big
  * loops) keeps the loop scalar */
 #define EM_SC static inline __attribute__((always_inline))
@@ -407,6 +412,12 @@ EM_SC float sc_asin_f32(float x) { return asinf(x); }
 EM_SC float sc_acos_f32(float x) { return acosf(x); }
 EM_SC float sc_erfc_f32(float x) { return erfcf(x); }
 EM_SC float sc_atan2_f32(float y, float x) { return atan2f(y, x); }
+/* Bessel functions: libm's double ones, rounded (PyTorch computes its
+ * float32 ones in float32, 1e-7 from the exact values at best) */
+EM_SC float sc_bessel_j0_f32(float x) { return (float)j0((double)x); }
+EM_SC float sc_bessel_j1_f32(float x) { return (float)j1((double)x); }
+EM_SC float sc_bessel_y0_f32(float x) { return (float)y0((double)x); }
+EM_SC float sc_bessel_y1_f32(float x) { return (float)y1((double)x); }
 
 /* ---- activations built from the above */
 
@@ -443,6 +454,11 @@ EM_SC double sc_asin_f64(double x) { return asin(x); }
 EM_SC double sc_acos_f64(double x) { return acos(x); }
 EM_SC double sc_erfc_f64(double x) { return erfc(x); }
 EM_SC double sc_atan2_f64(double y, double x) { return atan2(y, x); }
+/* (y0 and y1 of a negative x: NaN, libm's domain error, as PyTorch's) */
+EM_SC double sc_bessel_j0_f64(double x) { return j0(x); }
+EM_SC double sc_bessel_j1_f64(double x) { return j1(x); }
+EM_SC double sc_bessel_y0_f64(double x) { return x < 0 ? NAN : y0(x); }
+EM_SC double sc_bessel_y1_f64(double x) { return x < 0 ? NAN : y1(x); }
 EM_SC double sc_gelu_f64(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440)); }
 EM_SC double sc_gelu_tanh_f64(double x) {
     return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));

@@ -2,12 +2,13 @@
 I0, I1 and their exponentially scaled forms, J0, J1, Y0, Y1, K0, K1 and
 their scaled forms, the spherical j0, and Ai.
 
-Each raw function takes and gives float64 tensors (see _special_base) and
-is written from the functions' own expansions:
-- near zero, their power series (I, J, Y, K's logarithmic ones), summed to
-  a fixed number of terms far past where they stop mattering;
-- far out, I's and J/Y's Hankel asymptotic expansions, cut where their
-  terms are smallest (below 1e-13 relative past the switch points);
+J0, J1, Y0 and Y1 are op-table rows on libm's functions. Each other raw
+function takes and gives float64 tensors (see _special_base) and is
+written from the functions' own expansions:
+- near zero, their power series (I, K's logarithmic one), summed to a
+  fixed number of terms far past where they stop mattering;
+- far out, I's Hankel asymptotic expansion, cut where its terms are
+  smallest (below 1e-13 relative past the switch points);
 - K (and Ai, through K_1/3) from x = 2 to 20 by the trapezoid rule on
   exp(-x (cosh t - 1)) cosh(nu t), which converges geometrically in 1/h
   for such integrands (71 points at h = 1/10 reach float64), and by its
@@ -18,6 +19,8 @@ inf for I), where PyTorch 1.13's Cephes forms give NaN.
 
 import math
 
+from . import _C
+from ._ops import _ID
 from ._special_base import full, smooth, where, widened
 
 _EULER = 0.5772156649015329
@@ -105,109 +108,22 @@ i1e = smooth("i1e", _i1e, _i1e_prime)
 
 # ---------------------------------------------------------------- J and Y
 
-_J_SWITCH = 14.0
+def _libm_op(name, doc):
+    """J0, J1, Y0, Y1: rows of the op table on libm's functions (ops.def),
+    so they are fast, fuse and compile, and have gradients."""
+    op = _ID[name]
+
+    def fn(input):
+        return _C._ew(op, input)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
 
 
-def _j_series(x, nu):
-    """J_nu(x), nu 0 or 1, by its power series (alternating)."""
-    q = x * x * 0.25
-    term = full(x, 1.0)
-    total = full(x, 1.0)
-    for k in range(1, _SERIES):
-        term = term * -q / (k * (k + nu))
-        total = total + term
-    return total if nu == 0 else total * x * 0.5
-
-
-def _jy_asymptotic(x, nu):
-    """(J_nu(x), Y_nu(x)) for large x > 0 from Hankel's expansions."""
-    terms = _hankel_terms(x, nu, 28)
-    p, q = full(x, 0.0), full(x, 0.0)
-    for k, t in enumerate(terms):
-        if k % 2 == 0:
-            p = p + (t if k % 4 == 0 else -t)
-        else:
-            q = q + (t if k % 4 == 1 else -t)
-    # cos and sin of x - phi by the angle sum: x - phi itself would lose
-    # phi's digits for large x, and libm reduces x exactly
-    phi = (0.5 * nu + 0.25) * math.pi
-    cx, sx = x.cos(), x.sin()
-    c, s = cx * math.cos(phi) + sx * math.sin(phi), sx * math.cos(phi) - cx * math.sin(phi)
-    scale = (2.0 / (math.pi * x)).sqrt()
-    return scale * (p * c - q * s), scale * (p * s + q * c)
-
-
-def _harmonic_series(x, nu):
-    """The logarithmic series' sums: for nu = 0, sum_(k>=1) (-1)^(k+1) H_k
-    (x^2/4)^k / (k!)^2; for nu = 1, sum_(k>=0) (-1)^k (psi(k+1) + psi(k+2))
-    (x/2)^(2k+1) / (k! (k+1)!)."""
-    q = x * x * 0.25
-    if nu == 0:
-        term, total, h = full(x, 1.0), full(x, 0.0), 0.0
-        for k in range(1, _SERIES):
-            term = term * -q / (k * k)
-            h += 1.0 / k
-            total = total - h * term
-        return total
-    term = x * 0.5
-    h0, h1 = 0.0, 1.0  # H_k and H_(k+1)
-    total = term * (h0 + h1 - 2.0 * _EULER)
-    for k in range(1, _SERIES):
-        term = term * -q / (k * (k + 1))
-        h0 += 1.0 / k
-        h1 += 1.0 / (k + 1)
-        total = total + term * (h0 + h1 - 2.0 * _EULER)
-    return total
-
-
-def _j(x, nu):
-    ax = x.abs()
-    small = ax <= _J_SWITCH
-    series = _j_series(where(small, ax, full(ax, 1.0)), nu)
-    xl = where(small | ax.isinf(), full(ax, _J_SWITCH + 1.0), ax)
-    asym = _jy_asymptotic(xl, nu)[0]
-    out = where(small, series, asym)
-    out = where(ax.isinf(), full(x, 0.0), out)
-    if nu == 1:
-        out = where(x < 0, -out, out)
-    return where(x.isnan(), x, out)
-
-
-def _y(x, nu):
-    small = x <= _J_SWITCH
-    xs = where(small & (x > 0), x, full(x, 1.0))
-    log_half = (xs * 0.5).log()
-    if nu == 0:
-        series = (2.0 / math.pi) * ((log_half + _EULER) * _j_series(xs, 0) + _harmonic_series(xs, 0))
-    else:
-        series = -2.0 / (math.pi * xs) + (2.0 / math.pi) * log_half * _j_series(xs, 1) - \
-            _harmonic_series(xs, 1) / math.pi
-    xl = where(small | x.isinf(), full(x, _J_SWITCH + 1.0), x)
-    asym = _jy_asymptotic(xl, nu)[1]
-    out = where(small, series, asym)
-    out = where(x == math.inf, full(x, 0.0), out)
-    out = where(x == 0, full(x, -math.inf), out)
-    return where((x < 0) | x.isnan(), full(x, math.nan), out)
-
-
-def bessel_j0(input):
-    """J0, the Bessel function of the first kind of order 0."""
-    return _unary(input, lambda x: _j(x, 0))
-
-
-def bessel_j1(input):
-    """J1, the Bessel function of the first kind of order 1."""
-    return _unary(input, lambda x: _j(x, 1))
-
-
-def bessel_y0(input):
-    """Y0, the Bessel function of the second kind of order 0 (NaN below 0)."""
-    return _unary(input, lambda x: _y(x, 0))
-
-
-def bessel_y1(input):
-    """Y1, the Bessel function of the second kind of order 1 (NaN below 0)."""
-    return _unary(input, lambda x: _y(x, 1))
+bessel_j0 = _libm_op("bessel_j0", "J0, the Bessel function of the first kind of order 0.")
+bessel_j1 = _libm_op("bessel_j1", "J1, the Bessel function of the first kind of order 1.")
+bessel_y0 = _libm_op("bessel_y0", "Y0, the Bessel function of the second kind of order 0 (NaN below 0).")
+bessel_y1 = _libm_op("bessel_y1", "Y1, the Bessel function of the second kind of order 1 (NaN below 0).")
 
 
 def _unary(input, fn):
@@ -359,7 +275,7 @@ def _airy_oscillating(x):
             even = even + (term if k % 4 == 0 else -term)
         else:
             odd = odd + (term if k % 4 == 1 else -term)
-    c, s = zeta.cos(), zeta.sin()  # (of zeta + pi/4 by the angle sum, as in _jy_asymptotic)
+    c, s = zeta.cos(), zeta.sin()  # (of zeta + pi/4 by the angle sum)
     r = math.sqrt(0.5)
     sin_phase, cos_phase = (s + c) * r, (c - s) * r
     return (sin_phase * even - cos_phase * odd) / (math.sqrt(math.pi) * x.sqrt().sqrt())

@@ -177,6 +177,17 @@ FORMULA(erfc) {
     gin[0] = give(MUL(g, MUL(e, num(s, -TWO_OVER_SQRTPI))));
     END;
 }
+FORMULA(bessel_j0) { BEGIN; gin[0] = give(un(s, EM_OP_NEG, MUL(g, un(s, EM_OP_BESSEL_J1, X)))); END; }
+FORMULA(bessel_y0) { BEGIN; gin[0] = give(un(s, EM_OP_NEG, MUL(g, un(s, EM_OP_BESSEL_Y1, X)))); END; }
+FORMULA(bessel_j1) {
+    BEGIN; /* J0 - J1/x, and 1/2 at 0 (J1(x)/x -> 1/2); x = 1 in the branch not taken, whose gradient
+            * a double backward would otherwise make 0 * inf */
+    T zero = EQ(X, num(s, 0)), safe = WHERE(zero, num(s, 1), X);
+    T ratio = WHERE(zero, num(s, 0.5), DIV(un(s, EM_OP_BESSEL_J1, safe), safe));
+    gin[0] = give(MUL(g, SUB(un(s, EM_OP_BESSEL_J0, X), ratio)));
+    END;
+}
+FORMULA(bessel_y1) { BEGIN; gin[0] = give(MUL(g, SUB(un(s, EM_OP_BESSEL_Y0, X), DIV(un(s, EM_OP_BESSEL_Y1, X), X)))); END; }
 FORMULA(relu) { BEGIN; gin[0] = give(WHERE(GT(Y, num(s, 0)), g, num(s, 0))); END; }
 FORMULA(gelu) {
     BEGIN; /* Phi(x) + x phi(x) */

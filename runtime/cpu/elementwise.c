@@ -417,6 +417,7 @@ em_status em_elementwise_into(em_op op, em_tensor *const *in, em_tensor *out) {
         return em_error(EM_ERR_DTYPE, "%s: not implemented for %s", info->name, em_dtype_long_name(cd));
 
     bool direct = is_direct(op, types, n, out->dtype, cd);
+    int64_t grain = (info->flags & EM_F_COSTLY) ? EM_GRAIN_COSTLY : EM_GRAIN_ELEMENTWISE;
     bool int_div = (info->flags & EM_F_INT_DIV) && !em_dtype_is_float(cd);
     /* PyTorch refuses a negative Python-number exponent on integers (the
      * result would silently be 0); tensor exponents are not checked. */
@@ -428,7 +429,7 @@ em_status em_elementwise_into(em_op op, em_tensor *const *in, em_tensor *out) {
         em_status st = int_div ? check_divisor(op, in[1]) : EM_OK;
         if (st != EM_OK) return st;
         em_iter_init(&it, out, in, n);
-        em_iter_run(&it, loop, EM_GRAIN_ELEMENTWISE);
+        em_iter_run(&it, loop, grain);
         return EM_OK;
     }
     if (em_dtype_is_half(out->dtype) && native == EM_DTYPE_F32) {
@@ -437,7 +438,7 @@ em_status em_elementwise_into(em_op op, em_tensor *const *in, em_tensor *out) {
         for (int i = 0; i < n && all_half; i++) all_half = in[i]->dtype == out->dtype;
         if (all_half) {
             em_iter_init(&it, out, in, n);
-            em_iter_run(&it, hl, EM_GRAIN_ELEMENTWISE);
+            em_iter_run(&it, hl, grain);
             return EM_OK;
         }
     }
@@ -470,7 +471,7 @@ em_status em_elementwise_into(em_op op, em_tensor *const *in, em_tensor *out) {
         goto done;
     }
     em_iter_init(&it, res, args, n);
-    em_iter_run(&it, loop, EM_GRAIN_ELEMENTWISE);
+    em_iter_run(&it, loop, grain);
     if (res != out) st = em_copy_into(out, res);
 done:
     if (res != out) em_tensor_release(res);
