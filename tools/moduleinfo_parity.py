@@ -24,10 +24,8 @@ import os
 import sys
 import time
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from parity_common import (Unconvertible, compare, compare_grads, first_line, flat, grad_pairs,  # noqa: E402
+from parity_common import (Unconvertible, finish, compare, compare_grads, first_line, flat, grad_pairs,  # noqa: E402
                            import_databases, seed_like, to_ember)
 
 _, module_db = import_databases()
@@ -270,15 +268,7 @@ def main():
     for r in rows:
         counts[r[1]] = counts.get(r[1], 0) + 1
     print(f"{len(rows)} ModuleInfos in {time.time() - t0:.0f} s: {counts}")
-    if wanted or args.no_write:
-        for r in sorted(rows, key=lambda r: (ORDER[r[1]], r[0])):
-            print(f"{r[0]:32s} {r[1]:8s} {r[3]:4d} {r[5]:6.1f}s  {r[2]}  [{r[4]}]")
-        return
-    with open(OUT + ".tmp", "w") as f:
-        f.write(table(rows))
-    os.replace(OUT + ".tmp", OUT)
-    print(f"wrote {OUT}")
-
+    finish(rows, wanted, args.no_write, 32, table, OUT, ORDER)
 
 if __name__ == "__main__":
     main()

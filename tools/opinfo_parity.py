@@ -45,7 +45,7 @@ import types
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from parity_common import (Unconvertible, call, compare, compare_grads, first_line, flat, grad_pairs,  # noqa: E402
+from parity_common import (Unconvertible, finish, call, compare, compare_grads, first_line, flat, grad_pairs,  # noqa: E402
                            import_databases, rebind, seed_like, to_ember, to_numpy)
 
 op_db, _ = import_databases()
@@ -630,15 +630,7 @@ def main():
     t0 = time.time()
     rows = run(wanted)
     print(f"{len(rows)} OpInfos in {time.time() - t0:.0f} s: {summarise(rows)[1]}")
-    if wanted or args.no_write:
-        for r in sorted(rows, key=lambda r: (ORDER[r[1]], r[0])):
-            print(f"{r[0]:45s} {r[1]:8s} {r[3]:4d} {r[5]:6.1f}s  {r[2]}  [{r[4]}]")
-        return
-    with open(OUT + ".tmp", "w") as f:
-        f.write(table(rows))
-    os.replace(OUT + ".tmp", OUT)
-    print(f"wrote {OUT}")
-
+    finish(rows, wanted, args.no_write, 45, table, OUT, ORDER)
 
 if __name__ == "__main__":
     main()

@@ -7,6 +7,7 @@ PyTorch's test databases import `expecttest`, which Debian does not ship:
 """
 
 import math
+import os
 import sys
 import types
 import warnings
@@ -293,3 +294,16 @@ def compare_grads(got, want, rtol=1e-6, atol=1e-8):
             j = tuple(np.argwhere(bad)[0])
             return f"gradient {i} differs (at {j}: {gn[j]!r}, PyTorch's {wn[j]!r})"
     return None
+
+
+def finish(rows, wanted, no_write, width, table, out, order):
+    """The end of a parity run: the rows printed when some were asked for
+    (or --no-write), else the table written (atomically) to out."""
+    if wanted or no_write:
+        for r in sorted(rows, key=lambda r: (order[r[1]], r[0])):
+            print(f"{r[0]:{width}s} {r[1]:8s} {r[3]:4d} {r[5]:6.1f}s  {r[2]}  [{r[4]}]")
+        return
+    with open(out + ".tmp", "w") as f:
+        f.write(table(rows))
+    os.replace(out + ".tmp", out)
+    print(f"wrote {out}")

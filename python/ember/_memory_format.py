@@ -15,26 +15,19 @@ elementwise ops), and the values are the same either way.
 """
 
 from . import _C
+from ._named_constant import NamedConstant
 
 __all__ = ["memory_format", "contiguous_format", "channels_last", "channels_last_3d", "preserve_format",
            "legacy_contiguous_format"]
 
 
-class memory_format:
-    __slots__ = ("_name",)
-
-    def __init__(self, name):
-        self._name = name
-
-    def __repr__(self):
-        return f"ember.{self._name}"
-
-    def __reduce__(self):
-        return (_named, (self._name,))
+class memory_format(NamedConstant):
+    __slots__ = ()
 
 
 def _named(name):
-    return globals()[name]
+    """(how pickles of memory formats made before NamedConstant name them)"""
+    return memory_format._all[name]
 
 
 contiguous_format = memory_format("contiguous_format")

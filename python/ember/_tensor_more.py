@@ -11,29 +11,19 @@ themselves (ember._unsupported).
 """
 
 from . import _C, _creation, _ops, _storage
+from ._named_constant import NamedConstant
 from ._tensor import Tensor
 
 
-class layout:
-    """torch.layout: ember's tensors are all strided."""
-    __slots__ = ("_name",)
-
-    def __init__(self, name):
-        self._name = name
-
-    def __repr__(self):
-        return f"ember.{self._name}"
-
-    def __reduce__(self):
-        return (_layout_named, (self._name,))
+class layout(NamedConstant):
+    """torch.layout: ember's tensors are all strided (the sparse ones are
+    names whose use raises NotImplementedError)."""
+    __slots__ = ()
 
 
-def _layout_named(name):
-    return LAYOUTS[name]
-
-
-LAYOUTS = {n: layout(n) for n in ("strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc",
-                                  "_mkldnn")}
+for _n in ("strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "_mkldnn"):
+    layout(_n)
+LAYOUTS = layout._all
 strided = LAYOUTS["strided"]
 
 
