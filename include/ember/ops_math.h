@@ -60,6 +60,7 @@ double j0(double);
 double j1(double);
 double y0(double);
 double y1(double);
+double lgamma_r(double, int *);
 /* always inlined: a call left in a loop (gcc gives up inlining in big
  * loops) keeps the loop scalar */
 #define EM_SC static inline __attribute__((always_inline))
@@ -459,6 +460,65 @@ EM_SC double sc_bessel_j0_f64(double x) { return j0(x); }
 EM_SC double sc_bessel_j1_f64(double x) { return j1(x); }
 EM_SC double sc_bessel_y0_f64(double x) { return x < 0 ? NAN : y0(x); }
 EM_SC double sc_bessel_y1_f64(double x) { return x < 0 ? NAN : y1(x); }
+
+/* The gamma family. lgamma: libm's (its global sign variable would race
+ * between threads, so lgamma_r on the host). */
+EM_SC double sc_lgamma_kernel_f64(double x) {
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+    return lgamma(x);
+#else
+    int sign;
+    return lgamma_r(x, &sign);
+#endif
+}
+#define EM_SC_PI 3.14159265358979323846
+/* digamma: psi(x) = psi(x + n) - sum 1/(x + k), x + n >= 8, then
+ * log y - 1/(2y) - sum B_2k / (2k y^2k); below 0 the reflection psi(x) =
+ * psi(1 - x) - pi / tan(pi x), tan taken of x - nearbyint(x) so it keeps
+ * its digits near the integers. -+inf at +-0, NaN at the negative
+ * integers and -inf (PyTorch's). */
+EM_SC double sc_digamma_kernel_f64(double x) {
+    if (x == 0) return signbit(x) ? INFINITY : -INFINITY;
+    if (x != x) return x;
+    if (x == -INFINITY || (x < 0 && x == floor(x))) return NAN;
+    double y = x < 0 ? 1.0 - x : x, recip = 0.0;
+    for (int k = 0; k < 8 && y < 8.0; k++) {
+        recip += 1.0 / y;
+        y += 1.0;
+    }
+    double out = y;
+    if (y != INFINITY) {
+        double inv = 1.0 / y, inv2 = inv * inv;
+        out = log(y) - 0.5 * inv -
+              inv2 * (1.0 / 12 - inv2 * (1.0 / 120 - inv2 * (1.0 / 252 - inv2 * (1.0 / 240 - inv2 * (1.0 / 132 - inv2 * (691.0 / 32760 - inv2 * (1.0 / 12))))))) -
+              recip;
+    }
+    return x < 0 ? out - EM_SC_PI / tan(EM_SC_PI * (x - nearbyint(x))) : out;
+}
+/* trigamma: psi'(x) = psi'(x + n) + sum 1/(x + k)^2 up to 12, then the
+ * asymptotic series to 1/y^11; below 1/2 the reflection psi'(x) =
+ * pi^2 / sin^2(pi x) - psi'(1 - x). */
+EM_SC double sc_trigamma_kernel_f64(double x) {
+    if (x == INFINITY) return 0.0;
+    int neg = x < 0.5;
+    double result = 0.0;
+    if (neg) {
+        double s = sin(EM_SC_PI * (x - nearbyint(x)));
+        result = -(EM_SC_PI * EM_SC_PI) / (s * s);
+    }
+    double y = neg ? 1.0 - x : x;
+    for (int k = 0; k < 12 && y < 12.0; k++) {
+        result += 1.0 / (y * y);
+        y += 1.0;
+    }
+    double inv = 1.0 / y, i2 = inv * inv;
+    result += inv * (1.0 + inv * (0.5 + inv * (1.0 / 6 - i2 * (1.0 / 30 - i2 * (1.0 / 42 - i2 * (1.0 / 30 - i2 * (5.0 / 66)))))));
+    return neg ? -result : result;
+}
+#undef EM_SC_PI
+EM_SC float sc_lgamma_kernel_f32(float x) { return (float)sc_lgamma_kernel_f64((double)x); }
+EM_SC float sc_digamma_kernel_f32(float x) { return (float)sc_digamma_kernel_f64((double)x); }
+EM_SC float sc_trigamma_kernel_f32(float x) { return (float)sc_trigamma_kernel_f64((double)x); }
 EM_SC double sc_gelu_f64(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440)); }
 EM_SC double sc_gelu_tanh_f64(double x) {
     return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));

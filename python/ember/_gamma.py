@@ -3,79 +3,33 @@
 function, multigammaln (mvlgamma) and the regularized incomplete gammas
 (gammainc = igamma, gammaincc = igammac).
 
-Each raw function takes and gives float64 tensors (see _special_base): a
+Each raw function takes and gives float64 tensors (see _special_base).
+lgamma (libm's), digamma and trigamma are op-table rows (ops_math.h: a
 recurrence lifts the argument before an asymptotic series; reflection
-handles negative arguments; zeta is Euler-Maclaurin summation after 9 or
-more direct terms; the incomplete gammas are their power series below
-a + 1 and Legendre's continued fraction above. Edges follow PyTorch:
+handles negative arguments); the rest compose ember ops: zeta is
+Euler-Maclaurin summation after 9 or more direct terms; the incomplete
+gammas are their power series below a + 1 and Legendre's continued
+fraction above. Edges follow PyTorch:
 digamma(+-0) = -+inf, NaN at the negative integers; zeta(1, q) = inf.
 """
 
 import math
 
 from . import _C, _creation, _ops
+from ._ops import _ID
 from ._special_base import float_of, full, smooth, where, widened
 from .autograd.function import Function
 
-_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
-_SHIFT = 8  # the recurrence lifts x to at least this before the asymptotic series
 
 
-def _lifted(x):
-    """(y, recip, logs): y = x + n >= _SHIFT (for x >= 0), recip the sum of
-    1 / (x + k) and logs the sum of log|x + k| over k < n."""
-    recip, logs, y = full(x, 0.0), full(x, 0.0), x
-    for _ in range(_SHIFT):
-        small = y < _SHIFT
-        yy = where(small, y, full(y, 1.0))
-        recip = recip + where(small, 1.0 / yy, full(yy, 0.0))
-        logs = logs + where(small, yy.abs().log(), full(yy, 0.0))
-        y = where(small, y + 1.0, y)
-    return y, recip, logs
+def _row(name):
+    """lgamma, digamma, trigamma: the rows <name>_kernel of the op table (scalar C in
+    ops_math.h: one kernel, fused and compiled, not an op per term)."""
+    op = _ID[name]
+    return lambda x: _C._ew(op, x)
 
 
-def _reduced(x):
-    """x - round(x): tan(pi x) and sin(pi x) from it keep their digits
-    near the integers."""
-    return x - x.round()
-
-
-def _digamma(x):
-    neg = x < 0
-    xr = where(neg, 1.0 - x, x)
-    y, recip, _ = _lifted(xr)
-    inv = 1.0 / y
-    inv2 = inv * inv
-    series = y.log() - 0.5 * inv - inv2 * (1.0 / 12 - inv2 * (1.0 / 120 - inv2 * (1.0 / 252 - inv2 * (
-        1.0 / 240 - inv2 * (1.0 / 132 - inv2 * (691.0 / 32760 - inv2 * (1.0 / 12)))))))
-    pos = where(y.isinf(), y, series - recip)
-    r = _reduced(where(neg, x, full(x, 0.25)))
-    refl = pos - math.pi / (math.pi * r).tan()
-    out = where(neg, refl, pos)
-    out = where(x == 0, where(1.0 / x < 0, full(x, math.inf), full(x, -math.inf)), out)
-    return where((neg & (x == x.floor())) | (x == -math.inf), full(x, math.nan), out)
-
-
-def _trigamma(x):
-    """psi'(x): reflection below 1/2 (PyTorch's), the recurrence psi'(x) =
-    psi'(x + 1) + 1/x^2 up to 12, then the asymptotic series to 1/x^11
-    (within 1e-15 from 12 on)."""
-    neg = x < 0.5
-    s = (math.pi * _reduced(where(neg, x, full(x, 0.25)))).sin()
-    result = where(neg, -(math.pi * math.pi) / (s * s), full(x, 0.0))
-    y = where(neg, 1.0 - x, x)
-    for _ in range(12):
-        small = y < 12.0
-        ys = where(small, y, full(y, 1.0))
-        result = result + where(small, 1.0 / (ys * ys), full(ys, 0.0))
-        y = where(small, y + 1.0, y)
-    inv = 1.0 / y
-    i2 = inv * inv
-    series = inv * (1.0 + inv * (0.5 + inv * (1.0 / 6 - i2 * (1.0 / 30 - i2 * (1.0 / 42 - i2 * (
-        1.0 / 30 - i2 * (5.0 / 66)))))))
-    result = result + series
-    out = where(neg, -result, result)
-    return where(x == math.inf, full(x, 0.0), out)
+_digamma, _trigamma, _gammaln = _row("digamma_kernel"), _row("trigamma_kernel"), _row("lgamma_kernel")
 
 
 _ZETA_A = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
@@ -130,21 +84,6 @@ def _polygamma(n, x):
     sign = 1.0 if n % 2 else -1.0
     out = sign * math.exp(math.lgamma(n + 1.0)) * _zeta(full(x, n + 1.0), x)
     return where(x == math.inf, full(x, 0.0), out)
-
-
-def _gammaln(x):
-    neg = x < 0.5
-    xr = where(neg, 1.0 - x, x)
-    y, _, logs = _lifted(xr)
-    inv = 1.0 / y
-    inv2 = inv * inv
-    stirling = (y - 0.5) * y.log() - y + _LOG_SQRT_2PI + inv * (1.0 / 12 - inv2 * (1.0 / 360 - inv2 * (
-        1.0 / 1260 - inv2 * (1.0 / 1680 - inv2 * (1.0 / 1188 - inv2 * (691.0 / 360360 - inv2 * (1.0 / 156)))))))
-    pos = where(y.isinf(), y, stirling - logs)
-    s = (math.pi * _reduced(where(neg, x, full(x, 0.5)))).sin().abs()
-    refl = math.log(math.pi) - where(neg, s, full(s, 1.0)).log() - pos
-    out = where(neg, refl, pos)
-    return where(((x <= 0) & (x == x.floor())) | x.isinf(), full(x, math.inf), out)
 
 
 digamma = smooth("digamma", _digamma, lambda x, y: _trigamma(x))
