@@ -300,7 +300,7 @@ def test_new_and_map():
 
 
 def test_tensor_odds_like_torch():
-    check(lambda m, x: (x.real, x.imag if False else x.real + 0), arr("float32", (2, 3)))
+    check(lambda m, x: x.real, arr("float32", (2, 3)))
     check(lambda m, x, w: x.prelu(w), arr("float32", (2, 3, 4)), arr("float32", (3,), seed=1))
     check(lambda m, x: x.hardshrink(0.3), arr("float32", (2, 3), kind="unit"))
     check(lambda m, x, i: x.take_along_dim(i, 1), arr("float32", (3, 4)), Arg([[0], [3], [1]], "int64"))
@@ -311,7 +311,7 @@ def test_tensor_odds_like_torch():
         a, b = x.split(1)
         assert (a.output_nr, b.output_nr, x.output_nr) == (0, 1, 0)
         assert m.ones(1).names == (None,) and not m.ones(1).has_names()
-        assert m.ones(1).layout == m.strided and str(m.strided) == "torch.strided" or m is ember
+        assert m.ones(1).layout is m.strided and repr(m.strided) == f"{m.__name__}.strided"
         with pytest.raises(RuntimeError):
             m.ones(1).imag
 
