@@ -2,13 +2,13 @@
 I0, I1 and their exponentially scaled forms, J0, J1, Y0, Y1, K0, K1 and
 their scaled forms, the spherical j0, and Ai.
 
-J0, J1, Y0 and Y1 are op-table rows on libm's functions. Each other raw
-function takes and gives float64 tensors (see _special_base) and is
-written from the functions' own expansions:
-- near zero, their power series (I, K's logarithmic one), summed to a
-  fixed number of terms far past where they stop mattering;
-- far out, I's Hankel asymptotic expansion, cut where its terms are
-  smallest (below 1e-13 relative past the switch points);
+J0, J1, Y0 and Y1 are op-table rows on libm's functions; the scaled I0
+and I1 are rows too (ops_math.h: their power series to |x| = 30, Hankel's
+asymptotic expansion beyond). Each other raw function takes and gives
+float64 tensors (see _special_base) and is written from the functions'
+own expansions:
+- near zero, K's logarithmic power series, summed to a fixed number of
+  terms far past where they stop mattering;
 - K (and Ai, through K_1/3) from x = 2 to 20 by the trapezoid rule on
   exp(-x (cosh t - 1)) cosh(nu t), which converges geometrically in 1/h
   for such integrands (71 points at h = 1/10 reach float64), and by its
@@ -28,7 +28,7 @@ _SERIES = 60  # power series terms (the last below 1e-30 of the largest at the s
 
 
 def _i_series(x, nu):
-    """I_nu(x) for nu in (0, 1) by its power series."""
+    """I_nu(x) for nu in (0, 1) by its power series (K's series uses it)."""
     q = x * x * 0.25
     term = full(x, 1.0)
     total = full(x, 1.0)
@@ -47,34 +47,14 @@ def _hankel_terms(x, nu, count):
     return terms
 
 
-_I_SWITCH = 30.0
-
-
-def _scaled_i(x, nu):
-    """exp(-|x|) I_nu(x), nu 0 or 1 (odd in x for nu = 1)."""
-    ax = x.abs()
-    small = ax <= _I_SWITCH
-    xs = where(small, ax, full(ax, 1.0))
-    series = _i_series(xs, nu) * (-xs).exp()
-    xl = where(small, full(ax, _I_SWITCH + 1.0), ax)
-    terms = _hankel_terms(xl, nu, 30)
-    total = full(xl, 0.0)
-    for k, t in enumerate(terms):
-        total = total + (t if k % 2 == 0 else -t)
-    asym = total / (2.0 * math.pi * xl).sqrt()
-    asym = where(xl.isinf(), full(xl, 0.0), asym)
-    out = where(small, series, asym)
-    if nu == 1:
-        out = where(x < 0, -out, out)
-    return where(x.isnan(), x, out)
-
-
 def _i0e(x):
-    return _scaled_i(x, 0)
+    """exp(-|x|) I0(x): the op-table row i0e_kernel (series, then Hankel's
+    expansion, per element in C)."""
+    return _C._ew(_ID["i0e_kernel"], x)
 
 
 def _i1e(x):
-    return _scaled_i(x, 1)
+    return _C._ew(_ID["i1e_kernel"], x)
 
 
 def _i0(x):
