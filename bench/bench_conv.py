@@ -13,6 +13,11 @@ GEMMs alone, in one run. Prints Markdown tables for RESULTS.md.
 3. One training step of a ResNet basic block (conv 3x3 - BN - ReLU - conv
    3x3 - BN, the residual, ReLU) at issue 14's size: 32 channels, batch 64
    of 32x32, loss the mean square of the output.
+4. The first case channels-last (input and weight, as PyTorch's
+   Module.to(memory_format=channels_last) lays them out), and a stride-2
+   3x3 convolution of 128 channels (28x28, batch 32) both ways: ember reads
+   the channels-last input in place (runtime/cpu/conv_last.c), PyTorch
+   through oneDNN.
 
 PyTorch runs in child processes with torch.set_num_threads(2), once with
 its defaults and once with OMP_WAIT_POLICY=PASSIVE; ember's im2col + GEMM
@@ -90,6 +95,28 @@ def cases(m, compile=None):
             F.conv2d(x, w, b, padding=1).backward(g)
         out["conv2d forward"] = (fwd, 5)
         out["conv2d forward + backward"] = (fwd_bwd, 5)
+        # the same, channels-last (input and weight, as Module.to(memory_format=...) gives PyTorch)
+        xl, wl = (t.detach().contiguous(memory_format=m.channels_last).requires_grad_() for t in (x, w))
+        gl = g.contiguous(memory_format=m.channels_last)
+
+        def fwd_last():
+            with m.no_grad():
+                F.conv2d(xl, wl, b, padding=1)
+
+        def fwd_bwd_last():
+            F.conv2d(xl, wl, b, padding=1).backward(gl)
+        out["conv2d forward, channels-last"] = (fwd_last, 5)
+        out["conv2d forward + backward, channels-last"] = (fwd_bwd_last, 5)
+        xs, ws = m.randn(32, 128, 28, 28), m.randn(128, 128, 3, 3)
+        xsl, wsl = (t.contiguous(memory_format=m.channels_last) for t in (xs, ws))
+
+        def fwd_s2():
+            F.conv2d(xs, ws, stride=2, padding=1)
+
+        def fwd_s2_last():
+            F.conv2d(xsl, wsl, stride=2, padding=1)
+        out["conv2d 128 ch, stride 2, forward"] = (fwd_s2, 10)
+        out["conv2d 128 ch, stride 2, forward, channels-last"] = (fwd_s2_last, 10)
 
     def step_of(model, loss_of):
         opt = m.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)

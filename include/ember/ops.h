@@ -202,7 +202,8 @@ enum {
 #undef X
 };
 /* Attributes an op may go without (IR text leaves them out at their
- * default): a matmul's result layout and scale, which only passes choose. */
+ * default): a result layout (a matmul's, which only passes choose, or a
+ * channels-last convolution's) and a matmul's scale. */
 #define EM_A_OPTIONAL ((uint64_t)(EM_A_LAYOUT | EM_A_ALPHA))
 
 /* The sliding-window ops (convolution, pooling, unfold and fold) see their
@@ -230,9 +231,11 @@ typedef struct em_attrs {
     int64_t shifts[EM_MAX_DIMS]; /* roll: one shift per dim of dims */
     int64_t diagonal;            /* tril/triu: which diagonal bounds the triangle */
     bool accumulate;             /* scatter/index_put: add instead of overwrite */
-    /* matmul: the order in which its result's dims lie in memory, outermost
-     * first, the last dim last (the layout pass chooses it so that a permute
-     * of the result is contiguous); n_layout 0: contiguous. */
+    /* The order in which the result's dims lie in memory, outermost first;
+     * n_layout 0: contiguous. matmul: the last dim last (the layout pass
+     * chooses it so that a permute of the result is contiguous). conv:
+     * channels-last, (0, 2, ..., 1), which the frontend asks for where
+     * PyTorch's convolution keeps a channels-last input's layout. */
     int n_layout;
     int64_t layout[EM_MAX_DIMS];
     /* matmul: the product times alpha, a power of two (exact: BLAS's alpha,

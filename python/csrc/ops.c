@@ -466,18 +466,18 @@ static PyObject *f_layer_norm(PyObject *self, PyObject *args) {
 }
 
 /* _window(op, tensors, kernel, stride, padding, dilation, groups, ceil_mode,
- * count_include_pad, divisor, shape): a sliding-window op (convolution,
+ * count_include_pad, divisor, shape[, layout]): a sliding-window op (convolution,
  * pooling, unfold, fold and their gradients) with its attributes, the ones
  * it does not take ignored; a tensor, or (values, indices) for the max
  * pools. The Python layer works out the sizes; the op's inference checks
  * every one of them. */
 static PyObject *f_window(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *op_o, *seq, *kernel, *stride, *padding, *dilation, *shape;
+    PyObject *op_o, *seq, *kernel, *stride, *padding, *dilation, *shape, *layout = NULL;
     long long groups, divisor;
     int ceil_mode, include_pad;
-    if (!PyArg_ParseTuple(args, "OOOOOOLppLO", &op_o, &seq, &kernel, &stride, &padding, &dilation, &groups,
-                          &ceil_mode, &include_pad, &divisor, &shape))
+    if (!PyArg_ParseTuple(args, "OOOOOOLppLO|O", &op_o, &seq, &kernel, &stride, &padding, &dilation, &groups,
+                          &ceil_mode, &include_pad, &divisor, &shape, &layout))
         return NULL;
     em_op op;
     if (op_arg(op_o, &op) < 0) return NULL;
@@ -493,7 +493,8 @@ static PyObject *f_window(PyObject *self, PyObject *args) {
         em_py_dims_arg(stride, info->name, a.stride, &a.n_stride) < 0 ||
         em_py_dims_arg(padding, info->name, a.padding, &a.n_padding) < 0 ||
         em_py_dims_arg(dilation, info->name, a.dilation, &a.n_dilation) < 0 ||
-        em_py_dims_arg(shape, info->name, a.shape, &a.n_shape) < 0)
+        em_py_dims_arg(shape, info->name, a.shape, &a.n_shape) < 0 ||
+        (layout && layout != Py_None && em_py_dims_arg(layout, info->name, a.layout, &a.n_layout) < 0))
         return NULL;
     a.groups = groups;
     a.ceil_mode = ceil_mode;
@@ -875,7 +876,8 @@ PyMethodDef em_py_op_methods[] = {
     {"_nonzero", f_nonzero, METH_O, "_nonzero(x)"},
     {"_layer_norm", f_layer_norm, METH_VARARGS, "_layer_norm(x, k, weight, bias, eps)"},
     {"_window", f_window, METH_VARARGS,
-     "_window(op, tensors, kernel, stride, padding, dilation, groups, ceil_mode, count_include_pad, divisor, shape)"},
+     "_window(op, tensors, kernel, stride, padding, dilation, groups, ceil_mode, count_include_pad, divisor, shape[, "
+     "layout])"},
     {"_masked_select", f_masked_select, METH_VARARGS, "_masked_select(x, mask)"},
     {"_empty", f_empty, METH_VARARGS, "_empty(shape, dtype)"},
     {"_linspace", f_linspace, METH_VARARGS, "_linspace(start, end, steps, dtype)"},

@@ -9,9 +9,12 @@ Module.to(memory_format=...) is accepted and leaves the parameters
 row-major (ember's optimizers update parameters as flat memory laid out as
 their gradients are).
 A channels-last tensor is an ordinary strided tensor (its strides say
-NHWC), so every op takes it; ops write their results row-major, whatever
-their inputs' layout (PyTorch keeps channels-last through convolutions and
-elementwise ops), and the values are the same either way.
+NHWC), so every op takes it. Convolutions read a channels-last input as it
+lies (runtime/cpu/conv.c), and conv2d returns a channels-last result where
+PyTorch 1.13 does (input or weight channels-last; the op's layout
+attribute, which a compiled graph keeps). Other ops write their results
+row-major, whatever their inputs' layout (PyTorch keeps channels-last
+through elementwise ops too); the values are the same either way.
 """
 
 from . import _C

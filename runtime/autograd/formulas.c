@@ -830,6 +830,7 @@ static T run_op(scope *s, em_op op, em_tensor *const *in, int n, const em_attrs 
  * restores. */
 static em_attrs shaped(const em_attrs *a, const em_type *t) {
     em_attrs r = *a;
+    r.n_layout = 0; /* (a convolution's channels-last result: the ops with a shape take no layout) */
     r.n_shape = t->ndim;
     memcpy(r.shape, t->shape, sizeof r.shape);
     return r;

@@ -17,6 +17,13 @@
  * over samples. A 1x1 kernel at stride 1 without padding needs no columns:
  * the input is its own.
  *
+ * A channels-last input (strides of (N, spatial..., C)) is read in place,
+ * not copied to NCHW: into a channels-last result (the layout attribute,
+ * which the frontend sets where PyTorch keeps the layout) float32 goes
+ * direct (conv_last.c), the rest through im2row, the columns' channel-last
+ * twin, and one GEMM per block of positions (see "channels-last" below).
+ * Their adjoints read such operands through dense NCHW copies.
+ *
  * The GEMMs run single-threaded on ember's pool, one item of work each: a
  * (sample, group), and where those are few also a block of output
  * positions (conv) or of channels (conv_transpose). conv_weight sums over
@@ -30,6 +37,7 @@
 
 #include "ember/alloc.h"
 #include "conv_direct.h"
+#include "conv_last.h"
 #include "ember/parallel.h"
 #include "window.h"
 
@@ -61,6 +69,16 @@ static em_status check_bias(em_op op, const em_type *x, const em_type *b, int64_
     return st;
 }
 
+/* conv's result layout, where given: channels-last, (0, 2, ..., 1). */
+static em_status check_channels_last(em_op op, const em_attrs *a, const em_type *x) {
+    bool ok = a->n_layout == x->ndim && a->layout[0] == 0 && a->layout[x->ndim - 1] == 1;
+    for (int d = 1; ok && d < x->ndim - 1; d++) ok = a->layout[d] == d + 1;
+    if (ok) return EM_OK;
+    char xs[256];
+    return em_error(EM_ERR_VALUE, "%s: the only result layout it takes is channels-last, (0, 2, ..., %d, 1) for input %s",
+                    em_op_name(op), x->ndim - 1, TYPE_STR(x, xs));
+}
+
 em_status infer_conv(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) {
     (void)n_out;
     char xs[256], ws[256];
@@ -78,6 +96,7 @@ em_status infer_conv(em_op op, const em_type *in, int n_in, const em_attrs *a, e
                         (long long)g, TYPE_STR(w, ws), TYPE_STR(x, xs), (long long)(w->shape[1] * g), (long long)c,
                         (long long)o);
     if (n_in == 3 && (st = check_bias(op, x, &in[2], o)) != EM_OK) return st;
+    if (a->n_layout && (st = check_channels_last(op, a, x)) != EM_OK) return st;
     em_window_geom geo;
     if ((st = em_window_geometry(op, x, w->shape + 2, a, EM_WIN_FLOOR, NULL, &geo)) != EM_OK) return st;
     out[0] = *x;
@@ -373,18 +392,24 @@ static em_status run(conv_ctx *c, em_op op, em_tensor *const *ts, const char **c
     return st;
 }
 
-/* Does this convolution go to conv_direct.c? (Not a 1x1 kernel that needs
- * no columns: its GEMM reads the input as it is.) EMBER_CONV=gemm keeps
- * every convolution on im2col + GEMM, EMBER_CONV=direct sends every one
- * the direct kernels can do to them, to compare and test the two. */
-static bool goes_direct(const conv_ctx *c, em_op op) {
-    static int mode = -1; /* atomic; -1: not read yet, 0 auto, 1 gemm, 2 direct */
+/* EMBER_CONV: 0 (unset) auto, 1 "gemm" keeps every convolution on im2col
+ * (or im2row) + GEMM, 2 "direct" sends every one the direct kernels can
+ * do to them, to compare and test the two. */
+static int conv_mode(void) {
+    static int mode = -1; /* atomic; -1: not read yet */
     int m = __atomic_load_n(&mode, __ATOMIC_RELAXED);
     if (m < 0) {
         const char *env = getenv("EMBER_CONV");
         m = env && !strcmp(env, "gemm") ? 1 : env && !strcmp(env, "direct") ? 2 : 0;
         __atomic_store_n(&mode, m, __ATOMIC_RELAXED);
     }
+    return m;
+}
+
+/* Does this convolution go to conv_direct.c? (Not a 1x1 kernel that needs
+ * no columns: its GEMM reads the input as it is.) */
+static bool goes_direct(const conv_ctx *c, em_op op) {
+    int m = conv_mode();
     return m != 1 && !c->identity &&
            em_conv_direct_fits(op == EM_OP_CONV_WEIGHT && m == 0, c->dt, &c->g, c->n_samples, c->groups, c->big_c,
                                c->small_c);
@@ -396,6 +421,214 @@ static void ctx_init(conv_ctx *c, em_dtype dt, const em_attrs *a, em_tensor *y) 
     c->item = em_dtype_size(dt);
     c->groups = a->groups;
     c->y = em_tensor_data(y);
+}
+
+/* ---- channels-last: the input read as (N, spatial..., C) ----
+ *
+ * A channels-last input (x.to(memory_format=channels_last), or a conv1d
+ * over x.transpose(1, 2)) is read as it lies, without a copy to NCHW: each
+ * row of its columns is one output position of one sample, (tap, channel)
+ * across, every tap a run of channels copied whole (for a 1x1 kernel at
+ * stride 1 without padding, the input is its own columns). One GEMM per
+ * (group, block of rows) multiplies them by the weights reordered to
+ * (out, tap, channel): its rows are the result's positions, written
+ * channels-last (rows of cout apart: the samples follow one another, so a
+ * block of rows may span several) or, for a row-major result, transposed
+ * into each sample's planes. */
+
+typedef struct {
+    em_dtype dt;
+    int64_t sz;
+    em_window_geom g;
+    bool identity, y_last;
+    int64_t groups, cin, cout, rows, blocks; /* rows: samples x positions */
+    const char *x, *w, *b;                   /* x channels-last; w (cout, taps, cin / groups) */
+    char *y;
+    int failed;
+} rows_ctx;
+
+/* col[(r - r0) * ld + tap * cg + c] = x at row r (sample, position), tap
+ * and channel c of group gi, zero in the padding. */
+static void im2row(const rows_ctx *c, int64_t gi, int64_t r0, int64_t r1, char *col, int64_t ld) {
+    const em_window_geom *g = &c->g;
+    int64_t cg = c->cin / c->groups, L = g->out_numel, sz = c->sz, run = cg * sz;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t n = r / L, l = r % L;
+        int64_t o2 = l % g->out[2], o1 = l / g->out[2] % g->out[1], o0 = l / (g->out[2] * g->out[1]);
+        char *dst = col + (r - r0) * ld * sz;
+        for (int64_t t0 = 0; t0 < g->k[0]; t0++) {
+            int64_t i0 = o0 * g->s[0] - g->p[0] + t0 * g->d[0];
+            for (int64_t t1 = 0; t1 < g->k[1]; t1++) {
+                int64_t i1 = o1 * g->s[1] - g->p[1] + t1 * g->d[1];
+                bool inside = i0 >= 0 && i0 < g->in[0] && i1 >= 0 && i1 < g->in[1];
+                const char *line = c->x + (((n * g->in[0] + i0) * g->in[1] + i1) * g->in[2] * c->cin + gi * cg) * sz;
+                for (int64_t t2 = 0; t2 < g->k[2]; t2++, dst += run) {
+                    int64_t i2 = o2 * g->s[2] - g->p[2] + t2 * g->d[2];
+                    if (inside && i2 >= 0 && i2 < g->in[2])
+                        memcpy(dst, line + i2 * c->cin * sz, (size_t)run);
+                    else
+                        memset(dst, 0, (size_t)run);
+                }
+            }
+        }
+    }
+}
+
+/* rows x cols of y (rows ld apart) += b[col]. */
+static void add_bias_across(em_dtype dt, char *y, int64_t ld, int64_t rows, int64_t cols, const char *b) {
+    for (int64_t r = 0; r < rows; r++) {
+        if (dt == EM_DTYPE_F32) {
+            float *p = (float *)(void *)y + r * ld;
+            const float *v = (const float *)(const void *)b;
+            for (int64_t i = 0; i < cols; i++) p[i] += v[i];
+        } else {
+            double *p = (double *)(void *)y + r * ld;
+            const double *v = (const double *)(const void *)b;
+            for (int64_t i = 0; i < cols; i++) p[i] += v[i];
+        }
+    }
+}
+
+/* Item: (group, block of rows). */
+static void row_items(void *arg, int64_t i0, int64_t i1) {
+    rows_ctx *c = arg;
+    int64_t cg = c->cin / c->groups, og = c->cout / c->groups, K = c->g.k_numel * cg, L = c->g.out_numel;
+    int64_t sz = c->sz;
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t gi = i / c->blocks, j = i % c->blocks;
+        int64_t r0 = c->rows * j / c->blocks, r1 = c->rows * (j + 1) / c->blocks;
+        if (r1 == r0) continue;
+        const char *col = c->x + (r0 * c->cin + gi * cg) * sz, *wg = c->w + gi * og * K * sz;
+        int64_t ld = c->cin;
+        void *buf = NULL;
+        size_t bytes = (size_t)((r1 - r0) * K * sz);
+        if (!c->identity) {
+            if (!(buf = em_cpu_alloc(bytes))) {
+                __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
+                return;
+            }
+            im2row(c, gi, r0, r1, buf, K);
+            col = buf;
+            ld = K;
+        }
+        if (c->y_last) {
+            char *yb = c->y + (r0 * c->cout + gi * og) * sz;
+            gemm_k_blocked(c->dt, false, true, r1 - r0, og, K, col, ld, wg, K, 0.0, yb, c->cout);
+            if (c->b) add_bias_across(c->dt, yb, c->cout, r1 - r0, og, c->b + gi * og * sz);
+        }
+        for (int64_t ra = r0; !c->y_last && ra < r1;) { /* each sample's part of the block */
+            int64_t n = ra / L, rb = (n + 1) * L < r1 ? (n + 1) * L : r1;
+            char *yb = c->y + ((n * c->cout + gi * og) * L + ra % L) * sz;
+            gemm_k_blocked(c->dt, false, true, og, rb - ra, K, wg, K, col + (ra - r0) * ld * sz, ld, 0.0, yb, L);
+            if (c->b) add_bias(c->dt, yb, L, og, rb - ra, c->b + gi * og * sz);
+            ra = rb;
+        }
+        if (buf) em_cpu_free(buf, bytes);
+    }
+}
+
+/* Is t laid out channels-last: (N, spatial..., C) in memory, the batch
+ * outermost? (Size-1 dims may have any stride.) */
+static bool is_channels_last(const em_tensor *t) {
+    int64_t order[EM_MAX_DIMS], want[EM_MAX_DIMS];
+    if (t->ndim < 3) return false;
+    order[0] = 0;
+    for (int d = 2; d < t->ndim; d++) order[d - 1] = d;
+    order[t->ndim - 1] = 1;
+    em_layout_strides(t->shape, t->ndim, order, want);
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] > 1 && t->strides[d] != want[d]) return false;
+    return true;
+}
+
+/* The columns' rows per GEMM: a block of at most COL_BYTES of columns, at
+ * least MIN_ROWS rows (the GEMM's height), and at least MIN_ITEMS items in
+ * all where the rows allow. */
+#define COL_BYTES ((int64_t)1 << 20)
+#define MIN_ROWS 64
+
+/* x's channels-last memory: x itself, or a channels-last copy (a new
+ * reference either way). */
+static em_tensor *channels_last_copy(em_tensor *x) {
+    if (is_channels_last(x)) {
+        em_tensor_retain(x);
+        return x;
+    }
+    int64_t order[EM_MAX_DIMS], back[EM_MAX_DIMS];
+    order[0] = 0;
+    for (int d = 2; d < x->ndim; d++) order[d - 1] = d;
+    order[x->ndim - 1] = 1;
+    for (int d = 0; d < x->ndim; d++) back[order[d]] = d;
+    em_tensor *p = em_permute(x, order, x->ndim), *dense = p ? em_dense(p) : NULL;
+    em_tensor *r = dense ? em_permute(dense, back, x->ndim) : NULL;
+    em_tensor_release(p);
+    em_tensor_release(dense);
+    return r;
+}
+
+/* w (cout, cg, taps) reordered to (cout, taps, cg). */
+static void reorder_weight(em_dtype dt, const char *w, int64_t cout, int64_t cg, int64_t taps, char *wr) {
+    int64_t sz = (int64_t)em_dtype_size(dt);
+    for (int64_t o = 0; o < cout; o++)
+        for (int64_t c = 0; c < cg; c++)
+            for (int64_t t = 0; t < taps; t++)
+                memcpy(wr + ((o * taps + t) * cg + c) * sz, w + ((o * cg + c) * taps + t) * sz, (size_t)sz);
+}
+
+/* The GEMM path: c's shapes set, x channels-last, w and b dense. */
+static em_status conv_rows_gemm(rows_ctx *c, em_tensor *x, em_tensor *w, em_tensor *b) {
+    int64_t cg = c->cin / c->groups, K = c->g.k_numel * cg;
+    size_t wbytes = (size_t)(c->cout * K * c->sz);
+    char *wr = em_cpu_alloc(wbytes);
+    if (!wr) return em_last_status();
+    c->x = em_tensor_data(x);
+    c->b = b ? em_tensor_data(b) : NULL;
+    reorder_weight(c->dt, em_tensor_data(w), c->cout, cg, c->g.k_numel, wr);
+    c->w = wr;
+    int64_t per = COL_BYTES / (K * c->sz + 1);
+    per = per < MIN_ROWS ? MIN_ROWS : per;
+    c->blocks = (c->rows + per - 1) / per;
+    if (c->blocks * c->groups < MIN_ITEMS) {
+        int64_t most = c->rows / MIN_ROWS, want = (MIN_ITEMS + c->groups - 1) / c->groups;
+        int64_t more = want < most ? want : most;
+        c->blocks = more > c->blocks ? more : c->blocks;
+    }
+    if (c->blocks < 1) c->blocks = 1;
+    if (c->rows > 0) em_parallel_for_blas(c->groups * c->blocks, row_items, c);
+    em_cpu_free(wr, wbytes);
+    return c->failed ? em_error(EM_ERR_NOMEM, "conv: out of memory for the columns") : EM_OK;
+}
+
+/* conv of a channels-last input, or into a channels-last result: direct
+ * (conv_last.c) into a channels-last result where it fits and `direct`
+ * allows, else im2row and a GEMM. */
+static em_status conv_channels_last(const em_window_geom *g, em_tensor *const *in, int n_in, em_tensor *y,
+                                    bool direct) {
+    rows_ctx c;
+    memset(&c, 0, sizeof c);
+    c.dt = y->dtype;
+    c.sz = (int64_t)em_dtype_size(c.dt);
+    c.g = *g;
+    c.identity = em_window_is_identity(g);
+    c.y_last = is_channels_last(y) && !em_tensor_is_contiguous(y);
+    c.cin = in[0]->shape[1];
+    c.cout = in[1]->shape[0];
+    c.groups = in[0]->shape[1] / in[1]->shape[1];
+    c.rows = in[0]->shape[0] * g->out_numel;
+    c.y = em_tensor_data(y);
+    em_tensor *x = channels_last_copy(in[0]), *w = x ? em_dense(in[1]) : NULL;
+    em_tensor *b = w && n_in > 2 ? em_dense(in[2]) : NULL;
+    em_status st = w && (n_in < 3 || b) ? EM_OK : em_last_status();
+    if (st == EM_OK && c.y_last && direct && em_conv_last_fits(c.dt, g, in[0]->shape[0], c.groups, c.cin, c.cout))
+        st = em_conv_last(g, in[0]->shape[0], c.groups, c.cin, c.cout, (const float *)em_tensor_data(x),
+                          (const float *)em_tensor_data(w), b ? (const float *)em_tensor_data(b) : NULL,
+                          (float *)(void *)c.y);
+    else if (st == EM_OK)
+        st = conv_rows_gemm(&c, x, w, b);
+    em_tensor_release(x);
+    em_tensor_release(w);
+    em_tensor_release(b);
+    return st;
 }
 
 /* Output positions below which a convolution puts several samples into
@@ -414,6 +647,9 @@ em_status cpu_conv(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, 
     c.n_samples = x.shape[0];
     em_tensor *ts[3] = {in[0], in[1], n_in > 2 ? in[2] : NULL};
     const char **data[3] = {&c.x, &c.w, &c.b};
+    if ((is_channels_last(in[0]) && !em_tensor_is_contiguous(in[0])) ||
+        (is_channels_last(out[0]) && !em_tensor_is_contiguous(out[0])))
+        return conv_channels_last(&c.g, in, n_in, out[0], conv_mode() != 1);
     if (goes_direct(&c, op)) return run(&c, op, ts, data, 3, 0, NULL);
     c.per = 1;
     if (c.g.out_numel < SMALL_IMAGE && c.n_samples > 1) { /* several samples to a GEMM */

@@ -30,30 +30,28 @@
  * so the bits do not depend on the thread count. conv_weight sums each
  * chunk of samples apart and the chunks in order, as conv.c's GEMM path.
  *
- * Vectors are GCC's vector extension at the width the build targets
- * (16 floats with AVX-512, 8 with AVX2, 4 otherwise); this file is built
- * with -ffp-contract=fast so that their multiply-adds become FMAs.
+ * Vectors are vec.h's (16 floats with AVX-512, 8 with AVX2, 4 otherwise);
+ * this file is built with -ffp-contract=fast so that their multiply-adds
+ * become FMAs.
  */
 #include <string.h>
 
 #include "conv_direct.h"
+#include "vec.h"
 #include "ember/alloc.h"
 #include "ember/parallel.h"
 
-#if defined(__AVX512F__)
-#define VL 16
+#if VL == 16
 #define MR 8 /* conv's tile: MR x NV accumulators of the 32 registers */
 #define NV 3
 #define MO 4 /* conv_weight's: MO x NT */
 #define NT 6
-#elif defined(__AVX2__)
-#define VL 8
+#elif VL == 8
 #define MR 4
 #define NV 3
 #define MO 2
 #define NT 6
 #else
-#define VL 4
 #define MR 4
 #define NV 2
 #define MO 2
@@ -62,28 +60,7 @@
 #define TW (NV * VL)        /* positions per conv tile */
 #define PIECE_BYTES (512 << 10) /* the most a piece's copies take */
 #define MIN_ITEMS 8
-#define MIN_BLOCK_TERMS 128 /* see block_channels */
-
-typedef float vf __attribute__((vector_size(VL * sizeof(float))));
-
-static inline vf vload(const float *p) {
-    vf v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static inline void vstore(float *p, vf v) { memcpy(p, &v, sizeof v); }
-
-/* A load kept in a register: gcc otherwise folds a value used by several
- * multiply-adds into each of them as a memory operand, loading it again
- * per use (28 loads per 24 FMAs in conv_weight's tile instead of 10). */
-static inline vf vload_reg(const float *p) {
-    vf v = vload(p);
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    __asm__("" : "+v"(v));
-#endif
-    return v;
-}
+#define MIN_BLOCK_TERMS 128 /* see em_conv_block_channels */
 
 /* The sum of v's lanes by halving (a fixed order, log2 VL dependent adds
  * instead of VL). */
@@ -156,7 +133,7 @@ static void size_pieces(plan *p, int64_t units) {
  * (a flush per 36 multiply-adds of the tile), blocks of 128 about 1%, and
  * already bring the error under PyTorch's (tests/python/
  * test_float32_accuracy.py). */
-static int64_t block_channels(int64_t cg, int64_t kk) {
+int64_t em_conv_block_channels(int64_t cg, int64_t kk) {
     int64_t b = 1;
     while ((b + 1) * (b + 1) * kk <= cg) b++;
     int64_t least = (MIN_BLOCK_TERMS + kk - 1) / kk;
@@ -173,7 +150,7 @@ static void init_plan(plan *p, const em_window_geom *g, int64_t groups, int64_t 
     p->kk = g->k_numel;
     p->kd = g->k[0];
     p->kw = g->k[2];
-    p->cblock = block_channels(p->cg, p->kk);
+    p->cblock = em_conv_block_channels(p->cg, p->kk);
     p->planes = g->out[0];
     p->rows = g->out[1];
     p->width = g->out[2];
@@ -249,7 +226,7 @@ static inline void flush_row(float *y, const vf *acc, int nv, int64_t cols, bool
  * The sum over channels x taps runs in blocks of p->cblock channels, each
  * summed in registers from zero and then added to y, as a GEMM blocks its
  * inner dimension: one serial sum of 512 x 9 terms has 5-10x the float32
- * error of PyTorch's; blocks of 128 terms or more (block_channels) bring
+ * error of PyTorch's; blocks of 128 terms or more (em_conv_block_channels) bring
  * it under PyTorch's, for a load and a store of the tile per block. */
 static void conv_tile(const plan *p, const float *x, const float *wp, const float *bias, int rows, int64_t cols,
                       float *y, int64_t ldy) {

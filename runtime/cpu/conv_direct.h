@@ -24,4 +24,9 @@ em_status em_conv_direct(const em_window_geom *g, int64_t n, int64_t groups, int
 em_status em_conv_direct_weight(const em_window_geom *g, int64_t n, int64_t groups, int64_t cin, int64_t cout,
                                 const float *x, const float *gy, float *dw);
 
+/* Input channels per block of a direct convolution's sum over channels x
+ * taps (kk taps, cg channels): each block summed in registers from zero,
+ * then added to the result (see conv_direct.c). */
+int64_t em_conv_block_channels(int64_t cg, int64_t kk);
+
 #endif

@@ -6,7 +6,8 @@ edges (widths that are not a multiple of the vector, images smaller than
 a tile, output channels that do not fill a register tile, dilation,
 groups, 1-d and 3-d, uneven padding, pieces of rows when the copies
 outgrow L2, one sample cut by output channels), non-finite inputs, and
-bits that do not depend on the thread count."""
+bits that do not depend on the thread count; and the same for channels-last
+inputs, which go through runtime/cpu/conv_last.c where they fit."""
 
 import os
 import subprocess
@@ -44,15 +45,21 @@ SHAPES = [
 ]
 
 
-def _run(lib, F, x, w, b, gy, nd, **kw):
+def _run(lib, F, x, w, b, gy, nd, last=False, **kw):
+    """conv's result and gradients; `last`: the input channels-last (the
+    result then is too, and goes through conv_last.c where it fits)."""
     conv = getattr(F, f"conv{nd}d")
     x, w, b = (lib.tensor(a, requires_grad=True) for a in (x, w, b))
-    y = conv(x, w, b, **kw)
+    y = conv(x.contiguous(memory_format=lib.channels_last) if last else x, w, b, **kw)
+    if last:  # (the result's layout as PyTorch's: channels-last for conv2d, unless the input is row-major too)
+        tx = torch.tensor(x.detach().numpy()).contiguous(memory_format=torch.channels_last)
+        ty = getattr(TF, f"conv{nd}d")(tx, torch.tensor(w.detach().numpy()), **kw)
+        assert y.is_contiguous(memory_format=lib.channels_last) == ty.is_contiguous(memory_format=torch.channels_last)
     y.backward(lib.tensor(gy))
     return [t.detach().numpy() for t in (y, x.grad, w.grad, b.grad)]
 
 
-def check_shape(shape):
+def check_shape(shape, last=False):
     n, cin, cout, g, size, k, pad, dil = shape
     rng = np.random.default_rng(0)
     x = rng.standard_normal((n, cin) + size).astype(np.float32)
@@ -64,7 +71,7 @@ def check_shape(shape):
                                       None, **kw)
     gy = rng.standard_normal(tuple(ref_y.shape)).astype(np.float32)
     ref = _run(torch, TF, *(a.astype(np.float64) for a in (x, w, b, gy)), nd, **kw)
-    got = _run(ember, EF, x, w, b, gy, nd, **kw)
+    got = _run(ember, EF, x, w, b, gy, nd, last=last, **kw)
     for name, a, r in zip(("output", "input grad", "weight grad", "bias grad"), got, ref):
         assert a.dtype == np.float32 and a.shape == r.shape, name
         # each element is a sum of up to 10^5 float32 products
@@ -74,6 +81,18 @@ def check_shape(shape):
 @pytest.mark.parametrize("shape", SHAPES, ids=[str(s) for s in SHAPES])
 def test_against_pytorch_in_float64(shape):
     check_shape(shape)
+
+
+LAST = [s for s in SHAPES if len(s[4]) == 2] + [
+    (2, 3, 64, 1, (20, 20), (7, 7), 3, 1),      # a stem: 3 channels in, 4 vectors out
+    (2, 32, 80, 2, (9, 11), (3, 3), 1, 1),      # groups of 40: a part vector
+    (3, 48, 48, 1, (5, 5), (1, 1), 0, 1),       # 1x1
+]
+
+
+@pytest.mark.parametrize("shape", LAST, ids=[str(s) for s in LAST])
+def test_channels_last_against_pytorch_in_float64(shape):
+    check_shape(shape, last=True)
 
 
 @pytest.mark.parametrize("mode", ["direct", "gemm"])
@@ -87,6 +106,7 @@ def test_each_path_forced(mode):
     env = subprocess_env(EMBER_CONV=mode)
     code = ("import sys\nsys.path.insert(0, '.')\nimport test_conv_direct as t\n"
             "for s in t.SHAPES: t.check_shape(s)\n"
+            "for s in t.LAST: t.check_shape(s, last=True)\n"
             "t.test_non_finite_inputs_match_pytorch()\n"
             "for s in BITS: t.test_bits_do_not_depend_on_the_thread_count(s)\n".replace("BITS", repr(BITS)) +
             "print('ok')")
@@ -106,8 +126,9 @@ def test_non_finite_inputs_match_pytorch():
     b = np.zeros(5, np.float32)
     gy = rng.standard_normal((2, 5, 9, 11)).astype(np.float32)
     got = _run(ember, EF, x, w, b, gy, 2, padding=1)
+    got_last = _run(ember, EF, x, w, b, gy, 2, last=True, padding=1)
     ref = _run(torch, TF, x, w, b, gy, 2, padding=1)
-    for a, r in zip(got, ref):
+    for a, r in zip(got + got_last, ref + ref):
         np.testing.assert_array_equal(np.isnan(a), np.isnan(r))
         np.testing.assert_array_equal(np.isinf(a), np.isinf(r))
         fin = np.isfinite(r)
@@ -130,6 +151,8 @@ def test_bits_do_not_depend_on_the_thread_count(shape):
             ember.set_num_threads(threads)
             x.grad = w.grad = None
             y = EF.conv2d(x, w, padding=1)
+            y_last = EF.conv2d(x.contiguous(memory_format=ember.channels_last), w, padding=1)
+            y = y + y_last
             y.square().sum().backward()
             results.append([t.numpy().copy() for t in (y, x.grad, w.grad)])
     finally:
@@ -152,3 +175,24 @@ def test_strided_and_non_contiguous_operands():
     for kw in (dict(padding=1), dict(stride=2, padding=1)):
         np.testing.assert_allclose(EF.conv2d(ex, ew, **kw).numpy(), TF.conv2d(tx, tw, **kw).numpy(),
                                    rtol=1e-4, atol=1e-4)
+
+
+def test_channels_last_last_tile_writes_only_its_own_positions():
+    """conv_last.c's last tile overlaps the one before it; both sum several
+    channel blocks into y, on different threads, so the overlap must be
+    written by one of them only (a race once gave 25% wrong values, one run
+    in four). 2 x 4 x 4 = 32 positions: tiles of 10 leave an overlap; 32
+    channels x 9 taps: three blocks."""
+    rng = np.random.default_rng(3)
+    x = ember.tensor(rng.standard_normal((2, 32, 4, 4)).astype(np.float32)).contiguous(
+        memory_format=ember.channels_last)
+    w = ember.tensor(rng.standard_normal((16, 32, 3, 3)).astype(np.float32))
+    old = ember.get_num_threads()
+    try:
+        ember.set_num_threads(4)
+        want = EF.conv2d(x.contiguous(), w, padding=1).numpy()
+        for _ in range(200):
+            got = EF.conv2d(x, w, padding=1).numpy()
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    finally:
+        ember.set_num_threads(old)

@@ -67,3 +67,76 @@ def test_a_channels_last_model_trains_like_a_row_major_one_eager_and_compiled():
         np.testing.assert_allclose(got, ref, rtol=1e-5)
         for a, b in zip(net.parameters(), ref_net.parameters()):
             np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-4, atol=1e-6)
+
+
+CONV_CASES = [  # (N, C, H, W, O, kernel, stride, padding, dilation, groups)
+    # few output channels per group, or float64: im2row and a GEMM
+    (2, 8, 9, 7, 6, 3, 1, 1, 1, 1), (3, 6, 10, 10, 9, 3, 2, 1, 1, 3), (1, 4, 5, 5, 4, 1, 1, 0, 1, 1),
+    (2, 16, 12, 12, 8, 1, 2, 0, 1, 2), (4, 8, 6, 6, 8, 3, 1, 2, 2, 8), (1, 5, 1, 9, 3, (1, 3), 1, (0, 1), 1, 1),
+    (2, 4, 3, 3, 5, 3, 1, 0, 1, 1),
+    # float32 with a vector of output channels or more: conv_last.c's tiles (blocks of 1 to 4 vectors, a
+    # partial one, groups, the last tile overlapping, padding, stride and dilation)
+    (2, 3, 20, 20, 16, 7, 2, 3, 1, 1), (3, 6, 10, 10, 48, 3, 2, 1, 1, 3), (2, 16, 12, 12, 80, 1, 2, 0, 1, 2),
+    (2, 64, 7, 7, 100, 3, 1, 1, 1, 1), (2, 130, 5, 6, 33, 3, 2, 0, 1, 1), (4, 32, 6, 6, 64, 3, 1, 2, 2, 2),
+    (1, 5, 3, 9, 17, (1, 3), 1, (0, 1), 1, 1)]
+
+
+@pytest.mark.parametrize("case", CONV_CASES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_conv2d_reads_channels_last_in_place_and_keeps_it_as_pytorch(case, dtype):
+    n, c, h, w, o, k, s, p, d, g = case
+    kk = (k, k) if isinstance(k, int) else k
+    rng = np.random.default_rng(0)
+    x, wt, b = rng.standard_normal((n, c, h, w)), rng.standard_normal((o, c // g) + kk), rng.standard_normal(o)
+    results = {}
+    for m in (ember, torch):
+        for fmt_x, fmt_w in ((m.channels_last, m.contiguous_format), (m.contiguous_format, m.channels_last)):
+            xm = m.tensor(x.astype(dtype)).contiguous(memory_format=fmt_x).requires_grad_()
+            wm = m.tensor(wt.astype(dtype)).contiguous(memory_format=fmt_w).requires_grad_()
+            bm = m.tensor(b.astype(dtype)).requires_grad_()
+            y = m.nn.functional.conv2d(xm, wm, bm, stride=s, padding=p, dilation=d, groups=g)
+            (y * y).sum().backward()
+            results[m, fmt_x is m.channels_last] = (
+                y.is_contiguous(memory_format=m.channels_last), y.is_contiguous(),
+                [t.detach().numpy() for t in (y, xm.grad, wm.grad, bm.grad)])
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    for x_last in (True, False):
+        (e_last, e_rows, got), (t_last, t_rows, want) = results[ember, x_last], results[torch, x_last]
+        assert (e_last, e_rows) == (t_last, t_rows)
+        for a, r in zip(got, want):  # (errors relative to the largest value: float32 sums of squares)
+            np.testing.assert_allclose(a, r, rtol=tol, atol=tol * np.abs(r).max())
+
+
+def test_conv1d_and_conv3d_read_channels_innermost_inputs_and_return_row_major_as_pytorch_113():
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((3, 17, 8)), rng.standard_normal((5, 8, 3))  # conv1d over (N, L, C).transpose(1, 2)
+    x3, w3 = rng.standard_normal((2, 4, 5, 6, 7)), rng.standard_normal((3, 4, 3, 3, 3))
+    for m in (ember, torch):
+        y = m.nn.functional.conv1d(m.tensor(x).transpose(1, 2), m.tensor(w), padding=1)
+        y3 = m.nn.functional.conv3d(m.tensor(x3).contiguous(memory_format=m.channels_last_3d), m.tensor(w3),
+                                    stride=(1, 2, 1), padding=1)
+        if m is ember:
+            got = (y.is_contiguous(), y3.is_contiguous(), y.numpy(), y3.numpy())
+        else:
+            np.testing.assert_allclose(got[2], y.numpy(), rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(got[3], y3.numpy(), rtol=1e-12, atol=1e-12)
+            assert got[:2] == (y.is_contiguous(), y3.is_contiguous()) == (True, True)
+
+
+def test_a_compiled_channels_last_conv_equals_eager_and_says_its_layout(tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBER_DUMP", "ir")
+    monkeypatch.setenv("EMBER_DUMP_DIR", str(tmp_path))
+    ember.manual_seed(0)
+    conv = ember.nn.Conv2d(6, 8, 3, padding=1, stride=2)
+
+    def f(x):
+        return ember.relu(conv(x)) * 2
+
+    cf = ember.compile(f)
+    x = ember.randn(2, 6, 10, 10).to(memory_format=ember.channels_last)
+    with ember.no_grad():
+        for xi in (x, x, x.contiguous()):
+            want, got = f(xi), cf(xi)
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    ir = "".join(p.read_text() for p in tmp_path.rglob("final.ir"))
+    assert "conv(%x" in ir and "layout=[0,2,3,1]" in ir, ir

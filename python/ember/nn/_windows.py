@@ -10,7 +10,7 @@ ops check every size and name what does not fit."""
 
 import numbers
 
-from .. import _C
+from .. import _C, _memory_format
 
 _IDS = _C._op_ids()
 
@@ -27,10 +27,10 @@ def _pair(v, n=2, what="argument"):
 
 
 def _window(op, tensors, kernel=(), stride=(), padding=(), dilation=(), groups=1, ceil_mode=False,
-            count_include_pad=True, divisor=0, shape=()):
+            count_include_pad=True, divisor=0, shape=(), layout=None):
     return _C._window(_IDS[op], tensors, list(kernel), list(stride), list(padding), list(dilation),
                       int(groups), bool(ceil_mode), bool(count_include_pad), int(divisor or 0),
-                      list(shape))
+                      list(shape), layout)
 
 
 def _batched(input, nd, what):
@@ -82,8 +82,22 @@ def _conv(nd, input, weight, bias, stride, padding, dilation, groups):
     else:
         pads = list(_pair(padding, nd, "padding")) * 2
     tensors = [x, weight] if bias is None else [x, weight, bias]
-    out = _window("conv", tensors, stride=stride, padding=pads, dilation=dilation, groups=groups)
+    out = _window("conv", tensors, stride=stride, padding=pads, dilation=dilation, groups=groups,
+                  layout=_result_layout(nd, x, weight))
     return _unbatch(out, added)
+
+
+def _result_layout(nd, x, weight):
+    """conv's result layout: channels-last where PyTorch 1.13 keeps it (a
+    2-d convolution whose input or weight is channels-last; its conv3d and
+    transposed convolutions return row-major results), else row-major
+    (None). The kernel reads any channels-last input in place either way."""
+    if nd != 2 or (x.is_contiguous() and weight.is_contiguous()):
+        return None
+    last = _memory_format.channels_last
+    if _memory_format.suggest(x) is last or _memory_format.suggest(weight) is last:
+        return [0, 2, 3, 1]
+    return None
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
