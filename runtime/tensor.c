@@ -107,6 +107,26 @@ bool em_tensor_is_contiguous(const em_tensor *t) {
     return em_strides_are_contiguous(t->shape, t->strides, t->ndim);
 }
 
+bool em_tensor_is_dense(const em_tensor *t) {
+    int dims[EM_MAX_DIMS], n = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 0) return true;
+        if (t->shape[i] > 1) dims[n++] = i;
+    }
+    for (int i = 1; i < n; i++) /* by stride, the smallest first (insertion: at most EM_MAX_DIMS) */
+        for (int j = i; j > 0 && t->strides[dims[j]] < t->strides[dims[j - 1]]; j--) {
+            int d = dims[j];
+            dims[j] = dims[j - 1];
+            dims[j - 1] = d;
+        }
+    int64_t step = 1;
+    for (int i = 0; i < n; i++) {
+        if (t->strides[dims[i]] != step) return false;
+        step *= t->shape[dims[i]];
+    }
+    return true;
+}
+
 static em_status check_shape(const int64_t *shape, int ndim) {
     if (ndim < 0 || ndim > EM_MAX_DIMS)
         return em_error(EM_ERR_VALUE, "tensors have at most %d dimensions, got %d", EM_MAX_DIMS,

@@ -165,6 +165,11 @@ static inline em_type em_tensor_type(const em_tensor *t) {
 /* True when strides are row-major for the shape (size-1 dims ignored). */
 bool em_tensor_is_contiguous(const em_tensor *t);
 bool em_strides_are_contiguous(const int64_t *shape, const int64_t *strides, int ndim);
+/* True when t's elements fill numel consecutive places in memory, its
+ * dims in some order (contiguous, channels-last, any permutation of a
+ * contiguous tensor; size-1 dims ignored): PyTorch's "non-overlapping and
+ * dense". */
+bool em_tensor_is_dense(const em_tensor *t);
 /* Row-major strides for `shape`. */
 void em_contiguous_strides(const int64_t *shape, int ndim, int64_t *strides);
 /* Strides of a dense tensor whose dims lie in memory in `order` (outermost

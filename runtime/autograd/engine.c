@@ -822,6 +822,17 @@ static em_status deliver(task *t, int slot, em_tensor *g) {
     return EM_OK;
 }
 
+/* Can g be the leaf v's .grad as it is? Contiguous, or dense and laid out
+ * as v (a channels-last input's gradient, as PyTorch's AccumulateGrad
+ * keeps it): otherwise it is cloned row-major. */
+static bool laid_out_as(const em_tensor *g, const em_tensor *v) {
+    if (em_tensor_is_contiguous(g)) return true;
+    if (!em_tensor_is_dense(g) || g->ndim != v->ndim) return false;
+    for (int d = 0; d < g->ndim; d++)
+        if (g->shape[d] > 1 && g->strides[d] != v->strides[d]) return false;
+    return true;
+}
+
 /* g summed down to `want`'s shape (undoing broadcasting; a formula may also
  * return a gradient that broadcasts up to it) and cast to its dtype. */
 static em_tensor *fit(em_tensor *g, const em_type *want) {
@@ -873,7 +884,7 @@ static em_status accumulate(engine *e, em_node *n, em_tensor *g) {
     em_note_event(EM_EVENT_GRAD_READ, "backward()", v);
     if (!v->grad || e->create_graph) em_note_event(EM_EVENT_GRAD_WRITE, "backward()", v);
     if (!v->grad) { /* the first gradient: a tensor of the leaf's own */
-        bool sole = g->refcount == 1 && g->storage->refcount == 1 && em_tensor_is_contiguous(g) &&
+        bool sole = g->refcount == 1 && g->storage->refcount == 1 && laid_out_as(g, v) &&
                     !g->grad_fn; /* nobody else can see it: no copy needed */
         em_tensor *c = e->create_graph || sole ? (em_tensor_retain(g), g) : em_clone(g);
         if (!c) return em_last_status();

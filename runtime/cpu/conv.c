@@ -444,6 +444,9 @@ typedef struct {
     int64_t groups, cin, cout, rows, blocks; /* rows: samples x positions */
     const char *x, *w, *b;                   /* x channels-last; w (cout, taps, cin / groups) */
     char *y;
+    const char *gy;                          /* conv_weight: the gradient, channels-last */
+    int64_t chunks;                          /* conv_weight: chunks of rows summed apart */
+    char *sums;                              /* conv_weight: each chunk's sum, (cout, taps, cg) */
     int failed;
 } rows_ctx;
 
@@ -631,6 +634,103 @@ static em_status conv_channels_last(const em_window_geom *g, em_tensor *const *i
     return st;
 }
 
+/* The most memory conv_weight's partial sums (chunks of samples or rows
+ * added apart) take. */
+#define PARTIAL_BYTES ((int64_t)16 << 20)
+
+/* y[0, n) += p[0, n). */
+static void add_into(em_dtype dt, char *y, const char *p, int64_t n) {
+    if (dt == EM_DTYPE_F32)
+        for (int64_t i = 0; i < n; i++) ((float *)(void *)y)[i] += ((const float *)(const void *)p)[i];
+    else
+        for (int64_t i = 0; i < n; i++) ((double *)(void *)y)[i] += ((const double *)(const void *)p)[i];
+}
+
+/* conv_weight, channels-last: item (group, chunk of rows): the chunk's
+ * sum of gy[r, group's outputs]^T col[r] over its rows, a GEMM per block
+ * of rows added into it. */
+static void weight_row_items(void *arg, int64_t i0, int64_t i1) {
+    rows_ctx *c = arg;
+    int64_t cg = c->cin / c->groups, og = c->cout / c->groups, K = c->g.k_numel * cg, sz = c->sz;
+    int64_t per = COL_BYTES / (K * sz + 1);
+    per = per < MIN_ROWS ? MIN_ROWS : per;
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t q = i % c->chunks, gi = i / c->chunks;
+        int64_t r0 = c->rows * q / c->chunks, r1 = c->rows * (q + 1) / c->chunks;
+        char *dst = c->sums + (q * c->cout + gi * og) * K * sz;
+        if (r1 == r0) {
+            fill_rows(c->dt, dst, K, og, K, NULL);
+            continue;
+        }
+        size_t bytes = c->identity ? 0 : (size_t)(per * K * sz);
+        char *buf = bytes ? em_cpu_alloc(bytes) : NULL;
+        if (bytes && !buf) {
+            __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
+            return;
+        }
+        for (int64_t ra = r0; ra < r1; ra += per) {
+            int64_t rb = ra + per < r1 ? ra + per : r1;
+            const char *col = c->x + (ra * c->cin + gi * cg) * sz;
+            int64_t ld = c->cin;
+            if (buf) {
+                im2row(c, gi, ra, rb, buf, K);
+                col = buf;
+                ld = K;
+            }
+            em_blas_gemm(c->dt, true, false, og, K, rb - ra, 1.0, c->gy + (ra * c->cout + gi * og) * sz, c->cout, col,
+                         ld, ra == r0 ? 0.0 : 1.0, dst, K);
+        }
+        if (buf) em_cpu_free(buf, bytes);
+    }
+}
+
+/* conv_weight of a channels-last input: im2row and GEMMs, the gradient
+ * read channels-last (copied so where it is not), no NCHW copies; the
+ * chunks' sums added in order, then reordered to w's (cout, cg, taps). */
+static em_status conv_weight_channels_last(const em_window_geom *g, em_tensor *const *in, em_tensor *dw,
+                                           int64_t groups) {
+    rows_ctx c;
+    memset(&c, 0, sizeof c);
+    c.dt = dw->dtype;
+    c.sz = (int64_t)em_dtype_size(c.dt);
+    c.g = *g;
+    c.identity = em_window_is_identity(g);
+    c.cin = in[0]->shape[1];
+    c.cout = dw->shape[0];
+    c.groups = groups;
+    c.rows = in[0]->shape[0] * g->out_numel;
+    int64_t cg = c.cin / groups, K = g->k_numel * cg, wnumel = c.cout * K;
+    int64_t most = PARTIAL_BYTES / (wnumel * c.sz + 1) + 1, want = (MIN_ITEMS + groups - 1) / groups;
+    c.chunks = want < most ? want : most;
+    if (c.chunks > c.rows / MIN_ROWS) c.chunks = c.rows / MIN_ROWS;
+    if (c.chunks < 1) c.chunks = 1;
+    size_t bytes = (size_t)(c.chunks * wnumel * c.sz);
+    em_tensor *x = channels_last_copy(in[0]), *gy = x ? channels_last_copy(in[1]) : NULL;
+    c.sums = gy ? em_cpu_alloc(bytes) : NULL;
+    em_status st = c.sums ? EM_OK : em_last_status();
+    if (st == EM_OK) {
+        c.x = em_tensor_data(x);
+        c.gy = em_tensor_data(gy);
+        em_parallel_for_blas(groups * c.chunks, weight_row_items, &c);
+        if (c.failed) st = em_error(EM_ERR_NOMEM, "conv_weight: out of memory for the columns");
+    }
+    if (st == EM_OK) {
+        char *y = em_tensor_data(dw);
+        int64_t taps = g->k_numel;
+        for (int64_t q = 1; q < c.chunks; q++) /* the chunks' sums, in order */
+            add_into(c.dt, c.sums, c.sums + q * wnumel * c.sz, wnumel);
+        for (int64_t o = 0; o < c.cout; o++)
+            for (int64_t ch = 0; ch < cg; ch++)
+                for (int64_t t = 0; t < taps; t++)
+                    memcpy(y + ((o * cg + ch) * taps + t) * c.sz, c.sums + ((o * taps + t) * cg + ch) * c.sz,
+                           (size_t)c.sz);
+    }
+    if (c.sums) em_cpu_free(c.sums, bytes);
+    em_tensor_release(x);
+    em_tensor_release(gy);
+    return st;
+}
+
 /* Output positions below which a convolution puts several samples into
  * one GEMM. */
 #define SMALL_IMAGE 256
@@ -677,9 +777,6 @@ em_status cpu_conv_transpose(em_op op, em_tensor *const *in, int n_in, const em_
     return run(&c, op, ts, data, 3, items * c.blocks, transpose_items);
 }
 
-/* The most memory conv_weight's partial sums (chunks of samples added
- * apart) take. */
-#define PARTIAL_BYTES ((int64_t)16 << 20)
 
 em_status cpu_conv_weight(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
     (void)n_in;
@@ -694,6 +791,8 @@ em_status cpu_conv_weight(em_op op, em_tensor *const *in, int n_in, const em_att
     c.n_samples = x.shape[0];
     em_tensor *ts[2] = {in[0], in[1]};
     const char **data[2] = {&c.x, &c.gy};
+    if (is_channels_last(in[0]) && !em_tensor_is_contiguous(in[0]))
+        return conv_weight_channels_last(&c.g, in, out[0], c.groups);
     if (goes_direct(&c, op)) return run(&c, op, ts, data, 2, 0, NULL);
     int64_t cg = c.big_c / c.groups;
     /* Samples in chunks first (each packs the gradient once per sample),
@@ -708,17 +807,8 @@ em_status cpu_conv_weight(em_op op, em_tensor *const *in, int n_in, const em_att
     size_t pbytes = (size_t)((c.chunks - 1) * wnumel) * c.item;
     if (pbytes && !(c.partial = em_cpu_alloc(pbytes))) return em_last_status();
     st = run(&c, op, ts, data, 2, c.groups * c.blocks * c.chunks, weight_items);
-    for (int64_t q = 1; st == EM_OK && q < c.chunks; q++) { /* the chunks' sums, in order */
-        if (c.dt == EM_DTYPE_F32) {
-            float *y = (float *)(void *)c.y;
-            const float *p = (const float *)(const void *)c.partial + (q - 1) * wnumel;
-            for (int64_t i = 0; i < wnumel; i++) y[i] += p[i];
-        } else {
-            double *y = (double *)(void *)c.y;
-            const double *p = (const double *)(const void *)c.partial + (q - 1) * wnumel;
-            for (int64_t i = 0; i < wnumel; i++) y[i] += p[i];
-        }
-    }
+    for (int64_t q = 1; st == EM_OK && q < c.chunks; q++) /* the chunks' sums, in order */
+        add_into(c.dt, c.y, c.partial + (q - 1) * wnumel * (int64_t)c.item, wnumel);
     if (c.partial) em_cpu_free(c.partial, pbytes);
     return st;
 }

@@ -140,3 +140,23 @@ def test_a_compiled_channels_last_conv_equals_eager_and_says_its_layout(tmp_path
             np.testing.assert_array_equal(got.numpy(), want.numpy())
     ir = "".join(p.read_text() for p in tmp_path.rglob("final.ir"))
     assert "conv(%x" in ir and "layout=[0,2,3,1]" in ir, ir
+
+
+def test_a_channels_last_leaf_keeps_its_gradient_channels_last_without_a_copy():
+    """The engine takes a first gradient as the leaf's .grad without a copy
+    where it is laid out as the leaf (contiguous, or dense with the leaf's
+    strides), as PyTorch's AccumulateGrad; else it clones it row-major."""
+    rng = np.random.default_rng(4)
+    x0, w0 = rng.standard_normal((2, 4, 6, 6)), rng.standard_normal((8, 4, 3, 3))
+    got = {}
+    for m in (ember, torch):
+        x = m.tensor(x0).contiguous(memory_format=m.channels_last).requires_grad_()
+        xr = m.tensor(x0).requires_grad_()
+        w = m.tensor(w0)
+        for leaf in (x, xr):
+            y = m.nn.functional.conv2d(leaf, w, padding=1)
+            (y * y).sum().backward()
+        got[m] = (x.grad.is_contiguous(memory_format=m.channels_last), x.grad.numpy(), xr.grad.numpy())
+    assert got[ember][0] and got[torch][0]
+    np.testing.assert_allclose(got[ember][1], got[torch][1], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got[ember][2], got[torch][2], rtol=1e-12, atol=1e-12)
