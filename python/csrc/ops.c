@@ -10,6 +10,7 @@
  * protocol (tensor.c), where they cost no Python frame.
  */
 #include "ember/alloc.h"
+#include "ember/autograd.h"
 #include "ember_py.h"
 
 #define MAX_OPERANDS 8
@@ -819,6 +820,32 @@ static PyObject *f_op_ids(PyObject *self, PyObject *unused) {
  * flags the Python layer reads (method: PyTorch has a Tensor method for
  * it; hidden: it has no Python name of its own). _ops.py and _methods.py
  * make the elementwise functions and methods from it. */
+/* The dtypes an elementwise row computes in (its scalar definitions), by
+ * name; None: any (the other kinds, which their inference checks). */
+static PyObject *row_dtypes(const em_op_info *info) {
+    if (!info->dtypes) Py_RETURN_NONE;
+    PyObject *l = PyList_New(0);
+    for (int d = 0; l && d < EM_DTYPE_COUNT; d++) {
+        if (!(info->dtypes & (1u << d))) continue;
+        PyObject *n = PyUnicode_FromString(em_dtype_name((em_dtype)d));
+        if (!n || PyList_Append(l, n) < 0) Py_CLEAR(l);
+        Py_XDECREF(n);
+    }
+    return l;
+}
+
+/* The names of the attributes a row takes. */
+static PyObject *row_attrs(const em_op_info *info) {
+    PyObject *l = PyList_New(0);
+    for (int b = 0; l && b < EM_A_COUNT; b++) {
+        if (!(info->attrs & EM_A_MASK(b))) continue;
+        PyObject *n = PyUnicode_FromString(em_attr_name(b));
+        if (!n || PyList_Append(l, n) < 0) Py_CLEAR(l);
+        Py_XDECREF(n);
+    }
+    return l;
+}
+
 static PyObject *f_op_table(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
@@ -832,12 +859,27 @@ static PyObject *f_op_table(PyObject *self, PyObject *unused) {
     PyObject *t = PyTuple_New(EM_OP_COUNT);
     for (int i = 0; t && i < EM_OP_COUNT; i++) {
         const em_op_info *info = em_op_get((em_op)i);
-        PyObject *row = Py_BuildValue("{s:s,s:i,s:s,s:s,s:O,s:O}", "name", info->name, "id", i, "kind",
-                                      kinds[info->kind], "promote", promotes[info->promote], "method",
-                                      info->flags & EM_F_NO_METHOD ? Py_False : Py_True, "hidden",
-                                      info->flags & EM_F_HIDDEN ? Py_True : Py_False);
-        if (!row) Py_CLEAR(t);
-        else PyTuple_SET_ITEM(t, i, row);
+        PyObject *dtypes = row_dtypes(info), *attrs = row_attrs(info);
+        PyObject *row = dtypes && attrs
+                            ? Py_BuildValue("{s:s,s:i,s:s,s:s,s:O,s:O,s:i,s:i,s:N,s:N,s:O,s:O,s:O,s:O,s:O}", "name",
+                                            info->name, "id", i, "kind", kinds[info->kind], "promote",
+                                            promotes[info->promote], "method",
+                                            info->flags & EM_F_NO_METHOD ? Py_False : Py_True, "hidden",
+                                            info->flags & EM_F_HIDDEN ? Py_True : Py_False, "n_in", info->n_in,
+                                            "n_out", info->n_out, "dtypes", dtypes, "attrs", attrs,
+                                            "differentiable", em_op_differentiable(i) ? Py_True : Py_False, "pure",
+                                            info->flags & EM_F_PURE ? Py_True : Py_False, "view",
+                                            info->flags & EM_F_VIEW ? Py_True : Py_False, "random",
+                                            info->flags & EM_F_RANDOM ? Py_True : Py_False, "data_dependent",
+                                            info->flags & EM_F_DATA_DEPENDENT ? Py_True : Py_False)
+                            : NULL;
+        if (!row) {
+            Py_XDECREF(dtypes);
+            Py_XDECREF(attrs);
+            Py_CLEAR(t);
+        } else {
+            PyTuple_SET_ITEM(t, i, row);
+        }
     }
     return t;
 }
@@ -891,7 +933,7 @@ PyMethodDef em_py_op_methods[] = {
     {"promote_types", f_promote_types, METH_VARARGS, "the smallest dtype both promote to"},
     {"can_cast", f_can_cast, METH_VARARGS, "can results of dtype `from` be written into `to`?"},
     {"_op_ids", f_op_ids, METH_NOARGS, "{op name: op id}"},
-    {"_op_table", f_op_table, METH_NOARGS, "the op table: one dict per op"},
+    {"_op_table", f_op_table, METH_NOARGS, "the op table: one dict per op (kind, arity, dtypes, attributes, flags)"},
     {"_version", f_version, METH_O, "the version counter of a tensor's storage"},
     {NULL, NULL, 0, NULL},
 };
