@@ -3,89 +3,52 @@
  * its relatives: inference through the op's rule, results allocated, the
  * kernel run, and the trace hook and autograd told.
  *
- * Each row's kind picks its inference and CPU kernel: elementwise kinds
- * share infer_elementwise/cpu_elementwise; other kinds have their own;
- * OTHER rows name theirs (infer_<name>, cpu_<name>). The trace hook sees
- * every op that user code ran (nesting depth 0), after it ran.
+ * Each row's kind picks its inference: elementwise kinds share
+ * infer_elementwise; other kinds have their own; OTHER rows name theirs
+ * (infer_<name>). Inference is the same on every device; the kernel comes
+ * from the device table (device.h), the device being the operands'. The
+ * trace hook sees every op that user code ran (nesting depth 0), after it
+ * ran.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "autograd/node.h"
+#include "device.h"
 #include "kernels.h"
 
-#define INFER_UNARY infer_elementwise
-#define INFER_BINARY infer_elementwise
-#define INFER_TERNARY infer_elementwise
-#define INFER_CAST infer_cast
-#define INFER_REDUCE infer_reduce
-#define INFER_SCAN infer_scan
-#define INFER_MATMUL infer_matmul
-#define INFER_VIEW infer_view
-#define INFER_COPY infer_same
-#define INFER_FACTORY infer_factory
-#define INFER_RANDOM infer_factory
-#define INFER_FUSED infer_fused
-
-#define CPU_UNARY cpu_elementwise
-#define CPU_BINARY cpu_elementwise
-#define CPU_TERNARY cpu_elementwise
-#define CPU_CAST cpu_cast
-#define CPU_REDUCE cpu_reduce
-#define CPU_SCAN cpu_scan
-#define CPU_MATMUL cpu_matmul
-#define CPU_VIEW cpu_view
-#define CPU_COPY cpu_contiguous
-#define CPU_FACTORY_full cpu_full
-#define CPU_FACTORY_arange cpu_arange
-#define CPU_FACTORY_empty cpu_empty
-#define CPU_FACTORY_linspace cpu_linspace
-#define CPU_FACTORY_eye cpu_eye
-#define CPU_RANDOM cpu_random
-#define CPU_FUSED cpu_fused
-
-/* Factories differ per op; everything else per kind. */
-#define CPU_FOR(kind, name) CPU_FOR_##kind(name)
-#define CPU_FOR_UNARY(n) CPU_UNARY
-#define CPU_FOR_BINARY(n) CPU_BINARY
-#define CPU_FOR_TERNARY(n) CPU_TERNARY
-#define CPU_FOR_CAST(n) CPU_CAST
-#define CPU_FOR_REDUCE(n) CPU_REDUCE
-#define CPU_FOR_SCAN(n) CPU_SCAN
-#define CPU_FOR_MATMUL(n) CPU_MATMUL
-#define CPU_FOR_VIEW(n) CPU_VIEW
-#define CPU_FOR_COPY(n) CPU_COPY
-#define CPU_FOR_FACTORY(n) CPU_FACTORY_##n
-#define CPU_FOR_RANDOM(n) CPU_RANDOM
-#define CPU_FOR_FUSED(n) CPU_FUSED
-#define CPU_FOR_OTHER(n) cpu_##n
-
 #define INFER_FOR(kind, name) INFER_FOR_##kind(name)
-#define INFER_FOR_UNARY(n) INFER_UNARY
-#define INFER_FOR_BINARY(n) INFER_BINARY
-#define INFER_FOR_TERNARY(n) INFER_TERNARY
-#define INFER_FOR_CAST(n) INFER_CAST
-#define INFER_FOR_REDUCE(n) INFER_REDUCE
-#define INFER_FOR_SCAN(n) INFER_SCAN
-#define INFER_FOR_MATMUL(n) INFER_MATMUL
-#define INFER_FOR_VIEW(n) INFER_VIEW
-#define INFER_FOR_COPY(n) INFER_COPY
-#define INFER_FOR_FACTORY(n) INFER_FACTORY
-#define INFER_FOR_RANDOM(n) INFER_RANDOM
-#define INFER_FOR_FUSED(n) INFER_FUSED
+#define INFER_FOR_UNARY(n) infer_elementwise
+#define INFER_FOR_BINARY(n) infer_elementwise
+#define INFER_FOR_TERNARY(n) infer_elementwise
+#define INFER_FOR_CAST(n) infer_cast
+#define INFER_FOR_REDUCE(n) infer_reduce
+#define INFER_FOR_SCAN(n) infer_scan
+#define INFER_FOR_MATMUL(n) infer_matmul
+#define INFER_FOR_VIEW(n) infer_view
+#define INFER_FOR_COPY(n) infer_same
+#define INFER_FOR_FACTORY(n) infer_factory
+#define INFER_FOR_RANDOM(n) infer_factory
+#define INFER_FOR_FUSED(n) infer_fused
 #define INFER_FOR_OTHER(n) infer_##n
 
-/* What runs each op: its inference and its CPU kernel. */
-static const struct {
-    em_infer_fn infer;
-    em_kernel_fn cpu;
-} kernels[EM_OP_COUNT] = {
-#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at, gr) [EM_OP_##E] = {INFER_FOR(kind, n), CPU_FOR(kind, n)},
+/* Each op's inference: the same on every device. */
+static const em_infer_fn infers[EM_OP_COUNT] = {
+#define EM_OP(E, n, kind, ni, no, dts, pr, fl, at, gr) [EM_OP_##E] = INFER_FOR(kind, n),
 #include "ember/ops.def"
 #undef EM_OP
 };
 
-bool em_op_has_kernels(em_op op) { return (unsigned)op < EM_OP_COUNT && kernels[op].infer && kernels[op].cpu; }
+/* The device table: an entry per device type this build has. */
+static const em_device_impl *const devices[] = {[EM_DEVICE_CPU] = &em_cpu_device};
+
+const em_device_impl *em_device_impl_of(em_device d) {
+    return d.type < sizeof devices / sizeof *devices ? devices[d.type] : NULL;
+}
+
+bool em_op_has_kernels(em_op op) {
+    return (unsigned)op < EM_OP_COUNT && infers[op] && em_cpu_device.supports(op);
+}
 
 /* Ops run inside kernels (depth > 0) are not the user's: the trace hook
  * and autograd see the outermost op only. */
@@ -102,7 +65,28 @@ em_status em_op_infer(em_op op, const em_type *in, int n_in, const em_attrs *att
     if ((info->n_in >= 0 && n_in != info->n_in) || (info->n_out >= 0 && n_out != info->n_out))
         return em_error(EM_ERR_VALUE, "%s: expected %d inputs and %d results, got %d and %d",
                         info->name, info->n_in, info->n_out, n_in, n_out);
-    return kernels[op].infer(op, in, n_in, attrs, out, n_out);
+    return infers[op](op, in, n_in, attrs, out, n_out);
+}
+
+/* The device op runs on: its operands' (all on one: PyTorch's error
+ * otherwise), or for ops without operands (factories) its result's; an
+ * error naming the op where that device is not built here or has no
+ * kernel for it. */
+static em_status device_of(em_op op, em_tensor *const *in, int n_in, const em_type *result,
+                           const em_device_impl **out) {
+    em_device d = n_in > 0 && in[0] ? in[0]->device : result ? result->device : em_cpu();
+    for (int i = 1; i < n_in; i++)
+        if (in[i] && !em_device_eq(in[i]->device, d)) return em_device_mismatch(op, d, in[i]->device);
+    const em_device_impl *dev = em_device_impl_of(d);
+    char name[16];
+    if (!dev)
+        return em_error(EM_ERR_NOT_IMPLEMENTED, "%s: this build of ember has no %s device support yet",
+                        em_op_name(op), em_device_str(d, name));
+    if (!dev->supports(op))
+        return em_error(EM_ERR_NOT_IMPLEMENTED, "%s: no kernel for it on %s yet", em_op_name(op),
+                        em_device_str(d, name));
+    *out = dev;
+    return EM_OK;
 }
 
 /* Runs op's kernel on results of `types`: out[i] given (borrowed) is the
@@ -112,9 +96,11 @@ em_status em_op_infer(em_op op, const em_type *in, int n_in, const em_attrs *att
 static em_status run_kernel(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                             const em_type *types, em_tensor **out, int n_out) {
     const em_op_info *info = em_op_get(op);
+    const em_device_impl *dev;
+    em_status st = device_of(op, in, n_in, n_out ? &types[0] : NULL, &dev);
+    if (st != EM_OK) return st;
     bool self_alloc = (info->flags & (EM_F_VIEW | EM_F_DATA_DEPENDENT)) || info->kind == EM_KIND_COPY;
     em_tensor *res[MAX_IO] = {NULL};
-    em_status st = EM_OK;
     for (int i = 0; !self_alloc && i < n_out && st == EM_OK; i++) {
         if (out[i]) {
             res[i] = out[i];
@@ -127,7 +113,7 @@ static em_status run_kernel(em_op op, em_tensor *const *in, int n_in, const em_a
     }
     if (st == EM_OK) {
         op_depth++;
-        st = kernels[op].cpu(op, in, n_in, attrs, res);
+        st = dev->run(op, in, n_in, attrs, res);
         op_depth--;
     }
     if (st != EM_OK) {

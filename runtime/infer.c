@@ -142,16 +142,17 @@ static em_status check_no_bool(em_op op, const em_type *in, int n) {
     return EM_OK;
 }
 
-static em_status check_same_device(em_op op, const em_type *in, int n) {
+em_status em_device_mismatch(em_op op, em_device a, em_device b) {
+    char sa[16], sb[16];
+    return em_error(EM_ERR_DEVICE,
+                    "%s: Expected all tensors to be on the same device, but found at least two devices, %s and %s! "
+                    "(move one with .to())",
+                    em_op_name(op), em_device_str(a, sa), em_device_str(b, sb));
+}
+
+em_status em_check_same_device(em_op op, const em_type *in, int n) {
     for (int i = 1; i < n; i++)
-        if (!em_device_eq(in[i].device, in[0].device)) {
-            char a[16], b[16];
-            return em_error(EM_ERR_DEVICE,
-                            "%s: expected all tensors to be on the same device, but found %s "
-                            "and %s; move one with .to()",
-                            em_op_name(op), em_device_str(in[0].device, a),
-                            em_device_str(in[i].device, b));
-        }
+        if (!em_device_eq(in[i].device, in[0].device)) return em_device_mismatch(op, in[0].device, in[i].device);
     return EM_OK;
 }
 
@@ -174,7 +175,7 @@ em_status infer_elementwise(em_op op, const em_type *in, int n_in, const em_attr
                             em_type *out, int n_out) {
     (void)attrs;
     (void)n_out;
-    em_status st = check_same_device(op, in, n_in);
+    em_status st = em_check_same_device(op, in, n_in);
     if (st == EM_OK) st = check_no_bool(op, in, n_in);
     if (st != EM_OK) return st;
     em_type r = in[0];
@@ -305,7 +306,7 @@ em_status infer_matmul(em_op op, const em_type *in, int n_in, const em_attrs *at
     (void)attrs;
     (void)n_out;
     char a[256], b[256];
-    em_status st = check_same_device(op, in, n_in);
+    em_status st = em_check_same_device(op, in, n_in);
     if (st != EM_OK) return st;
     const em_type *x = &in[0], *y = &in[1];
     if (x->ndim == 0 || y->ndim == 0)

@@ -48,6 +48,13 @@ em_status infer_scan(em_op, const em_type *, int, const em_attrs *, em_type *, i
 em_status infer_factory(em_op, const em_type *, int, const em_attrs *, em_type *, int);
 em_status infer_fused(em_op, const em_type *, int, const em_attrs *, em_type *, int);
 
+/* Every operand on in[0]'s device, or PyTorch's error naming op and two of
+ * the devices: for every op (dispatch) and every graph (the verifier, by
+ * the inference that calls it). */
+em_status em_check_same_device(em_op op, const em_type *in, int n);
+/* That error, for devices a and b. */
+em_status em_device_mismatch(em_op op, em_device a, em_device b);
+
 /* Elements arange(start, end, step) produces; error if step is 0 or points
  * away from end. */
 em_status em_arange_length(double start, double end, double step, int64_t *out);

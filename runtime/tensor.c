@@ -13,6 +13,7 @@
 #include "ember/autograd.h"
 #include "ember/ops.h"
 #include "ember/tensor.h"
+#include "device.h"
 
 static int64_t live_tensors, live_storages;
 static uint64_t next_serial = 1;
@@ -23,11 +24,6 @@ int64_t em_tensor_live_count(void) { return __atomic_load_n(&live_tensors, __ATO
 int64_t em_storage_live_count(void) { return __atomic_load_n(&live_storages, __ATOMIC_RELAXED); }
 
 /* ---- storage ---- */
-
-static void release_cpu(void *ctx, void *data, size_t nbytes) {
-    (void)ctx;
-    em_cpu_free(data, nbytes);
-}
 
 em_storage *em_storage_wrap(void *data, size_t nbytes, em_device device, em_release_fn release,
                             void *ctx) {
@@ -47,18 +43,14 @@ em_storage *em_storage_wrap(void *data, size_t nbytes, em_device device, em_rele
 }
 
 em_storage *em_storage_new(em_device device, size_t nbytes) {
-    if (device.type != EM_DEVICE_CPU) {
+    const em_device_impl *impl = em_device_impl_of(device);
+    if (!impl) {
         char dev[16];
-        em_error(EM_ERR_NOT_IMPLEMENTED,
-                 "cannot allocate on %s: this build of ember has no CUDA device support yet",
-                 em_device_str(device, dev));
+        em_error(EM_ERR_NOT_IMPLEMENTED, "cannot allocate on %s: this build of ember has no %s device support yet",
+                 em_device_str(device, dev), device.type == EM_DEVICE_CUDA ? "CUDA" : "such");
         return NULL;
     }
-    void *data = em_cpu_alloc(nbytes);
-    if (!data) return NULL;
-    em_storage *s = em_storage_wrap(data, nbytes, device, release_cpu, NULL);
-    if (!s) em_cpu_free(data, nbytes);
-    return s;
+    return impl->storage_new(device.index, nbytes);
 }
 
 void em_storage_retain(em_storage *s) { __atomic_fetch_add(&s->refcount, 1, __ATOMIC_RELAXED); }
@@ -254,13 +246,13 @@ em_tensor *em_tensor_scalar_i64(int64_t value, em_dtype dtype) {
 
 void em_tensor_retain(em_tensor *t) { __atomic_fetch_add(&t->refcount, 1, __ATOMIC_RELAXED); }
 
-bool em_storage_is_own(const em_storage *s) { return s->release == release_cpu; }
+bool em_storage_is_own(const em_storage *s) { return s->release == em_host_release; }
 
 bool em_tensor_adopt_storage(em_tensor *target, em_tensor *value) {
     em_storage *a = target->storage, *b = value->storage;
     if (a == b || a->refcount != 1 || b->refcount != 1 || value->refcount != 1) return false;
     if (a->exported || b->exported) return false;
-    if (a->release != release_cpu || b->release != release_cpu || a->nbytes != b->nbytes ||
+    if (a->release != em_host_release || b->release != em_host_release || a->nbytes != b->nbytes ||
         !em_device_eq(a->device, b->device))
         return false;
     if (target->offset || value->offset || target->dtype != value->dtype ||
@@ -289,7 +281,7 @@ em_status em_tensor_resize(em_tensor *t, const int64_t *shape, int ndim) {
         return em_error(EM_ERR_RUNTIME, "resize_: size overflows");
     size_t need = (size_t)(t->offset + numel) * size;
     if (need > s->nbytes) {
-        if (s->release != release_cpu || s->exported)
+        if (s->release != em_host_release || s->exported)
             return em_error(EM_ERR_RUNTIME, "resize_: cannot grow memory ember does not own (a NumPy array's, a "
                                             "DLPack producer's, or one whose address went out) from %zu to %zu bytes",
                             s->nbytes, need);

@@ -17,6 +17,7 @@
 #include "ember/ops.h"
 #include "ember/parallel.h"
 #include "ember/random.h"
+#include "../../runtime/device.h"
 #include "../../runtime/kernels.h"
 
 static em_tensor *arange_f32(int64_t n) { return em_arange(0, (double)n, 1, EM_DTYPE_F32); }
@@ -436,6 +437,34 @@ static void test_op_table(void) {
     CHECK(em_op_get(EM_OP_MEAN)->reduction == EM_RED_SUM && em_op_get(EM_OP_STD)->reduction == EM_RED_SUMSQDEV);
 }
 
+/* Dispatch goes through the device table: an op runs on its operands'
+ * device, refuses mixed devices in PyTorch's words, and a device this
+ * build has no entry for (CUDA here) is refused by name, never run as if
+ * it were the host. (Host memory labelled cuda stands in for a CUDA
+ * tensor: no kernel may touch it.) */
+static void test_device_table(void) {
+    CHECK(em_device_impl_of(em_cpu()) == &em_cpu_device && !strcmp(em_cpu_device.name, "cpu"));
+    em_device cuda = {EM_DEVICE_CUDA, 0};
+    CHECK(em_device_impl_of(cuda) == NULL);
+    int64_t s[1] = {4};
+    em_tensor *a = em_ones(s, 1, EM_DTYPE_F32);
+    float host[4] = {1, 2, 3, 4};
+    em_storage *st = em_storage_wrap(host, sizeof host, cuda, NULL, NULL);
+    int64_t stride[1] = {1};
+    em_tensor *c = st ? em_tensor_from_storage(st, EM_DTYPE_F32, 0, s, stride, 1) : NULL;
+    em_storage_release(st);
+    CHECK(c != NULL);
+    CHECK(em_add(a, c) == NULL && em_last_status() == EM_ERR_DEVICE &&
+          check_contains(em_last_error(), "add: Expected all tensors to be on the same device, but found at least "
+                                          "two devices, cpu and cuda:0!"));
+    CHECK_MSG(em_neg(c) == NULL && em_last_status() == EM_ERR_NOT_IMPLEMENTED &&
+                  check_contains(em_last_error(), "neg: this build of ember has no cuda:0 device support yet"),
+              "%s", em_last_error());
+    CHECK(em_storage_new(cuda, 16) == NULL && em_last_status() == EM_ERR_NOT_IMPLEMENTED);
+    em_tensor_release(c);
+    em_tensor_release(a);
+}
+
 static void test_out_of_memory(void) {
     int64_t s[2] = {64, 64};
     em_tensor *a = em_ones(s, 2, EM_DTYPE_F32);
@@ -477,6 +506,7 @@ int main(void) {
     RUN(test_pool_shares);
     RUN(test_cast_table);
     RUN(test_op_table);
+    RUN(test_device_table);
     RUN(test_out_of_memory);
     CHECK(em_tensor_live_count() == 0);
     CHECK(em_storage_live_count() == 0);
