@@ -15,6 +15,8 @@ the rows it reaches. Each runs
   - under PyTorch 1.13 where it has the op, compared with the eager result;
   - through gradcheck in float64 where the row is differentiable.
 
+Elementwise, reduction, scan, cast and matmul samples run again with
+their inputs transposed and strided (test_strided_inputs).
 test_every_row_has_a_sample walks the table, so a row added without a
 sample fails it. The generated CUDA C of the elementwise, reduction and
 random rows is run on the host against the eager kernels by
@@ -369,12 +371,23 @@ EXEMPT = {
 
 # ---------------------------------------------------------------- the runs
 
-def tensors(m, inputs, grad=(), f64=False, leaves=()):
+def laid_out(m, a, layout):
+    """a as a tensor of m laid out row-major, transposed (its last two dims'
+    strides swapped) or strided (every other element of a wider one): the
+    same values, read through other strides."""
+    if layout == "transposed" and a.ndim >= 2:
+        return m.tensor(np.ascontiguousarray(np.swapaxes(a, -1, -2))).transpose(-1, -2)
+    if layout == "strided" and a.ndim >= 1:
+        return m.tensor(np.repeat(a, 2, axis=-1))[..., ::2]
+    return m.tensor(a)
+
+
+def tensors(m, inputs, grad=(), f64=False, leaves=(), layout="row-major"):
     out = []
     for i, a in enumerate(inputs):
         if f64 and a.dtype.kind == "f":
             a = a.astype(np.float64)
-        t = m.tensor(a)
+        t = laid_out(m, a, layout)
         out.append(t.requires_grad_() if i in grad or i in leaves else t)
     return out
 
@@ -398,18 +411,18 @@ def close(got, want, what, tol):
         np.testing.assert_allclose(a, b, rtol=rtol, atol=atol * max(scale, 1.0), err_msg=f"{what}, result {i}")
 
 
-def eager(s):
+def eager(s, layout="row-major"):
     if s.seeded:
         ember.manual_seed(0)
-    return flat(s.fn(ember, *tensors(ember, s.inputs, leaves=s.leaves)))
+    return flat(s.fn(ember, *tensors(ember, s.inputs, leaves=s.leaves, layout=layout)))
 
 
-def compiled(s, backend):
+def compiled(s, backend, layout="row-major"):
     old = os.environ.get("EMBER_BACKEND")
     os.environ["EMBER_BACKEND"] = backend
     try:
         cf = ember.compile(lambda *ts: s.fn(ember, *ts))
-        args = tensors(ember, s.inputs, leaves=s.leaves)
+        args = tensors(ember, s.inputs, leaves=s.leaves, layout=layout)
         for _ in range(2):  # (the first call traces)
             if s.seeded:
                 ember.manual_seed(0)
@@ -478,3 +491,24 @@ def test_gradients_numerically(s):
         outs = outs if isinstance(outs, (tuple, list)) else (outs,)
         return tuple(o for o in outs if o.dtype == ember.float64)
     assert ember.autograd.gradcheck(f, tuple(args), eps=1e-6, atol=1e-5, rtol=1e-3)
+
+
+# Elementwise rows, reductions, scans, casts and matmul again with their
+# inputs transposed or strided: the compiled kernels are specialised on
+# their inputs' strides, and each is checked against eager (and eager
+# against PyTorch) on the same strided inputs.
+STRIDED = [s for s in SAMPLES if any(TABLE[r]["kind"] in ("unary", "binary", "ternary", "reduce", "scan", "cast",
+                                                           "matmul") for r in s.reaches)
+           and s.inputs and s.inputs[0].ndim >= 2]
+
+
+@pytest.mark.parametrize("layout", ["transposed", "strided"])
+@pytest.mark.parametrize("s", STRIDED, ids=[s.id for s in STRIDED])
+def test_strided_inputs(s, layout):
+    if s.ref is not False:
+        want = flat(s.fn(torch, *tensors(torch, s.inputs, leaves=s.leaves, layout=layout)))
+        close(eager(s, layout), want, f"{s.id}, {layout}: ember eager vs PyTorch", s.tol)
+    for backend in ("interp", "llvm") if ember.compiler.has_llvm() else ("interp",):
+        cf, got = compiled(s, backend, layout)
+        assert cf._stats()["compiled_calls"] >= 1, f"{s.id} ran eagerly: {cf._stats()['fallbacks']}"
+        close(got, eager(s, layout), f"{s.id}, {layout}: compiled ({backend}) vs eager", s.tol)
