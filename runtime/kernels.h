@@ -37,7 +37,7 @@ typedef em_status (*em_view_fn)(const em_type *in, const int64_t *strides, const
 /* Most operands (results + inputs) one elementwise iteration handles. */
 #define EM_ITER_MAX_OPS 4
 
-/* ---- inference (infer.c), one per kind or per op ---- */
+/* ---- inference (infer/: kinds.c one per kind, the others per op), the same on every device ---- */
 em_status infer_elementwise(em_op, const em_type *, int, const em_attrs *, em_type *, int);
 em_status infer_cast(em_op, const em_type *, int, const em_attrs *, em_type *, int);
 em_status infer_reduce(em_op, const em_type *, int, const em_attrs *, em_type *, int);
@@ -54,6 +54,14 @@ em_status infer_fused(em_op, const em_type *, int, const em_attrs *, em_type *, 
 em_status em_check_same_device(em_op op, const em_type *in, int n);
 /* That error, for devices a and b. */
 em_status em_device_mismatch(em_op op, em_device a, em_device b);
+
+/* Does cat skip operand t? PyTorch's legacy rule: a 1-d empty tensor joins
+ * any cat, whatever the others' shapes. */
+static inline bool em_cat_skips(const em_type *t) { return t->ndim == 1 && t->shape[0] == 0; }
+
+/* Does a sorting op keep its dim whole (sort, topk), rather than choose one
+ * value along it? */
+static inline bool em_sort_keeps_row(em_op op) { return op == EM_OP_SORT || op == EM_OP_TOPK; }
 
 /* Elements arange(start, end, step) produces; error if step is 0 or points
  * away from end. */

@@ -11,7 +11,8 @@
  * kthvalue and the medians select by radix in linear time, whatever the
  * data. Values are read back from the input at the chosen indices, so they
  * keep the input's bits (-0 stays -0). Rows are independent: the pool
- * splits them, and each row is the same work on any thread count.
+ * splits them, and each row is the same work on any thread count. Their
+ * inference is ../infer/sort.c.
  */
 #include <math.h>
 #include <string.h>
@@ -21,8 +22,6 @@
 #include "ember/ops_math.h"
 #include "ember/parallel.h"
 #include "sort.h"
-
-#define TYPE_STR(t, buf) (em_type_str((t), (buf), sizeof(buf)), (buf))
 
 /* ---- order keys ---- */
 
@@ -271,52 +270,6 @@ static void rows_task(void *arg, int64_t b, int64_t e) {
 
 /* ---- the ops ---- */
 
-static bool keeps_row(em_op op) { return op == EM_OP_SORT || op == EM_OP_TOPK; }
-
-em_status infer_sort(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) {
-    const em_type *x = &in[0];
-    const char *name = em_op_name(op);
-    char b[96];
-    if (a->n_dims != 1 || a->dims[0] < 0 || a->dims[0] >= (x->ndim ? x->ndim : 1))
-        return em_error(EM_ERR_INDEX, "%s: dim %lld out of range for %s", name,
-                        (long long)(a->n_dims == 1 ? a->dims[0] : -1), TYPE_STR(x, b));
-    int d = (int)a->dims[0];
-    int64_t len = x->ndim ? x->shape[d] : 1;
-    out[0] = *x;
-    if (op == EM_OP_TOPK) {
-        if (a->k < 0 || a->k > len || (!x->ndim && a->k != 1))
-            return em_error(EM_ERR_VALUE, "topk: k = %lld is out of range for %lld values along dim %d of %s",
-                            (long long)a->k, (long long)len, d, TYPE_STR(x, b));
-        if (x->ndim) out[0].shape[d] = a->k;
-    } else if (!keeps_row(op)) {
-        if (len == 0)
-            return em_error(EM_ERR_INDEX, "%s: dim %d of %s is empty, so there is no value to choose", name, d,
-                            TYPE_STR(x, b));
-        if (op == EM_OP_KTHVALUE && (a->k < 1 || a->k > len))
-            return em_error(EM_ERR_VALUE, "kthvalue: k = %lld is out of range for %lld values along dim %d of %s",
-                            (long long)a->k, (long long)len, d, TYPE_STR(x, b));
-        if (x->ndim && a->keepdim) out[0].shape[d] = 1;
-        else if (x->ndim) {
-            memmove(out[0].shape + d, out[0].shape + d + 1, (size_t)(x->ndim - d - 1) * sizeof *x->shape);
-            out[0].ndim--;
-        }
-    }
-    out[1] = out[0];
-    out[1].dtype = EM_DTYPE_I64;
-    (void)n_in;
-    (void)n_out;
-    return EM_OK;
-}
-#define SELECTION_INFER(name)                                                                      \
-    em_status infer_##name(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out, int n_out) { \
-        return infer_sort(op, in, n_in, a, out, n_out);                                            \
-    }
-SELECTION_INFER(topk)
-SELECTION_INFER(kthvalue)
-SELECTION_INFER(median)
-SELECTION_INFER(nanmedian)
-SELECTION_INFER(mode)
-
 em_status cpu_sort(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
     (void)n_in;
     const em_tensor *x = in[0];
@@ -333,12 +286,12 @@ em_status cpu_sort(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, 
     c.k = op == EM_OP_SORT ? c.len : op == EM_OP_TOPK ? a->k : a->k - 1;
     if (x->ndim) {
         c.xs = x->strides[c.dim];
-        if (keeps_row(op)) {
+        if (em_sort_keeps_row(op)) {
             c.vs = out[0]->strides[c.dim];
             c.is = out[1]->strides[c.dim];
         }
     }
-    bool kept = keeps_row(op) || a->keepdim; /* the results have x's dims */
+    bool kept = em_sort_keeps_row(op) || a->keepdim; /* the results have x's dims */
     for (int d = 0, o = 0; d < x->ndim; d++) {
         if (d == c.dim) continue;
         int rd = kept ? d : (d < c.dim ? d : d - 1);
@@ -351,7 +304,7 @@ em_status cpu_sort(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, 
     }
     int64_t rows = 1;
     for (int d = 0; d < c.n_outer; d++) rows *= c.oshape[d];
-    if (rows == 0 || (c.len == 0 && keeps_row(op))) return EM_OK;
+    if (rows == 0 || (c.len == 0 && em_sort_keeps_row(op))) return EM_OK;
     int64_t grain = c.len >= 16384 ? 1 : 16384 / c.len;
     em_parallel_for(rows, grain, rows_task, &c);
     return c.status;

@@ -5,7 +5,8 @@
  * What each view op does to shape and strides is its rule in view_rules.c
  * (em_view_geometry); the eager kernel below applies it. reshape falls
  * back to a copy when the strides cannot express the new shape (view()
- * refuses instead; see ops_api.c).
+ * refuses instead; see ops_api.c). as_strided_scatter's inference is
+ * ../infer/views.c.
  */
 #include <string.h>
 
@@ -65,19 +66,6 @@ em_status cpu_fused(em_op op, em_tensor *const *in, int n_in, const em_attrs *at
 
 /* ---- as_strided_scatter: a copy of 1-d x with a strided view of it
  * replaced by src (a traced write into a view, made SSA) ---- */
-
-em_status infer_as_strided_scatter(em_op op, const em_type *in, int n_in, const em_attrs *a, em_type *out,
-                                   int n_out) {
-    (void)n_out;
-    if (n_in != 2) return em_error(EM_ERR_VALUE, "as_strided_scatter: takes a tensor and the values of its view");
-    if (in[0].dtype != in[1].dtype || !em_device_eq(in[0].device, in[1].device))
-        return em_error(EM_ERR_DTYPE, "as_strided_scatter: the values (%s) must have the tensor's dtype (%s) "
-                                      "and device", em_dtype_long_name(in[1].dtype), em_dtype_long_name(in[0].dtype));
-    em_status st = em_strided_view_fits(op, &in[0], in[1].shape, in[1].ndim, a->stride, a->n_stride, a->offset);
-    if (st != EM_OK) return st;
-    out[0] = in[0];
-    return EM_OK;
-}
 
 em_status cpu_as_strided_scatter(em_op op, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor **out) {
     (void)op;

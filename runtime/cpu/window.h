@@ -1,53 +1,12 @@
 /*
- * window.h - what the sliding-window ops share: their geometry, checked
- * once from the attributes and the types, and the moves between an input
- * and its columns (im2col and col2im) that convolution and unfold/fold are
- * built on.
- *
- * Every window op sees its input as (N, C, spatial...) with 1 to
- * EM_MAX_SPATIAL spatial dims. Its geometry relates the big side (a
- * convolution's input, a pool's input, fold's result) to the small side (a
- * convolution's output, the positions a window stops at): position o of the
- * small side reads the big side at o * stride - padding + tap * dilation
- * for each tap of the kernel. The geometry is padded to EM_MAX_SPATIAL dims
- * with leading dims of size 1, so every loop is written once for three.
+ * window.h - the moves between a sliding-window op's input and its columns
+ * (im2col and col2im) that convolution and unfold/fold are built on; the
+ * geometry they walk is device-free (../infer/window.h).
  */
 #ifndef EMBER_CPU_WINDOW_H
 #define EMBER_CPU_WINDOW_H
 
-#include "../kernels.h"
-
-#define W3 EM_MAX_SPATIAL
-
-typedef struct em_window_geom {
-    int n;                    /* spatial dims the op was given */
-    int64_t in[W3], out[W3];  /* big and small side's spatial sizes */
-    int64_t k[W3], s[W3], p[W3], d[W3]; /* kernel, stride, padding before, dilation */
-    int64_t in_numel, out_numel, k_numel;
-} em_window_geom;
-
-/* How the small side's size follows from the big side's. */
-typedef enum em_window_rule {
-    EM_WIN_FLOOR,      /* (in + pads - d(k-1) - 1) / s + 1, rounded down      */
-    EM_WIN_CEIL,       /* rounded up, the last window starting inside the input
-                          or its padding before (pooling's ceil_mode)         */
-    EM_WIN_TRANSPOSED, /* given; the big side may exceed what it needs by less
-                          than max(stride, dilation) (conv_transpose's
-                          output_padding)                                     */
-} em_window_rule;
-
-/* The geometry of op (its name starts every error) over an input whose type
- * is x, with `kernel` per spatial dim (NULL: the kernel attribute) and, for
- * EM_WIN_TRANSPOSED, the small side's spatial sizes `small` (NULL: computed
- * by `rule` from x). Checks that the lists have one entry per spatial dim
- * (two for padding), that kernel, stride and dilation are positive and
- * padding not negative, and that the sizes fit, with PyTorch's messages. */
-em_status em_window_geometry(em_op op, const em_type *x, const int64_t *kernel, const em_attrs *a,
-                             em_window_rule rule, const int64_t *small, em_window_geom *g);
-
-/* Checks that x is (N, C, 1 to EM_MAX_SPATIAL spatial dims) of float32 or
- * float64, naming op and what x is ("input", "weight", ...). */
-em_status em_window_input(em_op op, const em_type *x, const char *what);
+#include "../infer/window.h"
 
 /* col[(c * K + tap) * ld + (l - l0)] = the big side x (channel planes of
  * in_numel elements) at small-side position l and tap, zero in the padding,
@@ -58,7 +17,5 @@ void em_im2col(em_dtype dt, const void *x, int64_t nc, const em_window_geom *g, 
  * [l0, l1)) that im2col reads from x. */
 void em_col2im(em_dtype dt, const void *col, int64_t nc, const em_window_geom *g, int64_t l0, int64_t l1,
                int64_t ld, void *x);
-/* Does im2col copy x unchanged (a 1x1 kernel, stride 1, no padding)? */
-bool em_window_is_identity(const em_window_geom *g);
 
 #endif

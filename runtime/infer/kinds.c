@@ -1,17 +1,20 @@
 /*
- * infer.c - shape, dtype and device inference for every op, and PyTorch's
- * type promotion.
+ * kinds.c - shape, dtype and device inference for the ops a kind
+ * describes (elementwise, cast, reductions, scans, matmul, views, copies,
+ * factories, fused nodes), and PyTorch's type promotion. The ops with
+ * inference of their own have it beside this file (conv.c, pool.c, ...).
  *
- * These functions see only em_types, never tensors, so the eager dispatcher
- * and the IR verifier share them: a graph the verifier accepts is a graph
- * eager mode would have run. Errors name the op and the offending types.
+ * Inference sees only em_types, never tensors, and is the same on every
+ * device, so the eager dispatcher and the IR verifier share it: a graph the
+ * verifier accepts is a graph eager mode would have run. Errors name the op
+ * and the offending types.
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ember/strbuf.h"
-#include "kernels.h"
+#include "../kernels.h"
 
 #define TYPE_STR(t, buf) (em_type_str((t), (buf), sizeof(buf)), (buf))
 
