@@ -458,6 +458,21 @@ static void reorder_weight(em_dtype dt, const char *w, int64_t cout, int64_t cg,
                 memcpy(wr + ((o * taps + t) * cg + c) * sz, w + ((o * cg + c) * taps + t) * sz, (size_t)sz);
 }
 
+/* c for a convolution of geometry g over input x (cin channels), cout
+ * output channels in `groups` groups, in dtype dt. */
+static void rows_init(rows_ctx *c, const em_window_geom *g, em_dtype dt, const em_tensor *x, int64_t cout,
+                      int64_t groups) {
+    memset(c, 0, sizeof *c);
+    c->dt = dt;
+    c->sz = (int64_t)em_dtype_size(dt);
+    c->g = *g;
+    c->identity = em_window_is_identity(g);
+    c->cin = x->shape[1];
+    c->cout = cout;
+    c->groups = groups;
+    c->rows = x->shape[0] * g->out_numel;
+}
+
 /* The GEMM path: c's shapes set, x channels-last, w and b dense. */
 static em_status conv_rows_gemm(rows_ctx *c, em_tensor *x, em_tensor *w, em_tensor *b) {
     int64_t cg = c->cin / c->groups, K = c->g.k_numel * cg;
@@ -488,16 +503,8 @@ static em_status conv_rows_gemm(rows_ctx *c, em_tensor *x, em_tensor *w, em_tens
 static em_status conv_channels_last(const em_window_geom *g, em_tensor *const *in, int n_in, em_tensor *y,
                                     bool direct) {
     rows_ctx c;
-    memset(&c, 0, sizeof c);
-    c.dt = y->dtype;
-    c.sz = (int64_t)em_dtype_size(c.dt);
-    c.g = *g;
-    c.identity = em_window_is_identity(g);
+    rows_init(&c, g, y->dtype, in[0], in[1]->shape[0], in[0]->shape[1] / in[1]->shape[1]);
     c.y_last = is_channels_last(y) && !em_tensor_is_contiguous(y);
-    c.cin = in[0]->shape[1];
-    c.cout = in[1]->shape[0];
-    c.groups = in[0]->shape[1] / in[1]->shape[1];
-    c.rows = in[0]->shape[0] * g->out_numel;
     c.y = em_tensor_data(y);
     em_tensor *x = channels_last_copy(in[0]), *w = x ? em_dense(in[1]) : NULL;
     em_tensor *b = w && n_in > 2 ? em_dense(in[2]) : NULL;
@@ -570,15 +577,7 @@ static void weight_row_items(void *arg, int64_t i0, int64_t i1) {
 static em_status conv_weight_channels_last(const em_window_geom *g, em_tensor *const *in, em_tensor *dw,
                                            int64_t groups) {
     rows_ctx c;
-    memset(&c, 0, sizeof c);
-    c.dt = dw->dtype;
-    c.sz = (int64_t)em_dtype_size(c.dt);
-    c.g = *g;
-    c.identity = em_window_is_identity(g);
-    c.cin = in[0]->shape[1];
-    c.cout = dw->shape[0];
-    c.groups = groups;
-    c.rows = in[0]->shape[0] * g->out_numel;
+    rows_init(&c, g, dw->dtype, in[0], dw->shape[0], groups);
     int64_t cg = c.cin / groups, K = g->k_numel * cg, wnumel = c.cout * K;
     int64_t most = PARTIAL_BYTES / (wnumel * c.sz + 1) + 1, want = (MIN_ITEMS + groups - 1) / groups;
     c.chunks = want < most ? want : most;
