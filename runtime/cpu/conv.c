@@ -326,35 +326,36 @@ typedef struct {
     char *y;
     const char *gy;                          /* conv_weight: the gradient, channels-last */
     int64_t chunks;                          /* conv_weight: chunks of rows summed apart */
-    char *sums;                              /* conv_weight: each chunk's sum, (cout, taps, cg) */
+    int64_t ta, tb;                          /* conv_weight: the block of taps being summed */
+    char *sums;                              /* conv_weight: each chunk's sum, (cout, tb - ta, cg) */
     int failed;
 } rows_ctx;
 
-/* col[(r - r0) * ld + tap * cg + c] = x at row r (sample, position), tap
- * and channel c of group gi, zero in the padding. */
-static void im2row(const rows_ctx *c, int64_t gi, int64_t r0, int64_t r1, char *col, int64_t ld) {
+/* col[(r - r0) * ld + (tap - ta) * cg + c] = x at row r (sample, position),
+ * tap in [ta, tb) and channel c of group gi, zero in the padding. */
+static void im2row_taps(const rows_ctx *c, int64_t gi, int64_t ta, int64_t tb, int64_t r0, int64_t r1, char *col,
+                        int64_t ld) {
     const em_window_geom *g = &c->g;
     int64_t cg = c->cin / c->groups, L = g->out_numel, sz = c->sz, run = cg * sz;
     for (int64_t r = r0; r < r1; r++) {
         int64_t n = r / L, l = r % L;
         int64_t o2 = l % g->out[2], o1 = l / g->out[2] % g->out[1], o0 = l / (g->out[2] * g->out[1]);
         char *dst = col + (r - r0) * ld * sz;
-        for (int64_t t0 = 0; t0 < g->k[0]; t0++) {
-            int64_t i0 = o0 * g->s[0] - g->p[0] + t0 * g->d[0];
-            for (int64_t t1 = 0; t1 < g->k[1]; t1++) {
-                int64_t i1 = o1 * g->s[1] - g->p[1] + t1 * g->d[1];
-                bool inside = i0 >= 0 && i0 < g->in[0] && i1 >= 0 && i1 < g->in[1];
-                const char *line = c->x + (((n * g->in[0] + i0) * g->in[1] + i1) * g->in[2] * c->cin + gi * cg) * sz;
-                for (int64_t t2 = 0; t2 < g->k[2]; t2++, dst += run) {
-                    int64_t i2 = o2 * g->s[2] - g->p[2] + t2 * g->d[2];
-                    if (inside && i2 >= 0 && i2 < g->in[2])
-                        memcpy(dst, line + i2 * c->cin * sz, (size_t)run);
-                    else
-                        memset(dst, 0, (size_t)run);
-                }
-            }
+        for (int64_t t = ta; t < tb; t++, dst += run) {
+            int64_t t2 = t % g->k[2], t1 = t / g->k[2] % g->k[1], t0 = t / (g->k[2] * g->k[1]);
+            int64_t i0 = o0 * g->s[0] - g->p[0] + t0 * g->d[0], i1 = o1 * g->s[1] - g->p[1] + t1 * g->d[1];
+            int64_t i2 = o2 * g->s[2] - g->p[2] + t2 * g->d[2];
+            if (i0 >= 0 && i0 < g->in[0] && i1 >= 0 && i1 < g->in[1] && i2 >= 0 && i2 < g->in[2])
+                memcpy(dst, c->x + ((((n * g->in[0] + i0) * g->in[1] + i1) * g->in[2] + i2) * c->cin + gi * cg) * sz,
+                       (size_t)run);
+            else
+                memset(dst, 0, (size_t)run);
         }
     }
+}
+
+static void im2row(const rows_ctx *c, int64_t gi, int64_t r0, int64_t r1, char *col, int64_t ld) {
+    im2row_taps(c, gi, 0, c->g.k_numel, r0, r1, col, ld);
 }
 
 /* rows x cols of y (rows ld apart) += b[col]. */
@@ -525,6 +526,12 @@ static em_status conv_channels_last(const em_window_geom *g, em_tensor *const *i
  * added apart) take. */
 #define PARTIAL_BYTES ((int64_t)16 << 20)
 
+/* Rows per chunk of a channels-last weight gradient's sum, where memory
+ * for the chunks' sums allows: OpenBLAS sums a GEMM's inner dimension (the
+ * rows) serially, so chunks of 64 summed pairwise bring the float32
+ * error to PyTorch's (test_float32_accuracy). */
+#define CHUNK_ROWS 64
+
 /* y[0, n) += p[0, n). */
 static void add_into(em_dtype dt, char *y, const char *p, int64_t n) {
     if (dt == EM_DTYPE_F32)
@@ -534,11 +541,11 @@ static void add_into(em_dtype dt, char *y, const char *p, int64_t n) {
 }
 
 /* conv_weight, channels-last: item (group, chunk of rows): the chunk's
- * sum of gy[r, group's outputs]^T col[r] over its rows, a GEMM per block
- * of rows added into it. */
+ * sum of gy[r, group's outputs]^T col[r, taps ta..tb] over its rows, a
+ * GEMM per block of rows added into it. */
 static void weight_row_items(void *arg, int64_t i0, int64_t i1) {
     rows_ctx *c = arg;
-    int64_t cg = c->cin / c->groups, og = c->cout / c->groups, K = c->g.k_numel * cg, sz = c->sz;
+    int64_t cg = c->cin / c->groups, og = c->cout / c->groups, K = (c->tb - c->ta) * cg, sz = c->sz;
     int64_t per = COL_BYTES / (K * sz + 1);
     per = per < MIN_ROWS ? MIN_ROWS : per;
     for (int64_t i = i0; i < i1; i++) {
@@ -560,7 +567,7 @@ static void weight_row_items(void *arg, int64_t i0, int64_t i1) {
             const char *col = c->x + (ra * c->cin + gi * cg) * sz;
             int64_t ld = c->cin;
             if (buf) {
-                im2row(c, gi, ra, rb, buf, K);
+                im2row_taps(c, gi, c->ta, c->tb, ra, rb, buf, K);
                 col = buf;
                 ld = K;
             }
@@ -572,36 +579,54 @@ static void weight_row_items(void *arg, int64_t i0, int64_t i1) {
 }
 
 /* conv_weight of a channels-last input: im2row and GEMMs, the gradient
- * read channels-last (copied so where it is not), no NCHW copies; the
- * chunks' sums added in order, then reordered to w's (cout, cg, taps). */
+ * read channels-last (copied so where it is not), no NCHW copies. The
+ * taps go in blocks of at least TAP_COLUMNS columns (a 1x1 kernel: one),
+ * each summed over chunks of rows apart, the chunks added pairwise, then
+ * written into w's (cout, cg, taps): blocks keep the chunks' sums small, so
+ * there can be many chunks (see CHUNK_ROWS). */
+#define TAP_COLUMNS 1024
 static em_status conv_weight_channels_last(const em_window_geom *g, em_tensor *const *in, em_tensor *dw,
                                            int64_t groups) {
     rows_ctx c;
     rows_init(&c, g, dw->dtype, in[0], dw->shape[0], groups);
-    int64_t cg = c.cin / groups, K = g->k_numel * cg, wnumel = c.cout * K;
-    int64_t most = PARTIAL_BYTES / (wnumel * c.sz + 1) + 1, want = (MIN_ITEMS + groups - 1) / groups;
+    int64_t cg = c.cin / groups, taps = g->k_numel;
+    int64_t per_block = (TAP_COLUMNS + cg - 1) / cg; /* taps per block */
+    if (per_block > taps) per_block = taps;
+    int64_t bnumel = c.cout * per_block * cg;
+    /* chunks of about CHUNK_ROWS rows, as many as PARTIAL_BYTES of sums
+     * allow, at least MIN_ITEMS items where there are rows for them */
+    int64_t most = PARTIAL_BYTES / (bnumel * c.sz + 1) + 1, want = (MIN_ITEMS + groups - 1) / groups;
+    int64_t by_rows = c.rows / CHUNK_ROWS;
+    if (want < by_rows) want = by_rows;
     c.chunks = want < most ? want : most;
-    if (c.chunks > c.rows / MIN_ROWS) c.chunks = c.rows / MIN_ROWS;
+    if (c.chunks > c.rows) c.chunks = c.rows;
     if (c.chunks < 1) c.chunks = 1;
-    size_t bytes = (size_t)(c.chunks * wnumel * c.sz);
+    size_t bytes = (size_t)(c.chunks * bnumel * c.sz);
     em_tensor *x = channels_last_copy(in[0]), *gy = x ? channels_last_copy(in[1]) : NULL;
     c.sums = gy ? em_cpu_alloc(bytes) : NULL;
     em_status st = c.sums ? EM_OK : em_last_status();
     if (st == EM_OK) {
         c.x = em_tensor_data(x);
         c.gy = em_tensor_data(gy);
-        em_parallel_for_blas(groups * c.chunks, weight_row_items, &c);
-        if (c.failed) st = em_error(EM_ERR_NOMEM, "conv_weight: out of memory for the columns");
     }
-    if (st == EM_OK) {
-        char *y = em_tensor_data(dw);
-        int64_t taps = g->k_numel;
-        for (int64_t q = 1; q < c.chunks; q++) /* the chunks' sums, in order */
-            add_into(c.dt, c.sums, c.sums + q * wnumel * c.sz, wnumel);
+    char *y = st == EM_OK ? em_tensor_data(dw) : NULL;
+    for (c.ta = 0; st == EM_OK && c.ta < taps; c.ta = c.tb) {
+        c.tb = c.ta + per_block < taps ? c.ta + per_block : taps;
+        int64_t K = (c.tb - c.ta) * cg, n = c.cout * K;
+        em_parallel_for_blas(groups * c.chunks, weight_row_items, &c);
+        if (c.failed) {
+            st = em_error(EM_ERR_NOMEM, "conv_weight: out of memory for the columns");
+            break;
+        }
+        /* the chunks' sums pairwise, in a fixed tree: log2(chunks) additions
+         * into each element instead of chunks - 1 */
+        for (int64_t step = 1; step < c.chunks; step *= 2)
+            for (int64_t q = 0; q + step < c.chunks; q += 2 * step)
+                add_into(c.dt, c.sums + q * n * c.sz, c.sums + (q + step) * n * c.sz, n);
         for (int64_t o = 0; o < c.cout; o++)
-            for (int64_t ch = 0; ch < cg; ch++)
-                for (int64_t t = 0; t < taps; t++)
-                    memcpy(y + ((o * cg + ch) * taps + t) * c.sz, c.sums + ((o * taps + t) * cg + ch) * c.sz,
+            for (int64_t t = c.ta; t < c.tb; t++)
+                for (int64_t ch = 0; ch < cg; ch++)
+                    memcpy(y + ((o * cg + ch) * taps + t) * c.sz, c.sums + (o * K + (t - c.ta) * cg + ch) * c.sz,
                            (size_t)c.sz);
     }
     if (c.sums) em_cpu_free(c.sums, bytes);

@@ -87,6 +87,17 @@ def test_conv2d_and_its_gradients_are_as_accurate_as_pytorch(shape):
     check(lambda m, x, w: F(m).conv2d(x, w, stride=s, padding=p), [x, w])
 
 
+@pytest.mark.parametrize("shape", CONVS, ids=lambda s: "N{}C{}O{}H{}k{}s{}".format(*s[:6]))
+def test_channels_last_conv2d_and_its_gradients_are_as_accurate_as_pytorch(shape):
+    """The same inputs channels-last: conv_last.c's tiles, im2row and its
+    GEMMs, and the channels-last weight gradient (both libraries take the
+    same layout)."""
+    n, c, o, h, k, s, p = shape
+    own = np.random.default_rng(7)  # (its own draws: the module's stream feeds the tests after it)
+    x, w = own.standard_normal((n, c, h, h)), own.standard_normal((o, c, k, k)) * (c * k * k) ** -0.5
+    check(lambda m, x, w: F(m).conv2d(x.contiguous(memory_format=m.channels_last), w, stride=s, padding=p), [x, w])
+
+
 def test_conv3d_and_conv_transpose2d_are_as_accurate_as_pytorch():
     x, w = randn(2, 64, 8, 10, 10), randn(64, 64, 3, 3, 3, scale=(64 * 27) ** -0.5)
     check(lambda m, x, w: F(m).conv3d(x, w, padding=1), [x, w])
