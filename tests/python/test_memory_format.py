@@ -135,9 +135,11 @@ def test_a_compiled_channels_last_conv_equals_eager_and_says_its_layout(tmp_path
     cf = ember.compile(f)
     x = ember.randn(2, 6, 10, 10).to(memory_format=ember.channels_last)
     with ember.no_grad():
-        for xi in (x, x, x.contiguous()):
+        for xi in (x, x, x.contiguous(), x.contiguous(), x):
             want, got = f(xi), cf(xi)
             np.testing.assert_array_equal(got.numpy(), want.numpy())
+            assert got.stride() == want.stride()  # (the layout too: channels-last exactly where eager's is)
+    assert cf._stats()["compiled_calls"] >= 3
     ir = "".join(p.read_text() for p in tmp_path.rglob("final.ir"))
     assert "conv(%x" in ir and "layout=[0,2,3,1]" in ir, ir
 
