@@ -540,10 +540,8 @@ void em_aot_restore(const em_aot_trace *t) {
         } else if (sl->initial != EM_SLOT_NONE) {
             continue; /* (unread: nothing to put back) */
         }
-        if (owner->grad == was) continue;
-        if (was) em_tensor_retain(was);
-        em_tensor_release(owner->grad);
-        owner->grad = was;
+        if (em_tensor_grad(owner) == was) continue;
+        if (em_tensor_set_grad(owner, was) != EM_OK) em_clear_error(); /* (out of memory: left as it is) */
     }
     em_set_grad_enabled(grad_mode);
 }

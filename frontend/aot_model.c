@@ -30,6 +30,7 @@
 #include "../codegen_llvm/program.h"
 #include "aot_format.h"
 #include "ember/aot.h"
+#include "ember/autograd.h"
 #include "ember/frontend.h"
 #include "ember/random.h"
 #include "ember/strbuf.h"
@@ -309,7 +310,9 @@ static em_status embedded_state(ember_model *m) {
                 em_tensor_release(t);
                 return em_error(EM_ERR_NOT_IMPLEMENTED, "the .grad of an argument (%s) ahead of time", d->name);
             }
-            m->state[d->owner]->grad = t;
+            em_status st = em_tensor_set_grad(m->state[d->owner], t);
+            em_tensor_release(t); /* (the owner holds it now) */
+            if (st != EM_OK) return st;
         } else
             m->state[i] = t;
     }
@@ -466,7 +469,8 @@ ember_status ember_model_output(const ember_model *m, int i, ember_tensor_info *
 /* The tensor state i (graph input n_args + i) holds now, or NULL. */
 static em_tensor *state_now(const ember_model *m, int i) {
     const input_def *d = &model.inputs[model.n_args + i];
-    return d->role == EM_AOT_GRAD ? m->state[d->owner] ? m->state[d->owner]->grad : NULL : m->state[model.n_args + i];
+    return d->role == EM_AOT_GRAD ? m->state[d->owner] ? em_tensor_grad(m->state[d->owner]) : NULL
+                                  : m->state[model.n_args + i];
 }
 
 ember_status ember_model_state(const ember_model *m, int i, ember_tensor_info *info) {
@@ -585,10 +589,10 @@ static ember_status check_slots(const ember_model *m) {
         const em_tensor *owner = m->state[sl->owner];
         const char *name = model.inputs[sl->owner].name;
         if (!owner) return fail(EMBER_ERR_RUNTIME, "%s: the .grad of an argument (%s) ahead of time", model.name, name);
-        if (sl->initial == EM_SLOT_NONE && owner->grad)
+        if (sl->initial == EM_SLOT_NONE && em_tensor_grad(owner))
             return fail(EMBER_ERR_GUARD, "%s: guard failed: %s.grad is a tensor, and the step was traced with it None "
                         "(zero it with set_to_none=True inside the step)", model.name, name);
-        if (sl->initial >= 0 && !owner->grad)
+        if (sl->initial >= 0 && !em_tensor_grad(owner))
             return fail(EMBER_ERR_GUARD, "%s: guard failed: %s.grad is None, and the step was traced with a gradient there",
                         model.name, name);
     }
@@ -629,7 +633,7 @@ static ember_status prepare(ember_model *m, const DLTensor *inputs, int n_inputs
     ember_status es = check_slots(m);
     if (es != EMBER_OK) return es;
     for (int i = model.n_args; i < model.n_inputs; i++) {
-        em_tensor *t = model.inputs[i].role == EM_AOT_GRAD ? m->state[model.inputs[i].owner]->grad : m->state[i];
+        em_tensor *t = model.inputs[i].role == EM_AOT_GRAD ? em_tensor_grad(m->state[model.inputs[i].owner]) : m->state[i];
         if (!t) return fail(EMBER_ERR_GUARD, "%s: guard failed: %s is None", model.name, model.inputs[i].name);
         em_tensor_retain(in[i] = t);
     }
@@ -821,16 +825,27 @@ static ember_status load_state_file(ember_model *m, const char *path, bool all) 
             break;
         }
         memcpy(em_tensor_data(fresh[i]), found[i]->data, found[i]->nbytes);
+        /* (whatever takes a .grad below has its autograd state made now) */
+        em_tensor *takes = d->role == EM_AOT_GRAD ? m->state[d->owner] : fresh[i];
+        if (takes && em_tensor_autograd_reserve(takes) != EM_OK) {
+            es = fail(EMBER_ERR_NOMEM, "out of memory reading %s", path);
+            break;
+        }
     }
     for (int i = 0; es != EMBER_OK && fresh && i < n; i++) em_tensor_release(fresh[i]);
     for (int i = 0; es == EMBER_OK && i < n; i++) {
         const input_def *d = &model.inputs[model.n_args + i];
         if (!fresh[i]) continue;
         em_tensor *t = fresh[i];
-        em_tensor **slot = d->role == EM_AOT_GRAD ? &m->state[d->owner]->grad : &m->state[model.n_args + i];
-        if (d->role != EM_AOT_GRAD && *slot) { /* (a new tensor: its .grad moves over) */
-            t->grad = (*slot)->grad;
-            (*slot)->grad = NULL;
+        if (d->role == EM_AOT_GRAD) { /* (cannot fail: reserved above) */
+            (void)em_tensor_set_grad(m->state[d->owner], t);
+            em_tensor_release(t);
+            continue;
+        }
+        em_tensor **slot = &m->state[model.n_args + i];
+        if (*slot && em_tensor_grad(*slot)) { /* (a new tensor: its .grad moves over) */
+            (void)em_tensor_set_grad(t, em_tensor_grad(*slot));
+            (void)em_tensor_set_grad(*slot, NULL);
         }
         em_tensor_release(*slot);
         *slot = t;

@@ -243,7 +243,7 @@ em_status em_backward_program_attach(em_backward_program *bp, em_tensor *const *
     for (int j = 0; j < bp->n_grad_outputs && st == EM_OK; j++) {
         int r = bp->grad_outputs[j];
         em_tensor *t = outs[r];
-        bool shared = t->refcount > 1 || t->grad_fn || t->requires_grad;
+        bool shared = t->refcount > 1 || em_grad_fn(t) || em_requires_grad(t);
         for (int k = 0; k < j && !shared; k++) shared = rg[k] == t;
         if (shared) {
             em_tensor *a = em_tensor_alias(t, t->offset, t->shape, t->strides, t->ndim);

@@ -274,7 +274,7 @@ static void note_varying_sizes(em_function *f, const em_arg *a, int n) {
     for (int k = 0; k < n; k++) {
         const em_tensor *t = a[k].kind == EM_ARG_TENSOR ? a[k].tensor : NULL;
         for (int d = 0; t && d < t->ndim; d++)
-            if (t->dynamic_dims >> d & 1) {
+            if (em_tensor_dynamic_dims(t) >> d & 1) {
                 size_t len = strlen(dims);
                 snprintf(dims + len, sizeof dims - len, "%s%s dim %d (mark_dynamic)", len ? "; " : "",
                          a[k].name ? a[k].name : "?", d);
@@ -569,7 +569,7 @@ static int gather_inputs(const spec *s, const em_arg *a, int n, em_tensor **in) 
         if (a[i].kind == EM_ARG_TENSOR) in[k++] = a[i].tensor;
     for (int i = 0; i < s->n_captured; i++) {
         const em_capture *c = &s->captured[i];
-        in[k] = c->kind == EM_CAPTURE_GRAD ? in[c->owner]->grad : c->tensor;
+        in[k] = c->kind == EM_CAPTURE_GRAD ? em_tensor_grad(in[c->owner]) : c->tensor;
         k++;
     }
     return k;
@@ -616,7 +616,7 @@ static int spec_accepts(em_function *f, const spec *s, const em_arg *a, int n, e
         !em_guards_check(s->captured_guards, captured_args(s, in + *n_targs), s->n_captured, NULL, 0))
         return 0;
     for (int i = 0; i < s->n_slots; i++)
-        if (s->slots[i].initial == EM_SLOT_NONE && in[s->slots[i].owner]->grad) return 0;
+        if (s->slots[i].initial == EM_SLOT_NONE && em_tensor_grad(in[s->slots[i].owner])) return 0;
     if (s->data && f->host.state_holds) {
         int ok = f->host.state_holds(s->data);
         if (ok < 0) em_error(EM_ERR_HOST, "%s: checking the state a trace read failed", f->name);
@@ -773,7 +773,7 @@ static int run_spec(em_function *f, spec *s, em_call *call, em_tensor **in, int 
  * With grad on and t requiring grad, a view with history (an identity
  * expand), so gradients reach t itself through the trace. */
 static em_tensor *proxy_of(em_tensor *t) {
-    if (em_grad_enabled() && t->requires_grad) return em_expand(t, t->shape, t->ndim);
+    if (em_grad_enabled() && em_requires_grad(t)) return em_expand(t, t->shape, t->ndim);
     return em_tensor_alias(t, t->offset, t->shape, t->strides, t->ndim);
 }
 

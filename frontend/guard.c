@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "ember/alloc.h"
+#include "ember/autograd.h"
 #include "ember/frontend.h"
 #include "ember/strbuf.h"
 
@@ -83,7 +84,7 @@ em_guards *em_guards_new(const em_arg *args, int n) {
         case EM_ARG_TENSOR:
             g->dtype = a->tensor->dtype;
             g->device = a->tensor->device;
-            g->requires_grad = a->tensor->requires_grad;
+            g->requires_grad = em_requires_grad(a->tensor);
             g->ndim = a->tensor->ndim;
             memcpy(g->shape, a->tensor->shape, sizeof g->shape);
             norm_strides(a->tensor, g->strides);
@@ -141,7 +142,7 @@ static bool guarded_contiguous(const guard *g) {
  * Appends the dims that differ to *out. */
 static bool sizes_only(const guard *g, const em_tensor *t, em_strbuf *out) {
     if (t->ndim != g->ndim || t->dtype != g->dtype || !em_device_eq(t->device, g->device) ||
-        t->requires_grad != g->requires_grad)
+        em_requires_grad(t) != g->requires_grad)
         return false;
     int64_t st[EM_MAX_DIMS];
     norm_strides(t, st);
@@ -210,9 +211,9 @@ static bool check_arg(const guard *g, const em_arg *a, int k, char *why, size_t 
             em_shape_str(g->strides, g->ndim, y, sizeof y);
             return mismatch(why, ws, "%s: strides %s != %s", g->name, x, y);
         }
-        if (t->requires_grad != g->requires_grad)
+        if (em_requires_grad(t) != g->requires_grad)
             return mismatch(why, ws, "%s: requires_grad %s != %s", g->name,
-                            t->requires_grad ? "True" : "False", g->requires_grad ? "True" : "False");
+                            em_requires_grad(t) ? "True" : "False", g->requires_grad ? "True" : "False");
         break;
     }
     case EM_ARG_INT:

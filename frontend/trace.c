@@ -2,7 +2,7 @@
  * trace.c - records the ops a function runs into an SSA graph.
  *
  * The runtime calls on_op after every user-level op. Each tensor the trace
- * has seen carries its graph value in (trace_gen, trace_value), so mapping a
+ * has seen carries its graph value in its trace mark (em_trace_mark), so mapping a
  * tensor to its value is O(1) and a freed tensor can never be confused with
  * a new one at the same address. A tensor the trace has not seen is:
  *   - a Python number the binding wrapped: a scalar constant node;
@@ -271,8 +271,7 @@ static bool remember(em_tracer *tr, em_ir_value *v) {
 }
 
 static void bind(em_tracer *tr, em_tensor *t, em_ir_value *v) {
-    t->trace_gen = tr->gen;
-    t->trace_value = (uint32_t)v->id;
+    em_trace_mark(t, tr->gen, (uint32_t)v->id);
     if (t->serial >= tr->serial_start && !born_add(tr, t)) em_trace_fail(tr, "out of memory while tracing");
 }
 
@@ -402,9 +401,9 @@ static em_ir_value *view_of_memory(em_tracer *tr, const struct mark *m, const em
 
 /* The graph value of tensor t, creating a constant or captured input. */
 static em_ir_value *value_of(em_tracer *tr, em_tensor *t, const char *op) {
-    if (t->trace_gen == tr->gen) {
+    if (em_trace_gen(t) == tr->gen) {
         for (int i = 0; i < tr->n_marks; i++)
-            if (tr->marks[i].s == t->storage && (int)t->trace_value < tr->marks[i].id) {
+            if (tr->marks[i].s == t->storage && (int)em_trace_value(t) < tr->marks[i].id) {
                 em_ir_value *v = tr->marks[i].flat ? view_of_memory(tr, &tr->marks[i], t) : NULL;
                 if (v) {
                     bind(tr, t, v);
@@ -417,7 +416,7 @@ static em_ir_value *value_of(em_tracer *tr, em_tensor *t, const char *op) {
                               op);
                 return NULL;
             }
-        return tr->values[t->trace_value];
+        return tr->values[em_trace_value(t)];
     }
     if (t->is_wrapped_number && t->ndim == 0) {
         em_attrs a;
@@ -750,7 +749,7 @@ static int input_index(em_tracer *tr, em_tensor *t) {
         if (tr->source_tensors[i] == t) return tr->source_index[i];
     for (int i = 0; i < tr->n_args; i++)
         if (tr->originals[i] == t) return i;
-    if (t->trace_gen == tr->gen || t->serial >= tr->serial_start) return -1;
+    if (em_trace_gen(t) == tr->gen || t->serial >= tr->serial_start) return -1;
     em_ir_value *v = capture(tr, t, EM_CAPTURE_TENSOR, -1, NULL);
     return v ? v->index : -1;
 }
@@ -772,22 +771,22 @@ static void on_grad(em_tracer *tr, em_tensor *t, bool read) {
     struct slot *s = &tr->slots[tr->n_slots++];
     *s = (struct slot){t, owner, EM_SLOT_UNREAD, NULL};
     if (!read) return;
-    if (!t->grad) {
+    if (!em_tensor_grad(t)) {
         s->initial = EM_SLOT_NONE;
         return;
     }
-    if (t->grad->trace_gen == tr->gen) {
+    if (em_trace_gen(em_tensor_grad(t)) == tr->gen) {
         em_trace_fail(tr, ".grad: the gradient of an input is also another input of the function; "
                           "such sharing is not traced");
         return;
     }
-    em_ir_value *v = capture(tr, t->grad, EM_CAPTURE_GRAD, owner, NULL);
+    em_ir_value *v = capture(tr, em_tensor_grad(t), EM_CAPTURE_GRAD, owner, NULL);
     if (!v) {
         em_trace_fail(tr, "out of memory while tracing");
         return;
     }
     s->initial = v->index;
-    s->initial_grad = t->grad;
+    s->initial_grad = em_tensor_grad(t);
 }
 
 /* A host read of t's values: Python acts on them, so the graph guards them. */
@@ -844,7 +843,7 @@ static void on_event(void *ctx, em_trace_event ev, const char *what, const em_te
 
 static void on_free(void *ctx, const em_tensor *t) {
     em_tracer *tr = ctx;
-    if (t->trace_gen == tr->gen) born_remove(tr, t);
+    if (em_trace_gen(t) == tr->gen) born_remove(tr, t);
 }
 
 em_tracer *em_trace_begin(const char *name, em_loc_fn loc, void *loc_ctx) {
@@ -896,7 +895,7 @@ em_status em_trace_add_input(em_tracer *tr, em_tensor *t, const char *name, cons
 }
 
 int em_trace_add_external(em_tracer *tr, em_tensor *t, const char *name) {
-    if (t->trace_gen == tr->gen) {
+    if (em_trace_gen(t) == tr->gen) {
         em_error(EM_ERR_VALUE, "trace: an external input must be a new tensor");
         return -1;
     }
@@ -970,11 +969,11 @@ static const em_tensor *first_escape(em_tracer *tr, em_tensor *const *outputs, i
     *count = 0;
     for (size_t i = 0; i < tr->born_cap; i++) {
         const em_tensor *t = tr->born[i];
-        if (!t || t == TOMB || t->trace_gen != tr->gen) continue;
+        if (!t || t == TOMB || em_trace_gen(t) != tr->gen) continue;
         if (alive_only_as_a_base(t)) continue; /* (what keeps its views is what counts) */
         bool kept = false;
         for (int k = 0; k < n_out && !kept; k++) kept = outputs[k] == t;
-        for (int k = 0; k < tr->n_slots && !kept; k++) kept = tr->slots[k].obj->grad == t;
+        for (int k = 0; k < tr->n_slots && !kept; k++) kept = em_tensor_grad(tr->slots[k].obj) == t;
         if (kept) continue;
         if (!first) first = t;
         ++*count;
@@ -995,7 +994,7 @@ static void check_escapes(em_tracer *tr, em_tensor *const *outputs, int n_out) {
     if (!t || tr->failed) return;
     char shape[128], where[300] = "";
     em_shape_str(t->shape, t->ndim, shape, sizeof shape);
-    const em_ir_value *v = t->trace_value < (uint32_t)tr->cap_values ? tr->values[t->trace_value] : NULL;
+    const em_ir_value *v = em_trace_value(t) < (uint32_t)tr->cap_values ? tr->values[em_trace_value(t)] : NULL;
     if (v && v->def) {
         const em_ir_node *d = v->def;
         int k = snprintf(where, sizeof where, ", made by %s", em_op_name(d->op));
@@ -1054,7 +1053,7 @@ static bool fill_result(em_tracer *tr, em_tensor *const *outputs, int n_out, em_
         const struct slot *s = &tr->slots[i];
         em_grad_slot *r = &res->slots[res->n_slots++];
         *r = (em_grad_slot){s->owner, s->initial, EM_SLOT_NONE};
-        em_tensor *g = s->obj->grad;
+        em_tensor *g = em_tensor_grad(s->obj);
         if (!g) continue;
         if (s->initial >= 0 && g == s->initial_grad) {
             r->final = EM_SLOT_KEEP;
@@ -1127,7 +1126,7 @@ em_status em_trace_backward(em_tracer *tr, em_tensor *const *outputs, int n_out)
         goto done;
     }
     for (int i = 0; i < tr->n_source_tensors; i++)
-        if (tr->source_tensors[i]->requires_grad) {
+        if (em_requires_grad(tr->source_tensors[i])) {
             in[n_in] = (em_tensor *)tr->source_tensors[i];
             in_index[n_in++] = tr->source_index[i];
         }
@@ -1135,7 +1134,7 @@ em_status em_trace_backward(em_tracer *tr, em_tensor *const *outputs, int n_out)
     const em_trace_hook *h = em_set_trace_hook(tr->prev_hook);
     for (int i = 0; i < n_out && !tr->failed; i++) {
         em_tensor *o = outputs[i];
-        if (!o->requires_grad || !em_autograd_graph_live(o)) continue;
+        if (!em_requires_grad(o) || !em_autograd_graph_live(o)) continue;
         em_tensor *seed = em_ones(o->shape, o->ndim, o->dtype);
         em_set_trace_hook(h);
         if (!seed || !capture(tr, seed, EM_CAPTURE_GRAD_OUTPUT, i, NULL)) em_trace_fail(tr, "out of memory while tracing");

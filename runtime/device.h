@@ -14,18 +14,12 @@
 
 #include "ember/tensor.h"
 #include "kernels.h"
+#include "memory.h"
 
 typedef struct em_device_impl {
     const char *name;
-    /* A storage of nbytes (uninitialised) on device `index`, which frees its
-     * memory when released; NULL with the error set. */
-    em_storage *(*storage_new)(int index, size_t nbytes);
-    /* Copies between the device's memory and the host's, and within it. */
-    em_status (*to_host)(int index, void *dst, const void *src, size_t nbytes);
-    em_status (*from_host)(int index, void *dst, const void *src, size_t nbytes);
-    em_status (*copy)(int index, void *dst, const void *src, size_t nbytes);
-    /* Waits for the device's queued work. */
-    em_status (*synchronize)(int index);
+    /* Its memory (memory.h: what tensor.c allocates through). */
+    const em_device_memory *memory;
     /* Has the device a kernel for op? (Its inference has already accepted
      * the operands' types.) */
     bool (*supports)(em_op op);
@@ -36,10 +30,7 @@ typedef struct em_device_impl {
 /* The entry for d's type; NULL where this build has none. */
 const em_device_impl *em_device_impl_of(em_device d);
 
-/* The CPU device (runtime/cpu/device.c), and the release of the host
- * memory its storages own (what tells ember's own memory, which it may
- * grow or swap, from memory it wraps). */
+/* The CPU device (runtime/cpu/device.c). */
 extern const em_device_impl em_cpu_device;
-void em_host_release(void *ctx, void *data, size_t nbytes);
 
 #endif

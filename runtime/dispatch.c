@@ -1,19 +1,18 @@
 /*
  * dispatch.c - em_op_run(), the single entry point of eager execution, and
  * its relatives: inference through the op's rule, results allocated, the
- * kernel run, and the trace hook and autograd told.
+ * kernel run, and the interceptors told (the tracer and autograd).
  *
  * Each row's kind picks its inference: elementwise kinds share
  * infer_elementwise; other kinds have their own; OTHER rows name theirs
  * (infer_<name>). Inference is the same on every device; the kernel comes
  * from the device table (device.h), the device being the operands'. The
- * trace hook sees every op that user code ran (nesting depth 0), after it
- * ran.
+ * interceptors (ops.h) see every op that user code ran (nesting depth 0),
+ * in their order: dispatch names none of them.
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "autograd/node.h"
 #include "device.h"
 #include "kernels.h"
 
@@ -158,6 +157,19 @@ static bool autocast_lowers(em_op op) {
 static em_status op_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out,
                         int n_out);
 
+static inline const em_interceptor *interceptor(int rank) {
+    return __atomic_load_n(&em_interceptors[rank], __ATOMIC_ACQUIRE);
+}
+
+/* An autocast operand cast, an op of its own (autograd records it). */
+static em_tensor *cast_to(em_tensor *a, em_dtype dtype) {
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    at.dtype = dtype;
+    em_tensor *out = NULL;
+    return op_run(EM_OP_CAST, &a, 1, &at, &out, 1) == EM_OK ? out : NULL;
+}
+
 em_status em_op_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                     em_tensor **out, int n_out) {
     if (autocast_dtype < 0 || op_depth != 0 || !autocast_lowers(op) || n_in > MAX_IO)
@@ -175,14 +187,14 @@ em_status em_op_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *at
     for (int i = 0; i < n_in && st == EM_OK; i++) {
         if (!in[i] || !(in[i]->dtype == EM_DTYPE_F32 || in[i]->dtype == EM_DTYPE_F16 || in[i]->dtype == low)) continue;
         if (in[i]->dtype != low) {
-            if (!(cast[i] = em_cast(in[i], low))) {
+            if (!(cast[i] = cast_to(in[i], low))) {
                 st = em_last_status();
                 break;
             }
             use[i] = cast[i];
         }
         if (widen) {
-            if (!(round[i] = em_cast(use[i], EM_DTYPE_F32)))
+            if (!(round[i] = cast_to(use[i], EM_DTYPE_F32)))
                 st = em_last_status();
             else
                 use[i] = round[i];
@@ -190,7 +202,7 @@ em_status em_op_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *at
     }
     if (st == EM_OK) st = op_run(op, use, n_in, attrs, out, n_out);
     for (int j = 0; widen && st == EM_OK && j < n_out; j++) {
-        em_tensor *r = em_cast(out[j], low);
+        em_tensor *r = cast_to(out[j], low);
         em_tensor_release(out[j]);
         out[j] = r;
         if (!r) { /* (on failure the results are untouched: none) */
@@ -221,18 +233,20 @@ static em_status op_run(em_op op, em_tensor *const *in, int n_in, const em_attrs
     em_status st = em_op_infer(op, in_types, n_in, attrs, out_types, n_out);
     if (st != EM_OK) return st;
 
+    for (int r = 0; op_depth == 0 && r < EM_INTERCEPT_COUNT; r++) {
+        const em_interceptor *ic = interceptor(r);
+        if (ic && ic->before_op) ic->before_op(op, in, n_in, attrs);
+    }
     em_tensor *res[MAX_IO] = {NULL};
     if ((st = run_kernel(op, in, n_in, attrs, out_types, res, n_out)) != EM_OK) return st;
-    /* the tracer first: the results autograd saves are aliases that must
-     * carry the results' graph values */
-    const em_trace_hook *hook = em_get_trace_hook();
-    if (op_depth == 0 && hook && hook->on_op) hook->on_op(hook->ctx, op, in, n_in, attrs, res, n_out);
-    /* autograd records the outermost op only: an op built from others
-     * differentiates as one */
-    if (op_depth == 0 && em_autograd_wants(op, in, n_in) &&
-        (st = em_autograd_record(op, in, n_in, attrs, res, n_out)) != EM_OK) {
-        for (int i = 0; i < n_out; i++) em_tensor_release(res[i]);
-        return st;
+    /* the layers see the outermost op only: an op built from others
+     * traces and differentiates as one */
+    for (int r = 0; op_depth == 0 && r < EM_INTERCEPT_COUNT; r++) {
+        const em_interceptor *ic = interceptor(r);
+        if (ic && ic->after_op && (st = ic->after_op(op, in, n_in, attrs, res, n_out)) != EM_OK) {
+            for (int i = 0; i < n_out; i++) em_tensor_release(res[i]);
+            return st;
+        }
     }
     memcpy(out, res, (size_t)n_out * sizeof *out);
     return EM_OK;
@@ -259,6 +273,13 @@ static bool partial_overlap(const em_tensor *out, const em_tensor *in) {
         memcmp(in->strides, out->strides, (size_t)in->ndim * sizeof *in->strides) == 0)
         return false; /* the very same elements, read and written in step */
     return true;
+}
+
+/* The write will not happen: the layers below rank `upto` that prepared
+ * for it let go. */
+static void abort_inplace(const em_interceptor *const *ics, void *const *state, int upto) {
+    for (int r = 0; r < upto; r++)
+        if (ics[r] && ics[r]->abort_inplace && state[r]) ics[r]->abort_inplace(state[r]);
 }
 
 em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
@@ -298,9 +319,16 @@ em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_a
     bool put = op == EM_OP_INDEX_PUT && in[0] == out;
     for (int i = 1; put && i < n_in; i++) put = in[i]->storage != out->storage;
     for (int i = 0; i < n_in; i++) through_tmp |= partial_overlap(out, in[i]);
-    em_node *pending = NULL; /* autograd: the node the write will be recorded as */
-    if (op_depth == 0 && (st = em_autograd_inplace_begin(op, in, n_in, attrs, out, &pending)) != EM_OK)
-        return st;
+    void *state[EM_INTERCEPT_COUNT] = {NULL}; /* what each layer made ready for the write */
+    const em_interceptor *ics[EM_INTERCEPT_COUNT] = {NULL};
+    for (int r = 0; op_depth == 0 && r < EM_INTERCEPT_COUNT; r++) {
+        ics[r] = interceptor(r);
+        if (!ics[r] || !ics[r]->before_inplace) continue;
+        if ((st = ics[r]->before_inplace(op, in, n_in, attrs, out, &state[r])) != EM_OK) {
+            abort_inplace(ics, state, r);
+            return st;
+        }
+    }
     op_depth++;
     if (put) {
         st = em_index_put_write(out, in + 1, n_in - 2, in[n_in - 1], attrs);
@@ -314,22 +342,15 @@ em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_a
     }
     op_depth--;
     if (st != EM_OK) {
-        em_node_release(pending);
+        abort_inplace(ics, state, EM_INTERCEPT_COUNT);
         return st;
     }
     __atomic_fetch_add(&out->storage->version, 1, __ATOMIC_RELAXED);
-    /* the tracer first, as for out-of-place ops: the result autograd saves
-     * is an alias that must carry the written value's graph value, not the
-     * one from before the write (sigmoid_, tanh_, exp_ differentiate
-     * through their result) */
-    const em_trace_hook *hook = em_get_trace_hook();
-    if (op_depth == 0 && hook && hook->on_inplace) {
-        hook->on_inplace(hook->ctx, op, in, n_in, attrs, out);
-    } else if (op_depth == 0) {
-        char what[64];
-        snprintf(what, sizeof what, "%s_", name);
-        em_note_event(EM_EVENT_MUTATION, what, out);
-    }
-    em_autograd_inplace_end(pending, out);
+    /* in the stack's order: the tracer first, as for out-of-place ops (the
+     * result autograd saves is an alias that must carry the written
+     * value's graph value, not the one from before the write: sigmoid_,
+     * tanh_ and exp_ differentiate through their result) */
+    for (int r = 0; r < EM_INTERCEPT_COUNT; r++)
+        if (ics[r] && ics[r]->after_inplace) ics[r]->after_inplace(op, in, n_in, attrs, out, state[r]);
     return EM_OK;
 }

@@ -10,10 +10,8 @@
 
 #include "ember/alloc.h"
 #include "ember/ops_math.h"
-#include "ember/autograd.h"
-#include "ember/ops.h"
 #include "ember/tensor.h"
-#include "device.h"
+#include "memory.h"
 
 static int64_t live_tensors, live_storages;
 static uint64_t next_serial = 1;
@@ -43,14 +41,18 @@ em_storage *em_storage_wrap(void *data, size_t nbytes, em_device device, em_rele
 }
 
 em_storage *em_storage_new(em_device device, size_t nbytes) {
-    const em_device_impl *impl = em_device_impl_of(device);
-    if (!impl) {
+    const em_device_memory *mem = em_device_memory_of(device);
+    if (!mem) {
         char dev[16];
         em_error(EM_ERR_NOT_IMPLEMENTED, "cannot allocate on %s: this build of ember has no %s device support yet",
                  em_device_str(device, dev), device.type == EM_DEVICE_CUDA ? "CUDA" : "such");
         return NULL;
     }
-    return impl->storage_new(device.index, nbytes);
+    void *data = mem->alloc(device.index, nbytes);
+    if (!data) return NULL;
+    em_storage *s = em_storage_wrap(data, nbytes, device, mem->release, NULL);
+    if (!s) mem->release(NULL, data, nbytes);
+    return s;
 }
 
 void em_storage_retain(em_storage *s) { __atomic_fetch_add(&s->refcount, 1, __ATOMIC_RELAXED); }
@@ -274,7 +276,6 @@ em_status em_tensor_resize(em_tensor *t, const int64_t *shape, int ndim) {
         if (shape[i] && numel > INT64_MAX / shape[i]) return em_error(EM_ERR_RUNTIME, "resize_: size overflows");
         numel *= shape[i];
     }
-    if (t->requires_grad) return em_error(EM_ERR_RUNTIME, "cannot resize variables that require grad");
     em_storage *s = t->storage;
     size_t size = em_dtype_size(t->dtype);
     if ((uint64_t)(t->offset + numel) > (SIZE_MAX / size))
@@ -302,9 +303,6 @@ em_status em_tensor_resize(em_tensor *t, const int64_t *shape, int ndim) {
 
 em_status em_tensor_set_geometry(em_tensor *t, em_storage *storage, int64_t offset, const int64_t *shape,
                                  const int64_t *strides, int ndim) {
-    if (t->requires_grad)
-        return em_error(EM_ERR_RUNTIME, "an in-place change of a tensor's shape or memory (set_, squeeze_, "
-                                        "transpose_, ...) is not supported for tensors that require grad");
     em_tensor *probe = em_tensor_from_storage(storage, t->dtype, offset, shape, strides, ndim); /* (the checks) */
     if (!probe) return em_last_status();
     em_storage_retain(storage);
@@ -319,20 +317,24 @@ em_status em_tensor_set_geometry(em_tensor *t, em_storage *storage, int64_t offs
     return EM_OK;
 }
 
+/* Each layer's release of its word (em_tensor_layer), set by the layer. */
+static em_layer_release_fn layer_release[EM_LAYER_COUNT];
+
+void em_tensor_layer_register(em_tensor_layer layer, em_layer_release_fn release) {
+    __atomic_store_n(&layer_release[layer], release, __ATOMIC_RELEASE);
+}
+
 void em_tensor_release(em_tensor *t) {
     if (!t || __atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
-    if (t->trace_gen) { /* a tracer tracks which of its tensors are still alive */
-        const em_trace_hook *h = em_get_trace_hook();
-        if (h && h->on_free) h->on_free(h->ctx, t);
+    for (int l = 0; l < EM_LAYER_COUNT; l++) {
+        if (!t->layer_state[l]) continue;
+        em_layer_release_fn release = __atomic_load_n(&layer_release[l], __ATOMIC_ACQUIRE);
+        if (release) release(t, t->layer_state[l]);
     }
-    em_node_release(t->grad_fn);
     if (t->view_base) {
         __atomic_sub_fetch(&t->view_base->view_refs, 1, __ATOMIC_ACQ_REL);
         em_tensor_release(t->view_base);
     }
-    em_tensor_release(t->grad);
-    em_grad_hooks_free(t->hooks);
-    em_grad_hook_forget(t->retain_hook, t);
     em_storage_release(t->storage);
     em_free(t);
     __atomic_fetch_sub(&live_tensors, 1, __ATOMIC_RELAXED);

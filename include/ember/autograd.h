@@ -29,6 +29,21 @@ extern "C" {
 #endif
 
 typedef struct em_node em_node;
+typedef struct em_grad_hook em_grad_hook;
+
+/* A tensor's autograd state lives behind its EM_LAYER_AUTOGRAD word
+ * (tensor.h), made the first time the tensor requires grad, gets a history
+ * or a .grad (PyTorch's AutogradMeta): tensors autograd never touched
+ * carry none. Only runtime/autograd reads it; these say what it holds. */
+bool em_requires_grad(const em_tensor *t);
+/* The node that made t (borrowed), NULL for a leaf. */
+em_node *em_grad_fn(const em_tensor *t);
+/* Which of its grad_fn's results t is (0 for a leaf). */
+int em_output_nr(const em_tensor *t);
+/* t's .grad (borrowed), NULL for None. */
+em_tensor *em_tensor_grad(const em_tensor *t);
+/* Has t a retain_grad() hook? */
+bool em_tensor_retains_grad(const em_tensor *t);
 
 /* Grad mode, per thread (on by default); em_set_grad_enabled returns the
  * previous setting, for scoped restores. */
@@ -42,8 +57,13 @@ em_status em_set_requires_grad(em_tensor *t, bool on);
 em_tensor *em_detach(em_tensor *t);
 /* t's .grad becomes g (retained; NULL: None) and the old one is released,
  * with no checks and no trace event: a compiled run applying the .grad a
- * traced call left. */
-void em_tensor_set_grad(em_tensor *t, em_tensor *g);
+ * traced call left. Fails only out of memory for t's autograd state. */
+em_status em_tensor_set_grad(em_tensor *t, em_tensor *g);
+/* Makes t's autograd state now, so that a later em_tensor_set_grad on t
+ * cannot fail (all-or-nothing updates reserve first). */
+em_status em_tensor_autograd_reserve(em_tensor *t);
+/* Drops t's history: a leaf again, not requiring grad (Tensor.detach_). */
+void em_tensor_detach_(em_tensor *t);
 
 /* Backpropagates from outputs[i] with upstream gradients grads[i] (NULL: a
  * one-element output's implicit 1), accumulating into the .grad of every
@@ -94,7 +114,6 @@ em_tensor *em_node_variable(const em_node *n);
  * it, before it is used; setting *replacement (a new reference) replaces it.
  * A failure stops the backward with that status. */
 typedef em_status (*em_grad_hook_fn)(void *ctx, em_tensor *grad, em_tensor **replacement);
-typedef struct em_grad_hook em_grad_hook;
 /* Adds a hook on t's gradient (t requires grad): a leaf's runs before the
  * gradient is accumulated into .grad, a result's when its gradient is
  * complete, before its node's formula. Hooks run in the order they were
@@ -108,11 +127,9 @@ em_status em_tensor_register_hook(em_tensor *t, em_grad_hook_fn fn, void *ctx, v
 em_status em_tensor_register_post_accumulate_hook(em_tensor *t, em_grad_hook_fn fn, void *ctx,
                                                   void (*free_ctx)(void *));
 void em_grad_hooks_free(em_grad_hook *h);
-/* A result t keeps its gradient in t->grad from now on (summed over
+/* A result t keeps its gradient in its .grad from now on (summed over
  * backward calls, without history), as a leaf does; a leaf already does. */
 em_status em_tensor_retain_grad(em_tensor *t);
-/* (tensor.c: a dying t unhooks its retain_grad hook) */
-void em_grad_hook_forget(em_grad_hook *h, em_tensor *t);
 
 /* The backward of a host-defined function: gin[i] (new references, NULL for
  * none) from the results' gradients gout[j] (never NULL: absent ones are

@@ -437,6 +437,16 @@ void em_function_reset(em_function *f);
  * plan, not a compile, and does not count against the cache limit (up to
  * 256 such); 0: never; 1: from the first call. */
 void em_function_set_dynamic(em_function *f, int mode);
+/* The dims of t marked dynamic (ember.compiler.mark_dynamic), a bit each,
+ * in its EM_LAYER_COMPILE word (tensor.h): a compiled function called
+ * with t compiles for sizes read at run time. Not inherited by views or
+ * results. */
+static inline uint32_t em_tensor_dynamic_dims(const em_tensor *t) {
+    return (uint32_t)t->layer_state[EM_LAYER_COMPILE];
+}
+static inline void em_tensor_mark_dynamic(em_tensor *t, int dim) {
+    t->layer_state[EM_LAYER_COMPILE] |= (uintptr_t)1 << dim;
+}
 
 /* ---- ahead of time (frontend/aot.c) ---- */
 

@@ -422,12 +422,61 @@ typedef struct em_trace_hook {
      * its shape, cast to its dtype); NULL: reported as EM_EVENT_MUTATION. */
     void (*on_inplace)(void *ctx, em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                        em_tensor *out);
-    /* A tensor some trace has seen (trace_gen != 0) is being freed. */
+    /* A tensor some trace has seen (em_trace_gen != 0) is being freed. */
     void (*on_free)(void *ctx, const em_tensor *t);
 } em_trace_hook;
 
 /* Installs `hook` for this thread (NULL removes it); returns the previous. */
 const em_trace_hook *em_set_trace_hook(const em_trace_hook *hook);
+
+/* ---- interceptors: the layers dispatch tells about ops (issue 41, item 2) ----
+ *
+ * The layers that act on every op the user runs (ops at nesting depth 0,
+ * not those kernels run inside) form an ordered stack, as PyTorch's
+ * dispatch keys do: the tracer first (the results autograd saves are
+ * aliases that must carry the results' graph values), then autograd, then
+ * the profiler (an op's time includes its recording, as in PyTorch).
+ * Dispatch knows none by name: each layer installs its interceptor the
+ * first time it has something to do (the tracer when a hook is first set,
+ * autograd when a tensor first gets autograd state, the profiler when it
+ * starts), so an op costs a layer nothing before it exists. Any entry may
+ * be NULL. */
+typedef enum em_interceptor_rank {
+    EM_INTERCEPT_TRACE,
+    EM_INTERCEPT_AUTOGRAD,
+    EM_INTERCEPT_PROFILE,
+    EM_INTERCEPT_COUNT
+} em_interceptor_rank;
+
+typedef struct em_interceptor {
+    const char *name;
+    /* Before an out-of-place op's kernel runs (a clock starts). */
+    void (*before_op)(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs);
+    /* After an op made out[] from in[]. A failure undoes the op: its
+     * results are released and the caller gets the failure. */
+    em_status (*after_op)(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor *const *out,
+                          int n_out);
+    /* Before an in-place op writes op(in) into `target`: may refuse it;
+     * *state (NULL at first) goes to after_inplace, or to abort_inplace
+     * when the write does not happen. */
+    em_status (*before_inplace)(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor *target,
+                                void **state);
+    void (*after_inplace)(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor *target,
+                          void *state);
+    void (*abort_inplace)(void *state);
+} em_interceptor;
+
+/* Puts `ic` (static: it must outlive every op) at its rank of the stack
+ * (runtime/interceptor.c), which dispatch reads. */
+void em_interceptor_install(em_interceptor_rank rank, const em_interceptor *ic);
+extern const em_interceptor *em_interceptors[EM_INTERCEPT_COUNT];
+
+/* A tracer's mark on a tensor, its EM_LAYER_TRACE word (tensor.h): the
+ * generation of the trace that saw it (0: none) and its value there. A
+ * dying marked tensor is reported to the thread's hook (on_free). */
+uint32_t em_trace_gen(const em_tensor *t);
+uint32_t em_trace_value(const em_tensor *t);
+void em_trace_mark(em_tensor *t, uint32_t gen, uint32_t value);
 const em_trace_hook *em_get_trace_hook(void);
 /* Reports an event to the current hook, if any. */
 void em_note_event(em_trace_event ev, const char *what, const em_tensor *t);

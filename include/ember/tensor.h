@@ -44,6 +44,23 @@ typedef struct em_storage {
     int64_t saved_refs;
 } em_storage;
 
+/* The layers that keep state of their own on tensors (issue 41, item 2):
+ * each owns one word of em_tensor.layer_state and says what releasing it
+ * means; tensor.c depends on none of them. In the order a dying tensor
+ * tells them: the tracer sees the tensor whole, before autograd lets go of
+ * its history. */
+typedef enum em_tensor_layer {
+    EM_LAYER_TRACE,    /* frontend/trace.c, through runtime/trace_hook.c: its mark (ops.h) */
+    EM_LAYER_AUTOGRAD, /* runtime/autograd: an em_autograd_meta * (autograd/node.h) */
+    EM_LAYER_COMPILE,  /* frontend/function.c: dims marked dynamic, a bit each (frontend.h) */
+    EM_LAYER_PYTHON,   /* python/csrc: the Python object wrapping it (borrowed) */
+    EM_LAYER_COUNT
+} em_tensor_layer;
+
+struct em_tensor;
+/* What a layer does with its word of a dying tensor (never 0 when called). */
+typedef void (*em_layer_release_fn)(struct em_tensor *t, uintptr_t state);
+
 typedef struct em_tensor {
     int64_t refcount; /* updated atomically */
     em_storage *storage;
@@ -57,28 +74,11 @@ typedef struct em_tensor {
     /* A 0-d tensor made from a Python number: it takes part in type
      * promotion by category only, as in PyTorch. */
     bool is_wrapped_number;
-    /* Dims marked dynamic (ember.compiler.mark_dynamic), a bit each: a
-     * compiled function called with this tensor compiles for sizes read at
-     * run time (em_function_set_dynamic). Not inherited by views or results. */
-    uint32_t dynamic_dims;
-    /* Tracer bookkeeping (frontend/trace.c): the value this tensor has in the
-     * graph being traced, valid while trace_gen matches the tracer's. */
-    uint32_t trace_gen;
-    uint32_t trace_value;
-    /* Serial number in order of creation; the tracer uses it to tell tensors
-     * born during a trace from those that existed before. */
+    /* Serial number in order of creation (a tracer tells tensors born
+     * during its trace from those that existed before by it). */
     uint64_t serial;
-    /* Borrowed back-pointer to the Python object wrapping this tensor, so the
-     * same tensor always surfaces as the same Python object. */
-    void *pyobj;
-    /* Autograd (runtime/autograd/, include/ember/autograd.h). requires_grad:
-     * gradients flow to this tensor. grad_fn (owned): the node that made it,
-     * NULL for a leaf; output_nr: which of that node's results it is. grad
-     * (owned): a leaf's accumulated gradient. grad_acc (weak): the leaf's
-     * accumulation node while a graph uses it. is_view: made by a view op. */
-    bool requires_grad;
+    /* made by a view op (dispatch), or a view made by hand (Tensor.set_) */
     bool is_view;
-    int output_nr;
     /* A view op's result (dispatch): the tensor whose memory it views (the
      * root: a view of a view names the first one's base; owned), and the
      * memory's version its grad_fn describes. A write into the memory
@@ -90,11 +90,10 @@ typedef struct em_tensor {
     struct em_tensor *view_base;
     uint64_t view_version;
     int64_t view_refs;
-    struct em_node *grad_fn;
-    struct em_tensor *grad;
-    struct em_node *grad_acc;
-    struct em_grad_hook *hooks;       /* a leaf's gradient hooks (owned; autograd.h) */
-    struct em_grad_hook *retain_hook; /* retain_grad()'s hook on grad_fn (weak both ways) */
+    /* The state each layer above the runtime keeps per tensor, one word a
+     * layer (em_tensor_layer): tensor.c neither reads nor knows it, and
+     * hands it to the layer's release function when the tensor dies. */
+    uintptr_t layer_state[EM_LAYER_COUNT];
 } em_tensor;
 
 /* ---- storage ---- */
@@ -129,13 +128,13 @@ bool em_tensor_adopt_storage(em_tensor *target, em_tensor *value);
 /* PyTorch's resize_: t becomes contiguous with `shape` over the same
  * storage from its offset, the storage growing (its old bytes kept, the new
  * ones uninitialised, every tensor sharing it still valid) when it is too
- * small. Refused for tensors that require grad and for storage ember did
- * not allocate or whose address went out. */
+ * small. Refused for storage ember did not allocate or whose address went
+ * out (and, by its callers, for tensors that require grad). */
 em_status em_tensor_resize(em_tensor *t, const int64_t *shape, int ndim);
 /* Tensor.set_ and the in-place view ops (squeeze_, transpose_, as_strided_):
  * t becomes a view of `storage` (retained; t's own may be it) with the
- * given geometry, checked to lie inside it. Refused for tensors that
- * require grad. */
+ * given geometry, checked to lie inside it (its callers refuse tensors
+ * that require grad). */
 em_status em_tensor_set_geometry(em_tensor *t, em_storage *storage, int64_t offset, const int64_t *shape,
                                  const int64_t *strides, int ndim);
 /* A view of `base`'s storage with new geometry (no bounds re-check: callers
@@ -149,6 +148,9 @@ em_tensor *em_tensor_scalar_i64(int64_t value, em_dtype dtype);
 
 void em_tensor_retain(em_tensor *t);
 void em_tensor_release(em_tensor *t);
+/* Sets what layer's release does (a layer calls it before it first stores
+ * a word on a tensor; the same function again is harmless). */
+void em_tensor_layer_register(em_tensor_layer layer, em_layer_release_fn release);
 
 static inline void *em_tensor_data(const em_tensor *t) {
     return (char *)t->storage->data + t->offset * (int64_t)em_dtype_size(t->dtype);

@@ -108,7 +108,7 @@ PyTypeObject em_py_Node = {
 
 PyObject *em_py_get_requires_grad(PyObject *self, void *unused) {
     (void)unused;
-    return PyBool_FromLong(T(self)->requires_grad);
+    return PyBool_FromLong(em_requires_grad(T(self)));
 }
 
 /* Autograd state changes are not ops: inside a trace they fail it (the
@@ -140,7 +140,7 @@ PyObject *em_py_get_grad(PyObject *self, void *unused) {
     (void)unused;
     em_tensor *t = grad_owner(self);
     em_note_event(EM_EVENT_GRAD_READ, ".grad", t); /* a trace guards what it finds */
-    em_tensor *g = t->grad;
+    em_tensor *g = em_tensor_grad(t);
     if (!g) Py_RETURN_NONE;
     em_tensor_retain(g);
     return em_py_wrap(g);
@@ -168,26 +168,25 @@ int em_py_set_grad(PyObject *self, PyObject *v, void *unused) {
             PyErr_Format(PyExc_RuntimeError, "assigned grad has data of a different size: %s, the tensor is %s", a, b);
             return -1;
         }
-        em_note_event(EM_EVENT_GRAD_WRITE, ".grad assignment", t); /* a trace sets it after a run */
-        em_tensor_retain(g);
-        em_tensor_release(t->grad);
-        t->grad = g;
-        return 0;
+    } else {
+        v = NULL;
     }
-    em_note_event(EM_EVENT_GRAD_WRITE, ".grad assignment", t);
-    em_tensor_release(t->grad);
-    t->grad = NULL;
+    em_note_event(EM_EVENT_GRAD_WRITE, ".grad assignment", t); /* a trace sets it after a run */
+    if (em_tensor_set_grad(t, v ? T(v) : NULL) != EM_OK) {
+        em_py_raise();
+        return -1;
+    }
     return 0;
 }
 
 PyObject *em_py_get_grad_fn(PyObject *self, void *unused) {
     (void)unused;
-    return node_wrap(T(self)->grad_fn);
+    return node_wrap(em_grad_fn(T(self)));
 }
 
 PyObject *em_py_get_is_leaf(PyObject *self, void *unused) {
     (void)unused;
-    return PyBool_FromLong(grad_owner(self)->grad_fn == NULL);
+    return PyBool_FromLong(em_grad_fn(grad_owner(self)) == NULL);
 }
 
 /* ---- tensor methods ---- */
@@ -201,9 +200,7 @@ PyObject *em_py_detach_(PyObject *self, PyObject *unused) {
     (void)unused;
     em_tensor *t = T(self);
     note_state_change("detach_()", t);
-    em_node_release(t->grad_fn);
-    t->grad_fn = NULL;
-    t->requires_grad = false;
+    em_tensor_detach_(t);
     Py_INCREF(self);
     return self;
 }
@@ -385,7 +382,7 @@ static PyObject *f_as_subclass(PyObject *self, PyObject *args) {
         return em_py_error(PyExc_TypeError, "as_subclass: expected a Tensor, not %s", Py_TYPE(data)->tp_name);
     em_tensor *t = T(data), *v = em_expand(t, t->shape, t->ndim);
     if (!v) return em_py_raise();
-    if (v->pyobj) { /* (a fresh view has no Python object yet) */
+    if (em_py_object_of(v)) { /* (a fresh view has no Python object yet) */
         em_tensor_release(v);
         return em_py_error(PyExc_RuntimeError, "as_subclass: the alias already has a Python object");
     }
@@ -418,7 +415,7 @@ static PyObject *f_set_data(PyObject *self, PyObject *args) {
         return em_py_error(PyExc_TypeError, "data must be set to a Tensor, got %s", Py_TYPE(b)->tp_name);
     em_tensor *t = T(a), *src = T(b);
     note_state_change("assigning .data", t);
-    if (t->requires_grad && !em_dtype_is_float(src->dtype))
+    if (em_requires_grad(t) && !em_dtype_is_float(src->dtype))
         return em_py_error(PyExc_RuntimeError, "data set to a tensor of dtype %s, but this tensor "
                            "requires grad and only floating point tensors can",
                            em_dtype_long_name(src->dtype));
@@ -604,7 +601,7 @@ static PyObject *f_retain_grad(PyObject *self, PyObject *t) {
 static PyObject *f_retains_grad(PyObject *self, PyObject *t) {
     (void)self;
     if (!em_py_is_tensor(t)) return em_py_error(PyExc_TypeError, "retains_grad: expected a Tensor");
-    return PyBool_FromLong(T(t)->retain_hook != NULL);
+    return PyBool_FromLong(em_tensor_retains_grad(T(t)));
 }
 
 static PyObject *f_set_anomaly(PyObject *self, PyObject *arg) {

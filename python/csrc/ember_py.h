@@ -12,9 +12,16 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "ember/autograd.h"
 #include "ember/frontend.h"
 #include "ember/ops.h"
 #include "ember/random.h"
+
+/* The Python object wrapping t (borrowed; NULL: none yet), kept in its
+ * EM_LAYER_PYTHON word (tensor.h), so a tensor always surfaces as the same
+ * object. The object owns the tensor, so the word needs no release. */
+static inline PyObject *em_py_object_of(const em_tensor *t) { return (PyObject *)t->layer_state[EM_LAYER_PYTHON]; }
+static inline void em_py_set_object(em_tensor *t, PyObject *o) { t->layer_state[EM_LAYER_PYTHON] = (uintptr_t)o; }
 
 /* The C part of every ember.Tensor: one reference to an em_tensor. */
 typedef struct {
@@ -85,6 +92,7 @@ PyObject *em_py_tensor_item(em_tensor *t, const char *what);
 
 /* ---- generic op entry points (ops.c) ---- */
 extern PyMethodDef em_py_op_methods[];
+extern PyMethodDef em_py_profiler_methods[];
 /* op in place into out: out.op_(*objs); returns out (new reference). */
 PyObject *em_py_inplace(em_op op, PyObject *out, PyObject *const *objs, int n);
 

@@ -462,7 +462,7 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (em_py_errors_init(m) < 0 || em_py_tensor_type_init(m) < 0 || em_py_module_init_dtypes(m) < 0 ||
         em_py_compile_init(m) < 0 || em_py_autograd_init(m) < 0 || em_py_optim_init(m) < 0 ||
         em_py_distributed_init(m) < 0 || PyModule_AddFunctions(m, em_py_op_methods) < 0 ||
-        PyModule_AddFunctions(m, em_py_capture_methods) < 0) {
+        PyModule_AddFunctions(m, em_py_capture_methods) < 0 || PyModule_AddFunctions(m, em_py_profiler_methods) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -182,7 +182,7 @@ static PyObject *f_mark_dynamic(PyObject *self, PyObject *args) {
     if (dim < -t->ndim || dim >= t->ndim || t->ndim == 0)
         return em_py_error(PyExc_IndexError, "mark_dynamic: dim %lld is out of range for a tensor of %d dims", dim,
                            t->ndim);
-    t->dynamic_dims |= 1u << (dim < 0 ? dim + t->ndim : dim);
+    em_tensor_mark_dynamic(t, (int)(dim < 0 ? dim + t->ndim : dim));
     Py_RETURN_NONE;
 }
 
@@ -191,7 +191,7 @@ static PyObject *f_dynamic_dims(PyObject *self, PyObject *x) {
     em_tensor *t = tensor_arg(x, "_dynamic_dims");
     PyObject *l = t ? PyList_New(0) : NULL;
     for (int d = 0; l && d < t->ndim; d++) {
-        PyObject *i = t->dynamic_dims >> d & 1 ? PyLong_FromLong(d) : NULL;
+        PyObject *i = em_tensor_dynamic_dims(t) >> d & 1 ? PyLong_FromLong(d) : NULL;
         if (i && PyList_Append(l, i) < 0) Py_CLEAR(l);
         Py_XDECREF(i);
     }
@@ -733,6 +733,8 @@ static PyObject *f_resize(PyObject *self, PyObject *args) {
     if (bad) return NULL;
     em_note_event(EM_EVENT_MUTATION, "Tensor.resize_() (it changes a tensor's shape and memory in place)",
                   em_py_tensor_of(t));
+    if (em_requires_grad(em_py_tensor_of(t)))
+        return em_py_error(PyExc_RuntimeError, "cannot resize variables that require grad");
     if (em_tensor_resize(em_py_tensor_of(t), shape, ndim) != EM_OK) return em_py_raise();
     Py_INCREF(t);
     return t;
@@ -762,6 +764,9 @@ static PyObject *f_set_geometry(PyObject *self, PyObject *args) {
         return em_py_error(PyExc_RuntimeError, "set_: the source's dtype (%s) is not the tensor's (%s)",
                            em_dtype_name(ss->dtype), em_dtype_name(tt->dtype));
     em_note_event(EM_EVENT_MUTATION, "an in-place change of a tensor's shape or memory (set_, squeeze_, ...)", tt);
+    if (em_requires_grad(tt))
+        return em_py_error(PyExc_RuntimeError, "an in-place change of a tensor's shape or memory (set_, squeeze_, "
+                                               "transpose_, ...) is not supported for tensors that require grad");
     if (em_tensor_set_geometry(tt, ss->storage, offset, shape, strides, ndim) != EM_OK) return em_py_raise();
     Py_INCREF(t);
     return t;

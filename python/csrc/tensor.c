@@ -21,14 +21,14 @@ PyObject *em_py_wrap_new(PyTypeObject *type, em_tensor *t) {
         return NULL;
     }
     ((em_py_tensor *)o)->t = t;
-    t->pyobj = o;
+    em_py_set_object(t, o);
     return o;
 }
 
 PyObject *em_py_wrap(em_tensor *t) {
     if (!t) return em_py_raise();
-    if (t->pyobj) {
-        PyObject *o = t->pyobj;
+    if (em_py_object_of(t)) {
+        PyObject *o = em_py_object_of(t);
         Py_INCREF(o);
         em_tensor_release(t); /* the Python object already holds one */
         return o;
@@ -40,7 +40,7 @@ static void tensor_dealloc(PyObject *self) {
     em_py_tensor *p = (em_py_tensor *)self;
     if (p->weakreflist) PyObject_ClearWeakRefs(self);
     if (p->t) {
-        p->t->pyobj = NULL;
+        em_py_set_object(p->t, NULL);
         em_tensor_release(p->t);
         p->t = NULL;
     }
@@ -633,7 +633,7 @@ static PyObject *m_element_size(PyObject *self, PyObject *unused) {
 }
 static PyObject *m_output_nr(PyObject *self, PyObject *unused) {
     (void)unused;
-    return PyLong_FromLong(T(self)->output_nr);
+    return PyLong_FromLong(em_grad_fn(T(self)) ? em_output_nr(T(self)) : 0);
 }
 static PyObject *m_storage_offset(PyObject *self, PyObject *unused) {
     (void)unused;

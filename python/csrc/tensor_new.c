@@ -201,7 +201,7 @@ PyObject *em_py_storage_view(PyObject *self, PyObject *args) {
         return em_py_error(PyExc_TypeError, "_storage_view: expected a tensor, got %s",
                            Py_TYPE(base)->tp_name);
     em_tensor *b = em_py_tensor_of(base);
-    if (b->requires_grad)
+    if (em_requires_grad(b))
         return em_py_error(PyExc_ValueError, "_storage_view: the base must not require grad");
     int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS];
     int ndim, nstrides;

@@ -81,7 +81,7 @@ from . import utils  # noqa: E402,F401
 from . import aot  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
 from . import distributed  # noqa: E402,F401
-from . import backends, distributions, fft, futures, jit, masked, multiprocessing, onnx, special  # noqa: E402,F401
+from . import backends, distributions, fft, futures, jit, masked, multiprocessing, onnx, profiler, special  # noqa: E402,F401
 from .futures import _fork as fork, _wait as wait  # noqa: E402,F401
 from .special import logit, sinc, xlogy  # noqa: E402,F401
 Tensor.logit, Tensor.sinc, Tensor.xlogy = special.logit, special.sinc, special.xlogy

@@ -1,7 +1,8 @@
 /*
  * engine.c - autograd nodes, recording, and the backward engine.
  *
- * Recording (em_autograd_record, called by em_op_run): a node per
+ * Recording (record, autograd's interceptor: dispatch calls it after each
+ * op the user runs, ops.h): a node per
  * differentiable op whose inputs require grad, with edges to the nodes that
  * made them (a leaf's edge goes to its AccumulateGrad node, one per leaf,
  * found again through the leaf's weak grad_acc pointer) and the tensors the
@@ -22,20 +23,11 @@
 #include "ember/alloc.h"
 #include "node.h"
 
-static _Thread_local bool grad_disabled; /* inverted: zero-initialised means on */
 static uint64_t next_seq;
 static int64_t live_nodes;
 static bool anomaly;               /* anomaly detection (process-wide, as PyTorch's) */
 static bool anomaly_check_nan = true; /* ... and whether it checks gradients for NaN */
 static char *(*origin_of)(void);  /* the host's "where am I" for anomaly mode */
-
-bool em_grad_enabled(void) { return !grad_disabled; }
-
-bool em_set_grad_enabled(bool on) {
-    bool was = !grad_disabled;
-    grad_disabled = !on;
-    return was;
-}
 
 int64_t em_node_live_count(void) { return __atomic_load_n(&live_nodes, __ATOMIC_RELAXED); }
 
@@ -121,7 +113,8 @@ void em_node_release(em_node *n) {
         em_free(m->name);
         em_free(m->origin);
         if (m->variable) {
-            if (m->variable->grad_acc == m) m->variable->grad_acc = NULL;
+            em_autograd_meta *vm = em_autograd_meta_of(m->variable);
+            if (vm && vm->grad_acc == m) vm->grad_acc = NULL;
             em_tensor_release(m->variable);
         }
         em_free(m->next);
@@ -135,6 +128,74 @@ void em_node_release(em_node *n) {
     if (work != stack) em_free(work);
 }
 
+/* ---- tensors' autograd state ---- */
+
+bool em_requires_grad(const em_tensor *t) {
+    const em_autograd_meta *m = em_autograd_meta_of(t);
+    return m && m->requires_grad;
+}
+
+em_node *em_grad_fn(const em_tensor *t) {
+    const em_autograd_meta *m = em_autograd_meta_of(t);
+    return m ? m->grad_fn : NULL;
+}
+
+int em_output_nr(const em_tensor *t) {
+    const em_autograd_meta *m = em_autograd_meta_of(t);
+    return m && m->grad_fn ? m->output_nr : 0;
+}
+
+em_tensor *em_tensor_grad(const em_tensor *t) {
+    const em_autograd_meta *m = em_autograd_meta_of(t);
+    return m ? m->grad : NULL;
+}
+
+bool em_tensor_retains_grad(const em_tensor *t) {
+    const em_autograd_meta *m = em_autograd_meta_of(t);
+    return m && m->retain_hook;
+}
+
+static void release_meta(em_tensor *t, uintptr_t state);
+
+/* t's autograd state, made on first need (the layer's release registered
+ * before the first one is stored); NULL, the error set, out of memory. */
+static const em_interceptor interceptor;
+
+static em_autograd_meta *meta_of(em_tensor *t) {
+    em_autograd_meta *m = em_autograd_meta_of(t);
+    if (m) return m;
+    static bool installed;
+    if (!__atomic_load_n(&installed, __ATOMIC_ACQUIRE)) {
+        em_tensor_layer_register(EM_LAYER_AUTOGRAD, release_meta);
+        em_interceptor_install(EM_INTERCEPT_AUTOGRAD, &interceptor);
+        __atomic_store_n(&installed, true, __ATOMIC_RELEASE);
+    }
+    if (!(m = em_malloc(sizeof *m))) {
+        em_error(EM_ERR_NOMEM, "autograd: out of memory");
+        return NULL;
+    }
+    memset(m, 0, sizeof *m);
+    uintptr_t none = 0;
+    if (!__atomic_compare_exchange_n(&t->layer_state[EM_LAYER_AUTOGRAD], &none, (uintptr_t)m, false,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) { /* (another thread's came first) */
+        em_free(m);
+        return em_autograd_meta_of(t);
+    }
+    return m;
+}
+
+/* retain_grad()'s hook keeps a weak pointer to the tensor (below). */
+static void forget_retain_hook(em_grad_hook *h, em_tensor *t);
+
+static void release_meta(em_tensor *t, uintptr_t state) {
+    em_autograd_meta *m = (em_autograd_meta *)state;
+    em_node_release(m->grad_fn);
+    em_tensor_release(m->grad);
+    em_grad_hooks_free(m->hooks);
+    forget_retain_hook(m->retain_hook, t);
+    em_free(m);
+}
+
 /* ---- tensors ---- */
 
 em_status em_set_requires_grad(em_tensor *t, bool on) {
@@ -142,12 +203,15 @@ em_status em_set_requires_grad(em_tensor *t, bool on) {
         return em_error(EM_ERR_RUNTIME,
                         "only Tensors of floating point dtype can require gradients (got %s)",
                         em_dtype_long_name(t->dtype));
-    if (!on && t->grad_fn)
+    if (!on && em_grad_fn(t))
         return em_error(EM_ERR_RUNTIME,
                         "you can only change requires_grad flags of leaf variables. If you want to "
                         "use a computed variable in a subgraph that doesn't require "
                         "differentiation use var_no_grad = var.detach().");
-    t->requires_grad = on;
+    if (!on && !em_autograd_meta_of(t)) return EM_OK;
+    em_autograd_meta *m = meta_of(t);
+    if (!m) return em_last_status();
+    m->requires_grad = on;
     return EM_OK;
 }
 
@@ -158,20 +222,33 @@ static em_tensor *alias(em_tensor *t) {
     em_tensor *a = em_tensor_alias(t, t->offset, t->shape, t->strides, t->ndim);
     if (a) {
         a->is_wrapped_number = t->is_wrapped_number;
-        a->trace_gen = t->trace_gen;
-        a->trace_value = t->trace_value;
+        a->layer_state[EM_LAYER_TRACE] = t->layer_state[EM_LAYER_TRACE]; /* (a word: no ownership) */
         a->serial = t->serial;
-        if (a->trace_gen) em_note_event(EM_EVENT_ALIAS, "detach()", a);
+        if (em_trace_gen(a)) em_note_event(EM_EVENT_ALIAS, "detach()", a);
     }
     return a;
 }
 
 em_tensor *em_detach(em_tensor *t) { return t ? alias(t) : NULL; }
 
-void em_tensor_set_grad(em_tensor *t, em_tensor *g) {
+em_status em_tensor_set_grad(em_tensor *t, em_tensor *g) {
+    if (!g && !em_autograd_meta_of(t)) return EM_OK;
+    em_autograd_meta *m = meta_of(t);
+    if (!m) return em_last_status();
     if (g) em_tensor_retain(g);
-    em_tensor_release(t->grad);
-    t->grad = g;
+    em_tensor_release(m->grad);
+    m->grad = g;
+    return EM_OK;
+}
+
+em_status em_tensor_autograd_reserve(em_tensor *t) { return meta_of(t) ? EM_OK : em_last_status(); }
+
+void em_tensor_detach_(em_tensor *t) {
+    em_autograd_meta *m = em_autograd_meta_of(t);
+    if (!m) return;
+    em_node_release(m->grad_fn);
+    m->grad_fn = NULL;
+    m->requires_grad = false;
 }
 
 /* ---- views of memory written in place (PyTorch's CopySlices) ----
@@ -186,7 +263,7 @@ void em_tensor_set_grad(em_tensor *t, em_tensor *g) {
  * and the written view's new one (copy_slices). Both nodes address the
  * base's memory as flat positions, so the base must be contiguous. */
 
-static void attach(em_node *n, em_tensor *t, int output_nr);
+static em_status attach(em_node *n, em_tensor *t, int output_nr);
 static em_status gradient_edge(em_tensor *t, em_edge *e);
 
 /* attrs addressing view v inside its contiguous base, as flat positions */
@@ -222,10 +299,10 @@ static em_node *memory_node(em_op op, const em_attrs *a, const em_tensor *base, 
  * written since v's grad_fn was made (see above). */
 static em_status refresh_view(em_tensor *v) {
     em_tensor *base = v->view_base;
-    if (!base || grad_disabled) return EM_OK;
+    if (!base || !em_grad_enabled()) return EM_OK;
     uint64_t now = __atomic_load_n(&v->storage->version, __ATOMIC_RELAXED);
     if (v->view_version == now) return EM_OK;
-    if (!base->requires_grad) { /* nothing to read: the memory's history is none */
+    if (!em_requires_grad(base)) { /* nothing to read: the memory's history is none */
         v->view_version = now;
         return EM_OK;
     }
@@ -238,10 +315,10 @@ static em_status refresh_view(em_tensor *v) {
         em_node_release(n);
         return st;
     }
-    attach(n, v, 0);
+    st = attach(n, v, 0);
     em_node_release(n);
-    v->view_version = now;
-    return EM_OK;
+    if (st == EM_OK) v->view_version = now;
+    return st;
 }
 
 /* After a write through view v recorded as node `written` (v's new value):
@@ -254,23 +331,25 @@ static em_status copy_slices(em_tensor *v, em_node *written) {
     if (st != EM_OK) return st;
     em_node *scatter = memory_node(EM_OP_AS_STRIDED_SCATTER, &a, base, v, 2);
     if (!scatter) return em_last_status();
-    if (base->requires_grad && (st = gradient_edge(base, &scatter->next[0])) != EM_OK) {
+    if (em_requires_grad(base) && (st = gradient_edge(base, &scatter->next[0])) != EM_OK) {
         em_node_release(scatter);
         return st;
     }
     em_node_retain(written);
     scatter->next[1].node = written;
     scatter->next[1].input_nr = 0;
-    attach(scatter, base, 0);
+    st = attach(scatter, base, 0);
     em_node_release(scatter);
+    if (st != EM_OK) return st;
     em_node *read = memory_node(EM_OP_AS_STRIDED, &a, base, v, 1);
     if (!read) return em_last_status();
     if ((st = gradient_edge(base, &read->next[0])) != EM_OK) {
         em_node_release(read);
         return st;
     }
-    attach(read, v, 0);
+    st = attach(read, v, 0);
     em_node_release(read);
+    if (st != EM_OK) return st;
     v->view_version = __atomic_load_n(&v->storage->version, __ATOMIC_RELAXED);
     return EM_OK;
 }
@@ -280,37 +359,39 @@ static em_status copy_slices(em_tensor *v, em_node *written) {
 static em_status gradient_edge(em_tensor *t, em_edge *e) {
     em_status st = refresh_view(t);
     if (st != EM_OK) return st;
-    if (t->grad_fn) {
-        em_node_retain(t->grad_fn);
-        e->node = t->grad_fn;
-        e->input_nr = t->output_nr;
+    em_autograd_meta *m = meta_of(t);
+    if (!m) return em_last_status();
+    if (m->grad_fn) {
+        em_node_retain(m->grad_fn);
+        e->node = m->grad_fn;
+        e->input_nr = m->output_nr;
         return EM_OK;
     }
-    if (t->grad_acc) {
-        em_node_retain(t->grad_acc);
+    if (m->grad_acc) {
+        em_node_retain(m->grad_acc);
     } else {
         em_node *acc = node_new(EM_OP_ACCUMULATE, 0, 1);
         if (!acc) return em_last_status();
         em_tensor_retain(t);
         acc->variable = t;
         acc->out_types[0] = em_tensor_type(t);
-        t->grad_acc = acc; /* weak: the node keeps t alive, not the reverse */
+        m->grad_acc = acc; /* weak: the node keeps t alive, not the reverse */
     }
-    e->node = t->grad_acc;
+    e->node = m->grad_acc;
     e->input_nr = 0;
     return EM_OK;
 }
 
 /* ---- recording ---- */
 
-bool em_autograd_wants(em_op op, em_tensor *const *in, int n_in) {
-    if (grad_disabled || em_grad_rule_of(op)->kind == EM_GRAD_NONE) return false;
+static bool wants(em_op op, em_tensor *const *in, int n_in) {
+    if (!em_grad_enabled() || em_grad_rule_of(op)->kind == EM_GRAD_NONE) return false;
     for (int i = 0; i < n_in; i++) {
         /* (a stale view may have come to require grad: its memory was
          * written with a value that does; a failure here is reported
          * when the op is recorded) */
         if (in[i] && in[i]->view_base) (void)refresh_view(in[i]);
-        if (in[i] && in[i]->requires_grad) return true;
+        if (in[i] && em_requires_grad(in[i])) return true;
     }
     return false;
 }
@@ -331,7 +412,7 @@ static em_node *make_node(em_op op, em_tensor *const *in, int n_in, const em_att
     em_grad_kind k = em_grad_rule_of(op)->kind;
     for (int i = 0; i < n_in; i++) {
         n->in_types[i] = em_tensor_type(in[i]);
-        if (in[i]->requires_grad && gradient_edge(in[i], &n->next[i]) != EM_OK) goto fail;
+        if (em_requires_grad(in[i]) && gradient_edge(in[i], &n->next[i]) != EM_OK) goto fail;
         if (!saves_in(k, i)) continue;
         em_tensor *s = in[i];
         if (s == skip) { /* a copy of the value about to be overwritten, with its history */
@@ -339,10 +420,18 @@ static em_node *make_node(em_op op, em_tensor *const *in, int n_in, const em_att
             s = em_clone(in[i]);
             em_set_grad_enabled(was);
             if (!s) goto fail;
-            s->requires_grad = in[i]->requires_grad;
-            s->grad_fn = in[i]->grad_fn;
-            em_node_retain(s->grad_fn);
-            s->output_nr = in[i]->output_nr;
+            const em_autograd_meta *old = em_autograd_meta_of(in[i]);
+            em_autograd_meta *sm = old ? meta_of(s) : NULL;
+            if (old && !sm) {
+                em_tensor_release(s);
+                goto fail;
+            }
+            if (sm) {
+                sm->requires_grad = old->requires_grad;
+                sm->grad_fn = old->grad_fn;
+                em_node_retain(sm->grad_fn);
+                sm->output_nr = old->output_nr;
+            }
         } else {
             em_tensor_retain(s);
         }
@@ -367,13 +456,16 @@ static em_status save_outputs(em_node *n, em_tensor *const *out) {
     return EM_OK;
 }
 
-static void attach(em_node *n, em_tensor *t, int output_nr) {
-    if (!em_dtype_is_float(t->dtype)) return; /* integer results carry no gradient */
+static em_status attach(em_node *n, em_tensor *t, int output_nr) {
+    if (!em_dtype_is_float(t->dtype)) return EM_OK; /* integer results carry no gradient */
+    em_autograd_meta *m = meta_of(t);
+    if (!m) return em_last_status();
     em_node_retain(n);
-    em_node_release(t->grad_fn);
-    t->grad_fn = n;
-    t->output_nr = output_nr;
-    t->requires_grad = true;
+    em_node_release(m->grad_fn);
+    m->grad_fn = n;
+    m->output_nr = output_nr;
+    m->requires_grad = true;
+    return EM_OK;
 }
 
 /* Is t one of the inputs (an op such as contiguous() may return its input
@@ -384,8 +476,10 @@ static bool is_input(const em_tensor *t, em_tensor *const *in, int n_in) {
     return false;
 }
 
-em_status em_autograd_record(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
-                             em_tensor *const *out, int n_out) {
+/* After an out-of-place op: a node for its results. */
+static em_status record(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor *const *out,
+                        int n_out) {
+    if (!wants(op, in, n_in)) return EM_OK;
     bool fresh = false;
     for (int j = 0; j < n_out; j++) fresh |= !is_input(out[j], in, n_in);
     if (!fresh) return EM_OK;
@@ -395,23 +489,26 @@ em_status em_autograd_record(em_op op, em_tensor *const *in, int n_in, const em_
     em_node *n = make_node(op, in, n_in, attrs, types, n_out, NULL);
     if (!n) return em_last_status();
     em_status st = save_outputs(n, out);
-    if (st == EM_OK)
-        for (int j = 0; j < n_out; j++)
-            if (!is_input(out[j], in, n_in)) attach(n, out[j], j);
+    for (int j = 0; j < n_out && st == EM_OK; j++)
+        if (!is_input(out[j], in, n_in)) st = attach(n, out[j], j);
     em_node_release(n); /* the results hold it now */
     return st;
 }
 
-em_status em_autograd_inplace_begin(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
-                                    em_tensor *target, em_node **pending) {
+/* Around an in-place op writing into `target` (which is also an input):
+ * checks, and saves the inputs before the write (begin); then rebases
+ * target's history onto the new node (end). */
+static em_status inplace_begin(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor *target,
+                               void **state) {
+    em_node **pending = (em_node **)state;
     *pending = NULL;
     em_status st = refresh_view(target);
     if (st != EM_OK) return st;
-    bool any = target->requires_grad;
-    for (int i = 0; i < n_in; i++) any |= in[i]->requires_grad;
-    if (grad_disabled || !any) return EM_OK;
+    bool any = em_requires_grad(target);
+    for (int i = 0; i < n_in; i++) any |= em_requires_grad(in[i]);
+    if (!em_grad_enabled() || !any) return EM_OK;
     const char *name = em_op_get(op)->kind == EM_KIND_CAST ? "copy" : em_op_name(op);
-    if (!target->grad_fn && target->requires_grad)
+    if (!em_grad_fn(target) && em_requires_grad(target))
         return em_error(EM_ERR_RUNTIME,
                         "a leaf Variable that requires grad is being used in an in-place operation "
                         "(%s_); do it under ember.no_grad(), or on a clone",
@@ -422,7 +519,7 @@ em_status em_autograd_inplace_begin(em_op op, em_tensor *const *in, int n_in, co
                         "supported by ember's autograd (it is not a view op's result); use an out-of-place "
                         "operation",
                         name);
-    if (target->view_base && target->view_base->requires_grad && !target->view_base->grad_fn)
+    if (target->view_base && em_requires_grad(target->view_base) && !em_grad_fn(target->view_base))
         return em_error(EM_ERR_RUNTIME,
                         "a view of a leaf Variable that requires grad is being used in an in-place operation "
                         "(%s_); do it under ember.no_grad(), or on a clone",
@@ -437,16 +534,31 @@ em_status em_autograd_inplace_begin(em_op op, em_tensor *const *in, int n_in, co
     return *pending ? EM_OK : em_last_status();
 }
 
-void em_autograd_inplace_end(em_node *pending, em_tensor *target) {
+static void inplace_end(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor *target,
+                        void *state) {
+    (void)op, (void)in, (void)n_in, (void)attrs;
+    em_node *pending = state;
     if (!pending) return;
-    if (save_outputs(pending, &target) == EM_OK) {
-        attach(pending, target, 0);
-        /* (a failure leaves the view's own node: its gradient then stops at
-         * the view, as it did before views were followed) */
-        if (target->view_base) (void)copy_slices(target, pending);
-    }
+    /* (a failure to save or attach, out of memory, leaves the target's
+     * old history; a failure to follow a view leaves the view's own node:
+     * its gradient then stops at the view, as it did before views were
+     * followed) */
+    if (save_outputs(pending, &target) == EM_OK && attach(pending, target, 0) == EM_OK && target->view_base)
+        (void)copy_slices(target, pending);
     em_node_release(pending);
 }
+
+static void inplace_abort(void *state) { em_node_release(state); }
+
+/* Autograd's place in dispatch's stack (ops.h), installed with the first
+ * autograd state (meta_of): before any tensor has some, no op needs it. */
+static const em_interceptor interceptor = {
+    .name = "autograd",
+    .after_op = record,
+    .before_inplace = inplace_begin,
+    .after_inplace = inplace_end,
+    .abort_inplace = inplace_abort,
+};
 
 /* ---- hooks, custom functions, anomaly mode ---- */
 
@@ -465,15 +577,20 @@ static em_grad_hook *add_hook(em_tensor *t, em_grad_hook_fn fn, void *ctx, void 
         em_error(EM_ERR_NOMEM, "register_hook: out of memory");
         return NULL;
     }
-    *h = (em_grad_hook){fn, ctx, free_ctx, t->grad_fn ? t->output_nr : 0, NULL};
-    em_grad_hook **at = t->grad_fn ? &t->grad_fn->hooks : &t->hooks;
+    em_autograd_meta *m = meta_of(t);
+    if (!m) {
+        em_free(h);
+        return NULL;
+    }
+    *h = (em_grad_hook){fn, ctx, free_ctx, m->grad_fn ? m->output_nr : 0, NULL};
+    em_grad_hook **at = m->grad_fn ? &m->grad_fn->hooks : &m->hooks;
     while (*at) at = &(*at)->next;
     *at = h;
     return h;
 }
 
 em_status em_tensor_register_hook(em_tensor *t, em_grad_hook_fn fn, void *ctx, void (*free_ctx)(void *)) {
-    if (!t->requires_grad)
+    if (!em_requires_grad(t))
         return em_error(EM_ERR_RUNTIME, "cannot register a hook on a tensor that doesn't require gradient");
     return add_hook(t, fn, ctx, free_ctx) ? EM_OK : em_last_status();
 }
@@ -484,9 +601,9 @@ em_status em_tensor_register_hook(em_tensor *t, em_grad_hook_fn fn, void *ctx, v
 
 em_status em_tensor_register_post_accumulate_hook(em_tensor *t, em_grad_hook_fn fn, void *ctx,
                                                   void (*free_ctx)(void *)) {
-    if (!t->requires_grad)
+    if (!em_requires_grad(t))
         return em_error(EM_ERR_RUNTIME, "cannot register a hook on a tensor that doesn't require gradient");
-    if (t->grad_fn)
+    if (em_grad_fn(t))
         return em_error(EM_ERR_RUNTIME, "post accumulate grad hooks cannot be registered on non-leaf tensors");
     em_grad_hook *h = add_hook(t, fn, ctx, free_ctx);
     if (!h) return em_last_status();
@@ -495,7 +612,7 @@ em_status em_tensor_register_post_accumulate_hook(em_tensor *t, em_grad_hook_fn 
 }
 
 static em_status run_post_accumulate_hooks(em_tensor *leaf) {
-    for (em_grad_hook *h = leaf->hooks; h; h = h->next) {
+    for (em_grad_hook *h = em_autograd_meta_of(leaf)->hooks; h; h = h->next) {
         if (h->output_nr != POST_ACCUMULATE) continue;
         em_tensor *ignored = NULL;
         em_status st = h->fn(h->ctx, leaf, &ignored);
@@ -511,25 +628,27 @@ static em_status run_post_accumulate_hooks(em_tensor *leaf) {
 static em_status retain_hook_fn(void *ctx, em_tensor *grad, em_tensor **replacement) {
     em_tensor *t = ctx;
     if (!t) return EM_OK;
+    em_autograd_meta *m = em_autograd_meta_of(t); /* (it has one: it has this hook) */
     bool was = em_set_grad_enabled(false);
-    em_tensor *g = t->grad ? em_add(t->grad, grad) : em_clone(grad);
+    em_tensor *g = m->grad ? em_add(m->grad, grad) : em_clone(grad);
     em_set_grad_enabled(was);
     if (!g) return em_last_status();
-    em_tensor_release(t->grad);
-    t->grad = g;
+    em_tensor_release(m->grad);
+    m->grad = g;
     return EM_OK;
 }
 static void retain_hook_free(void *ctx) {
-    if (ctx) ((em_tensor *)ctx)->retain_hook = NULL;
+    if (ctx) em_autograd_meta_of(ctx)->retain_hook = NULL;
 }
-void em_grad_hook_forget(em_grad_hook *h, em_tensor *t) {
+static void forget_retain_hook(em_grad_hook *h, em_tensor *t) {
     if (h && h->ctx == t) h->ctx = NULL;
 }
 
 em_status em_tensor_retain_grad(em_tensor *t) {
-    if (!t->requires_grad) return em_error(EM_ERR_RUNTIME, "can't retain_grad on Tensor that has requires_grad=False");
-    if (!t->grad_fn || t->retain_hook) return EM_OK;
-    return (t->retain_hook = add_hook(t, retain_hook_fn, t, retain_hook_free)) ? EM_OK : em_last_status();
+    if (!em_requires_grad(t)) return em_error(EM_ERR_RUNTIME, "can't retain_grad on Tensor that has requires_grad=False");
+    em_autograd_meta *m = em_autograd_meta_of(t);
+    if (!m->grad_fn || m->retain_hook) return EM_OK;
+    return (m->retain_hook = add_hook(t, retain_hook_fn, t, retain_hook_free)) ? EM_OK : em_last_status();
 }
 
 /* Runs the hooks on result output_nr's gradient *g (each may replace it). */
@@ -562,7 +681,7 @@ em_status em_autograd_custom(const char *name, em_tensor *const *in, int n_in, e
     memcpy(n->name, name, len + 1);
     for (int i = 0; i < n_in; i++) {
         n->in_types[i] = em_tensor_type(in[i]);
-        if (in[i]->requires_grad && gradient_edge(in[i], &n->next[i]) != EM_OK) {
+        if (em_requires_grad(in[i]) && gradient_edge(in[i], &n->next[i]) != EM_OK) {
             em_node_release(n);
             return em_last_status();
         }
@@ -630,7 +749,7 @@ const char *em_node_name(const em_node *n, char *buf, size_t size) {
     return buf;
 }
 
-bool em_autograd_graph_live(const em_tensor *t) { return t->grad_fn && !t->grad_fn->released; }
+bool em_autograd_graph_live(const em_tensor *t) { return em_grad_fn(t) && !em_grad_fn(t)->released; }
 
 int em_node_n_next(const em_node *n) { return n->n_in; }
 
@@ -670,7 +789,7 @@ typedef struct {
 /* Is n the grad_fn of one of autograd.grad's inputs (within: the graph's edge)? */
 static bool is_boundary(const engine *e, const em_node *n) {
     for (int i = 0; e->within && i < e->n_capture; i++)
-        if (e->capture_in[i]->grad_fn == n) return true;
+        if (em_grad_fn(e->capture_in[i]) == n) return true;
     return false;
 }
 
@@ -865,7 +984,7 @@ static em_tensor *fit(em_tensor *g, const em_type *want) {
     return g;
 }
 
-static em_status accumulate(engine *e, em_node *n, em_tensor *g) {
+static em_status accumulate_leaf(engine *e, em_node *n, em_tensor *g) {
     em_tensor *v = n->variable;
     for (int i = 0; i < e->n_capture; i++) /* autograd.grad: captured, not accumulated */
         if (e->capture_in[i] == v) {
@@ -881,28 +1000,29 @@ static em_status accumulate(engine *e, em_node *n, em_tensor *g) {
             return EM_OK;
         }
     if (e->capture_in) return EM_OK; /* autograd.grad leaves other leaves' .grad alone */
+    em_autograd_meta *vm = em_autograd_meta_of(v); /* (a leaf with an AccumulateGrad node has one) */
     em_note_event(EM_EVENT_GRAD_READ, "backward()", v);
-    if (!v->grad || e->create_graph) em_note_event(EM_EVENT_GRAD_WRITE, "backward()", v);
-    if (!v->grad) { /* the first gradient: a tensor of the leaf's own */
+    if (!vm->grad || e->create_graph) em_note_event(EM_EVENT_GRAD_WRITE, "backward()", v);
+    if (!vm->grad) { /* the first gradient: a tensor of the leaf's own */
         bool sole = g->refcount == 1 && g->storage->refcount == 1 && laid_out_as(g, v) &&
-                    !g->grad_fn; /* nobody else can see it: no copy needed */
+                    !em_grad_fn(g); /* nobody else can see it: no copy needed */
         em_tensor *c = e->create_graph || sole ? (em_tensor_retain(g), g) : em_clone(g);
         if (!c) return em_last_status();
-        v->grad = c;
+        vm->grad = c;
         return EM_OK;
     }
     if (e->create_graph) { /* out of place, so the sum has history */
-        em_tensor *s = em_add(v->grad, g);
+        em_tensor *s = em_add(vm->grad, g);
         if (!s) return em_last_status();
-        em_tensor_release(v->grad);
-        v->grad = s;
+        em_tensor_release(vm->grad);
+        vm->grad = s;
         return EM_OK;
     }
-    em_tensor *ops[2] = {v->grad, g};
+    em_tensor *ops[2] = {vm->grad, g};
     em_attrs at;
     memset(&at, 0, sizeof at);
     bool was = em_set_grad_enabled(false);
-    em_status st = em_op_run_inplace(EM_OP_ADD, ops, 2, &at, v->grad);
+    em_status st = em_op_run_inplace(EM_OP_ADD, ops, 2, &at, vm->grad);
     em_set_grad_enabled(was);
     return st;
 }
@@ -927,10 +1047,11 @@ static em_status unpack(const em_node *n, const em_saved *s, int output_nr, bool
     if (s->is_output && create_graph) { /* give it its history back: double backward */
         em_tensor *a = alias(s->t);
         if (!a) return em_last_status();
-        a->requires_grad = true;
-        a->grad_fn = (em_node *)n;
-        em_node_retain(a->grad_fn);
-        a->output_nr = output_nr;
+        em_status st = attach((em_node *)n, a, output_nr);
+        if (st != EM_OK) {
+            em_tensor_release(a);
+            return st;
+        }
         *out = a;
         return EM_OK;
     }
@@ -944,9 +1065,10 @@ static em_status run_node(engine *e, task *t, bool retain_graph) {
     em_node *n = t->node;
     if (n->op == EM_OP_ACCUMULATE) {
         if (!t->grads || !t->grads[0]) return EM_OK;
-        em_status st = e->within ? EM_OK : run_hooks(n->variable->hooks, 0, &t->grads[0]);
-        if (st == EM_OK) st = accumulate(e, n, t->grads[0]);
-        if (st == EM_OK && !e->within && !e->capture_in && n->variable->hooks)
+        em_grad_hook *hooks = em_autograd_meta_of(n->variable)->hooks;
+        em_status st = e->within ? EM_OK : run_hooks(hooks, 0, &t->grads[0]);
+        if (st == EM_OK) st = accumulate_leaf(e, n, t->grads[0]);
+        if (st == EM_OK && !e->within && !e->capture_in && em_autograd_meta_of(n->variable)->hooks)
             st = run_post_accumulate_hooks(n->variable);
         return st;
     }
@@ -961,8 +1083,8 @@ static em_status run_node(engine *e, task *t, bool retain_graph) {
             if (st != EM_OK) return st;
         }
     for (int i = 0; i < e->n_capture; i++) /* autograd.grad of a non-leaf input */
-        if (e->capture_in[i]->grad_fn == n && t->grads && t->grads[e->capture_in[i]->output_nr]) {
-            em_tensor *g = t->grads[e->capture_in[i]->output_nr];
+        if (em_grad_fn(e->capture_in[i]) == n && t->grads && t->grads[em_output_nr(e->capture_in[i])]) {
+            em_tensor *g = t->grads[em_output_nr(e->capture_in[i])];
             em_tensor_retain(g);
             em_tensor_release(e->captured[i]);
             e->captured[i] = g;
@@ -1064,7 +1186,7 @@ static em_status run(engine *e, em_tensor *const *outputs, em_tensor *const *gra
     int n_roots = 0;
     for (int i = 0; i < n && st == EM_OK; i++) {
         em_tensor *o = outputs[i];
-        if (!o->requires_grad) {
+        if (!em_requires_grad(o)) {
             st = em_error(EM_ERR_RUNTIME, "element %d of tensors does not require grad and does not "
                                           "have a grad_fn", i);
             break;
@@ -1100,7 +1222,7 @@ static em_status run(engine *e, em_tensor *const *outputs, em_tensor *const *gra
     for (int i = 0; i < n && st == EM_OK; i++) { /* seed the roots */
         task *t = lookup(e, roots[i], false);
         em_tensor *o = outputs[i];
-        st = deliver(t, o->grad_fn ? o->output_nr : 0, seeds[i]);
+        st = deliver(t, em_grad_fn(o) ? em_output_nr(o) : 0, seeds[i]);
     }
     for (size_t i = 0; i < e->cap && st == EM_OK; i++)
         if (e->tasks[i].node && e->tasks[i].deps == 0 && !e->tasks[i].queued) push_ready(e, &e->tasks[i]);
@@ -1139,12 +1261,12 @@ em_status em_backward(em_tensor *const *outputs, em_tensor *const *grads, int n,
     return st;
 }
 
-static em_status grad(em_tensor *const *outputs, em_tensor *const *grads, int n, em_tensor *const *inputs,
+static em_status autograd_grad(em_tensor *const *outputs, em_tensor *const *grads, int n, em_tensor *const *inputs,
                       int n_inputs, bool retain_graph, bool create_graph, bool allow_unused, bool within,
                       em_tensor **result) {
     for (int i = 0; i < n_inputs; i++) {
         result[i] = NULL;
-        if (!inputs[i]->requires_grad)
+        if (!em_requires_grad(inputs[i]))
             return em_error(EM_ERR_RUNTIME, "One of the differentiated Tensors (input %d) does not "
                                             "require grad", i);
     }
@@ -1174,12 +1296,12 @@ static em_status grad(em_tensor *const *outputs, em_tensor *const *grads, int n,
 em_status em_autograd_grad(em_tensor *const *outputs, em_tensor *const *grads, int n,
                            em_tensor *const *inputs, int n_inputs, bool retain_graph,
                            bool create_graph, bool allow_unused, em_tensor **result) {
-    return grad(outputs, grads, n, inputs, n_inputs, retain_graph, create_graph, allow_unused, false, result);
+    return autograd_grad(outputs, grads, n, inputs, n_inputs, retain_graph, create_graph, allow_unused, false, result);
 }
 
 em_status em_autograd_grad_within(em_tensor *const *outputs, em_tensor *const *grads, int n,
                                   em_tensor *const *inputs, int n_inputs, em_tensor **result) {
-    return grad(outputs, grads, n, inputs, n_inputs, true, false, true, true, result);
+    return autograd_grad(outputs, grads, n, inputs, n_inputs, true, false, true, true, result);
 }
 
 uint64_t em_autograd_clock(void) { return __atomic_load_n(&next_seq, __ATOMIC_RELAXED); }
@@ -1192,7 +1314,7 @@ em_status em_autograd_visit_saved(em_tensor *const *roots, int n, uint64_t since
     em_node **stack = em_malloc(cap * sizeof *stack);
     em_status st = stack ? EM_OK : em_error(EM_ERR_NOMEM, "autograd: out of memory");
     for (int r = 0; r < n && st == EM_OK; r++) {
-        em_node *m = roots[r]->grad_fn;
+        em_node *m = em_grad_fn(roots[r]);
         if (m && top < cap) stack[top++] = m;
         while (top && st == EM_OK) {
             em_node *node = stack[--top];

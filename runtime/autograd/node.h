@@ -72,22 +72,32 @@ typedef em_status (*em_bw_fn)(const em_bw_ctx *c, em_tensor *const *gout, em_ten
 
 /* The grad column of ops.def, as a table. */
 typedef enum { EM_GRAD_NONE, EM_GRAD_ZERO, EM_GRAD_NOSAVE, EM_GRAD_IN, EM_GRAD_IDX, EM_GRAD_OUT, EM_GRAD_BOTH } em_grad_kind;
+/* A tensor's autograd state (autograd.h), behind its EM_LAYER_AUTOGRAD
+ * word. requires_grad: gradients flow to the tensor. grad_fn (owned): the
+ * node that made it, NULL for a leaf; output_nr: which of that node's
+ * results it is. grad (owned): a leaf's accumulated gradient. grad_acc
+ * (weak): the leaf's accumulation node while a graph uses it. hooks
+ * (owned): a leaf's gradient hooks; retain_hook: retain_grad()'s hook on
+ * grad_fn (weak both ways). */
+typedef struct em_autograd_meta {
+    bool requires_grad;
+    int output_nr;
+    em_node *grad_fn;
+    em_tensor *grad;
+    em_node *grad_acc;
+    em_grad_hook *hooks;
+    em_grad_hook *retain_hook;
+} em_autograd_meta;
+
+/* t's autograd state (borrowed), NULL when it has none. */
+static inline em_autograd_meta *em_autograd_meta_of(const em_tensor *t) {
+    return (em_autograd_meta *)t->layer_state[EM_LAYER_AUTOGRAD];
+}
+
 typedef struct {
     em_grad_kind kind;
     em_bw_fn fn;
 } em_grad_rule;
 const em_grad_rule *em_grad_rule_of(em_op op);
-
-/* Hooks for em_op_run / em_op_run_inplace (runtime/op_table.c). */
-bool em_autograd_wants(em_op op, em_tensor *const *in, int n_in);
-/* After an out-of-place op: a node for its results. */
-em_status em_autograd_record(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
-                             em_tensor *const *out, int n_out);
-/* Around an in-place op writing into `target` (which is also an input):
- * checks, saves the inputs before the write (begin), then rebases target's
- * history onto the new node (end). */
-em_status em_autograd_inplace_begin(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
-                                    em_tensor *target, em_node **pending);
-void em_autograd_inplace_end(em_node *pending, em_tensor *target);
 
 #endif

@@ -1,12 +1,9 @@
 /*
- * device.c - the CPU device of the device table (../device.h): host
- * memory from the caching allocator, copies by memcpy, nothing to wait
- * for, and the eager CPU kernels of every op, chosen per kind (elementwise
- * kinds share one driver) or per op (OTHER and factory rows: cpu_<name>).
+ * device.c - the CPU device of the device table (../device.h): the host's
+ * memory (../memory.c), and the eager CPU kernels of every op, chosen per
+ * kind (elementwise kinds share one driver) or per op (OTHER and factory
+ * rows: cpu_<name>).
  */
-#include <string.h>
-
-#include "ember/alloc.h"
 #include "../device.h"
 
 #define CPU_FOR(kind, name) CPU_FOR_##kind(name)
@@ -30,36 +27,10 @@ static const em_kernel_fn kernels[EM_OP_COUNT] = {
 #undef EM_OP
 };
 
-void em_host_release(void *ctx, void *data, size_t nbytes) {
-    (void)ctx;
-    em_cpu_free(data, nbytes);
-}
-
-static em_storage *cpu_storage_new(int index, size_t nbytes) {
-    (void)index;
-    void *data = em_cpu_alloc(nbytes);
-    if (!data) return NULL;
-    em_storage *s = em_storage_wrap(data, nbytes, em_cpu(), em_host_release, NULL);
-    if (!s) em_cpu_free(data, nbytes);
-    return s;
-}
-
-static em_status cpu_memcpy(int index, void *dst, const void *src, size_t nbytes) {
-    (void)index;
-    if (nbytes) memmove(dst, src, nbytes);
-    return EM_OK;
-}
-
-static em_status cpu_synchronize(int index) {
-    (void)index;
-    return EM_OK;
-}
-
 static bool cpu_supports(em_op op) { return (unsigned)op < EM_OP_COUNT && kernels[op]; }
 
 static em_status cpu_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
     return kernels[op](op, in, n_in, attrs, out);
 }
 
-const em_device_impl em_cpu_device = {"cpu", cpu_storage_new, cpu_memcpy, cpu_memcpy, cpu_memcpy, cpu_synchronize,
-                                      cpu_supports, cpu_run};
+const em_device_impl em_cpu_device = {"cpu", &em_host_memory, cpu_supports, cpu_run};

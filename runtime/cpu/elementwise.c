@@ -361,15 +361,23 @@ em_tensor *em_dense(em_tensor *t) {
  * computation's integer dtype (a zero made by wrapping counts). */
 static em_status check_divisor(em_op op, em_tensor *divisor) {
     if (divisor->numel == 0) return EM_OK;
-    em_attrs at; /* all(divisor), by the reduction kernel */
-    memset(&at, 0, sizeof at);
-    at.n_dims = divisor->ndim;
-    for (int d = 0; d < divisor->ndim; d++) at.dims[d] = d;
-    em_tensor *nonzero = em_tensor_empty(NULL, 0, EM_DTYPE_BOOL, divisor->device);
-    em_status st = nonzero ? cpu_reduce(EM_OP_ALL, &divisor, 1, &at, &nonzero) : em_last_status();
-    bool zero = st == EM_OK && em_tensor_get_f64(nonzero, 0) == 0.0;
-    em_tensor_release(nonzero);
-    if (st != EM_OK) return st;
+    /* a broadcast dim repeats its elements: one of each is enough */
+    int64_t shape[EM_MAX_DIMS];
+    for (int d = 0; d < divisor->ndim; d++) shape[d] = divisor->strides[d] == 0 ? 1 : divisor->shape[d];
+    em_tensor *each = em_tensor_alias(divisor, divisor->offset, shape, divisor->strides, divisor->ndim);
+    em_tensor *dense = each ? em_dense(each) : NULL;
+    em_tensor_release(each);
+    if (!dense) return em_last_status();
+    /* an integer is zero exactly when all its bytes are */
+    size_t size = em_dtype_size(dense->dtype);
+    const unsigned char *p = em_tensor_data(dense);
+    bool zero = false;
+    for (int64_t i = 0; i < dense->numel && !zero; i++, p += size) {
+        unsigned char any = 0;
+        for (size_t b = 0; b < size; b++) any |= p[b];
+        zero = any == 0;
+    }
+    em_tensor_release(dense);
     return zero ? em_error(EM_ERR_RUNTIME, "%s: ZeroDivisionError: integer division by zero", em_op_name(op))
                 : EM_OK;
 }

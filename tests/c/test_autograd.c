@@ -30,20 +30,20 @@ static void test_backward(void) {
     CHECK(em_set_requires_grad(x, true) == EM_OK && em_set_requires_grad(w, true) == EM_OK);
     em_tensor *h = em_matmul(x, w), *t = em_tanh(h), *col = em_slice(x, 1, 0, 1, 1);
     em_tensor *p = em_mul(t, col), *loss = em_sum(p, NULL, 0, false);
-    CHECK(loss && loss->requires_grad && loss->grad_fn);
+    CHECK(loss && em_requires_grad(loss) && em_grad_fn(loss));
     char name[64];
-    CHECK(strcmp(em_node_name(loss->grad_fn, name, sizeof name), "SumBackward0") == 0);
+    CHECK(strcmp(em_node_name(em_grad_fn(loss), name, sizeof name), "SumBackward0") == 0);
     CHECK(em_backward(&loss, NULL, 1, false, false) == EM_OK);
-    CHECK(x->grad && w->grad);
+    CHECK(em_tensor_grad(x) && em_tensor_grad(w));
     /* dL/dw[k][j] = sum_i x[i][k] (1 - t[i][j]^2) x[i][0] */
-    for (int k = 0; k < 3 && w->grad; k++)
+    for (int k = 0; k < 3 && em_tensor_grad(w); k++)
         for (int j = 0; j < 2; j++) {
             double want = 0;
             for (int i = 0; i < 2; i++) {
                 double ti = em_tensor_get_f64(t, i * 2 + j);
                 want += em_tensor_get_f64(x, i * 3 + k) * (1 - ti * ti) * em_tensor_get_f64(x, i * 3);
             }
-            CHECK_NEAR(em_tensor_get_f64(w->grad, k * 2 + j), want, 1e-12);
+            CHECK_NEAR(em_tensor_get_f64(em_tensor_grad(w), k * 2 + j), want, 1e-12);
         }
     /* a second backward without retain_graph is an error, not a crash */
     CHECK(em_backward(&loss, NULL, 1, false, false) == EM_ERR_RUNTIME);
@@ -61,11 +61,11 @@ static void test_double_backward(void) {
     em_tensor *three = em_full(NULL, 0, 3, EM_DTYPE_F64), *y = em_pow(x, three);
     em_tensor *g = NULL, *h = NULL;
     CHECK(em_autograd_grad(&y, NULL, 1, &x, 1, false, true, false, &g) == EM_OK);
-    CHECK(g && g->requires_grad);
+    CHECK(g && em_requires_grad(g));
     if (g) CHECK_NEAR(em_tensor_get_f64(g, 0), 3 * 1.5 * 1.5, 1e-12);
     CHECK(g && em_autograd_grad(&g, NULL, 1, &x, 1, false, false, false, &h) == EM_OK);
     if (h) CHECK_NEAR(em_tensor_get_f64(h, 0), 6 * 1.5, 1e-12);
-    CHECK(x->grad == NULL); /* autograd.grad leaves .grad alone */
+    CHECK(em_tensor_grad(x) == NULL); /* autograd.grad leaves .grad alone */
     em_tensor *all[] = {x, three, y, g, h};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) em_tensor_release(all[i]);
     check_counts("double backward", t0, s0, n0);
@@ -92,7 +92,7 @@ static void test_errors(void) {
     /* grad mode off: nothing recorded */
     bool was = em_set_grad_enabled(false);
     em_tensor *z = em_exp(x);
-    CHECK(was && z && !z->requires_grad && !z->grad_fn);
+    CHECK(was && z && !em_requires_grad(z) && !em_grad_fn(z));
     em_set_grad_enabled(true);
     em_tensor *all[] = {i, x, y, s, z};
     for (size_t k = 0; k < sizeof all / sizeof *all; k++) em_tensor_release(all[k]);

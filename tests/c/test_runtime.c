@@ -465,6 +465,90 @@ static void test_device_table(void) {
     em_tensor_release(a);
 }
 
+/* A layer's word on a tensor goes to the layer's release when the tensor
+ * dies (tensor.c knows no layer), and a layer installed in the
+ * interceptor stack sees each op the user runs, may refuse it (the op then
+ * leaves nothing behind), and is told when an in-place write it prepared
+ * for does not happen. The test stands in the tracer's rank: this program
+ * has no tracer. */
+static int released_words, seen_ops, seen_writes, aborted_writes;
+static bool refuse_ops, refuse_writes;
+
+static void count_release(em_tensor *t, uintptr_t state) {
+    (void)t;
+    if (state == 42) released_words++;
+}
+static em_status see_op(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor *const *out,
+                        int n_out) {
+    (void)op, (void)in, (void)n_in, (void)attrs, (void)out, (void)n_out;
+    seen_ops++;
+    return refuse_ops ? em_error(EM_ERR_RUNTIME, "refused by the test layer") : EM_OK;
+}
+static em_status prepare_write(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor *target,
+                               void **state) {
+    (void)op, (void)in, (void)n_in, (void)attrs;
+    if (refuse_writes) return em_error(EM_ERR_RUNTIME, "write refused by the test layer");
+    *state = target;
+    return EM_OK;
+}
+static void see_write(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor *target,
+                      void *state) {
+    (void)op, (void)in, (void)n_in, (void)attrs;
+    if (state == target) seen_writes++;
+}
+static void abort_write(void *state) {
+    if (state) aborted_writes++;
+}
+
+static void test_layers_and_interceptors(void) {
+    int64_t s[1] = {4};
+    em_tensor_layer_register(EM_LAYER_PYTHON, count_release);
+    em_tensor *w = em_ones(s, 1, EM_DTYPE_F32);
+    w->layer_state[EM_LAYER_PYTHON] = 42;
+    em_tensor_release(w);
+    CHECK(released_words == 1);
+    em_tensor_layer_register(EM_LAYER_PYTHON, NULL);
+
+    static const em_interceptor layer = {.name = "test", .after_op = see_op, .before_inplace = prepare_write,
+                                         .after_inplace = see_write, .abort_inplace = abort_write};
+    em_interceptor_install(EM_INTERCEPT_TRACE, &layer);
+    em_tensor *a = em_ones(s, 1, EM_DTYPE_F32), *b = em_ones(s, 1, EM_DTYPE_F32);
+    int ops_before = seen_ops;
+    em_tensor *c = em_add(a, b);
+    CHECK(c && seen_ops == ops_before + 1);
+    int64_t live = em_tensor_live_count();
+    refuse_ops = true;
+    CHECK(em_neg(a) == NULL && em_last_status() == EM_ERR_RUNTIME && em_tensor_live_count() == live);
+    refuse_ops = false;
+
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    em_tensor *ab[2] = {a, b};
+    CHECK(em_op_run_inplace(EM_OP_ADD, ab, 2, &at, a) == EM_OK && seen_writes == 1);
+    CHECK(em_tensor_get_f64(a, 0) == 2.0);
+    uint64_t version = a->storage->version;
+    refuse_writes = true;
+    CHECK(em_op_run_inplace(EM_OP_ADD, ab, 2, &at, a) == EM_ERR_RUNTIME);
+    CHECK(em_tensor_get_f64(a, 0) == 2.0 && a->storage->version == version && seen_writes == 1);
+    refuse_writes = false;
+
+    em_tensor *n = em_ones(s, 1, EM_DTYPE_I64), *z = em_zeros(s, 1, EM_DTYPE_I64);
+    em_tensor *nz[2] = {n, z};
+    CHECK(em_op_run_inplace(EM_OP_FLOOR_DIVIDE, nz, 2, &at, n) == EM_ERR_RUNTIME &&
+          check_contains(em_last_error(), "integer division by zero"));
+    CHECK(aborted_writes == 1 && seen_writes == 1);
+    em_interceptor_install(EM_INTERCEPT_TRACE, NULL);
+    int ops_now = seen_ops;
+    em_tensor *d = em_add(a, b);
+    CHECK(d && seen_ops == ops_now); /* (out of the stack: told nothing) */
+    em_tensor_release(d);
+    em_tensor_release(n);
+    em_tensor_release(z);
+    em_tensor_release(c);
+    em_tensor_release(a);
+    em_tensor_release(b);
+}
+
 static void test_out_of_memory(void) {
     int64_t s[2] = {64, 64};
     em_tensor *a = em_ones(s, 2, EM_DTYPE_F32);
@@ -507,6 +591,7 @@ int main(void) {
     RUN(test_cast_table);
     RUN(test_op_table);
     RUN(test_device_table);
+    RUN(test_layers_and_interceptors);
     RUN(test_out_of_memory);
     CHECK(em_tensor_live_count() == 0);
     CHECK(em_storage_live_count() == 0);

@@ -119,8 +119,8 @@ for _e in (DeviceType, ProfilerActivity, ProfilerState):
 
 
 class ProfilerConfig:
-    """The autograd profiler's settings, as a record (ember has no autograd
-    profiler to hand them to: use EMBER_PROFILE)."""
+    """The autograd profiler's settings, as a record (ember's profiler,
+    ember.autograd.profiler.profile, takes them as keywords)."""
 
     def __init__(self, state=ProfilerState.Disabled, report_input_shapes=False, profile_memory=False,
                  with_stack=False, with_flops=False, with_modules=False, experimental_config=None):
@@ -150,3 +150,6 @@ class NestedIOFunction(Function):
         raise RuntimeError("Legacy autograd function with non-static forward method is deprecated. Please use "
                            "new-style autograd function with static forward method. (Example: "
                            "https://pytorch.org/docs/stable/autograd.html#torch.autograd.Function)")
+
+
+from . import profiler  # noqa: E402,F401  (torch.autograd.profiler: ember.profiler under its legacy name)

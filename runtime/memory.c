@@ -1,0 +1,39 @@
+/*
+ * memory.c - the device memory table (memory.h): the host's memory from
+ * the caching allocator, copies by memmove, nothing to wait for.
+ */
+#include <string.h>
+
+#include "ember/alloc.h"
+#include "memory.h"
+
+static void *host_alloc(int index, size_t nbytes) {
+    (void)index;
+    return em_cpu_alloc(nbytes);
+}
+
+void em_host_release(void *ctx, void *data, size_t nbytes) {
+    (void)ctx;
+    em_cpu_free(data, nbytes);
+}
+
+static em_status host_memmove(int index, void *dst, const void *src, size_t nbytes) {
+    (void)index;
+    if (nbytes) memmove(dst, src, nbytes);
+    return EM_OK;
+}
+
+static em_status host_synchronize(int index) {
+    (void)index;
+    return EM_OK;
+}
+
+const em_device_memory em_host_memory = {"cpu", host_alloc, em_host_release, host_memmove, host_memmove,
+                                         host_memmove, host_synchronize};
+
+/* An entry per device type this build has memory for. */
+static const em_device_memory *const memories[] = {[EM_DEVICE_CPU] = &em_host_memory};
+
+const em_device_memory *em_device_memory_of(em_device d) {
+    return d.type < sizeof memories / sizeof *memories ? memories[d.type] : NULL;
+}
