@@ -3,7 +3,7 @@
  * (graph.c) that runs its nodes in order, with every fused node worth it
  * compiled into a kernel (kernel.c) and the others run op by op or by their
  * eager kernels, intermediate values in an arena laid out by a memory plan
- * (plan.c), value guards and write-backs included. A compiled call is one C
+ * (exec/plan.c), value guards and write-backs included. A compiled call is one C
  * call. Runs that are profiled (EMBER_PROFILE) go through the interpreter
  * instead, with the same kernels installed, which times every node.
  *

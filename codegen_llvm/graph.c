@@ -4,7 +4,7 @@
  *
  *   i32 graph(ptr in, ptr out, ptr run)   ; em_llvm_graph_fn
  *
- * The function runs the nodes in the plan's order (plan.c), each as one
+ * The function runs the nodes in the plan's order (exec/plan.c), each as one
  * call: a compiled kernel through the backend's launcher, a fused node too
  * small to be worth a kernel op by op, any other node its eager kernel
  * (em_op_run_planned: no inference, no dispatch, results written into the

@@ -10,7 +10,7 @@
 
 #include "ember/disk_cache.h"
 #include "ember/ir.h"
-#include "program.h"
+#include "../exec/program.h"
 
 /* ---- jit.c ---- */
 

@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #define EMBER_AOT_BUILDING
-#include "../codegen_llvm/program.h"
+#include "../exec/program.h"
 #include "aot_format.h"
 #include "ember/aot.h"
 #include "ember/autograd.h"

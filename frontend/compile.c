@@ -77,6 +77,19 @@ static const em_backend interp_backend = {"interp",
 
 const em_backend *em_interp_backend(void) { return &interp_backend; }
 
+const em_backend *em_backend_named(const char *name, bool *known) {
+    *known = true;
+#define EM_BACKEND_TRY(n, fn)                                                                      \
+    if (!name || !strcmp(name, #n)) {                                                              \
+        const em_backend *b = fn();                                                                \
+        if (b || name) return b;                                                                   \
+    }
+    EM_BACKEND_LIST(EM_BACKEND_TRY)
+#undef EM_BACKEND_TRY
+    *known = false;
+    return NULL;
+}
+
 /* ---- dumps ---- */
 
 unsigned em_dump_mask_from_env(void) {
@@ -225,10 +238,15 @@ em_status em_compile(em_ir_graph *graph, em_tensor *const *examples, int n_examp
         free(dot);
     }
 
-    const em_backend *want = em_llvm_backend();
-    if (opts->backend && strcmp(opts->backend, "interp") == 0) want = NULL;
-    if (opts->backend && strcmp(opts->backend, "llvm") == 0 && !want)
-        snprintf(c->note, sizeof c->note, "ember was built without LLVM; using the interpreter");
+    bool known;
+    const em_backend *want = em_backend_named(opts->backend, &known);
+    if (opts->backend && !known) { /* (EMBER_BACKEND=typo: the best built, and a note) */
+        want = em_backend_named(NULL, &known);
+        snprintf(c->note, sizeof c->note, "no backend named '%s'; using %s", opts->backend, want->name);
+    } else if (opts->backend && !want) {
+        snprintf(c->note, sizeof c->note, "ember was built without the %s backend; using the interpreter",
+                 opts->backend);
+    }
     em_backend_opts bo = {examples, n_examples, NULL, NULL, opts->spec, opts->dynamic_sizes};
     c->dynamic_sizes = opts->dynamic_sizes;
     if (dc.dir && (opts->dump_mask & EM_DUMP_LLVM)) {
@@ -236,7 +254,7 @@ em_status em_compile(em_ir_graph *graph, em_tensor *const *examples, int n_examp
         bo.dump_ctx = &dc;
     }
     t0 = now_ms();
-    if (want) {
+    if (want && want != &interp_backend) {
         if (want->compile(graph, &bo, &c->state) == EM_OK) {
             c->backend = want;
         } else {

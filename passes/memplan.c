@@ -2,7 +2,7 @@
  * memplan.c - schedules the block's nodes for a lower peak of memory.
  *
  * A compiled graph runs its nodes in block order, and its backend reuses an
- * intermediate's buffer once the value is dead (codegen_llvm/plan.c lays the
+ * intermediate's buffer once the value is dead (exec/plan.c lays the
  * buffers out in one arena, shown in the dumps' backend.txt). The order the
  * tracer recorded is the order eager ran, which is not always the one with
  * the lowest peak: a value computed early but first used much later holds

@@ -69,8 +69,21 @@ typedef struct em_backend {
                                 const char *table, char **description);
 } em_backend;
 
-/* The LLVM CPU backend, or NULL when ember was built without LLVM. */
-const em_backend *em_llvm_backend(void);
+/* Every backend, best first (the driver takes the first one built unless
+ * asked for another by name): X(name, the function that returns it, NULL
+ * where this build lacks it). The one registry: a new backend is a row
+ * here and its function. ORDER BACKEND */
+#define EM_BACKEND_LIST(X)                                                                         \
+    X(llvm, em_llvm_backend)                                                                       \
+    X(interp, em_interp_backend)
+
+#define EM_BACKEND_DECLARE(name, fn) const em_backend *fn(void);
+EM_BACKEND_LIST(EM_BACKEND_DECLARE)
+#undef EM_BACKEND_DECLARE
+
+/* The backend called `name` (NULL: the best built): NULL when the list has
+ * no such name or this build lacks it; *known says which. */
+const em_backend *em_backend_named(const char *name, bool *known);
 
 #ifdef __cplusplus
 }

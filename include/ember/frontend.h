@@ -480,7 +480,7 @@ em_status em_function_export_next(em_function *f, const em_aot_opts *opts);
 em_status em_function_export_status(const em_function *f);
 
 /* The interpreter as a backend (always available). */
-const em_backend *em_interp_backend(void);
+
 
 #ifdef __cplusplus
 }

@@ -150,7 +150,7 @@ void em_ir_shared_memory(const em_ir_graph *g, bool *from_input, bool *to_result
 /* Classes of body values that may share memory: parent[] (g->n_values
  * entries) becomes a union-find forest joining each body node's results
  * with its inputs where aliases[node id] is true (the memory planners:
- * codegen_llvm/plan.c, passes/memplan.c); em_ir_class finds a value's class. */
+ * exec/plan.c, passes/memplan.c); em_ir_class finds a value's class. */
 void em_ir_alias_classes(const em_ir_graph *g, const bool *aliases, int *parent);
 int em_ir_class(int *parent, int v);
 

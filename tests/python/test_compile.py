@@ -708,6 +708,23 @@ def test_env_backend_interp():
     assert proc.stdout.split() == ["interp", "1"], proc.stdout
 
 
+def test_env_backend_of_no_known_name_takes_the_best_and_says_so():
+    """The backends are one list (EM_BACKEND_LIST): a name not on it
+    compiles with the best one built, and the specialisation's note names
+    the mistake."""
+    proc = run_script("""
+        import ember
+        cf = ember.compile(lambda x: (x * 2).sum())
+        x = ember.randn(64)
+        cf(x)
+        cf(x)
+        spec = cf._specializations()[0]
+        print(spec["backend"], "|", spec["note"])
+    """, EMBER_BACKEND="nope")
+    best = "llvm" if ember.compiler.has_llvm() else "interp"
+    assert proc.stdout.strip() == f"{best} | no backend named 'nope'; using {best}", proc.stdout
+
+
 # ---------------------------------------------------------------- disabling
 
 
