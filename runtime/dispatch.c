@@ -292,6 +292,16 @@ em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_a
     for (int i = 0; i < n_in; i++) in_types[i] = em_tensor_type(in[i]);
     em_status st = em_op_infer(op, in_types, n_in, attrs, &rt, 1);
     if (st != EM_OK) return st;
+    /* written where the operands are, by that device's kernels (the CPU's
+     * are the only ones an in-place write has yet: a copy between devices
+     * is refused by name, not run as if both were the host) */
+    em_tensor *operands[MAX_IO + 1];
+    memcpy(operands, in, (size_t)n_in * sizeof *in);
+    operands[n_in] = out;
+    const em_device_impl *dev;
+    if ((st = device_of(op, operands, n_in + 1, NULL, &dev)) != EM_OK) return st;
+    if (dev != &em_cpu_device)
+        return em_error(EM_ERR_NOT_IMPLEMENTED, "%s_: in-place writes on %s are not implemented yet", name, dev->name);
     /* The operands must broadcast to the written tensor's shape, which is
      * then the broadcast shape itself whenever that tensor is an operand
      * (x.add_(y)), as in PyTorch; copy_ and fill_ broadcast their source. */

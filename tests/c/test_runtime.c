@@ -461,6 +461,17 @@ static void test_device_table(void) {
                   check_contains(em_last_error(), "neg: this build of ember has no cuda:0 device support yet"),
               "%s", em_last_error());
     CHECK(em_storage_new(cuda, 16) == NULL && em_last_status() == EM_ERR_NOT_IMPLEMENTED);
+    /* in-place writes too: none into the labelled memory, none out of it */
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    em_tensor *cc[2] = {c, c}, *ac[2] = {a, c};
+    CHECK_MSG(em_op_run_inplace(EM_OP_ADD, cc, 2, &at, c) == EM_ERR_NOT_IMPLEMENTED &&
+                  check_contains(em_last_error(), "add: this build of ember has no cuda:0 device support yet"),
+              "%s", em_last_error());
+    CHECK(em_op_run_inplace(EM_OP_ADD, ac, 2, &at, a) == EM_ERR_DEVICE);
+    at.dtype = EM_DTYPE_F32;
+    CHECK(em_op_run_inplace(EM_OP_CAST, &c, 1, &at, a) == EM_ERR_DEVICE);
+    CHECK(host[0] == 1 && em_tensor_get_f64(a, 0) == 1);
     em_tensor_release(c);
     em_tensor_release(a);
 }
