@@ -10,9 +10,10 @@ eagerly, on every thread, and the ranges it marks with record_function.
 The profiler is a layer of the dispatcher's interceptor stack (runtime/
 profiler.c): it sees each op the user runs (an op built from others is one
 op, as autograd records it) with its autograd recording, and the ops a
-backward runs. A call that runs compiled shows none of its kernels, which
-are not ops (mark it with record_function; EMBER_PROFILE times the nodes
-inside it). Times are in microseconds, as PyTorch prints them.
+backward runs. A call that runs compiled on LLVM shows none of its
+kernels, which are not ops (mark it with record_function; EMBER_PROFILE
+times the nodes inside it); on the interpreter backend its nodes run as
+eager ops, and show. Times are in microseconds, as PyTorch prints them.
 """
 
 import enum

@@ -137,9 +137,14 @@ def test_the_legacy_spelling_and_a_compiled_function():
         r = f(a)
         s = (a * 2).sum()
     assert r.item() == pytest.approx(s.item(), rel=1e-6)
-    # the compiled call runs no op the profiler sees; the eager line does
-    assert names(prof) == ["ember::mul", "ember::sum"]
-    assert prof.function_events[0].input_shapes == [[16], []]
+    got = names(prof)
+    assert got[-2:] == ["ember::mul", "ember::sum"] and prof.events()[-2].input_shapes == [[16], []]
+    if ember.compiler.has_llvm():
+        # the compiled call's kernels are not ops: only the eager line shows
+        assert got == ["ember::mul", "ember::sum"]
+    else:
+        # the interpreter runs each node's eager kernel, and they show
+        assert "ember::sum" in got[:-2]
     with ember.autograd.profiler.profile(enabled=False) as off:
         a.neg()
     assert off.events() == []
