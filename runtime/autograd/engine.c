@@ -385,6 +385,11 @@ static em_status gradient_edge(em_tensor *t, em_edge *e) {
 /* ---- recording ---- */
 
 static bool wants(em_op op, em_tensor *const *in, int n_in) {
+    /* the common case first, without a call: no operand autograd ever
+     * touched, none a view that could have come to need it */
+    bool maybe = false;
+    for (int i = 0; i < n_in && !maybe; i++) maybe = in[i] && (em_autograd_meta_of(in[i]) || in[i]->view_base);
+    if (!maybe) return false;
     if (!em_grad_enabled() || em_grad_rule_of(op)->kind == EM_GRAD_NONE) return false;
     for (int i = 0; i < n_in; i++) {
         /* (a stale view may have come to require grad: its memory was
