@@ -12,6 +12,7 @@ import pytest
 
 import ember
 from torchdiff import Arg, arr, check
+from conftest import forks_workers  # noqa: E402
 
 torch = pytest.importorskip("torch")
 
@@ -251,6 +252,7 @@ def test_removed_tensor_methods_raise_as_torch():
 
 # ---------------------------------------------------------------- DataPipes
 
+@forks_workers
 def test_datapipes_like_torch():
     def pipes(m):
         D = m.utils.data.datapipes.iter

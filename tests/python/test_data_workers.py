@@ -17,7 +17,9 @@ from ember.utils.data import (BatchSampler, DataLoader, Dataset, IterableDataset
                               SubsetRandomSampler, TensorDataset, WeightedRandomSampler, get_worker_info)
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create")
+from conftest import forks_workers  # noqa: E402
+
+pytestmark = [pytest.mark.filterwarnings("ignore:This DataLoader will create"), forks_workers]
 
 
 def shm_files():
