@@ -15,7 +15,6 @@ step (bench_train's), and three 1M-element float32 ops. PyTorch (one
 thread) and NumPy run the tiny ones beside them, for scale.
 """
 
-import json
 import os
 import subprocess
 import sys
@@ -23,6 +22,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 ROUNDS = 3
+sys.path.insert(0, HERE)
+from bench_call_overhead import run  # noqa: E402  (a child process's JSON line, one thread)
 
 TINY = """
 import json, sys, time
@@ -82,12 +83,6 @@ for _ in range(5):
     best = min(best, (time.perf_counter() - t) / 20000 * 1e6)
 print(json.dumps(dict(add=best)))
 """
-
-
-def run(code, pythonpath):
-    env = dict(os.environ, PYTHONPATH=pythonpath, OMP_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main():
