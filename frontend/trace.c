@@ -438,11 +438,25 @@ static em_ir_value *value_of(em_tracer *tr, em_tensor *t, const char *op) {
  * cat and stack of more are trees of cats (ember/_ops.py). */
 #define EM_TRACE_MAX_OPERANDS 64
 
+/* Compiled code runs on the CPU: an op with a tensor elsewhere (meta) fails
+ * the trace, and calls like it run eagerly. True when it did. */
+static bool off_the_cpu(em_tracer *tr, const char *name, em_tensor *const *ts, int n) {
+    for (int i = 0; i < n; i++)
+        if (ts[i] && ts[i]->device.type != EM_DEVICE_CPU) {
+            char dev[16];
+            em_trace_fail(tr, "%s: a tensor on %s: compiled code runs on the CPU only, so calls like this one run "
+                          "eagerly", name, em_device_str(ts[i]->device, dev));
+            return true;
+        }
+    return false;
+}
+
 static void on_op(void *ctx, em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                   em_tensor *const *out, int n_out) {
     em_tracer *tr = ctx;
     if (tr->failed) return;
     const em_op_info *info = em_op_get(op);
+    if (off_the_cpu(tr, info->name, in, n_in) || off_the_cpu(tr, info->name, out, n_out)) return;
     if (info->flags & EM_F_DATA_DEPENDENT) {
         em_trace_fail(tr,
                       "%s: its result's shape depends on the input's values, which a compiled "
@@ -643,6 +657,7 @@ static void on_inplace(void *ctx, em_op op, em_tensor *const *in, int n_in, cons
     if (tr->failed) return;
     const em_op_info *info = em_op_get(op);
     const char *name = info->kind == EM_KIND_CAST ? "copy" : info->name;
+    if (off_the_cpu(tr, name, in, n_in) || off_the_cpu(tr, name, &out, 1)) return;
     if (n_in > EM_TRACE_MAX_OPERANDS) {
         em_trace_fail(tr, "%s_: more than %d operands", name, EM_TRACE_MAX_OPERANDS);
         return;

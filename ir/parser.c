@@ -259,7 +259,10 @@ static em_type parse_type(parser *p) {
         /* (sizes multiply without overflow everywhere past the parser) */
         if (__builtin_mul_overflow(bytes, t.shape[i], &bytes)) FAIL("a type too large for memory");
     }
-    if (p->tok.kind == T_GLOBAL) { /* @cuda:0 */
+    if (p->tok.kind == T_GLOBAL && p->tok.len == 4 && memcmp(p->tok.s, "meta", 4) == 0) { /* @meta */
+        next(p);
+        t.device = em_meta();
+    } else if (p->tok.kind == T_GLOBAL) { /* @cuda:0 */
         if (p->tok.len != 4 || memcmp(p->tok.s, "cuda", 4) != 0) FAIL("unknown device");
         next(p);
         expect_punct(p, ':');

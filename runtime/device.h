@@ -32,5 +32,7 @@ const em_device_impl *em_device_impl_of(em_device d);
 
 /* The CPU device (runtime/cpu/device.c). */
 extern const em_device_impl em_cpu_device;
+/* The meta device (runtime/meta/device.c): inference only, no data. */
+extern const em_device_impl em_meta_device;
 
 #endif

@@ -39,7 +39,7 @@ static const em_infer_fn infers[EM_OP_COUNT] = {
 };
 
 /* The device table: an entry per device type this build has. */
-static const em_device_impl *const devices[] = {[EM_DEVICE_CPU] = &em_cpu_device};
+static const em_device_impl *const devices[] = {[EM_DEVICE_CPU] = &em_cpu_device, [EM_DEVICE_META] = &em_meta_device};
 
 const em_device_impl *em_device_impl_of(em_device d) {
     return d.type < sizeof devices / sizeof *devices ? devices[d.type] : NULL;
@@ -67,15 +67,25 @@ em_status em_op_infer(em_op op, const em_type *in, int n_in, const em_attrs *att
     return infers[op](op, in, n_in, attrs, out, n_out);
 }
 
-/* The device op runs on: its operands' (all on one: PyTorch's error
- * otherwise), or for ops without operands (factories) its result's; an
- * error naming the op where that device is not built here or has no
- * kernel for it. */
+/* Is t a host scalar (kernels.h: a 0-d CPU tensor, which joins operands
+ * on any device)? */
+static inline bool host_scalar(const em_tensor *t) { return t->ndim == 0 && t->device.type == EM_DEVICE_CPU; }
+
+/* The device op runs on: its operands' (all on one, host scalars aside:
+ * PyTorch's error otherwise), or for ops without operands (factories) its
+ * result's; an error naming the op where that device is not built here or
+ * has no kernel for it. */
 static em_status device_of(em_op op, em_tensor *const *in, int n_in, const em_type *result,
                            const em_device_impl **out) {
     em_device d = n_in > 0 && in[0] ? in[0]->device : result ? result->device : em_cpu();
-    for (int i = 1; i < n_in; i++)
-        if (in[i] && !em_device_eq(in[i]->device, d)) return em_device_mismatch(op, d, in[i]->device);
+    for (int i = 0; i < n_in; i++)
+        if (in[i] && !host_scalar(in[i])) {
+            d = in[i]->device;
+            break;
+        }
+    for (int i = 0; i < n_in; i++)
+        if (in[i] && !em_device_eq(in[i]->device, d) && !host_scalar(in[i]))
+            return em_device_mismatch(op, d, in[i]->device);
     const em_device_impl *dev = em_device_impl_of(d);
     char name[16];
     if (!dev)
@@ -95,7 +105,7 @@ static em_status device_of(em_op op, em_tensor *const *in, int n_in, const em_ty
 static em_status run_kernel(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                             const em_type *types, em_tensor **out, int n_out) {
     const em_op_info *info = em_op_get(op);
-    const em_device_impl *dev;
+    const em_device_impl *dev = NULL;
     em_status st = device_of(op, in, n_in, n_out ? &types[0] : NULL, &dev);
     if (st != EM_OK) return st;
     bool self_alloc = (info->flags & (EM_F_VIEW | EM_F_DATA_DEPENDENT)) || info->kind == EM_KIND_COPY;
@@ -299,8 +309,13 @@ em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_a
     memcpy(operands, in, (size_t)n_in * sizeof *in);
     operands[n_in] = out;
     const em_device_impl *dev;
+    /* (a copy into a meta tensor reads nothing: from any device, as PyTorch's) */
+    bool into_meta = out->device.type == EM_DEVICE_META;
+    if (into_meta && info->kind == EM_KIND_CAST) operands[0] = out;
+    if (info->kind == EM_KIND_CAST && !em_tensor_has_data(in[0]) && !into_meta)
+        return em_error(EM_ERR_NOT_IMPLEMENTED, "copy_: Cannot copy out of meta tensor; no data!");
     if ((st = device_of(op, operands, n_in + 1, NULL, &dev)) != EM_OK) return st;
-    if (dev != &em_cpu_device)
+    if (dev != &em_cpu_device && !into_meta)
         return em_error(EM_ERR_NOT_IMPLEMENTED, "%s_: in-place writes on %s are not implemented yet", name, dev->name);
     /* The operands must broadcast to the written tensor's shape, which is
      * then the broadcast shape itself whenever that tensor is an operand
@@ -340,7 +355,9 @@ em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_a
         }
     }
     op_depth++;
-    if (put) {
+    if (into_meta) {
+        st = EM_OK; /* (nothing to write: the checks above were the op) */
+    } else if (put) {
         st = em_index_put_write(out, in + 1, n_in - 2, in[n_in - 1], attrs);
     } else if (!through_tmp) {
         st = info->kind == EM_KIND_CAST ? em_copy_into(out, in[0]) : em_elementwise_into(op, in, out);

@@ -48,9 +48,16 @@ em_status infer_scan(em_op, const em_type *, int, const em_attrs *, em_type *, i
 em_status infer_factory(em_op, const em_type *, int, const em_attrs *, em_type *, int);
 em_status infer_fused(em_op, const em_type *, int, const em_attrs *, em_type *, int);
 
-/* Every operand on in[0]'s device, or PyTorch's error naming op and two of
- * the devices: for every op (dispatch) and every graph (the verifier, by
- * the inference that calls it). */
+/* A 0-d CPU tensor (a Python number's wrapping, or x.sum() of a CPU
+ * tensor) may join operands on any device, as in PyTorch: its value is
+ * read from the host. */
+static inline bool em_is_host_scalar(const em_type *t) { return t->ndim == 0 && t->device.type == EM_DEVICE_CPU; }
+/* The device of an op's operands: the first one's that is not a host
+ * scalar (in[0]'s when all are). */
+em_device em_operands_device(const em_type *in, int n);
+/* Every operand on that device (host scalars aside), or PyTorch's error
+ * naming op and two of the devices: for every op (dispatch) and every graph
+ * (the verifier, by the inference that calls it). */
 em_status em_check_same_device(em_op op, const em_type *in, int n);
 /* That error, for devices a and b. */
 em_status em_device_mismatch(em_op op, em_device a, em_device b);

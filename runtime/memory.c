@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ember/alloc.h"
+#include "ember/status.h"
 #include "memory.h"
 
 static void *host_alloc(int index, size_t nbytes) {
@@ -31,8 +32,22 @@ static em_status host_synchronize(int index) {
 const em_device_memory em_host_memory = {"cpu", host_alloc, em_host_release, host_memmove, host_memmove,
                                          host_memmove, host_synchronize};
 
+/* The meta device holds no data: nothing to allocate, and every copy in or
+ * out of it is refused by the callers that know what was asked (copy_,
+ * .to(), .item()) before it comes here. */
+static em_status no_data(int index, void *dst, const void *src, size_t nbytes) {
+    (void)index;
+    (void)dst;
+    (void)src;
+    (void)nbytes;
+    return em_error(EM_ERR_NOT_IMPLEMENTED, "Cannot copy out of meta tensor; no data!");
+}
+
+const em_device_memory em_meta_memory = {"meta", NULL, NULL, no_data, no_data, no_data, host_synchronize};
+
 /* An entry per device type this build has memory for. */
-static const em_device_memory *const memories[] = {[EM_DEVICE_CPU] = &em_host_memory};
+static const em_device_memory *const memories[] = {[EM_DEVICE_CPU] = &em_host_memory,
+                                                   [EM_DEVICE_META] = &em_meta_memory};
 
 const em_device_memory *em_device_memory_of(em_device d) {
     return d.type < sizeof memories / sizeof *memories ? memories[d.type] : NULL;

@@ -13,7 +13,8 @@
 typedef struct em_device_memory {
     const char *name;
     /* nbytes of uninitialised memory on device `index`; NULL with the
-     * error set. */
+     * error set. NULL itself for a device without data (meta): its
+     * storages have no memory, and nothing reads or writes them. */
     void *(*alloc)(int index, size_t nbytes);
     /* Gives back what alloc gave (ctx NULL): a storage's release. */
     em_release_fn release;
@@ -32,6 +33,8 @@ const em_device_memory *em_device_memory_of(em_device d);
 /* The host's memory (the caching allocator), and its release: what tells
  * ember's own memory, which it may grow or swap, from memory it wraps. */
 extern const em_device_memory em_host_memory;
+/* The meta device's: no memory at all (em_tensor_has_data is false). */
+extern const em_device_memory em_meta_memory;
 void em_host_release(void *ctx, void *data, size_t nbytes);
 
 #endif

@@ -201,7 +201,30 @@ em_tensor *em_expand(em_tensor *a, const int64_t *shape, int n) {
 em_tensor *em_contiguous(em_tensor *a) { return em_unary(EM_OP_CONTIGUOUS, a); }
 em_tensor *em_clone(em_tensor *a) { return a ? em_cast(a, a->dtype) : NULL; }
 
+em_tensor *em_to_device(em_tensor *t, em_device d) {
+    if (em_device_eq(t->device, d)) {
+        em_tensor_retain(t);
+        return t;
+    }
+    if (!em_tensor_has_data(t)) {
+        em_error(EM_ERR_NOT_IMPLEMENTED, "Cannot copy out of meta tensor; no data!");
+        return NULL;
+    }
+    char from[16], to[16];
+    if (d.type != EM_DEVICE_META) { /* (the copies between memories: the CUDA device's, issue 43) */
+        em_error(EM_ERR_NOT_IMPLEMENTED, "to(): copies from %s to %s are not implemented in this build",
+                 em_device_str(t->device, from), em_device_str(d, to));
+        return NULL;
+    }
+    /* Strides kept where they cover the memory densely (PyTorch's
+     * preserve_format), else row-major. */
+    em_tensor *r = em_tensor_empty(t->shape, t->ndim, t->dtype, d);
+    if (r && em_tensor_is_dense(t) && t->numel > 0) memcpy(r->strides, t->strides, sizeof r->strides);
+    return r;
+}
+
 bool em_equal_bits(em_tensor *a, em_tensor *b) {
+    if (!em_tensor_has_data(a) || !em_tensor_has_data(b)) return false;
     if (a->dtype != b->dtype || !em_shape_eq(a->shape, a->ndim, b->shape, b->ndim)) return false;
     em_tensor *c = em_contiguous(a), *d = em_contiguous(b);
     bool same = c && d &&
@@ -239,6 +262,24 @@ em_status em_assign_copy(em_tensor *target, em_tensor *value) {
     return em_op_run_inplace(EM_OP_CAST, &value, 1, &at, target); /* target.copy_(value) */
 }
 
+/* The device factories make their results on, per thread: the CPU unless
+ * set (ember.device("meta") as a context, set_default_device). */
+static _Thread_local em_device default_device = {EM_DEVICE_CPU, -1};
+
+em_device em_default_device(void) { return default_device; }
+
+em_device em_set_default_device(em_device d) {
+    em_device old = default_device;
+    default_device = d;
+    return old;
+}
+
+/* A factory op (no operands) on the default device. */
+static em_tensor *run_factory(em_op op, em_attrs *at) {
+    at->device = default_device;
+    return run1(op, NULL, 0, at);
+}
+
 static em_tensor *factory(em_op op, const int64_t *shape, int n, em_dtype dtype, double value,
                           int64_t value_i) {
     em_attrs at;
@@ -253,7 +294,7 @@ static em_tensor *factory(em_op op, const int64_t *shape, int n, em_dtype dtype,
     at.dtype = dtype;
     at.value = value;
     at.value_i = value_i;
-    return run1(op, NULL, 0, &at);
+    return run_factory(op, &at);
 }
 
 /* A float fill value for an integer tensor: truncated, like PyTorch; NaN and
@@ -288,6 +329,27 @@ em_tensor *em_randn(const int64_t *shape, int n, em_dtype dtype) {
     return factory(EM_OP_RANDN, shape, n, dtype, 0.0, 0);
 }
 
+/* The factories on an explicit device: the default device, set for the
+ * one op. */
+em_tensor *em_full_on(em_device d, const int64_t *shape, int n, double value, em_dtype dtype) {
+    em_device was = em_set_default_device(d);
+    em_tensor *t = em_full(shape, n, value, dtype);
+    em_set_default_device(was);
+    return t;
+}
+em_tensor *em_arange_on(em_device d, double start, double end, double step, em_dtype dtype) {
+    em_device was = em_set_default_device(d);
+    em_tensor *t = em_arange(start, end, step, dtype);
+    em_set_default_device(was);
+    return t;
+}
+em_tensor *em_eye_on(em_device d, int64_t n, int64_t m, em_dtype dtype) {
+    em_device was = em_set_default_device(d);
+    em_tensor *t = em_eye(n, m, dtype);
+    em_set_default_device(was);
+    return t;
+}
+
 em_tensor *em_arange(double start, double end, double step, em_dtype dtype) {
     em_attrs at;
     memset(&at, 0, sizeof at);
@@ -299,7 +361,7 @@ em_tensor *em_arange(double start, double end, double step, em_dtype dtype) {
     if (em_arange_length(start, end, step, &len) != EM_OK) return NULL;
     at.n_shape = 1;
     at.shape[0] = len;
-    return run1(EM_OP_ARANGE, NULL, 0, &at);
+    return run_factory(EM_OP_ARANGE, &at);
 }
 
 /* ---- views ---- */
@@ -572,7 +634,7 @@ em_tensor *em_linspace(double start, double end, int64_t steps, em_dtype dtype) 
     at.dtype = dtype;
     at.start = start;
     at.end = end;
-    return run1(EM_OP_LINSPACE, NULL, 0, &at);
+    return run_factory(EM_OP_LINSPACE, &at);
 }
 
 em_tensor *em_randint(int64_t low, int64_t high, const int64_t *shape, int n, em_dtype dtype) {
@@ -587,7 +649,7 @@ em_tensor *em_randint(int64_t low, int64_t high, const int64_t *shape, int n, em
     at.dtype = dtype;
     at.start = (double)low;
     at.end = (double)high;
-    return run1(EM_OP_RANDINT, NULL, 0, &at);
+    return run_factory(EM_OP_RANDINT, &at);
 }
 
 em_tensor *em_randperm(int64_t n, em_dtype dtype) {

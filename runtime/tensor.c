@@ -48,8 +48,8 @@ em_storage *em_storage_new(em_device device, size_t nbytes) {
                  em_device_str(device, dev), device.type == EM_DEVICE_CUDA ? "CUDA" : "such");
         return NULL;
     }
-    void *data = mem->alloc(device.index, nbytes);
-    if (!data) return NULL;
+    void *data = NULL; /* (a device without data: meta) */
+    if (mem->alloc && !(data = mem->alloc(device.index, nbytes))) return NULL;
     em_storage *s = em_storage_wrap(data, nbytes, device, mem->release, NULL);
     if (!s) mem->release(NULL, data, nbytes);
     return s;
@@ -281,7 +281,9 @@ em_status em_tensor_resize(em_tensor *t, const int64_t *shape, int ndim) {
     if ((uint64_t)(t->offset + numel) > (SIZE_MAX / size))
         return em_error(EM_ERR_RUNTIME, "resize_: size overflows");
     size_t need = (size_t)(t->offset + numel) * size;
-    if (need > s->nbytes) {
+    if (need > s->nbytes && s->device.type == EM_DEVICE_META) {
+        s->nbytes = need; /* (no memory to grow) */
+    } else if (need > s->nbytes) {
         if (s->release != em_host_release || s->exported)
             return em_error(EM_ERR_RUNTIME, "resize_: cannot grow memory ember does not own (a NumPy array's, a "
                                             "DLPack producer's, or one whose address went out) from %zu to %zu bytes",
@@ -315,6 +317,26 @@ em_status em_tensor_set_geometry(em_tensor *t, em_storage *storage, int64_t offs
     t->numel = probe->numel;
     em_tensor_release(probe);
     return EM_OK;
+}
+
+em_status em_tensor_require_data(const em_tensor *t, const char *what) {
+    if (em_tensor_has_data(t)) return EM_OK;
+    return em_error(EM_ERR_NOT_IMPLEMENTED, "%s cannot be called on meta tensors: they have a shape, a dtype "
+                    "and strides but no data", what);
+}
+
+void em_tensor_set_data(em_tensor *t, const em_tensor *src) {
+    em_storage_retain(src->storage);
+    em_storage_release(t->storage);
+    t->storage = src->storage;
+    t->offset = src->offset;
+    t->numel = src->numel;
+    t->dtype = src->dtype;
+    t->device = src->device;
+    t->ndim = src->ndim;
+    memcpy(t->shape, src->shape, sizeof t->shape);
+    memcpy(t->strides, src->strides, sizeof t->strides);
+    t->is_view = false;
 }
 
 /* Each layer's release of its word (em_tensor_layer), set by the layer. */

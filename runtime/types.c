@@ -3,6 +3,7 @@
  * runtime shares with the IR).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ember/types.h"
@@ -66,9 +67,38 @@ bool em_dtype_from_name(const char *name, size_t len, em_dtype *out) {
 char *em_device_str(em_device d, char *buf) {
     if (d.type == EM_DEVICE_CPU)
         strcpy(buf, "cpu");
+    else if (d.type == EM_DEVICE_META)
+        strcpy(buf, "meta");
+    else if (d.index < 0)
+        strcpy(buf, "cuda");
     else
         snprintf(buf, 16, "cuda:%d", d.index);
     return buf;
+}
+
+bool em_device_parse(const char *s, em_device *out) {
+    static const struct {
+        const char *name;
+        em_device_type type;
+    } names[] = {{"cpu", EM_DEVICE_CPU}, {"meta", EM_DEVICE_META}, {"cuda", EM_DEVICE_CUDA}};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        size_t n = strlen(names[i].name);
+        if (strncmp(s, names[i].name, n) != 0) continue;
+        const char *rest = s + n;
+        long index = -1;
+        if (*rest == ':') { /* "cpu:0" and "meta:0" are the one CPU and meta device */
+            char *end;
+            if (rest[1] < '0' || rest[1] > '9') return false;
+            index = strtol(rest + 1, &end, 10);
+            if (*end || index > 127) return false;
+        } else if (*rest) {
+            return false;
+        }
+        if (names[i].type != EM_DEVICE_CUDA) index = -1;
+        *out = (em_device){(uint8_t)names[i].type, (int8_t)index};
+        return true;
+    }
+    return false;
 }
 
 int64_t em_shape_numel(const int64_t *shape, int ndim) {

@@ -268,6 +268,9 @@ typedef struct em_attrs {
     /* as_strided and as_strided_scatter: where the view starts in the 1-d
      * input (its strides are `stride`) */
     int64_t offset;
+    /* factories: the device the result lives on (zeroed: the CPU; ops_api's
+     * factories fill in the thread's default device, em_default_device) */
+    em_device device;
 } em_attrs;
 
 /* Where attribute `bit` lives in em_attrs (EM_ATTR_LIST's kind): offset is
@@ -545,6 +548,10 @@ em_tensor *em_expand(em_tensor *a, const int64_t *shape, int n);
 em_tensor *em_contiguous(em_tensor *a);
 /* A contiguous copy with its own memory (a cast to a's own dtype). */
 em_tensor *em_clone(em_tensor *a);
+/* t on device d: t itself there already, else a copy (onto meta: a tensor
+ * of t's shape, dtype and dense strides, holding nothing; out of meta: an
+ * error, there being nothing to copy). Not recorded by autograd. */
+em_tensor *em_to_device(em_tensor *t, em_device d);
 /* Same dtype, shape and values, bit for bit (so a NaN equals itself):
  * how a value guard compares what a run computed with what a trace saw. */
 bool em_equal_bits(em_tensor *a, em_tensor *b);
@@ -601,6 +608,16 @@ em_tensor *em_linspace(double start, double end, int64_t steps, em_dtype dtype);
 em_tensor *em_eye(int64_t n, int64_t m, em_dtype dtype);
 em_tensor *em_randint(int64_t low, int64_t high, const int64_t *shape, int n, em_dtype dtype);
 em_tensor *em_randperm(int64_t n, em_dtype dtype);
+/* The device the factories below make their results on: the CPU unless
+ * set, per thread (PyTorch's `with torch.device(...)` and
+ * set_default_device). em_set_default_device returns the one before. */
+em_device em_default_device(void);
+em_device em_set_default_device(em_device d);
+/* Factories on an explicit device, whatever the default: what the runtime
+ * uses for tensors made to go with others (autograd's zeros and seeds). */
+em_tensor *em_full_on(em_device d, const int64_t *shape, int n, double value, em_dtype dtype);
+em_tensor *em_arange_on(em_device d, double start, double end, double step, em_dtype dtype);
+em_tensor *em_eye_on(em_device d, int64_t n, int64_t m, em_dtype dtype);
 em_tensor *em_full(const int64_t *shape, int n, double value, em_dtype dtype);
 /* full() with an integer fill value, exact for int64 tensors. */
 em_tensor *em_full_i64(const int64_t *shape, int n, int64_t value, em_dtype dtype);

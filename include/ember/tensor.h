@@ -152,6 +152,18 @@ void em_tensor_release(em_tensor *t);
  * a word on a tensor; the same function again is harmless). */
 void em_tensor_layer_register(em_tensor_layer layer, em_layer_release_fn release);
 
+/* PyTorch's `t.data = src`: t takes src's memory, dtype, device and
+ * geometry, keeping its identity and every layer's state (autograd's flags:
+ * the caller checks they still fit). */
+void em_tensor_set_data(em_tensor *t, const em_tensor *src);
+
+/* Does t hold values? Not on the meta device (shapes, dtypes and strides,
+ * no data), where nothing may read or write its memory. */
+static inline bool em_tensor_has_data(const em_tensor *t) { return t->device.type != EM_DEVICE_META; }
+/* EM_OK when t holds values, else an error saying `what` (".item()", ...)
+ * cannot run on a meta tensor. */
+em_status em_tensor_require_data(const em_tensor *t, const char *what);
+
 static inline void *em_tensor_data(const em_tensor *t) {
     return (char *)t->storage->data + t->offset * (int64_t)em_dtype_size(t->dtype);
 }

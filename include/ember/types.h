@@ -106,7 +106,9 @@ em_dtype em_default_float(void);
 /* Sets it; false, changing nothing, for a dtype that is not floating point. */
 bool em_set_default_float(em_dtype dt);
 
-typedef enum em_device_type { EM_DEVICE_CPU = 0, EM_DEVICE_CUDA = 1 } em_device_type;
+/* META: tensors with a shape, dtype and strides but no data (PyTorch's
+ * meta device): every op infers its results there and computes nothing. */
+typedef enum em_device_type { EM_DEVICE_CPU = 0, EM_DEVICE_CUDA = 1, EM_DEVICE_META = 2 } em_device_type;
 
 typedef struct em_device {
     uint8_t type; /* em_device_type */
@@ -114,11 +116,15 @@ typedef struct em_device {
 } em_device;
 
 static inline em_device em_cpu(void) { return (em_device){EM_DEVICE_CPU, -1}; }
+static inline em_device em_meta(void) { return (em_device){EM_DEVICE_META, -1}; }
 static inline bool em_device_eq(em_device a, em_device b) {
     return a.type == b.type && a.index == b.index;
 }
-/* Writes "cpu" or "cuda:0" into buf (at least 16 bytes); returns buf. */
+/* Writes "cpu", "meta" or "cuda:0" into buf (at least 16 bytes); returns buf. */
 char *em_device_str(em_device d, char *buf);
+/* Reads "cpu", "meta", "cuda" or "cuda:N" (as PyTorch spells devices);
+ * false for anything else. */
+bool em_device_parse(const char *s, em_device *out);
 
 /* A shape with its rank. Used for IR value types and shape inference. */
 typedef struct em_type {

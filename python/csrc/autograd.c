@@ -419,16 +419,7 @@ static PyObject *f_set_data(PyObject *self, PyObject *args) {
         return em_py_error(PyExc_RuntimeError, "data set to a tensor of dtype %s, but this tensor "
                            "requires grad and only floating point tensors can",
                            em_dtype_long_name(src->dtype));
-    em_storage_retain(src->storage);
-    em_storage_release(t->storage);
-    t->storage = src->storage;
-    t->offset = src->offset;
-    t->numel = src->numel;
-    t->dtype = src->dtype;
-    t->ndim = src->ndim;
-    memcpy(t->shape, src->shape, sizeof t->shape);
-    memcpy(t->strides, src->strides, sizeof t->strides);
-    t->is_view = false;
+    em_tensor_set_data(t, src);
     Py_RETURN_NONE;
 }
 

@@ -162,22 +162,34 @@ int em_py_dims_arg(PyObject *o, const char *what, int64_t *dims, int *n) {
     return int_sequence(o, what, dims, n); /* an empty list reduces all, as in PyTorch */
 }
 
-int em_py_device_arg(PyObject *o, const char *what) {
+int em_py_device_arg(PyObject *o, const char *what, em_device *out) {
+    *out = em_cpu();
     if (!o || o == Py_None) return 0;
+    if (PyLong_Check(o)) { /* an index alone means a CUDA device, as in PyTorch */
+        PyErr_Format(PyExc_NotImplementedError, "%s: device %S (CUDA) is not available: this build has CPU "
+                     "and meta tensors only", what, o);
+        return -1;
+    }
     PyObject *s = PyObject_Str(o);
     if (!s) return -1;
     const char *d = PyUnicode_AsUTF8(s);
-    int ok = d && strcmp(d, "cpu") == 0;
-    if (!ok && d && strncmp(d, "cuda", 4) == 0) {
+    int rc = -1;
+    em_device dev;
+    if (!d) {
+    } else if (!em_device_parse(d, &dev)) {
+        PyErr_Format(PyExc_RuntimeError, "%s: Expected one of cpu, cuda, meta device type at start of device string: "
+                     "%s", what, d);
+    } else if (dev.type == EM_DEVICE_CUDA) {
         char why[1024];
         em_cuda_available(why, sizeof why);
-        PyErr_Format(PyExc_NotImplementedError, "%s: device '%s' is not available: tensors live on the CPU only: %s",
-                     what, d, why);
-    } else if (!ok && d) {
-        PyErr_Format(PyExc_RuntimeError, "%s: device '%s' is not available; ember has CPU tensors only", what, d);
+        PyErr_Format(PyExc_NotImplementedError, "%s: device '%s' is not available: tensors live on the CPU (or "
+                     "meta) only: %s", what, d, why);
+    } else {
+        *out = dev;
+        rc = 0;
     }
     Py_DECREF(s);
-    return ok ? 0 : -1;
+    return rc;
 }
 
 /* ---- Python numbers as operands ---- */

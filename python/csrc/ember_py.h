@@ -65,8 +65,9 @@ int em_py_dtype_arg(PyObject *o, em_dtype dflt, em_dtype *out);
 int em_py_shape_args(PyObject *args, const char *what, int64_t *shape, int *n);
 /* A sequence or int of dims (dim=1, dim=(0, 2)); None means all. */
 int em_py_dims_arg(PyObject *o, const char *what, int64_t *dims, int *n);
-/* Rejects any device but the CPU (None and "cpu" are fine). */
-int em_py_device_arg(PyObject *o, const char *what);
+/* A device argument: None (the CPU), "cpu", "meta" or an ember.device;
+ * CUDA and unknown devices raise, naming `what`. */
+int em_py_device_arg(PyObject *o, const char *what, em_device *out);
 /* Operand conversion for elementwise ops: a tensor (new reference) from a
  * tensor, or from the Python number at operand position `pos` of `op`
  * combined with tensors whose result type is `tensors_result` (PyTorch's

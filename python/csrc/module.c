@@ -72,7 +72,8 @@ static PyObject *factory(PyObject *args, PyObject *kwargs, const char *name, em_
     int n;
     int rc = em_py_shape_args(shape_args, name, shape, &n);
     if (has_fill) Py_DECREF(shape_args);
-    if (rc < 0 || em_py_device_arg(device, name) < 0) return NULL;
+    em_device dev;
+    if (rc < 0 || em_py_device_arg(device, name, &dev) < 0) return NULL;
     em_dtype dflt = em_default_float();
     bool exact_int = false;
     long long ivalue = 0;
@@ -91,17 +92,16 @@ static PyObject *factory(PyObject *args, PyObject *kwargs, const char *name, em_
     em_dtype dt;
     if (em_py_dtype_arg(dtype, dflt, &dt) < 0) return NULL;
     em_rng_state global;
-    switch (op) {
-    case EM_OP_RAND:
-        if (em_py_rng_swap_in(gen, &global) < 0) return NULL;
-        return em_py_rng_swap_out(gen, global, em_rand(shape, n, dt));
-    case EM_OP_RANDN:
-        if (em_py_rng_swap_in(gen, &global) < 0) return NULL;
-        return em_py_rng_swap_out(gen, global, em_randn(shape, n, dt));
-    default:
-        return em_py_wrap(exact_int && dt == EM_DTYPE_I64 ? em_full_i64(shape, n, ivalue, dt)
-                                                          : em_full(shape, n, value, dt));
-    }
+    if ((op == EM_OP_RAND || op == EM_OP_RANDN) && em_py_rng_swap_in(gen, &global) < 0) return NULL;
+    /* (for this one factory op; without device=, where _set_factory_device says) */
+    em_device was = em_set_default_device(device == Py_None ? em_default_device() : dev);
+    em_tensor *t = op == EM_OP_RAND    ? em_rand(shape, n, dt)
+                   : op == EM_OP_RANDN ? em_randn(shape, n, dt)
+                   : exact_int && dt == EM_DTYPE_I64 ? em_full_i64(shape, n, ivalue, dt)
+                                                     : em_full(shape, n, value, dt);
+    em_set_default_device(was);
+    if (op == EM_OP_RAND || op == EM_OP_RANDN) return em_py_rng_swap_out(gen, global, t);
+    return em_py_wrap(t);
 }
 
 static PyObject *f_zeros(PyObject *s, PyObject *a, PyObject *k) {
@@ -125,6 +125,19 @@ static PyObject *f_randn(PyObject *s, PyObject *a, PyObject *k) {
     return factory(a, k, "randn", EM_OP_RANDN, 0.0, false);
 }
 
+/* _set_factory_device(device) -> the one before, as a str: the device the C
+ * factories make their results on until set back (ember/_creation.py sets
+ * it around one factory call, so ember's own temporaries stay where their
+ * operands are). */
+static PyObject *f_set_factory_device(PyObject *self, PyObject *arg) {
+    (void)self;
+    em_device d;
+    if (em_py_device_arg(arg, "set_default_device", &d) < 0) return NULL;
+    char was[16];
+    em_device_str(em_set_default_device(d), was);
+    return PyUnicode_FromString(was);
+}
+
 /* arange(end) / arange(start, end, step=1), dtype inferred like PyTorch. */
 static PyObject *f_arange(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
@@ -132,7 +145,8 @@ static PyObject *f_arange(PyObject *self, PyObject *args, PyObject *kwargs) {
     PyObject *a = NULL, *b = Py_None, *c = NULL, *dtype = Py_None, *device = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO$OO:arange", kw, &a, &b, &c, &dtype, &device))
         return NULL;
-    if (em_py_device_arg(device, "arange") < 0) return NULL;
+    em_device dev;
+    if (em_py_device_arg(device, "arange", &dev) < 0) return NULL;
     PyObject *start = b == Py_None ? NULL : a, *end = b == Py_None ? a : b;
     double v[3] = {0, 0, 1};
     PyObject *objs[3] = {start, end, c};
@@ -156,7 +170,10 @@ static PyObject *f_arange(PyObject *self, PyObject *args, PyObject *kwargs) {
     }
     em_dtype dt;
     if (em_py_dtype_arg(dtype, any_float ? em_default_float() : EM_DTYPE_I64, &dt) < 0) return NULL;
-    return em_py_wrap(em_arange(v[0], v[1], v[2], dt));
+    em_device was = em_set_default_device(device == Py_None ? em_default_device() : dev);
+    em_tensor *t = em_arange(v[0], v[1], v[2], dt);
+    em_set_default_device(was);
+    return em_py_wrap(t);
 }
 
 /* ---- reductions and shapes as functions ---- */
@@ -428,6 +445,7 @@ static PyMethodDef module_methods[] = {
     {"rand", KW f_rand, METH_VARARGS | METH_KEYWORDS, "uniform [0, 1) samples"},
     {"randn", KW f_randn, METH_VARARGS | METH_KEYWORDS, "standard normal samples"},
     {"arange", KW f_arange, METH_VARARGS | METH_KEYWORDS, "arange([start,] end[, step])"},
+    {"_set_factory_device", f_set_factory_device, METH_O, "_set_factory_device(device) -> the one before"},
     {"tensor", KW em_py_tensor_new, METH_VARARGS | METH_KEYWORDS, "tensor(data, dtype=None)"},
     {"from_numpy", em_py_from_numpy, METH_O, "a tensor sharing a NumPy array's memory"},
     {"_storage_view", em_py_storage_view, METH_VARARGS, "_storage_view(base, offset, size, stride)"},

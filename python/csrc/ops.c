@@ -625,16 +625,22 @@ static PyObject *f_masked_select(PyObject *self, PyObject *args) {
 
 static PyObject *f_empty(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *shape, *dtype;
-    if (!PyArg_ParseTuple(args, "OO", &shape, &dtype)) return NULL;
+    PyObject *shape, *dtype, *device = Py_None;
+    if (!PyArg_ParseTuple(args, "OO|O", &shape, &dtype, &device)) return NULL;
     int64_t s[EM_MAX_DIMS];
     int n;
     em_dtype dt;
+    em_device dev;
     PyObject *t = PyTuple_Pack(1, shape);
     int rc = t ? em_py_shape_args(t, "empty", s, &n) : -1;
     Py_XDECREF(t);
     if (rc < 0 || em_py_dtype_arg(dtype, em_default_float(), &dt) < 0) return NULL;
-    return em_py_wrap(em_empty(s, n, dt));
+    if (device == Py_None) return em_py_wrap(em_empty(s, n, dt));
+    if (em_py_device_arg(device, "empty", &dev) < 0) return NULL;
+    em_device was = em_set_default_device(dev);
+    em_tensor *r = em_empty(s, n, dt);
+    em_set_default_device(was);
+    return em_py_wrap(r);
 }
 
 static PyObject *f_linspace(PyObject *self, PyObject *args) {
@@ -926,7 +932,7 @@ PyMethodDef em_py_op_methods[] = {
      "_window(op, tensors, kernel, stride, padding, dilation, groups, ceil_mode, count_include_pad, divisor, shape[, "
      "layout])"},
     {"_masked_select", f_masked_select, METH_VARARGS, "_masked_select(x, mask)"},
-    {"_empty", f_empty, METH_VARARGS, "_empty(shape, dtype)"},
+    {"_empty", f_empty, METH_VARARGS, "_empty(shape, dtype, device=None)"},
     {"_linspace", f_linspace, METH_VARARGS, "_linspace(start, end, steps, dtype)"},
     {"_eye", f_eye, METH_VARARGS, "_eye(n, m, dtype)"},
     {"_randint", f_randint, METH_VARARGS, "_randint(low, high, shape, dtype, generator=None)"},

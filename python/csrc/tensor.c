@@ -110,6 +110,17 @@ static PyObject *get_ndim(PyObject *self, void *c) {
     (void)c;
     return PyLong_FromLong(T(self)->ndim);
 }
+/* (type, index) of the tensor's device: ember.Tensor.device builds its
+ * device object from them. */
+static PyObject *get_device_key(PyObject *self, void *c) {
+    (void)c;
+    em_device d = T(self)->device;
+    return Py_BuildValue("(ii)", (int)d.type, (int)d.index);
+}
+static PyObject *get_is_meta(PyObject *self, void *c) {
+    (void)c;
+    return PyBool_FromLong(T(self)->device.type == EM_DEVICE_META);
+}
 static PyObject *get_is_cpu(PyObject *self, void *c) {
     (void)c;
     return PyBool_FromLong(T(self)->device.type == EM_DEVICE_CPU);
@@ -127,6 +138,8 @@ static PyObject *get_T(PyObject *self, void *c) {
 static PyObject *get_array_interface(PyObject *self, void *c) {
     (void)c;
     em_tensor *t = T(self);
+    if (t->device.type == EM_DEVICE_META)
+        return em_py_error(PyExc_NotImplementedError, "Cannot convert a meta tensor to NumPy: it has no data");
     if (t->device.type != EM_DEVICE_CPU)
         return em_py_error(PyExc_TypeError,
                            "can't convert a CUDA tensor to NumPy; copy it to the CPU with .cpu()");
@@ -170,6 +183,8 @@ static PyGetSetDef tensor_getset[] = {
     {"dtype", get_dtype, NULL, "the element type", NULL},
     {"ndim", get_ndim, NULL, "number of dimensions", NULL},
     {"is_cpu", get_is_cpu, NULL, "True for tensors in CPU memory", NULL},
+    {"is_meta", get_is_meta, NULL, "True for meta tensors (a shape, a dtype and strides; no data)", NULL},
+    {"_device_key", get_device_key, NULL, "(type code, index) of the tensor's device", NULL},
     {"T", get_T, NULL, "the tensor with its dimensions reversed", NULL},
     {"__array_interface__", get_array_interface, NULL, "NumPy array interface (zero-copy)", NULL},
     {"requires_grad", em_py_get_requires_grad, em_py_set_requires_grad,
@@ -281,6 +296,10 @@ static int nb_bool(PyObject *self) {
     if (t->numel != 1) {
         PyErr_Format(PyExc_RuntimeError, "Boolean value of Tensor with %s is ambiguous",
                      t->numel ? "more than one value" : "no values");
+        return -1;
+    }
+    if (em_tensor_require_data(t, "bool(tensor)") != EM_OK) {
+        em_py_raise();
         return -1;
     }
     em_note_host_sync("bool(tensor)", t);
@@ -571,6 +590,7 @@ static PyObject *m_to(PyObject *self, PyObject *args, PyObject *kwargs) {
                          NULL};
     PyObject *pos[4] = {Py_None, Py_None, Py_None, Py_None}, *dtype = Py_None, *device = Py_None;
     PyObject *fmt = Py_None;
+    em_tensor *other = NULL;
     int non_blocking = 0, copy = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOOO$OOppO:to", kw, &pos[0], &pos[1], &pos[2], &pos[3], &dtype,
                                      &device, &non_blocking, &copy, &fmt))
@@ -586,18 +606,38 @@ static PyObject *m_to(PyObject *self, PyObject *args, PyObject *kwargs) {
                 copy = p == Py_True;
         } else if (Py_TYPE(p) == &em_py_dtype_type || PyType_Check(p)) {
             dtype = p;
-        } else if (em_py_is_tensor(p)) { /* to(other): other's dtype (and device: ember's one) */
+        } else if (em_py_is_tensor(p)) { /* to(other): other's dtype and device */
             dtype = em_py_dtype_object(T(p)->dtype);
+            other = T(p);
         } else {
             device = p;
         }
     }
     (void)non_blocking; /* (copies on the host are synchronous) */
-    if (em_py_device_arg(device, "to") < 0) return NULL;
+    em_device dev = T(self)->device;
+    if (other)
+        dev = other->device;
+    else if (device != Py_None && em_py_device_arg(device, "to", &dev) < 0)
+        return NULL;
     em_dtype dt;
     if (em_py_dtype_arg(dtype, T(self)->dtype, &dt) < 0) return NULL;
-    PyObject *r = copy && dt == T(self)->dtype ? em_py_wrap(em_clone(T(self))) /* own memory */
-                                               : cast_to(self, dt);
+    PyObject *r;
+    if (!em_device_eq(dev, T(self)->device)) {
+        if (em_requires_grad(T(self)) && em_grad_enabled())
+            return em_py_error(PyExc_NotImplementedError, "to(): moving a tensor that requires grad to another "
+                               "device is not differentiable in ember yet; detach() it, or move it under no_grad()");
+        em_tensor *moved = em_to_device(T(self), dev);
+        if (!moved) return em_py_raise();
+        if (moved->dtype != dt) {
+            em_tensor *cast = em_cast(moved, dt);
+            em_tensor_release(moved);
+            moved = cast;
+        }
+        r = em_py_wrap(moved);
+    } else {
+        r = copy && dt == T(self)->dtype ? em_py_wrap(em_clone(T(self))) /* own memory */
+                                         : cast_to(self, dt);
+    }
     if (!r || fmt == Py_None) return r;
     PyObject *laid = memory_format_call("to_format", r, fmt, "to");
     Py_DECREF(r);
@@ -644,9 +684,19 @@ static PyObject *m_storage_size(PyObject *self, PyObject *unused) {
     (void)unused;
     return PyLong_FromSize_t(T(self)->storage->nbytes / em_dtype_size(T(self)->dtype));
 }
+/* _address(what): the first element's address, for ember's own code that
+ * reads or writes the memory (saving, pickling, shared memory); a meta
+ * tensor has none, and `what` names the reader in the error. */
+static PyObject *m_address(PyObject *self, PyObject *what) {
+    const char *w = PyUnicode_Check(what) ? PyUnicode_AsUTF8(what) : NULL;
+    if (!w) return em_py_error(PyExc_TypeError, "_address(what): what must be a str");
+    if (em_tensor_require_data(T(self), w) != EM_OK) return em_py_raise();
+    return PyLong_FromVoidPtr(em_tensor_data(T(self)));
+}
 static PyObject *m_data_ptr(PyObject *self, PyObject *unused) {
     (void)unused;
-    return PyLong_FromVoidPtr(em_tensor_data(T(self)));
+    /* (0 for a meta tensor, as PyTorch's: no memory) */
+    return PyLong_FromVoidPtr(em_tensor_has_data(T(self)) ? em_tensor_data(T(self)) : NULL);
 }
 
 static PyObject *dim_or_all(PyObject *self, PyObject *args, const int64_t *vals, const char *what) {
@@ -718,6 +768,7 @@ static PyMethodDef tensor_methods[] = {
     {"is_contiguous", (PyCFunction)(void (*)(void))m_is_contiguous, METH_VARARGS | METH_KEYWORDS,
      "row-major without gaps (or laid out as memory_format)?"},
     {"element_size", m_element_size, METH_NOARGS, "bytes per element"},
+    {"_address", m_address, METH_O, "_address(what): the data's address, for ember's own readers"},
     {"data_ptr", m_data_ptr, METH_NOARGS, "address of the first element"},
     {"storage_offset", m_storage_offset, METH_NOARGS, "where the first element lies in the memory, in elements"},
     {"_storage_size", m_storage_size, METH_NOARGS, "how many elements the memory holds"},

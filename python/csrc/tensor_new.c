@@ -360,13 +360,25 @@ static em_tensor *from_nested(PyObject *data, PyObject *dtype_arg) {
     return t;
 }
 
+static PyObject *tensor_new(PyObject *data, PyObject *dtype);
+
 PyObject *em_py_tensor_new(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
     static char *kw[] = {"data", "dtype", "device", NULL};
     PyObject *data, *dtype = Py_None, *device = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$O:tensor", kw, &data, &dtype, &device))
         return NULL;
-    if (em_py_device_arg(device, "tensor") < 0) return NULL;
+    em_device dev;
+    if (em_py_device_arg(device, "tensor", &dev) < 0) return NULL;
+    PyObject *r = tensor_new(data, dtype);
+    if (!r || dev.type == EM_DEVICE_CPU) return r;
+    em_tensor *moved = em_to_device(em_py_tensor_of(r), dev);
+    Py_DECREF(r);
+    return em_py_wrap(moved);
+}
+
+/* ember.tensor(data, dtype) on the CPU. */
+static PyObject *tensor_new(PyObject *data, PyObject *dtype) {
     em_tensor *src = NULL;
     if (em_py_is_tensor(data)) {
         src = em_py_tensor_of(data);
@@ -410,6 +422,7 @@ PyObject *em_py_tensor_new(PyObject *self, PyObject *args, PyObject *kwargs) {
 }
 
 PyObject *em_py_tensor_item(em_tensor *t, const char *what) {
+    if (em_tensor_require_data(t, what) != EM_OK) return em_py_raise();
     em_note_host_sync(what, t);
     const void *p = em_tensor_data(t);
     if (t->dtype == EM_DTYPE_BOOL) return PyBool_FromLong(*(const bool *)p);

@@ -9,6 +9,7 @@ import numbers
 
 from . import _C
 from ._generator import _state_of
+from ._tensor import _factory_device, _factory_devices, device as _device
 
 __all__ = []
 
@@ -42,34 +43,85 @@ def _requiring_grad(t, requires_grad):
 
 
 def _check_options(name, device, layout=None):
+    """The device a factory makes its result on: `device`, else the
+    factory device (ember.device blocks, set_default_device); None for the
+    CPU. Refuses sparse layouts and devices this build lacks."""
     if layout is not None and getattr(layout, "_name", None) != "strided":
         raise NotImplementedError(f"{name}(layout={layout!r}): ember's tensors are all strided (dense); sparse "
                                   f"layouts are not implemented")
-    if device is not None and str(device) not in ("cpu", "cpu:0"):
-        d = str(device)
-        if d.startswith("cuda"):
-            from . import cuda
-            raise cuda._unavailable(name, d)
-        raise RuntimeError(f"{name}: device '{d}' is not available; ember has CPU tensors only")
+    if device is None:
+        device = _factory_device()
+        if device is None:
+            return None
+    d = device if isinstance(device, _device) else _device(device)
+    if d.type == "cuda":
+        from . import cuda
+        raise cuda._unavailable(name, str(d))
+    return None if d.type == "cpu" else d
+
+
+def _on(device, make):
+    """make() with the C factories making results on `device` (a device
+    from _check_options; None: the CPU), for the one call."""
+    if device is None:
+        return make()
+    was = _C._set_factory_device(device)
+    try:
+        return make()
+    finally:
+        _C._set_factory_device(was)
+
+
+@_export
+def set_default_device(device):
+    """Makes `device` (None: the CPU) where factories put tensors given no
+    device, in this thread (as PyTorch's; `with ember.device(...)` blocks
+    inside it take precedence)."""
+    stack = _factory_devices()
+    d = None if device is None else _device(device)
+    if stack and getattr(stack[0], "_default", False):
+        stack.pop(0)
+    if d is not None and d.type != "cpu":
+        mark = _DefaultDevice(d)
+        stack.insert(0, mark)
+
+
+@_export
+def get_default_device():
+    """Where factories put tensors given no device (ember.device("cpu")
+    unless set or inside a device block)."""
+    d = _factory_device()
+    return _device("cpu") if d is None else _device(d)
+
+
+class _DefaultDevice(_device):
+    """set_default_device's entry at the bottom of the factory-device stack."""
+
+    __slots__ = ()
+    _default = True
 
 
 @_export
 def tensor(data, *, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of `data` (nested sequences, numbers,
     NumPy arrays or tensors); the dtype is inferred like PyTorch's."""
-    _check_options("tensor", device)
+    d = _check_options("tensor", device)
     if isinstance(data, range):  # (a sequence, as PyTorch reads it)
         data = list(data)
-    return _requiring_grad(_C.tensor(data, dtype=dtype), requires_grad)
+    return _requiring_grad(_C.tensor(data, dtype=dtype, device=d), requires_grad)
 
 
 @_export
 def as_tensor(data, dtype=None, device=None):
     """`data` as a tensor, sharing memory when it already is one (or a NumPy
     array) of the requested dtype."""
-    _check_options("as_tensor", device)
+    d = _check_options("as_tensor", device)
     if isinstance(data, _C._TensorBase):
-        return data if dtype is None or data.dtype == dtype else data.to(dtype)
+        placed = device is not None or _factory_device() is not None  # (else it stays where it is)
+        t = data if dtype is None or data.dtype == dtype else data.to(dtype)
+        return t.to(d or "cpu") if placed else t
+    if d is not None:
+        return _C.tensor(data, dtype=dtype, device=d)
     if type(data).__module__ == "numpy" and type(data).__name__ == "ndarray":
         try:
             t = _C.from_numpy(data)
@@ -91,10 +143,10 @@ def asarray(obj, *, dtype=None, device=None, copy=None):
 def _factory(name, c_fn):
     def fn(*size, out=None, dtype=None, device=None, requires_grad=False, layout=None,
            pin_memory=False, memory_format=None):
-        _check_options(name, device, layout)
+        d = _check_options(name, device, layout)
         if out is not None:
             raise NotImplementedError(f"{name}(): out= is not implemented in ember yet")
-        return _requiring_grad(c_fn(_sizes(name, size), dtype=dtype), requires_grad)
+        return _requiring_grad(_on(d, lambda: c_fn(_sizes(name, size), dtype=dtype)), requires_grad)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"{name}(*size, dtype=None): a new tensor of the given size."
     return _export(fn)
@@ -103,10 +155,10 @@ def _factory(name, c_fn):
 def _random_factory(name, c_fn):
     def fn(*size, generator=None, out=None, dtype=None, device=None, requires_grad=False,
            layout=None, pin_memory=False):
-        _check_options(name, device, layout)
+        d = _check_options(name, device, layout)
         if out is not None:
             raise NotImplementedError(f"{name}(): out= is not implemented in ember yet")
-        t = c_fn(_sizes(name, size), dtype=dtype, generator=_state_of(name, generator))
+        t = _on(d, lambda: c_fn(_sizes(name, size), dtype=dtype, generator=_state_of(name, generator)))
         return _requiring_grad(t, requires_grad)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"{name}(*size, generator=None, dtype=None): a new tensor of the given size, "
@@ -125,10 +177,10 @@ empty = _factory("empty", lambda shape, dtype: _C._empty(shape, dtype))
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     """A tensor of `size` filled with `fill_value`; the dtype follows the value
     (bool, int64 or the default float) unless given."""
-    _check_options("full", device)
+    d = _check_options("full", device)
     if isinstance(fill_value, _C._TensorBase):
         fill_value = fill_value.item()
-    return _requiring_grad(_C.full(_sizes("full", (size,)), fill_value, dtype=dtype), requires_grad)
+    return _requiring_grad(_C.full(_sizes("full", (size,)), fill_value, dtype=dtype, device=d), requires_grad)
 
 
 def _like(name, make):
@@ -137,8 +189,8 @@ def _like(name, make):
         if not isinstance(input, _C._TensorBase):
             raise TypeError(f"{name}(): argument 'input' must be a Tensor, not "
                             f"{type(input).__name__}")
-        _check_options(name, device, layout)
-        return _requiring_grad(make(tuple(input.shape), dtype or input.dtype), requires_grad)
+        d = _check_options(name, input.device if device is None else device, layout)
+        return _requiring_grad(_on(d, lambda: make(tuple(input.shape), dtype or input.dtype)), requires_grad)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"{name}(input, dtype=None): like input's shape (and dtype unless given)."
     return _export(fn)
@@ -154,54 +206,56 @@ randn_like = _like("randn_like", lambda s, dt: _C.randn(s, dtype=dt))
 @_export
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False,
               memory_format=None):
-    _check_options("full_like", device)
-    return _requiring_grad(_C.full(tuple(input.shape), fill_value, dtype=dtype or input.dtype), requires_grad)
+    d = _check_options("full_like", input.device if device is None else device)
+    return _requiring_grad(_C.full(tuple(input.shape), fill_value, dtype=dtype or input.dtype, device=d),
+                           requires_grad)
 
 
 @_export
 def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False):
     if high is None:
         low, high = 0, low
-    _check_options("randint_like", device)
-    return _requiring_grad(_C._randint(int(low), int(high), tuple(input.shape), dtype or input.dtype), requires_grad)
+    d = _check_options("randint_like", input.device if device is None else device)
+    return _requiring_grad(_on(d, lambda: _C._randint(int(low), int(high), tuple(input.shape), dtype or input.dtype)),
+                           requires_grad)
 
 
 @_export
 def arange(start, end=None, step=1, *, out=None, dtype=None, device=None, requires_grad=False):
     """Values from start (default 0) up to end, exclusive, by step; int64
     unless any bound is a float."""
-    _check_options("arange", device)
+    d = _check_options("arange", device)
     if end is None:
-        return _requiring_grad(_C.arange(start, dtype=dtype), requires_grad)
-    return _requiring_grad(_C.arange(start, end, step, dtype=dtype), requires_grad)
+        return _requiring_grad(_C.arange(start, dtype=dtype, device=d), requires_grad)
+    return _requiring_grad(_C.arange(start, end, step, dtype=dtype, device=d), requires_grad)
 
 
 @_export
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
     """`steps` values evenly spaced from start to end, both included."""
-    _check_options("linspace", device)
+    d = _check_options("linspace", device)
     if not isinstance(steps, numbers.Integral):
         raise TypeError(f"linspace(): steps must be an int, got {type(steps).__name__}")
     if steps < 0:
         raise RuntimeError(f"linspace(): number of steps must be non-negative, got {steps}")
-    return _requiring_grad(_C._linspace(float(start), float(end), int(steps), dtype), requires_grad)
+    return _requiring_grad(_on(d, lambda: _C._linspace(float(start), float(end), int(steps), dtype)), requires_grad)
 
 
 @_export
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
     """An n x m matrix (m defaults to n) with ones on the diagonal."""
-    _check_options("eye", device)
+    d = _check_options("eye", device)
     m = n if m is None else m
     if n < 0 or m < 0:
         raise RuntimeError(f"eye(): n and m must be non-negative, got n={n}, m={m}")
-    return _requiring_grad(_C._eye(int(n), int(m), dtype), requires_grad)
+    return _requiring_grad(_on(d, lambda: _C._eye(int(n), int(m), dtype)), requires_grad)
 
 
 @_export
 def randint(*args, size=None, dtype=None, device=None, requires_grad=False, generator=None):
     """randint(high, size) or randint(low, high, size): integers uniform in
     [low, high), int64 by default."""
-    _check_options("randint", device)
+    d = _check_options("randint", device)
     state = _state_of("randint", generator)
     args = list(args)
     if size is None:
@@ -217,17 +271,17 @@ def randint(*args, size=None, dtype=None, device=None, requires_grad=False, gene
     if low >= high:
         raise RuntimeError(f"randint(): expected low < high, got low={low}, high={high}")
     return _requiring_grad(
-        _C._randint(int(low), int(high), _sizes("randint", (size,)), dtype, state), requires_grad)
+        _on(d, lambda: _C._randint(int(low), int(high), _sizes("randint", (size,)), dtype, state)), requires_grad)
 
 
 @_export
 def randperm(n, *, dtype=None, device=None, requires_grad=False, generator=None):
     """A random permutation of 0 .. n-1 (int64 by default)."""
-    _check_options("randperm", device)
+    d = _check_options("randperm", device)
     state = _state_of("randperm", generator)
     if n < 0:
         raise RuntimeError(f"randperm(): n must be non-negative, got {n}")
-    return _requiring_grad(_C._randperm(int(n), dtype, state), requires_grad)
+    return _requiring_grad(_on(d, lambda: _C._randperm(int(n), dtype, state)), requires_grad)
 
 
 @_export

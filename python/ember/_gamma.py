@@ -121,8 +121,8 @@ def _as_pair(a, b):
     dt = _C.result_type(a, b)
     if not dt.is_floating_point:
         dt = _creation.get_default_dtype()
-    a = a.to(dt) if ta else _creation.full(tuple(b.shape), float(a), dtype=dt)
-    b = b.to(dt) if tb else _creation.full(tuple(a.shape), float(b), dtype=dt)
+    a = a.to(dt) if ta else _creation.full(tuple(b.shape), float(a), dtype=dt, device=b.device)
+    b = b.to(dt) if tb else _creation.full(tuple(a.shape), float(b), dtype=dt, device=a.device)
     return a, b
 
 

@@ -484,8 +484,8 @@ def block_diag(*tensors):
         dtype = _C_promote(dtype, t.dtype)
     parts, c = [], 0
     for t in ts:
-        parts.append(_ops.cat([_creation.zeros(t.shape[0], c, dtype=dtype), t.to(dtype),
-                               _creation.zeros(t.shape[0], cols - c - t.shape[1], dtype=dtype)], 1))
+        parts.append(_ops.cat([_creation.zeros(t.shape[0], c, dtype=dtype, device=t.device), t.to(dtype),
+                               _creation.zeros(t.shape[0], cols - c - t.shape[1], dtype=dtype, device=t.device)], 1))
         c += t.shape[1]
     return _ops.cat(parts, 0) if rows else _creation.zeros(0, cols, dtype=dtype)
 

@@ -94,7 +94,7 @@ def to_format(t, fmt, op="contiguous"):
     if tuple(t.stride()) == tuple(want) or (op == "contiguous" and is_contiguous_as(t, fmt)):
         return t
     inverse = [order.index(d) for d in range(len(order))]
-    out = _C._empty(tuple(t.shape[d] for d in order), t.dtype).permute(*inverse)
+    out = _C._empty(tuple(t.shape[d] for d in order), t.dtype, t.device).permute(*inverse)
     out.copy_(t)
     return out
 

@@ -179,7 +179,7 @@ def _clone(self, *, memory_format=None):
 
 
 Tensor.clone = _clone
-Tensor.cpu = lambda self: self
+Tensor.cpu = lambda self: self if self.is_cpu else self.to("cpu")
 
 
 def _cuda(self, device=None, non_blocking=False):
@@ -189,7 +189,7 @@ def _cuda(self, device=None, non_blocking=False):
 
 Tensor.cuda = _cuda
 Tensor.is_cuda = property(lambda self: False, doc="False: this build runs on the CPU only")
-for _pred in ("is_xpu", "is_mps", "is_meta", "is_ipu", "is_hpu", "is_vulkan", "is_mkldnn", "is_quantized",
+for _pred in ("is_xpu", "is_mps", "is_ipu", "is_hpu", "is_vulkan", "is_mkldnn", "is_quantized",
               "is_sparse", "is_sparse_csr", "is_nested"):
     setattr(Tensor, _pred, property(lambda self: False, doc="False: a dense CPU tensor"))
 Tensor.type_as = lambda self, other: self.to(other.dtype)
@@ -217,7 +217,8 @@ Tensor._version = property(lambda self: _C._version(self), doc="the storage's ve
 
 def _new(fill):
     def fn(self, *size, dtype=None, device=None, requires_grad=False, layout=None, pin_memory=False):
-        return fill(_ops._sizes(size), dtype=dtype or self.dtype, device=device, requires_grad=requires_grad)
+        return fill(_ops._sizes(size), dtype=dtype or self.dtype, device=device or self.device,
+                    requires_grad=requires_grad)
     return fn
 
 
@@ -227,10 +228,10 @@ def _install_new():
     Tensor.new_ones = _new(_creation.ones)
     Tensor.new_empty = _new(_creation.empty)
     Tensor.new_full = lambda self, size, fill_value, *, dtype=None, device=None, requires_grad=False, \
-        layout=None, pin_memory=False: _creation.full(size, fill_value, dtype=dtype or self.dtype, device=device,
+        layout=None, pin_memory=False: _creation.full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device,
                                                       requires_grad=requires_grad)
     Tensor.new_tensor = lambda self, data, *, dtype=None, device=None, requires_grad=False, layout=None, \
-        pin_memory=False: _creation.tensor(data, dtype=dtype or self.dtype, device=device,
+        pin_memory=False: _creation.tensor(data, dtype=dtype or self.dtype, device=device or self.device,
                                            requires_grad=requires_grad)
 
 

@@ -137,7 +137,7 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
     test = test_elements if isinstance(test_elements, Tensor) else _creation.tensor(test_elements)
     flat = test.reshape(-1)
     if flat.numel() == 0:
-        found = _creation.zeros(tuple(elements.shape), dtype=_C.bool)
+        found = _creation.zeros(tuple(elements.shape), dtype=_C.bool, device=elements.device)
     else:
         dt = _C.result_type(elements, flat)
         srt = flat.to(dt).sort().values
@@ -236,8 +236,8 @@ def _histogram_of(points, edges, weight, density):
     total = 1
     for c in counts:
         total *= c
-    flat = _creation.zeros(points.shape[0], dtype=_C.int64)
-    inside = _creation.ones(points.shape[0], dtype=_C.bool)
+    flat = _creation.zeros(points.shape[0], dtype=_C.int64, device=points.device)
+    inside = _creation.ones(points.shape[0], dtype=_C.bool, device=points.device)
     for k, e in enumerate(edges):
         b = _bin_of(points[:, k], e)
         inside = inside & (b >= 0)

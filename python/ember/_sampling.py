@@ -21,8 +21,8 @@ from ._sorting import searchsorted
 __all__ = []  # (the functions register themselves with _ops)
 
 
-def _uniform(shape, dtype, generator):
-    return rand(*shape, dtype=dtype, generator=generator)
+def _uniform(shape, dtype, generator, device=None):
+    return rand(*shape, dtype=dtype, generator=generator, device=device)
 
 
 def _check_float(name, t):
@@ -34,7 +34,7 @@ def _check_float(name, t):
 def uniform_(input, a=0.0, b=1.0, *, generator=None):
     """Fills input with draws from U[a, b)."""
     _check_float("uniform_", input)
-    u = _uniform(tuple(input.shape), input.dtype, generator)
+    u = _uniform(tuple(input.shape), input.dtype, generator, input.device)
     return input.copy_(u * (b - a) + a)
 
 
@@ -44,7 +44,7 @@ def normal_(input, mean=0.0, std=1.0, *, generator=None):
     _check_float("normal_", input)
     if std < 0:
         raise RuntimeError(f"normal_: expects std >= 0.0, but found std {std}")
-    return input.copy_(randn(*input.shape, dtype=input.dtype, generator=generator) * std + mean)
+    return input.copy_(randn(*input.shape, dtype=input.dtype, generator=generator, device=input.device) * std + mean)
 
 
 @_method
@@ -53,7 +53,7 @@ def exponential_(input, lambd=1.0, *, generator=None):
     _check_float("exponential_", input)
     if lambd <= 0:
         raise RuntimeError(f"exponential_: expects lambda > 0.0, but found lambda={lambd}")
-    u = _uniform(tuple(input.shape), input.dtype, generator)
+    u = _uniform(tuple(input.shape), input.dtype, generator, input.device)
     return input.copy_(-(-u).log1p() / lambd)
 
 
@@ -64,7 +64,7 @@ def bernoulli(input, p=None, *, generator=None, out=None):
         raise NotImplementedError("bernoulli(): out= is not implemented in ember yet")
     if p is None:
         _check_float("bernoulli", input)
-    return _C._empty(tuple(input.shape), input.dtype).bernoulli_(input if p is None else p, generator=generator)
+    return _C._empty(tuple(input.shape), input.dtype, input.device).bernoulli_(input if p is None else p, generator=generator)
 
 
 @_method
@@ -73,10 +73,10 @@ def bernoulli_(input, p=0.5, *, generator=None):
     if isinstance(p, numbers.Number):
         if not 0 <= p <= 1:
             raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
-        u = _uniform(tuple(input.shape), input.dtype if input.is_floating_point() else _C._default_dtype(), generator)
+        u = _uniform(tuple(input.shape), input.dtype if input.is_floating_point() else _C._default_dtype(), generator, input.device)
         return input.copy_(u < p)
     prob = p.broadcast_to(tuple(input.shape))
-    u = _uniform(tuple(input.shape), prob.dtype, generator)
+    u = _uniform(tuple(input.shape), prob.dtype, generator, input.device)
     return input.copy_(u < prob)
 
 

@@ -82,7 +82,7 @@ def _reduce_into(base, dest, vals, reduce, include_self):
 
 
 def _touched(flat, dest):
-    return _creation.zeros(flat.shape[0], dtype=_C.bool).index_put(
+    return _creation.zeros(flat.shape[0], dtype=_C.bool, device=flat.device).index_put(
         (dest,), _creation.ones(1, dtype=_C.bool))
 
 
@@ -155,7 +155,7 @@ def _scatter_dest(name, input, dim, index):
     if idx.numel() and builtins.bool(((idx < 0) | (idx >= shape[d])).any()):
         raise IndexError(f"{name}: index {idx.min().item() if (idx < 0).any() else idx.max().item()} is out of "
                          f"bounds for dimension {d} with size {shape[d]}")
-    dest = _creation.zeros(tuple(idx.shape), dtype=_C.int64)
+    dest = _creation.zeros(tuple(idx.shape), dtype=_C.int64, device=idx.device)
     for k in range(len(shape)):
         if k == d:
             coord = idx
@@ -198,7 +198,7 @@ def scatter_with_reduce(input, dim, index, src, reduce):
     if reduce not in ("add", "multiply"):
         raise RuntimeError(f"scatter(): reduce argument must be either add or multiply, got {reduce!r}")
     if not isinstance(src, Tensor):
-        src = _creation.full(tuple(index.shape), src, dtype=input.dtype)
+        src = _creation.full(tuple(index.shape), src, dtype=input.dtype, device=index.device)
     dest = _scatter_dest("scatter", input, dim, index)
     return _reduce_into(input, dest, _leading(src, index).to(input.dtype),
                         "sum" if reduce == "add" else "prod", True)

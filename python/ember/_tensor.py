@@ -3,16 +3,44 @@
 import ctypes as _ctypes
 import operator as _operator
 import sys as _sys
+import threading as _threading
 
 from . import _C
 
 
+_DEVICE_TYPES = ("cpu", "cuda", "meta")  # (em_device_type's order)
+
+
 class device:
-    """Where a tensor's memory lives. ember runs on the CPU for now."""
+    """Where a tensor's memory lives: "cpu"; "meta", tensors with a shape,
+    a dtype and strides but no data (every op infers its result there and
+    computes nothing); or "cuda" (not in this build: ember.cuda).
+
+    As a context manager, the device the factories (ember.zeros, nn
+    modules' parameters, ...) make tensors on inside the block, as PyTorch's
+    `with torch.device("meta"):`: a model built there allocates nothing."""
 
     __slots__ = ("type", "index")
 
     def __init__(self, type="cpu", index=None):
+        if isinstance(type, device):
+            type, index = type.type, type.index
+        elif isinstance(type, int) and not isinstance(type, bool):
+            type, index = "cuda", type
+        elif not isinstance(type, str):
+            raise TypeError(f"device(): expected a str, an int or a device, got {_type_name(type)}")
+        elif ":" in type:
+            if index is not None:
+                raise RuntimeError(f"device(): type (string) must not include an index because index was passed "
+                                   f"explicitly: {type}")
+            type, _, number = type.partition(":")
+            if not number.isdigit():
+                raise RuntimeError(f"Invalid device string: '{type}:{number}'")
+            index = int(number)
+        if type not in _DEVICE_TYPES:
+            raise RuntimeError(f"Expected one of cpu, cuda, meta device type at start of device string: {type}")
+        if index is not None and (not isinstance(index, int) or index < 0):
+            raise RuntimeError(f"Device index must not be negative, got {index}")
         self.type = type
         self.index = index
 
@@ -29,8 +57,46 @@ class device:
     def __hash__(self):
         return hash(str(self))
 
+    def __reduce__(self):
+        return (device, (self.type, self.index))
+
+    def __enter__(self):
+        stack = _factory_devices()
+        stack.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _factory_devices().pop()
+        return False
+
+
+def _type_name(o):
+    return type(o).__name__
+
+
+_threads = _threading.local()
+
+
+def _factory_devices():
+    """This thread's stack of factory devices (device blocks, and
+    set_default_device at the bottom)."""
+    stack = getattr(_threads, "devices", None)
+    if stack is None:
+        stack = _threads.devices = []
+    return stack
+
+
+def _factory_device():
+    """The device factories use when given none: the innermost `with
+    ember.device(...)` block's, else set_default_device's, else None (the
+    CPU)."""
+    stack = getattr(_threads, "devices", None)
+    return stack[-1] if stack else None
+
 
 _CPU = device("cpu")
+_META = device("meta")
+_DEVICE_OF_KEY = {(0, -1): _CPU, (2, -1): _META}
 
 
 def _dtype_name(dt):
@@ -51,12 +117,9 @@ def _byteswap_to_little(data, itemsize):
     return bytes(out)
 
 
-def _rebuild_tensor(data, dtype, shape):
-    """The inverse of Tensor.__reduce__ (pickle calls it by this module-level
-    name, so keep it): a new contiguous tensor of dtype `dtype` (a name such
-    as 'float32') and `shape` holding `data`, its elements' raw little-endian
-    bytes in row-major order. Checks everything before touching memory, since
-    a pickle may come from anywhere."""
+def _rebuilt_type(dtype, shape):
+    """(dtype, shape) of a pickled tensor, checked: a pickle may come from
+    anywhere."""
     dt = getattr(_C, dtype, None) if isinstance(dtype, str) else None
     if not isinstance(dt, _C.dtype):
         raise TypeError(f"cannot rebuild a tensor: unknown dtype {dtype!r}")
@@ -67,6 +130,15 @@ def _rebuild_tensor(data, dtype, shape):
                         f"got {shape!r}") from None
     if any(n < 0 for n in shape):
         raise ValueError(f"cannot rebuild a tensor: negative size in shape {list(shape)}")
+    return dt, shape
+
+
+def _rebuild_tensor(data, dtype, shape):
+    """The inverse of Tensor.__reduce__ (pickle calls it by this module-level
+    name, so keep it): a new contiguous tensor of dtype `dtype` (a name such
+    as 'float32') and `shape` holding `data`, its elements' raw little-endian
+    bytes in row-major order. Checks everything before touching memory."""
+    dt, shape = _rebuilt_type(dtype, shape)
     data = bytes(memoryview(data).cast("B"))
     numel = 1
     for n in shape:
@@ -77,8 +149,15 @@ def _rebuild_tensor(data, dtype, shape):
                          f"{nbytes} bytes of data, got {len(data)}")
     t = _C.zeros(shape, dtype=dt)
     if nbytes:
-        _ctypes.memmove(t.data_ptr(), _byteswap_to_little(data, dt.itemsize), nbytes)
+        _ctypes.memmove(t._address("unpickling"), _byteswap_to_little(data, dt.itemsize), nbytes)
     return t
+
+
+def _rebuild_meta_tensor(dtype, shape):
+    """The inverse of a meta tensor's __reduce__: a new meta tensor of dtype
+    `dtype` (a name) and `shape`."""
+    dt, shape = _rebuilt_type(dtype, shape)
+    return _C.zeros(shape, dtype=dt, device="meta")
 
 
 class Tensor(_C._TensorBase):
@@ -88,7 +167,9 @@ class Tensor(_C._TensorBase):
 
     @property
     def device(self):
-        return _CPU
+        key = self._device_key
+        d = _DEVICE_OF_KEY.get(key)
+        return d if d is not None else device(_DEVICE_TYPES[key[0]], key[1] if key[1] >= 0 else None)
 
     def numpy(self):
         """A NumPy array sharing this tensor's memory."""
@@ -105,9 +186,11 @@ class Tensor(_C._TensorBase):
         little-endian bytes of a contiguous copy, so every dtype (bfloat16
         included), 0-d, empty and non-contiguous tensors round-trip exactly.
         The result never shares memory with this tensor."""
+        if self.is_meta:  # (nothing but its type to keep)
+            return (_rebuild_meta_tensor, (_dtype_name(self.dtype), tuple(self.shape)))
         c = self.contiguous()
         nbytes = c.numel() * c.element_size()
-        raw = _ctypes.string_at(c.data_ptr(), nbytes) if nbytes else b""
+        raw = _ctypes.string_at(c._address("pickling"), nbytes) if nbytes else b""
         return (_rebuild_tensor,
                 (_byteswap_to_little(raw, c.element_size()), _dtype_name(self.dtype),
                  tuple(self.shape)))

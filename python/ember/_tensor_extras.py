@@ -386,16 +386,16 @@ def _random_(self, from_=0, to=None, *, generator=None):
 
 
 def _cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
-    u = _creation.rand(*self.shape, dtype=self.dtype)
+    u = _creation.rand(*self.shape, dtype=self.dtype, device=self.device)
     return _fill_from(self, median + sigma * (math.pi * (u - 0.5)).tan())
 
 
 def _log_normal_(self, mean=1.0, std=2.0, *, generator=None):
-    return _fill_from(self, (_creation.randn(*self.shape, dtype=self.dtype) * std + mean).exp())
+    return _fill_from(self, (_creation.randn(*self.shape, dtype=self.dtype, device=self.device) * std + mean).exp())
 
 
 def _geometric_(self, p, *, generator=None):
-    u = _creation.rand(*self.shape, dtype=_C.float64)
+    u = _creation.rand(*self.shape, dtype=_C.float64, device=self.device)
     return _fill_from(self, ((1.0 - u).log() / math.log1p(-p)).ceil().clamp(min=1).to(self.dtype))
 
 

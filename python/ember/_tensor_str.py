@@ -157,6 +157,15 @@ def _tensor_repr(t):
     prefix = "tensor("
     indent = len(prefix)
     suffixes = []
+    if t.is_meta:  # no values to print: PyTorch's spelling
+        suffixes = ["device='meta'", "size=" + str(tuple(t.shape))]
+        if t.dtype != _C._default_dtype():
+            suffixes.append("dtype=" + repr(t.dtype))
+        if t.grad_fn is not None:
+            suffixes.append(f"grad_fn=<{t.grad_fn.name()}>")
+        elif t.requires_grad:
+            suffixes.append("requires_grad=True")
+        return _add_suffixes(prefix + "...", suffixes, indent)
     # NumPy has no bfloat16; its values are exactly float32 values. (A copy:
     # exporting t's own memory would pin it for good, and resize_ could not
     # grow it after a print.)

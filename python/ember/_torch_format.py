@@ -246,9 +246,9 @@ class _Reader:
         if nbytes > _MAX_STORAGE_BYTES or info.file_size != nbytes:
             raise self._bad(f"storage {key!r} holds {info.file_size} bytes, but its reference says "
                             f"{_short(numel)} elements of {stype.itemsize} bytes")
-        t = empty((numel,), dtype=getattr(_C, stype.dtype))
+        t = empty((numel,), dtype=getattr(_C, stype.dtype), device="cpu")  # (in a meta device block too)
         if nbytes:
-            buf = memoryview((ctypes.c_ubyte * nbytes).from_address(t.data_ptr())).cast("B")
+            buf = memoryview((ctypes.c_ubyte * nbytes).from_address(t._address("load()"))).cast("B")
             _read_member(self._fh, self._archive, info, self._members[name], buf, self._fname, self._checks)
             if sys.byteorder != "little" and stype.itemsize > 1:
                 np.frombuffer(buf, dtype=_UINT_OF_SIZE[stype.itemsize]).byteswap(inplace=True)
@@ -557,6 +557,9 @@ def prepare(obj):
             raise ValueError("save(): the object is nested too deeply")
         if isinstance(o, Tensor):
             k = id(o)
+            if o.is_meta:
+                raise NotImplementedError("save(): a meta tensor has no data to save (move the model to a device with "
+                                          "data first, e.g. Module.to_empty(device='cpu'))")
             if k not in keys:
                 c = o.detach().contiguous()
                 keys[k] = (str(len(storages)), c)
@@ -611,6 +614,6 @@ def write(prepared, fh):
             nbytes = c.numel() * c.element_size()
             with z.open(zipfile.ZipInfo(f"archive/data/{i}"), "w", force_zip64=nbytes >= 1 << 31) as out:
                 if nbytes:
-                    raw = memoryview((ctypes.c_ubyte * nbytes).from_address(c.data_ptr())).cast("B")
+                    raw = memoryview((ctypes.c_ubyte * nbytes).from_address(c._address("save()"))).cast("B")
                     out.write(raw if sys.byteorder == "little" else _byteswap_to_little(raw, c.element_size()))
         z.writestr("archive/version", b"3\n")

@@ -236,7 +236,7 @@ def poisson(input, generator=None):
     lam = input.double()
     small = lam < 10
     ls = _ops.where(small, lam, _creation.ones_like(lam))
-    u = _creation.rand(*lam.shape, dtype=_C.float64, generator=generator)
+    u = _creation.rand(*lam.shape, dtype=_C.float64, generator=generator, device=lam.device)
     term = (-ls).exp()
     cdf, count = term, _creation.zeros_like(lam)
     for k in builtins.range(1, 40):
@@ -254,8 +254,8 @@ def poisson(input, generator=None):
         vr = 0.9277 - 3.6224 / (b - 2)
         pending = big
         while builtins.bool(pending.any()):
-            U = _creation.rand(*lam.shape, dtype=_C.float64, generator=generator) - 0.5
-            V = _creation.rand(*lam.shape, dtype=_C.float64, generator=generator)
+            U = _creation.rand(*lam.shape, dtype=_C.float64, generator=generator, device=lam.device) - 0.5
+            V = _creation.rand(*lam.shape, dtype=_C.float64, generator=generator, device=lam.device)
             us = 0.5 - U.abs()
             k = ((2 * a / us + b) * U + lb + 0.43).floor()
             quick = (us >= 0.07) & (V <= vr)
@@ -272,7 +272,7 @@ def binomial(count, prob, generator=None):
     times the output's."""
     count, prob = _ops.broadcast_tensors(count, prob)
     n = int(count.max().item()) if count.numel() else 0
-    total = _creation.zeros(*count.shape, dtype=_C.float64)
+    total = _creation.zeros(*count.shape, dtype=_C.float64, device=count.device)
     block = builtins.max(1, (1 << 22) // builtins.max(1, count.numel()))
     for first in builtins.range(0, n, block):
         m = builtins.min(block, n - first)
@@ -367,8 +367,8 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
 def native_dropout(input, p, train):
     """(output, keep mask) of dropout."""
     if not train or p == 0:
-        return input.clone(), _creation.ones(tuple(input.shape), dtype=_C.bool)
-    keep = _creation.rand(*input.shape, dtype=input.dtype) >= p
+        return input.clone(), _creation.ones(tuple(input.shape), dtype=_C.bool, device=input.device)
+    keep = _creation.rand(*input.shape, dtype=input.dtype, device=input.device) >= p
     scale = 0.0 if p >= 1 else 1.0 / (1.0 - p)
     return input * keep.to(input.dtype) * scale, keep
 

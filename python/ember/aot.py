@@ -278,7 +278,7 @@ class Model:
         strides = (ctypes.c_int64 * max(t.ndim, 1))(*t.stride())
         keep += [shape, strides]
         code, bits = _CODES[str(t.dtype).replace("ember.", "")]
-        return _DLTensor(t.data_ptr(), _DLDevice(1, 0), t.ndim, _DLDataType(code, bits, 1), shape, strides, 0)
+        return _DLTensor(t._address("an AOT model's input"), _DLDevice(1, 0), t.ndim, _DLDataType(code, bits, 1), shape, strides, 0)
 
     def __call__(self, *inputs):
         import ember

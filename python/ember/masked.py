@@ -128,7 +128,7 @@ def argmin(input, dim=None, *, keepdim=False, dtype=None, mask=None):
 
 
 def _count(input, dim, keepdim, mask):
-    ones = _creation.ones(tuple(input.shape), dtype=_C.int64)
+    ones = _creation.ones(tuple(input.shape), dtype=_C.int64, device=input.device)
     return sum(ones, dim, keepdim=keepdim, dtype=_C.int64, mask=mask)
 
 

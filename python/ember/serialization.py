@@ -256,11 +256,19 @@ def _check_metadata(metadata):
     return dict(metadata)
 
 
+def _has_data(t, name):
+    """Refuses a meta tensor before any file is touched: it has nothing to save."""
+    if t.is_meta:
+        raise NotImplementedError(f"save(): tensor {name!r} is a meta tensor: it has no data to save (move the "
+                                  f"model to a device with data first, e.g. Module.to_empty(device='cpu'))")
+
+
 def _header_bytes(named, metadata):
     """The JSON header, UTF-8, space-padded to a multiple of _ALIGN bytes."""
     header = {} if metadata is None else {_METADATA_KEY: metadata}
     offset = 0
     for name, t in named:
+        _has_data(t, name)
         nbytes = t.numel() * t.element_size()
         header[name] = {"dtype": _CODE_OF_DTYPE[_dtype_name(t.dtype)], "shape": list(t.shape),
                         "data_offsets": [offset, offset + nbytes]}
@@ -277,7 +285,7 @@ def _write_tensor(fh, t):
     nbytes = t.numel() * t.element_size()
     if not nbytes:
         return
-    data = (ctypes.c_ubyte * nbytes).from_address(t.data_ptr())  # t stays alive meanwhile
+    data = (ctypes.c_ubyte * nbytes).from_address(t._address("save()"))  # t stays alive meanwhile
     if sys.byteorder != "little":
         data = _byteswap_to_little(bytes(data), t.element_size())
     fh.write(memoryview(data).cast("B"))
@@ -487,14 +495,14 @@ def _check_layout(entries, data_len, fname):
 def _read_tensor(fh, entry, fname):
     """A new tensor owning its memory, filled from fh's current position."""
     try:
-        t = empty(entry.shape, dtype=entry.dtype)
+        t = empty(entry.shape, dtype=entry.dtype, device="cpu")  # (in a meta device block too)
     except (ValueError, OverflowError, RuntimeError) as e:
         raise ValueError(f"{fname}: tensor {entry.name!r}: cannot make a tensor of shape "
                          f"{list(entry.shape)}: {e}") from None
     nbytes = entry.end - entry.begin
     if not nbytes:
         return t
-    buf = memoryview((ctypes.c_ubyte * nbytes).from_address(t.data_ptr())).cast("B")
+    buf = memoryview((ctypes.c_ubyte * nbytes).from_address(t._address("load()"))).cast("B")
     _readinto_exact(fh, buf, fname, f"tensor {entry.name!r}")
     if sys.byteorder != "little":
         buf[:] = _byteswap_to_little(bytes(buf), entry.dtype.itemsize)

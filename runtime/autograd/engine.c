@@ -716,7 +716,7 @@ void em_autograd_set_origin_fn(char *(*origin)(void)) { origin_of = origin; }
 
 /* Anomaly mode: does the gradient hold a NaN? */
 static em_status check_nan(const em_node *n, int i, em_tensor *g) {
-    if (!em_dtype_is_float(g->dtype)) return EM_OK;
+    if (!em_dtype_is_float(g->dtype) || !em_tensor_has_data(g)) return EM_OK;
     bool was = em_set_grad_enabled(false);
     em_tensor *m = em_unary(EM_OP_ISNAN, g), *any = m ? em_reduce(EM_OP_ANY, m, NULL, 0, false, 0, 0) : NULL;
     em_set_grad_enabled(was);
@@ -1129,7 +1129,8 @@ static em_status run_node(engine *e, task *t, bool retain_graph) {
             continue;
         }
         if (j < 32) absent |= 1u << j;
-        if (!(gout[j] = em_zeros(n->out_types[j].shape, n->out_types[j].ndim, n->out_types[j].dtype)))
+        const em_type *ty = &n->out_types[j];
+        if (!(gout[j] = em_full_on(ty->device, ty->shape, ty->ndim, 0.0, ty->dtype)))
             st = em_last_status();
     }
     if (st == EM_OK && any) {
@@ -1137,7 +1138,8 @@ static em_status run_node(engine *e, task *t, bool retain_graph) {
             st = n->custom_fn(n->custom_ctx, gout, no, gin, ni, needs);
         } else if (rule->kind == EM_GRAD_ZERO) {
             for (int i = 0; i < ni && st == EM_OK; i++)
-                if (needs[i] && !(gin[i] = em_zeros(n->in_types[i].shape, n->in_types[i].ndim, n->in_types[i].dtype)))
+                if (needs[i] && !(gin[i] = em_full_on(n->in_types[i].device, n->in_types[i].shape, n->in_types[i].ndim,
+                                                      0.0, n->in_types[i].dtype)))
                     st = em_last_status();
         } else {
             em_bw_ctx c = {n, in, out, needs, absent};
@@ -1213,7 +1215,7 @@ static em_status run(engine *e, em_tensor *const *outputs, em_tensor *const *gra
             st = em_error(EM_ERR_RUNTIME, "grad can be implicitly created only for scalar outputs "
                                           "(output %d has shape %s)", i, b);
             break;
-        } else if (!(seeds[i] = em_ones(o->shape, o->ndim, o->dtype))) {
+        } else if (!(seeds[i] = em_full_on(o->device, o->shape, o->ndim, 1.0, o->dtype))) {
             st = em_last_status();
             break;
         }

@@ -104,7 +104,7 @@ static T num(scope *s, double v) {
 }
 
 static T zeros_of(scope *s, const em_type *ty, em_dtype dt) {
-    return keep(s, em_zeros(ty->shape, ty->ndim, dt));
+    return keep(s, em_full_on(ty->device, ty->shape, ty->ndim, 0.0, dt));
 }
 
 static T sum_dim(scope *s, T a, int64_t dim, bool keepdim) {
@@ -344,7 +344,7 @@ static T exclusive_cumprod(scope *s, T x, int64_t dim, bool reverse) {
     T cp = v ? keep(s, em_scan(EM_OP_CUMPROD, v, dim)) : NULL;
     int64_t n = x->shape[dim];
     T head = v ? keep(s, em_slice(v, dim, 0, 1, 1)) : NULL;
-    T ones = head ? keep(s, em_ones(head->shape, head->ndim, head->dtype)) : NULL;
+    T ones = head ? keep(s, em_full_on(head->device, head->shape, head->ndim, 1.0, head->dtype)) : NULL;
     T body = cp ? keep(s, em_slice(cp, dim, 0, n - 1, 1)) : NULL;
     T parts[2] = {ones, body};
     T r = ones && body ? keep(s, em_cat(parts, 2, dim)) : keep(s, NULL);
@@ -485,7 +485,7 @@ FORMULA(cumprod) {
     T is_zero = EQ(X, zero);
     if (em_grad_enabled()) {
         T any_zero = is_zero ? keep(s, em_reduce(EM_OP_ANY, is_zero, NULL, 0, false, 0, 0)) : NULL;
-        if (any_zero && ((uint8_t *)any_zero->storage->data)[any_zero->offset]) {
+        if (any_zero && em_tensor_has_data(any_zero) && ((uint8_t *)any_zero->storage->data)[any_zero->offset]) {
             em_error(EM_ERR_NOT_IMPLEMENTED,
                      "cumprod: the second derivative (create_graph=True) for an input holding zeros");
             s->failed = true;
@@ -604,7 +604,7 @@ static T embed(scope *s, const em_node *n, T g, int64_t dim, int64_t start, int6
     }
     T vals = select ? unsq(s, g, dim) : g;
     int64_t len = select ? 1 : g->shape[dim];
-    T idx = keep(s, em_arange((double)start, (double)(start + len * step), (double)step, EM_DTYPE_I64));
+    T idx = keep(s, em_arange_on(g->device, (double)start, (double)(start + len * step), (double)step, EM_DTYPE_I64));
     return idx && vals ? keep(s, em_index_put(z, &idx, &dim, 1, vals, false)) : keep(s, NULL);
 }
 FORMULA(slice) {
@@ -641,8 +641,8 @@ FORMULA(diagonal) {
     T zp = z ? keep(s, em_permute(z, perm, nd)) : keep(s, NULL);
     T gp = keep(s, em_permute(g, gperm, g->ndim));
     int64_t r0 = k < 0 ? -k : 0, c0 = k > 0 ? k : 0;
-    T idx[2] = {keep(s, em_arange((double)r0, (double)(r0 + len), 1, EM_DTYPE_I64)),
-                keep(s, em_arange((double)c0, (double)(c0 + len), 1, EM_DTYPE_I64))};
+    T idx[2] = {keep(s, em_arange_on(g->device, (double)r0, (double)(r0 + len), 1, EM_DTYPE_I64)),
+                keep(s, em_arange_on(g->device, (double)c0, (double)(c0 + len), 1, EM_DTYPE_I64))};
     int64_t dims[2] = {0, 1};
     T put = zp && gp && idx[0] && idx[1] ? keep(s, em_index_put(zp, idx, dims, 2, gp, false)) : keep(s, NULL);
     gin[0] = give(put ? keep(s, em_permute(put, inv, nd)) : keep(s, NULL));
@@ -717,7 +717,7 @@ static T pad_to(scope *s, T t, const em_type *want) {
         int64_t shape[EM_MAX_DIMS];
         memcpy(shape, t->shape, (size_t)t->ndim * sizeof *shape);
         shape[d] = extra;
-        T z = keep(s, em_zeros(shape, t->ndim, t->dtype));
+        T z = keep(s, em_full_on(t->device, shape, t->ndim, 0.0, t->dtype));
         T parts[2] = {t, z};
         t = z ? keep(s, em_cat(parts, 2, d)) : NULL;
     }
@@ -775,7 +775,7 @@ FORMULA(masked_select) {
         idx[j] = nz ? keep(s, em_select(nz, 1, j)) : keep(s, NULL);
         dims[j] = j;
     }
-    T z = keep(s, em_zeros(shape, nd, g->dtype));
+    T z = keep(s, em_full_on(g->device, shape, nd, 0.0, g->dtype));
     bool ok = z && nz;
     for (int j = 0; j < nd; j++) ok = ok && idx[j];
     if (nd == 0) { /* 0-d input and mask: one element or none */
@@ -1049,10 +1049,12 @@ static T la1(scope *s, em_op op, T a, T b, bool upper) {
 static T inv_t(scope *s, T a) { return mT(s, la1(s, EM_OP_INV, a, NULL, false)); }
 /* x[..., None, None] */
 static T as_matrix_scale(scope *s, T x) { return unsq(s, unsq(s, x, -1), -1); }
-static T eye_of(scope *s, int64_t n, em_dtype dt) { return keep(s, em_eye(n, n, dt)); }
+static T eye_of(scope *s, int64_t n, const em_tensor *like) {
+    return like ? keep(s, em_eye_on(like->device, n, n, like->dtype)) : keep(s, NULL);
+}
 /* diag_embed(v): v on the diagonal of square matrices */
 static T diag_embed(scope *s, T v) {
-    return v ? MUL(eye_of(s, v->shape[v->ndim - 1], v->dtype), unsq(s, v, -2)) : keep(s, NULL);
+    return v ? MUL(eye_of(s, v->shape[v->ndim - 1], v), unsq(s, v, -2)) : keep(s, NULL);
 }
 /* X R^{-T} for upper triangular R: (R^{-1} X^T)^T */
 static T right_solve_rt(scope *s, T x, T r) { return mT(s, la1(s, EM_OP_SOLVE_TRIANGULAR, r, mT(s, x), true)); }
@@ -1173,7 +1175,7 @@ FORMULA(eigh) {
     int64_t n = v->shape[v->ndim - 1];
     T x = mm(s, mT(s, v), gv);
     T skew = MUL(SUB(x, mT(s, x)), num(s, 0.5));
-    T e = ADD(SUB(unsq(s, l, -2), unsq(s, l, -1)), eye_of(s, n, v->dtype));
+    T e = ADD(SUB(unsq(s, l, -2), unsq(s, l, -1)), eye_of(s, n, v));
     T inner = ADD(DIV(skew, e), diag_embed(s, gl));
     gin[0] = give(mm(s, mm(s, v, inner), mT(s, v)));
     END;
@@ -1203,7 +1205,7 @@ FORMULA(svd) {
     T x = mm(s, mT(s, u), gu), y = mm(s, mT(s, v), gv);
     T uhgu = SUB(x, mT(s, x)), vhgv = SUB(y, mT(s, y));
     T s2 = MUL(sv, sv);
-    T e = ADD(SUB(unsq(s, s2, -2), unsq(s, s2, -1)), eye_of(s, k, sv ? sv->dtype : EM_DTYPE_F32));
+    T e = ADD(SUB(unsq(s, s2, -2), unsq(s, s2, -1)), eye_of(s, k, sv));
     T ga = DIV(ADD(MUL(uhgu, unsq(s, sv, -2)), MUL(unsq(s, sv, -1), vhgv)), e);
     ga = ADD(ga, diag_embed(s, gs));
     if (m > n) { /* + (I - U U^T) gU S^{-1}, then V^T */
@@ -1233,7 +1235,7 @@ static T flat_positions(scope *s, const em_type *ty, const em_attrs *a) {
     for (int d = 0; d < ty->ndim; d++) {
         int64_t rs[EM_MAX_DIMS];
         for (int k = 0; k < ty->ndim; k++) rs[k] = k == d ? ty->shape[d] : 1;
-        T r = keep(s, em_arange(0, (double)ty->shape[d], 1, EM_DTYPE_I64));
+        T r = keep(s, em_arange_on(ty->device, 0, (double)ty->shape[d], 1, EM_DTYPE_I64));
         T step = keep(s, em_full_i64(NULL, 0, a->stride[d], EM_DTYPE_I64));
         r = MUL(r, step);
         r = r ? keep(s, em_reshape(r, rs, ty->ndim)) : keep(s, NULL);
@@ -1259,7 +1261,7 @@ FORMULA(as_strided) {
     const em_type *xt = &c->node->in_types[0], *vt = &c->node->out_types[0];
     int64_t n = em_shape_numel(xt->shape, xt->ndim), zero = 0;
     T idx = flat_positions(s, vt, &c->node->attrs);
-    T z = keep(s, em_zeros(&n, 1, g->dtype));
+    T z = keep(s, em_full_on(g->device, &n, 1, 0.0, g->dtype));
     T gf = idx && z ? keep(s, em_index_put(z, &idx, &zero, 1, flat(s, g), true)) : keep(s, NULL);
     gin[0] = give(shaped_as(s, gf, xt));
     END;

@@ -25,6 +25,11 @@ static em_status check(const char *what, const em_tensor *p, const em_tensor *t,
         return em_error(EM_ERR_SHAPE, "%s: the %s (%s %s) does not match its parameter (%s %s)", what,
                         role, em_dtype_long_name(t->dtype), b, em_dtype_long_name(p->dtype), a);
     }
+    if (!em_device_eq(t->device, p->device)) {
+        char a[16], b[16];
+        return em_error(EM_ERR_DEVICE, "%s: the %s is on %s, its parameter on %s", what, role,
+                        em_device_str(t->device, a), em_device_str(p->device, b));
+    }
     if (!em_tensor_is_contiguous(t))
         return em_error(EM_ERR_VALUE, "%s: the %s must be contiguous", what, role);
     return EM_OK;
@@ -35,6 +40,10 @@ static em_status check_param(const char *what, const em_tensor *p) {
         return em_error(EM_ERR_DTYPE, "%s: parameters must be float32 or float64, got %s", what,
                         em_dtype_long_name(p->dtype));
     if (!em_tensor_is_contiguous(p)) return em_error(EM_ERR_VALUE, "%s: parameters must be contiguous", what);
+    if (p->device.type != EM_DEVICE_CPU && p->device.type != EM_DEVICE_META) {
+        char d[16];
+        return em_error(EM_ERR_NOT_IMPLEMENTED, "%s: no fused step on %s yet", what, em_device_str(p->device, d));
+    }
     return EM_OK;
 }
 
@@ -91,7 +100,8 @@ em_status em_sgd_step(em_tensor *const *params, em_tensor *const *grads, em_tens
     }
     for (int i = 0; i < n; i++) {
         sgd_job j = {params[i], grads[i], o->momentum != 0 ? momentum_buf[i] : NULL, first && first[i], o};
-        em_parallel_for(params[i]->numel, GRAIN, params[i]->dtype == EM_DTYPE_F32 ? sgd_float : sgd_double, &j);
+        if (em_tensor_has_data(params[i])) /* (a meta parameter's step is its checks) */
+            em_parallel_for(params[i]->numel, GRAIN, params[i]->dtype == EM_DTYPE_F32 ? sgd_float : sgd_double, &j);
         __atomic_fetch_add(&params[i]->storage->version, 1, __ATOMIC_RELAXED);
     }
     return EM_OK;
@@ -154,7 +164,7 @@ em_status em_adam_step(em_tensor *const *params, em_tensor *const *grads, em_ten
                       o->amsgrad ? max_exp_avg_sq[i] : NULL, o->lr / bias1, sqrt(bias2), o};
         bool f32 = params[i]->dtype == EM_DTYPE_F32;
         em_parallel_fn fn = o->amsgrad ? (f32 ? amsgrad_float : amsgrad_double) : (f32 ? adam_float : adam_double);
-        em_parallel_for(params[i]->numel, GRAIN, fn, &j);
+        if (em_tensor_has_data(params[i])) em_parallel_for(params[i]->numel, GRAIN, fn, &j);
         __atomic_fetch_add(&params[i]->storage->version, 1, __ATOMIC_RELAXED);
     }
     return EM_OK;
@@ -227,7 +237,7 @@ em_status em_rmsprop_step(em_tensor *const *params, em_tensor *const *grads, em_
         static const em_parallel_fn fns[2][2][2] = {{{rms_d, rms_d_m}, {rms_d_c, rms_d_cm}},
                                                      {{rms_f, rms_f_m}, {rms_f_c, rms_f_cm}}};
         em_parallel_fn fn = fns[params[i]->dtype == EM_DTYPE_F32][o->centered][o->momentum > 0];
-        em_parallel_for(params[i]->numel, GRAIN, fn, &j);
+        if (em_tensor_has_data(params[i])) em_parallel_for(params[i]->numel, GRAIN, fn, &j);
         __atomic_fetch_add(&params[i]->storage->version, 1, __ATOMIC_RELAXED);
     }
     return EM_OK;

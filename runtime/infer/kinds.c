@@ -153,9 +153,16 @@ em_status em_device_mismatch(em_op op, em_device a, em_device b) {
                     em_op_name(op), em_device_str(a, sa), em_device_str(b, sb));
 }
 
+em_device em_operands_device(const em_type *in, int n) {
+    for (int i = 0; i < n; i++)
+        if (!em_is_host_scalar(&in[i])) return in[i].device;
+    return n > 0 ? in[0].device : em_cpu();
+}
+
 em_status em_check_same_device(em_op op, const em_type *in, int n) {
-    for (int i = 1; i < n; i++)
-        if (!em_device_eq(in[i].device, in[0].device)) return em_device_mismatch(op, in[0].device, in[i].device);
+    em_device d = em_operands_device(in, n);
+    for (int i = 0; i < n; i++)
+        if (!em_device_eq(in[i].device, d) && !em_is_host_scalar(&in[i])) return em_device_mismatch(op, d, in[i].device);
     return EM_OK;
 }
 
@@ -182,6 +189,7 @@ em_status infer_elementwise(em_op op, const em_type *in, int n_in, const em_attr
     if (st == EM_OK) st = check_no_bool(op, in, n_in);
     if (st != EM_OK) return st;
     em_type r = in[0];
+    r.device = em_operands_device(in, n_in); /* (not a CPU scalar's: x_meta * 2) */
     for (int i = 1; i < n_in; i++) {
         int64_t shape[EM_MAX_DIMS]; /* not r.shape: the inputs must not alias the output */
         if (!em_broadcast_shapes(r.shape, r.ndim, in[i].shape, in[i].ndim, shape, &r.ndim)) {
@@ -407,7 +415,7 @@ em_status infer_factory(em_op op, const em_type *in, int n_in, const em_attrs *a
     em_type r;
     memset(&r, 0, sizeof r);
     r.dtype = attrs->dtype;
-    r.device = em_cpu();
+    r.device = attrs->device.type == EM_DEVICE_CPU ? em_cpu() : attrs->device; /* (zeroed attrs: the CPU) */
     if (op == EM_OP_ARANGE) {
         r.ndim = 1;
         em_status st = em_arange_length(attrs->start, attrs->end, attrs->step, &r.shape[0]);

@@ -54,6 +54,10 @@ static void test_round_trip(void) {
                "  %2 = expand(%a) : f32[5,2,3,4]\n"
                "  return %0, %1, %2\n"
                "}\n");
+    round_trip("graph @m(%x: f32[2,3]@meta) -> (f32[2,3]@meta) {\n" /* the meta device's types */
+               "  %0 = relu(%x) : f32[2,3]@meta\n"
+               "  return %0\n"
+               "}\n");
 }
 
 static void parse_error(const char *text, const char *want) {

@@ -476,6 +476,41 @@ static void test_device_table(void) {
     em_tensor_release(a);
 }
 
+/* The meta device: tensors without data; every op its inference only, in
+ * place too; a copy out of it, and an op whose result's shape depends on
+ * the data, refused; 0-d CPU tensors join its operands. */
+static void test_meta_device(void) {
+    CHECK(em_device_impl_of(em_meta()) == &em_meta_device);
+    int64_t s[2] = {3, 4};
+    em_tensor *c = em_ones(s, 2, EM_DTYPE_F32), *m = em_to_device(c, em_meta());
+    CHECK(m && m->device.type == EM_DEVICE_META && !em_tensor_has_data(m) && m->storage->data == NULL);
+    em_tensor *two = em_tensor_scalar(2.0, EM_DTYPE_F32);
+    em_tensor *r = m ? em_mul(m, two) : NULL, *t = m ? em_transpose(m, 0, 1) : NULL;
+    CHECK(r && r->device.type == EM_DEVICE_META && r->shape[1] == 4 && r->storage->data == NULL);
+    CHECK(t && t->storage == m->storage && t->strides[0] == 1 && t->strides[1] == 4);
+    CHECK(em_add(m, c) == NULL && em_last_status() == EM_ERR_DEVICE);
+    CHECK(em_to_device(m, em_cpu()) == NULL && em_last_status() == EM_ERR_NOT_IMPLEMENTED &&
+          check_contains(em_last_error(), "Cannot copy out of meta tensor; no data!"));
+    CHECK(em_tensor_require_data(m, ".item()") == EM_ERR_NOT_IMPLEMENTED);
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    at.dtype = EM_DTYPE_F32;
+    em_tensor *mm[2] = {m, m};
+    CHECK(em_op_run_inplace(EM_OP_ADD, mm, 2, &at, m) == EM_OK);
+    CHECK(em_op_run_inplace(EM_OP_CAST, &c, 1, &at, m) == EM_OK); /* meta.copy_(cpu): nothing read */
+    CHECK(em_op_run_inplace(EM_OP_CAST, &m, 1, &at, c) == EM_ERR_NOT_IMPLEMENTED);
+    em_tensor *nz = NULL;
+    CHECK(em_op_run(EM_OP_NONZERO, &m, 1, &at, &nz, 1) == EM_ERR_NOT_IMPLEMENTED &&
+          check_contains(em_last_error(), "nonzero: its result's shape depends on the values"));
+    em_device was = em_set_default_device(em_meta());
+    em_tensor *z = em_zeros(s, 2, EM_DTYPE_F64);
+    em_set_default_device(was);
+    CHECK(z && z->device.type == EM_DEVICE_META && z->dtype == EM_DTYPE_F64);
+    CHECK(em_tensor_get_f64(c, 0) == 1); /* (the copy into meta left the source alone) */
+    em_tensor *all[] = {c, m, two, r, t, z};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) em_tensor_release(all[i]);
+}
+
 /* A layer's word on a tensor goes to the layer's release when the tensor
  * dies (tensor.c knows no layer), and a layer installed in the
  * interceptor stack sees each op the user runs, may refuse it (the op then
@@ -602,6 +637,7 @@ int main(void) {
     RUN(test_cast_table);
     RUN(test_op_table);
     RUN(test_device_table);
+    RUN(test_meta_device);
     RUN(test_layers_and_interceptors);
     RUN(test_out_of_memory);
     CHECK(em_tensor_live_count() == 0);

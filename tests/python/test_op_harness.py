@@ -20,8 +20,9 @@ their inputs transposed and strided (test_strided_inputs).
 test_every_row_has_a_sample walks the table, so a row added without a
 sample fails it. The generated CUDA C of the elementwise, reduction and
 random rows is run on the host against the eager kernels by
-tests/c/test_cuda_host_run.c; the meta device and the GPU are not back
-ends yet: they join here with the device table (issues 41, 42, 43).
+tests/c/test_cuda_host_run.c. On the meta device (test_meta_against_eager)
+every sample gives results of the eager results' shapes, dtypes and
+strides, computing nothing. The GPU is not a back end yet (issue 43).
 """
 
 import collections
@@ -512,3 +513,46 @@ def test_strided_inputs(s, layout):
         cf, got = compiled(s, backend, layout)
         assert cf._stats()["compiled_calls"] >= 1, f"{s.id} ran eagerly: {cf._stats()['fallbacks']}"
         close(got, eager(s, layout), f"{s.id}, {layout}: compiled ({backend}) vs eager", s.tol)
+
+
+# ---- the meta device: shapes, dtypes and strides, no data ----
+
+def flat_tensors(r):
+    """A result's tensors, in flat()'s order (non-tensors as None)."""
+    if isinstance(r, (tuple, list)):
+        return [t for x in r for t in flat_tensors(x)]
+    return [r if isinstance(r, ember.Tensor) else None]
+
+
+def meta_inputs(s):
+    """The sample's inputs on the meta device (leaves made so there: a move
+    is not differentiable)."""
+    out = []
+    for i, a in enumerate(s.inputs):
+        t = laid_out(ember, a, "row-major").to("meta")
+        out.append(t.requires_grad_() if i in s.leaves else t)
+    return out
+
+
+@pytest.mark.parametrize("s", SAMPLES, ids=SAMPLE_IDS)
+def test_meta_against_eager(s):
+    """Every sample on meta tensors: each result on meta, with the shape,
+    dtype and strides of the eager CPU result; a row whose result's shape
+    depends on the data refuses with NotImplementedError."""
+    if s.seeded:
+        ember.manual_seed(0)
+    want = flat_tensors(s.fn(ember, *tensors(ember, s.inputs, leaves=s.leaves)))
+    with ember.device("meta"):  # (and the factories make meta tensors)
+        if any(TABLE[r]["data_dependent"] for r in s.reaches):
+            with pytest.raises(NotImplementedError, match="meta"):
+                s.fn(ember, *meta_inputs(s))
+            return
+        got = flat_tensors(s.fn(ember, *meta_inputs(s)))
+    assert len(got) == len(want), s.id
+    for i, (g, w) in enumerate(zip(got, want)):
+        if w is None:
+            continue
+        assert g is not None and g.is_meta, f"{s.id}, result {i}: not a meta tensor: {g!r}"
+        assert (tuple(g.shape), g.dtype) == (tuple(w.shape), w.dtype), f"{s.id}, result {i}"
+        if w.numel() > 1:
+            assert g.stride() == w.stride(), f"{s.id}, result {i}: strides {g.stride()} vs {w.stride()}"

@@ -93,7 +93,7 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     training, (lower + upper) / 2 otherwise."""
     def fn(x):
         if training:
-            slope = _creation.rand(*x.shape, dtype=x.dtype) * (upper - lower) + lower
+            slope = _creation.rand(*x.shape, dtype=x.dtype, device=x.device) * (upper - lower) + lower
         else:
             slope = (lower + upper) / 2.0
         return _ops.where(x > 0, x, x * slope)  # (0 takes the slope, as PyTorch's)

@@ -20,7 +20,7 @@ def _as_additive(mask, what, dtype):
     if mask is None:
         return None
     if mask.dtype == _C.bool:
-        return _creation.zeros(*mask.shape, dtype=dtype).masked_fill(mask, -math.inf)
+        return _creation.zeros(*mask.shape, dtype=dtype, device=mask.device).masked_fill(mask, -math.inf)
     if not mask.dtype.is_floating_point:
         raise AssertionError(f"only bool and floating types of {what} are supported")
     return mask.to(dtype)

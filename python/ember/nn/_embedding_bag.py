@@ -34,7 +34,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         padding_idx = padding_idx + n_rows if padding_idx < 0 else padding_idx
         keep = idx != padding_idx
     else:
-        keep = _creation.ones(idx.shape[0], dtype=_C.bool)
+        keep = _creation.ones(idx.shape[0], dtype=_C.bool, device=idx.device)
     rows = embedding(idx, weight, None, max_norm, norm_type, scale_grad_by_freq)
     if per_sample_weights is not None:
         rows = rows * per_sample_weights.reshape(-1, 1).to(rows.dtype)

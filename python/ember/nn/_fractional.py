@@ -26,12 +26,12 @@ def _prod(values):
 def _starts(sample, n, m, k):
     """(N, C, m) window starts along one dim, from samples (N, C)."""
     if m == 1:
-        return _creation.full(tuple(sample.shape) + (1,), n - k, dtype=_C.int64)
+        return _creation.full(tuple(sample.shape) + (1,), n - k, dtype=_C.int64, device=sample.device)
     alpha = (n - k) / (m - 1)
     i = _creation.arange(m - 1, dtype=sample.dtype)
     u = sample.unsqueeze(-1)
     head = ((i + u) * alpha).floor() - (u * alpha).floor()
-    last = _creation.full(tuple(sample.shape) + (1,), n - k, dtype=sample.dtype)
+    last = _creation.full(tuple(sample.shape) + (1,), n - k, dtype=sample.dtype, device=sample.device)
     return _ops.cat([head, last], -1).to(_C.int64)
 
 

@@ -89,7 +89,7 @@ native_channel_shuffle = channel_shuffle
 def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
     """softmax((logits + g) / tau), g Gumbel noise; hard: the one-hot of its
     argmax, with the soft sample's gradient (straight-through)."""
-    u = _creation.rand(*logits.shape, dtype=logits.dtype)
+    u = _creation.rand(*logits.shape, dtype=logits.dtype, device=logits.device)
     gumbels = -(-(u.clamp(min=1e-20)).log()).log()  # (-log of an exponential draw)
     y = ((logits + gumbels) / tau).softmax(dim)
     if not hard:
@@ -163,7 +163,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     c = x.shape[1]
     valid = (t >= 0).long().cumprod(1).bool()  # (entries before the first -1)
     tj = _ops.where(valid, t, _creation.zeros_like(t))
-    is_target = _creation.zeros(*x.shape, dtype=x.dtype).scatter_add(1, tj, valid.to(x.dtype)) > 0
+    is_target = _creation.zeros(*x.shape, dtype=x.dtype, device=x.device).scatter_add(1, tj, valid.to(x.dtype)) > 0
     xj = x.gather(1, tj)  # (n, c): the target classes' scores, slot by slot
     diff = (1.0 - (xj.unsqueeze(2) - x.unsqueeze(1))).relu()  # (n, slot, class)
     mask = valid.unsqueeze(2) & ~is_target.unsqueeze(1)

@@ -156,8 +156,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         keep = (idx != padding_idx).unsqueeze(1)
         rows = _ops.where(keep, rows, rows.detach())
     if scale_grad_by_freq and rows.requires_grad:
-        counts = _creation.zeros(weight.shape[0], dtype=rows.dtype).scatter_add(
-            0, idx.long(), _creation.ones(idx.shape[0], dtype=rows.dtype))
+        counts = _creation.zeros(weight.shape[0], dtype=rows.dtype, device=weight.device).scatter_add(
+            0, idx.long(), _creation.ones(idx.shape[0], dtype=rows.dtype, device=idx.device))
         rows = _scale_grad(rows, (1.0 / counts[idx.long()]).unsqueeze(1))
     return rows.reshape(*input.shape, weight.shape[1])
 
@@ -188,7 +188,7 @@ def _dropout_elements(input, p, training, inplace, alpha):
         return input
     if p == 1.0:
         return _maybe_inplace(input, lambda x: x * 0.0, inplace)
-    keep = (_creation.rand(*input.shape, dtype=input.dtype) >= p).to(input.dtype)
+    keep = (_creation.rand(*input.shape, dtype=input.dtype, device=input.device) >= p).to(input.dtype)
     if alpha:
         scale, shift = _alpha_affine(keep, p)
         return _maybe_inplace(input, lambda x: x * scale + shift, inplace)
@@ -294,7 +294,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     biased, as PyTorch's."""
     dims = _norm_dims(input, normalized_shape, "layer_norm")
     if bias is not None and weight is None:
-        weight = _C.ones(tuple(bias.shape), dtype=bias.dtype)
+        weight = _C.ones(tuple(bias.shape), dtype=bias.dtype, device=bias.device)
     return _C._layer_norm(input, len(dims), weight, bias, float(eps))
 
 
@@ -509,7 +509,7 @@ def _picked_loss(input, target, weight, ignore_index, reduction, what, loss_of):
     with no_grad():
         # one bool read: in a compiled function it is a value guard that holds
         # for every in-range batch (min/max reads would change with the data)
-        if safe.numel() and bool(((safe < 0) | (safe >= c)).any()):
+        if safe.numel() and not safe.is_meta and bool(((safe < 0) | (safe >= c)).any()):  # (meta: no values)
             bad = int(safe.max()) if int(safe.max()) >= c else int(safe.min())
             raise IndexError(f"nll_loss: Target {bad} is out of bounds (input has {c} classes)")
     picked = loss_of(input.gather(cls_dim, safe.unsqueeze(cls_dim)).squeeze(cls_dim))

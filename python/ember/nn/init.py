@@ -56,11 +56,11 @@ def _fill(tensor, values):
 
 
 def uniform_(tensor, a=0.0, b=1.0):
-    return _fill(tensor, _creation.rand(*tensor.shape, dtype=tensor.dtype) * (b - a) + a)
+    return _fill(tensor, _creation.rand(*tensor.shape, dtype=tensor.dtype, device=tensor.device) * (b - a) + a)
 
 
 def normal_(tensor, mean=0.0, std=1.0):
-    return _fill(tensor, _creation.randn(*tensor.shape, dtype=tensor.dtype) * std + mean)
+    return _fill(tensor, _creation.randn(*tensor.shape, dtype=tensor.dtype, device=tensor.device) * std + mean)
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0):
@@ -68,12 +68,12 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0):
     if not a < b:
         raise ValueError(f"trunc_normal_: need a < b, got a={a}, b={b}")
     with no_grad():
-        v = _creation.randn(*tensor.shape, dtype=tensor.dtype) * std + mean
+        v = _creation.randn(*tensor.shape, dtype=tensor.dtype, device=tensor.device) * std + mean
         for _ in range(1000):
             outside = (v < a) | (v > b)
             if not outside.any():
                 return _fill(tensor, v)
-            v = _ops.where(outside, _creation.randn(*tensor.shape, dtype=tensor.dtype) * std + mean, v)
+            v = _ops.where(outside, _creation.randn(*tensor.shape, dtype=tensor.dtype, device=tensor.device) * std + mean, v)
     raise RuntimeError(f"trunc_normal_: [{a}, {b}] holds too little of Normal({mean}, {std}) to "
                        f"sample from by rejection")
 
@@ -162,7 +162,7 @@ def dirac_(tensor, groups=1):
     if tensor.shape[0] % groups:
         raise ValueError("dim 0 must be divisible by groups")
     n = min(out_per, tensor.shape[1])
-    w = _creation.zeros(*tensor.shape, dtype=tensor.dtype)
+    w = _creation.zeros(*tensor.shape, dtype=tensor.dtype, device=tensor.device)
     centre = [k // 2 for k in tensor.shape[2:]]
     for g in range(groups):
         for d in range(n):

@@ -29,10 +29,10 @@ class Adam(Optimizer):
         """p's state, its moments made on the first step."""
         st = self._traced_state(p) if traced else self.state[p]
         if "exp_avg" not in st:
-            st["exp_avg"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
-            st["exp_avg_sq"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+            st["exp_avg"] = _C.zeros(tuple(p.shape), dtype=p.dtype, device=p.device)
+            st["exp_avg_sq"] = _C.zeros(tuple(p.shape), dtype=p.dtype, device=p.device)
             if g["amsgrad"]:
-                st["max_exp_avg_sq"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+                st["max_exp_avg_sq"] = _C.zeros(tuple(p.shape), dtype=p.dtype, device=p.device)
         return st
 
     def _update(self, g):

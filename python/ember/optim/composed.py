@@ -83,7 +83,7 @@ class Adagrad(_Composed):
                 self.state[p]["step"] = _C.zeros(())
 
     def _fresh(self, p, group):
-        return {"sum": full(tuple(p.shape), group["initial_accumulator_value"], dtype=p.dtype)}
+        return {"sum": full(tuple(p.shape), group["initial_accumulator_value"], dtype=p.dtype, device=p.device)}
 
     def _rule(self, p, grad, st, group, lr, step):
         clr = lr / (1 + (step - 1) * group["lr_decay"])
@@ -102,8 +102,8 @@ class Adadelta(_Composed):
                                       maximize=maximize))
 
     def _fresh(self, p, group):
-        return {"square_avg": _C.zeros(tuple(p.shape), dtype=p.dtype),
-                "acc_delta": _C.zeros(tuple(p.shape), dtype=p.dtype)}
+        return {"square_avg": _C.zeros(tuple(p.shape), dtype=p.dtype, device=p.device),
+                "acc_delta": _C.zeros(tuple(p.shape), dtype=p.dtype, device=p.device)}
 
     def _rule(self, p, grad, st, group, lr, step):
         rho, eps = group["rho"], group["eps"]
@@ -127,8 +127,8 @@ class Adamax(_Composed):
                                       maximize=maximize))
 
     def _fresh(self, p, group):
-        return {"exp_avg": _C.zeros(tuple(p.shape), dtype=p.dtype),
-                "exp_inf": _C.zeros(tuple(p.shape), dtype=p.dtype)}
+        return {"exp_avg": _C.zeros(tuple(p.shape), dtype=p.dtype, device=p.device),
+                "exp_inf": _C.zeros(tuple(p.shape), dtype=p.dtype, device=p.device)}
 
     def _rule(self, p, grad, st, group, lr, step):
         b1, b2 = group["betas"]
@@ -152,8 +152,8 @@ class NAdam(_Composed):
                                       momentum_decay=momentum_decay, foreach=foreach))
 
     def _fresh(self, p, group):
-        return {"mu_product": _C.ones(()), "exp_avg": _C.zeros(tuple(p.shape), dtype=p.dtype),
-                "exp_avg_sq": _C.zeros(tuple(p.shape), dtype=p.dtype)}
+        return {"mu_product": _C.ones(()), "exp_avg": _C.zeros(tuple(p.shape), dtype=p.dtype, device=p.device),
+                "exp_avg_sq": _C.zeros(tuple(p.shape), dtype=p.dtype, device=p.device)}
 
     def _rule(self, p, grad, st, group, lr, step):
         b1, b2 = group["betas"]
@@ -180,8 +180,8 @@ class RAdam(_Composed):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=foreach))
 
     def _fresh(self, p, group):
-        return {"exp_avg": _C.zeros(tuple(p.shape), dtype=p.dtype),
-                "exp_avg_sq": _C.zeros(tuple(p.shape), dtype=p.dtype)}
+        return {"exp_avg": _C.zeros(tuple(p.shape), dtype=p.dtype, device=p.device),
+                "exp_avg_sq": _C.zeros(tuple(p.shape), dtype=p.dtype, device=p.device)}
 
     def _rule(self, p, grad, st, group, lr, step):
         b1, b2 = group["betas"]
@@ -217,7 +217,7 @@ class ASGD(_Composed):
 
     def _fresh(self, p, group):
         return {"eta": full((), group["lr"], dtype=_C.float32), "mu": _C.ones(()),
-                "ax": _C.zeros(tuple(p.shape), dtype=p.dtype)}
+                "ax": _C.zeros(tuple(p.shape), dtype=p.dtype, device=p.device)}
 
     def _rule(self, p, grad, st, group, lr, step):
         lambd, eta, mu, ax = group["lambd"], st["eta"], st["mu"], st["ax"]
@@ -243,8 +243,8 @@ class Rprop(_Composed):
         super().__init__(params, dict(lr=lr, etas=etas, step_sizes=step_sizes, foreach=foreach, maximize=maximize))
 
     def _fresh(self, p, group):
-        return {"prev": _C.zeros(tuple(p.shape), dtype=p.dtype),
-                "step_size": full(tuple(p.shape), group["lr"], dtype=p.dtype)}
+        return {"prev": _C.zeros(tuple(p.shape), dtype=p.dtype, device=p.device),
+                "step_size": full(tuple(p.shape), group["lr"], dtype=p.dtype, device=p.device)}
 
     def _rule(self, p, grad, st, group, lr, step):
         etaminus, etaplus = group["etas"]

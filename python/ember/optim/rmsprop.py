@@ -26,11 +26,11 @@ class RMSprop(Optimizer):
         """p's state, its averages made on the first step."""
         st = self._traced_state(p) if traced else self.state[p]
         if "square_avg" not in st:
-            st["square_avg"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+            st["square_avg"] = _C.zeros(tuple(p.shape), dtype=p.dtype, device=p.device)
             if g["momentum"] > 0:
-                st["momentum_buffer"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+                st["momentum_buffer"] = _C.zeros(tuple(p.shape), dtype=p.dtype, device=p.device)
             if g["centered"]:
-                st["grad_avg"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+                st["grad_avg"] = _C.zeros(tuple(p.shape), dtype=p.dtype, device=p.device)
         return st
 
     def _update(self, g):

@@ -30,7 +30,7 @@ class SGD(Optimizer):
             for i, p in enumerate(ps):
                 st = self.state[p]
                 if st.get("momentum_buffer") is None:
-                    st["momentum_buffer"] = _C.zeros(tuple(p.shape), dtype=p.dtype)
+                    st["momentum_buffer"] = _C.zeros(tuple(p.shape), dtype=p.dtype, device=p.device)
                     firsts[i] = True
                 bufs.append(st["momentum_buffer"])
         _C._sgd_step(ps, gs, bufs, firsts, g["lr"], g["momentum"], g["dampening"],

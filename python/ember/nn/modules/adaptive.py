@@ -66,7 +66,7 @@ class AdaptiveLogSoftmaxWithLoss(Module):
                                f"[{int(target.min())}, {int(target.max())}] were found. ")
         # the head's class for each row: its target in the shortlist, else its cluster's token
         head_class = target.clone()
-        output = _creation.zeros(target.shape[0], dtype=input.dtype)
+        output = _creation.zeros(target.shape[0], dtype=input.dtype, device=target.device)
         for i in range(self.n_clusters):
             low, high = self.cutoffs[i], self.cutoffs[i + 1]
             in_cluster = (target >= low) & (target < high)

@@ -8,6 +8,7 @@ else (parameters(), state_dict(), train(), to(), repr) walks them."""
 from collections import OrderedDict, namedtuple
 
 from ... import _C, cuda
+from ..._tensor import device as _device
 from ...autograd import _zero_grads, no_grad
 from ..parameter import Parameter
 
@@ -308,11 +309,10 @@ class Module:
                 dtype = a.dtype
             else:
                 device = a
-        if device is not None and str(device) not in ("cpu", "cpu:0"):
-            if str(device).startswith("cuda"):
-                from ... import cuda
+        if device is not None:
+            device = _device(device)
+            if device.type == "cuda":
                 raise cuda._unavailable("Module.to", str(device))
-            raise RuntimeError(f"Module.to: device '{device}' is not available; ember has CPU tensors only")
         if dtype is not None and not dtype.is_floating_point:
             raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got desired "
                             f"dtype={dtype}")
@@ -324,9 +324,24 @@ class Module:
             # be channels-last all the same).
             from ..._memory_format import _check
             _check(memory_format, "Module.to")
-        if dtype is None:
+        if dtype is None and device is None:
             return self
-        return self._apply(lambda t: t.to(dtype) if t.dtype.is_floating_point else t)
+
+        def convert(t):
+            if dtype is not None and t.dtype.is_floating_point:
+                t = t.to(dtype)
+            return t if device is None or t.device == device else t.to(device)
+        return self._apply(convert)
+
+    def to_empty(self, *, device, recurse=True):
+        """Every parameter and buffer replaced by an uninitialised tensor of
+        its shape and dtype on `device` (PyTorch's: how a module built on
+        the meta device gets memory; initialise it afterwards, e.g. with
+        load_state_dict or reset_parameters)."""
+        if not recurse:
+            raise NotImplementedError("Module.to_empty(recurse=False) is not implemented in ember yet")
+        from ..._creation import empty_like
+        return self._apply(lambda t: empty_like(t, device=device))
 
     def float(self):
         return self.to(_C.float32)
@@ -341,7 +356,7 @@ class Module:
         return self.to(_C.bfloat16)
 
     def cpu(self):
-        return self
+        return self.to("cpu")
 
     def cuda(self, device=None):
         return self.to(cuda._device(device))

@@ -194,7 +194,9 @@ class RNNBase(Module):
         shape = (self.num_layers * dirs, n, self.hidden_size)
         h_shape = (self.num_layers * dirs, n, self.proj_size or self.hidden_size)
         if hx is None:
-            return _C.zeros(h_shape, dtype=dtype), (_C.zeros(shape, dtype=dtype) if self.mode == "LSTM" else None)
+            device = self._flat_weights[0].device
+            return _C.zeros(h_shape, dtype=dtype, device=device), \
+                (_C.zeros(shape, dtype=dtype, device=device) if self.mode == "LSTM" else None)
         h, c = hx if self.mode == "LSTM" else (hx, None)
         if not batched:
             h = h.unsqueeze(1)
@@ -248,7 +250,8 @@ class RNNCellBase(Module):
             init.uniform_(p, -bound, bound)
 
     def _zeros(self, x):
-        return _C.zeros((x.shape[0], self.hidden_size) if x.ndim == 2 else (self.hidden_size,), dtype=x.dtype)
+        return _C.zeros((x.shape[0], self.hidden_size) if x.ndim == 2 else (self.hidden_size,), dtype=x.dtype,
+                        device=x.device)
 
     def extra_repr(self):
         return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")

@@ -97,7 +97,7 @@ def _reduce_to_shared(t):
     fd, path = tempfile.mkstemp(prefix=f"ember_dl_{os.getppid()}_", dir=_shm_dir())
     try:
         if nbytes:
-            view = memoryview((ctypes.c_char * nbytes).from_address(c.data_ptr())).cast("B")
+            view = memoryview((ctypes.c_char * nbytes).from_address(c._address("a DataLoader worker's batch"))).cast("B")
             written = 0
             while written < nbytes:
                 written += os.write(fd, view[written:])
