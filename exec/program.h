@@ -6,7 +6,7 @@
  *
  * Two makers build a program: the LLVM backend (codegen_llvm/backend.c),
  * from a module it compiles in this process, and an ahead-of-time model
- * (frontend/aot_model.c), from what a shared object holds. Both run it with em_llvm_program_run.
+ * (aot/aot_model.c), from what a shared object holds. Both run it with em_llvm_program_run.
  * This header and the files behind it (program.c, plan.c) use the runtime
  * and the IR only, so a shared object links them without LLVM.
  */

@@ -40,8 +40,8 @@
 #include "ember/passes.h"
 #include "ember/random.h"
 #include "ember/strbuf.h"
-#include "aot_export.h"
-#include "compiled_autograd.h"
+#include "../aot/aot_export.h"
+#include "../driver/compiled_autograd.h"
 
 #define MAX_CAPTURED 4096 /* graph inputs besides the arguments */
 #define MAX_IN (EM_FUNCTION_MAX_ARGS + 1 + MAX_CAPTURED)
@@ -437,10 +437,8 @@ static em_status run_spec_of(const spec *s, int n_results, em_run_spec *run) {
 
 /* Compiles s's traced graph (taking it) for inputs shaped like `examples`;
  * when that fails, s runs eagerly from now on and says why. */
-static em_status compile_spec(em_function *f, spec *s, em_call *call, em_ir_graph *graph,
-                              em_tensor *const *examples, int k) {
-    em_compile_opts opts = {em_dump_mask_from_env(), em_dump_dir_from_env(), getenv("EMBER_BACKEND"),
-                            s->guards, NULL, (const char *const *)f->passes, s->dynamic_sizes};
+static em_status compile_spec_as(em_function *f, spec *s, em_call *call, em_ir_graph *graph,
+                                 em_tensor *const *examples, int k, em_compile_opts opts) {
     if (s->n_grad_outputs) { /* a joint graph: split; the backward is compiled here, the forward below */
         em_joint_layout layout = {k,
                                   s->n_out,
@@ -486,6 +484,18 @@ static em_status compile_spec(em_function *f, spec *s, em_call *call, em_ir_grap
     }
     if (s->shares_code_with < 0 && n_code(f) > f->cache_limit) f->instances_exhausted = true;
     return EM_OK;
+}
+
+static em_status compile_spec(em_function *f, spec *s, em_call *call, em_ir_graph *graph,
+                              em_tensor *const *examples, int k) {
+    unsigned dump = em_dump_mask_from_env();
+    /* (the guards go to the driver as text: it knows no guards) */
+    char *guards_text = (dump & EM_DUMP_GUARDS) ? em_guards_print(s->guards) : NULL;
+    em_compile_opts opts = {dump, em_dump_dir_from_env(), getenv("EMBER_BACKEND"),
+                            guards_text, NULL, (const char *const *)f->passes, s->dynamic_sizes};
+    em_status st = compile_spec_as(f, s, call, graph, examples, k, opts);
+    free(guards_text);
+    return st;
 }
 
 /* ---- exporting ahead of time ---- */

@@ -3,7 +3,7 @@
  * generator: compile a graph into an executable, run it, free it.
  *
  * Backends: the IR interpreter (always there; ir/interp.c, wrapped in
- * frontend/compile.c) and LLVM (codegen_llvm/, when built: one generated
+ * driver/compile.c) and LLVM (codegen_llvm/, when built: one generated
  * function per graph). A backend may keep pointers into the graph: the
  * caller keeps the graph alive as long as the executable. An executable may
  * be run from several threads at once.

@@ -230,7 +230,7 @@ typedef struct em_compile_opts {
     unsigned dump_mask;
     const char *dump_dir;
     const char *backend; /* "llvm", "interp" or NULL for the best built */
-    const em_guards *guards; /* dumped with the graph when asked */
+    const char *guards_text; /* the guards as em_guards_print writes them: dumped with the graph when asked */
     const em_run_spec *spec; /* how the graph runs (em_backend_opts), or NULL */
     /* the passes to run, NULL-terminated; NULL: EMBER_PASSES (comma-
      * separated) when set, else the default pipeline (em_compile_passes) */
@@ -448,7 +448,7 @@ static inline void em_tensor_mark_dynamic(em_tensor *t, int dim) {
     t->layer_state[EM_LAYER_COMPILE] |= (uintptr_t)1 << dim;
 }
 
-/* ---- ahead of time (frontend/aot.c) ---- */
+/* ---- ahead of time (aot/aot.c) ---- */
 
 /* What ember.aot.compile asks for. */
 typedef struct em_aot_opts {

@@ -1,5 +1,5 @@
 /*
- * fuzz_safetensors.c - the safetensors reader (frontend/safetensors.c), as
+ * fuzz_safetensors.c - the safetensors reader (io/safetensors.c), as
  * ember.load, an AOT model's weights and the checkpoint reader use it:
  * any bytes either read as tensors that lie inside the file, with shapes
  * that fit their byte ranges, or give an error naming the file and the
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../frontend/safetensors.h"
+#include "../../io/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     unsigned char *bytes = malloc(size ? size : 1);

@@ -205,11 +205,8 @@ em_status em_compile(em_ir_graph *graph, em_tensor *const *examples, int n_examp
             c->dump_path[0] = '\0';
     }
     if (dc.dir && (opts->dump_mask & EM_DUMP_IR)) dump_graph(dc.dir, "0-traced.ir", graph);
-    if (dc.dir && (opts->dump_mask & EM_DUMP_GUARDS) && opts->guards) {
-        char *text = em_guards_print(opts->guards);
-        if (text) write_file(dc.dir, "guards.txt", text);
-        free(text);
-    }
+    if (dc.dir && (opts->dump_mask & EM_DUMP_GUARDS) && opts->guards_text)
+        write_file(dc.dir, "guards.txt", opts->guards_text);
     const char *names[64];
     char env_buf[1024];
     int n_passes = pipeline_of(opts, env_buf, sizeof env_buf, names, 64);

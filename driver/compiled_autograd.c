@@ -134,7 +134,7 @@ em_status em_backward_program_new(const char *name, em_ir_graph *joint, const em
     }
     if (st == EM_OK) {
         em_compile_opts o = *opts;
-        o.guards = NULL;
+        o.guards_text = NULL;
         o.spec = NULL;
         st = em_compile(part.backward, ex, bw->n_params, &o, &bp->compiled); /* (graph taken) */
         part.backward = NULL;

@@ -34,7 +34,7 @@
 #include "ember/frontend.h"
 #include "ember/random.h"
 #include "ember/strbuf.h"
-#include "safetensors.h"
+#include "../io/safetensors.h"
 
 /* What the model's object defines (aot.c, the backend). */
 extern const char ember_aot_description[] __attribute__((visibility("hidden")));

@@ -30,7 +30,7 @@
 #include "aot_format.h"
 #include "ember/autograd.h"
 #include "ember/strbuf.h"
-#include "safetensors.h"
+#include "../io/safetensors.h"
 
 extern char **environ;
 
