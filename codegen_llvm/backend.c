@@ -94,7 +94,7 @@ static void propagate_layouts(const em_ir_graph *g, em_tensor *const *examples, 
         if (info->flags & EM_F_VIEW) {
             int64_t shape[EM_MAX_DIMS], st[EM_MAX_DIMS], off;
             int nd;
-            if (em_view_geometry(n->op, in->shape, is, in->ndim, &n->attrs, shape, st, &nd, &off))
+            if (em_view_geometry(n->op, in->shape, is, in->ndim, EM_IR_ATTRS(n), shape, st, &nd, &off))
                 memcpy(strides[n->out[0]->id], st, sizeof st);
         } else if (info->kind == EM_KIND_COPY && em_strides_are_contiguous(in->shape, is, in->ndim)) {
             memcpy(strides[n->out[0]->id], is, sizeof strides[0]); /* contiguous() returns its input */

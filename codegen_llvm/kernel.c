@@ -208,7 +208,7 @@ em_status em_llvm_emit_element(const emitter *e, const em_ir_node *n, LLVMValueR
     LLVMValueRef res = NULL;
     em_status st = EM_OK;
     if (em_ir_is_scalar_const(n)) {
-        if (!(res = konst(e, odt, &n->attrs))) return em_last_status();
+        if (!(res = konst(e, odt, EM_IR_ATTRS(n)))) return em_last_status();
     } else if (info->flags & EM_F_BROADCAST) {
         res = vals[n->in[0]->id]; /* broadcasting is in the strides */
     } else if (info->kind == EM_KIND_CAST) {

@@ -105,7 +105,7 @@ static em_status classify(row_plan *p) {
                 st = refuse("a reduction of a broadcast value"); /* eager reduces a strided view */
             } else if (n->op == EM_OP_LOGSUMEXP && !em_dtype_is_float(x->type.dtype)) {
                 st = refuse("logsumexp of integers");
-            } else if (!n->attrs.keepdim && uses_inside[v->id]) {
+            } else if (!EM_IR_ATTRS(n)->keepdim && uses_inside[v->id]) {
                 st = refuse("a reduction without keepdim used inside the kernel");
             }
             if (st != EM_OK) break;
@@ -555,7 +555,7 @@ static void row_reductions(emit_ctx *c, int level) {
         }
         LLVMValueRef av[7] = {
             LLVMConstInt(i32, (unsigned long long)n->op, 0),
-            attrs_constant(e, &n->attrs),
+            attrs_constant(e, EM_IR_ATTRS(n)),
             LLVMConstInt(i32, (unsigned long long)x->type.dtype, 0),
             row,
             c->n,

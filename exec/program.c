@@ -29,7 +29,7 @@ static int32_t rt_op(const em_ir_node *n, em_tensor *const *in, em_tensor **out)
     em_type types[64];
     if (n->n_out > 64) return em_error(EM_ERR_INTERNAL, "%s: too many results", em_op_name(n->op));
     for (int i = 0; i < n->n_out; i++) types[i] = n->out[i]->type;
-    em_status st = em_op_run_planned(n->op, in, n->n_in, &n->attrs, types, out, n->n_out);
+    em_status st = em_op_run_planned(n->op, in, n->n_in, EM_IR_ATTRS(n), types, out, n->n_out);
     return st == EM_OK ? EM_OK : em_ir_node_error(n);
 }
 
@@ -131,7 +131,7 @@ int32_t em_llvm_launch(void *kernel, em_tensor *const *in, em_tensor **out, cons
     for (int i = 0; i < 2; i++)
         for (int p = 0; p < node->n_in; p++)
             if (node->region->params[p] == mm->in[i]) operand[i] = in[p];
-    if (em_matmul_epilogue(operand[0], operand[1], mm->attrs.alpha, out[0], run_range, &l) != EM_OK) {
+    if (em_matmul_epilogue(operand[0], operand[1], EM_IR_ATTRS(mm)->alpha, out[0], run_range, &l) != EM_OK) {
         for (int i = 0; i < node->n_out; i++) {
             em_tensor_release(out[i]);
             out[i] = NULL;

@@ -476,9 +476,10 @@ static void on_op(void *ctx, em_op op, em_tensor *const *in, int n_in, const em_
             return;
         }
     for (int i = 0; i < n_out; i++) types[i] = em_tensor_type(out[i]);
+    em_clear_error();
     em_ir_node *n = em_ir_node_new(tr->g, op, vin, n_in, attrs, types, n_out, current_loc(tr));
-    if (!n) {
-        em_trace_fail(tr, "out of memory while tracing");
+    if (!n) { /* (out of memory, or an attribute the IR cannot keep) */
+        em_trace_fail(tr, "%s: %s", info->name, em_last_status() != EM_OK ? em_last_error() : "out of memory while tracing");
         return;
     }
     em_ir_insert(tr->g->body, n, NULL);

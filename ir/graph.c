@@ -167,7 +167,7 @@ em_ir_node *em_ir_node_new(em_ir_graph *g, em_op op, em_ir_value *const *in, int
     n->out = em_ir_alloc(g, (size_t)(n_out ? n_out : 1) * sizeof *n->out);
     if (!n->in || !n->out) return NULL;
     if (n_in) memcpy(n->in, in, (size_t)n_in * sizeof *in);
-    if (attrs) n->attrs = *attrs;
+    if (em_ir_set_attrs(g, n, attrs) != EM_OK) return NULL;
     n->loc = loc;
     n->id = g->n_nodes++;
     for (int i = 0; i < n_out; i++) {
@@ -269,8 +269,9 @@ bool em_ir_may_alias_inputs(const em_ir_node *n) {
 void em_ir_value_strides(const em_ir_value *v, int64_t *strides) {
     const em_type *t = &v->type;
     const em_ir_node *n = v->def;
-    if (n && (em_op_get(n->op)->attrs & EM_A_LAYOUT) && n->attrs.n_layout == t->ndim && t->ndim > 0)
-        em_layout_strides(t->shape, t->ndim, n->attrs.layout, strides);
+    em_attrs a;
+    if (n && (em_op_get(n->op)->attrs & EM_A_LAYOUT) && em_ir_attrs(n, &a)->n_layout == t->ndim && t->ndim > 0)
+        em_layout_strides(t->shape, t->ndim, a.layout, strides);
     else
         em_contiguous_strides(t->shape, t->ndim, strides);
 }
@@ -316,11 +317,12 @@ bool em_ir_is_scalar_const(const em_ir_node *n) {
 bool em_ir_reduces_rows(const em_ir_node *n, em_ir_rows *rows) {
     if (em_op_get(n->op)->kind != EM_KIND_REDUCE || n->n_in < 1) return false;
     const em_type *x = &n->in[0]->type;
-    int k = n->attrs.n_dims;
+    em_attrs a;
+    int k = em_ir_attrs(n, &a)->n_dims;
     bool seen[EM_MAX_DIMS] = {false};
     if (k < 1 || k > x->ndim) return false;
     for (int i = 0; i < k; i++) {
-        int64_t d = n->attrs.dims[i] < 0 ? n->attrs.dims[i] + x->ndim : n->attrs.dims[i];
+        int64_t d = a.dims[i] < 0 ? a.dims[i] + x->ndim : a.dims[i];
         if (d < x->ndim - k || d >= x->ndim || seen[d]) return false;
         seen[d] = true;
     }

@@ -240,7 +240,7 @@ static em_status run_node_with(const em_interp *it, void *run_ctx, const em_ir_n
     else if (n->region)
         st = em_interp_run_region(n, in, out);
     else
-        st = em_op_run(n->op, in, n->n_in, &n->attrs, out, n->n_out);
+        st = em_op_run(n->op, in, n->n_in, EM_IR_ATTRS(n), out, n->n_out);
     return st == EM_OK ? EM_OK : em_ir_node_error(n);
 }
 
@@ -346,7 +346,7 @@ static int run_region_as_chain(const em_ir_node *node, em_tensor *const *in, em_
         }
         em_tensor *a[64]; /* a scalar node, run now */
         for (int i = 0; i < n->n_in && i < 64; i++) a[i] = tensors[slot_of[n->in[i]->id - lo]];
-        em_status st = n->n_in > 64 ? EM_ERR_INTERNAL : em_op_run(n->op, a, n->n_in, &n->attrs, &res, 1);
+        em_status st = n->n_in > 64 ? EM_ERR_INTERNAL : em_op_run(n->op, a, n->n_in, EM_IR_ATTRS(n), &res, 1);
         if (st != EM_OK) rc = -(int)em_ir_node_error(n);
         tensors[slot] = res;
     }

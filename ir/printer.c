@@ -42,7 +42,7 @@ static void put_ints(printer *p, const int64_t *v, int n) {
 
 static void put_attrs(printer *p, const em_ir_node *n) {
     uint64_t mask = em_op_get(n->op)->attrs & ~(uint64_t)(EM_A_SHAPE | EM_A_DTYPE);
-    const em_attrs *a = &n->attrs;
+    const em_attrs *a = EM_IR_ATTRS(n);
     if (!a->n_layout) mask &= ~(uint64_t)EM_A_LAYOUT; /* (optional: left out at their defaults) */
     if (a->alpha == 0) mask &= ~(uint64_t)EM_A_ALPHA;
     if (!mask) return;

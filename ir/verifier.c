@@ -56,15 +56,15 @@ static em_status check_types(verifier *v, const em_ir_node *n) {
     const em_op_info *info = em_op_get(n->op);
     const em_type *t = &n->out[0]->type;
     if ((info->attrs & EM_A_SHAPE) &&
-        !em_shape_eq(n->attrs.shape, n->attrs.n_shape, t->shape, t->ndim))
+        !em_shape_eq(EM_IR_ATTRS(n)->shape, EM_IR_ATTRS(n)->n_shape, t->shape, t->ndim))
         return fail(v, n, "shape attribute does not match the result type");
-    if ((info->attrs & EM_A_DTYPE) && n->attrs.dtype != t->dtype)
+    if ((info->attrs & EM_A_DTYPE) && EM_IR_ATTRS(n)->dtype != t->dtype)
         return fail(v, n, "dtype attribute does not match the result type");
     em_type in[64], out[16];
     if (n->n_in > 64 || n->n_out > 16) /* (dispatch's bound; IR text may say anything) */
         return fail(v, n, "%d operands and %d results: an op takes at most 64 and 16", n->n_in, n->n_out);
     for (int i = 0; i < n->n_in; i++) in[i] = n->in[i]->type;
-    if (em_op_infer(n->op, in, n->n_in, &n->attrs, out, n->n_out) != EM_OK)
+    if (em_op_infer(n->op, in, n->n_in, EM_IR_ATTRS(n), out, n->n_out) != EM_OK)
         return fail(v, n, "%s", em_last_error());
     for (int i = 0; i < n->n_out; i++)
         if (!em_type_eq(&out[i], &n->out[i]->type)) {

@@ -66,7 +66,7 @@ static bool same_type(const em_ir_value *a, const em_ir_value *b) { return em_ty
 /* Is v a scalar constant equal to k? */
 static bool const_is(const em_ir_value *v, double k) {
     if (!v->def || !em_ir_is_scalar_const(v->def)) return false;
-    const em_attrs *a = &v->def->attrs;
+    const em_attrs *a = EM_IR_ATTRS(v->def);
     em_dtype dt = v->type.dtype;
     return em_dtype_is_float(dt) || dt == EM_DTYPE_BOOL ? a->value == k : (double)a->value_i == k;
 }
@@ -77,7 +77,7 @@ static bool const_is(const em_ir_value *v, double k) {
 static bool neutral_zero(const em_ir_value *v, em_op op) {
     if (!const_is(v, 0)) return false;
     if (!em_dtype_is_float(v->type.dtype)) return true;
-    return (bool)signbit(v->def->attrs.value) == (op == EM_OP_ADD);
+    return (bool)signbit(EM_IR_ATTRS(v->def)->value) == (op == EM_OP_ADD);
 }
 
 /* The node making v when it is op `op`, else NULL. */
@@ -182,7 +182,7 @@ static bool cast_chain(const canon *c, const em_ir_node *n, double k, match *m) 
     if (!lossless(from, mid) || (from != EM_DTYPE_BOOL && em_dtype_is_float(from) != em_dtype_is_float(mid)))
         return false;
     m->x = p->in[0];
-    m->attrs = n->attrs;
+    em_ir_attrs(n, &m->attrs);
     return true;
 }
 
@@ -193,16 +193,16 @@ static bool permute_chain(const canon *c, const em_ir_node *n, double k, match *
     const em_ir_node *p = made_by(n->in[0], EM_OP_PERMUTE);
     if (!p) return false;
     m->x = p->in[0];
-    m->attrs = n->attrs;
-    for (int i = 0; i < n->attrs.n_dims; i++) m->attrs.dims[i] = p->attrs.dims[n->attrs.dims[i]];
+    em_ir_attrs(n, &m->attrs);
+    for (int i = 0; i < EM_IR_ATTRS(n)->n_dims; i++) m->attrs.dims[i] = EM_IR_ATTRS(p)->dims[EM_IR_ATTRS(n)->dims[i]];
     return true;
 }
 
 static bool identity_permute(const canon *c, const em_ir_node *n, double k, match *m) {
     (void)c;
     (void)k;
-    for (int i = 0; i < n->attrs.n_dims; i++)
-        if (n->attrs.dims[i] != i) return false;
+    for (int i = 0; i < EM_IR_ATTRS(n)->n_dims; i++)
+        if (EM_IR_ATTRS(n)->dims[i] != i) return false;
     m->x = n->in[0];
     return true;
 }
@@ -214,7 +214,7 @@ static bool reshape_chain(const canon *c, const em_ir_node *n, double k, match *
     const em_ir_node *p = made_by(n->in[0], EM_OP_RESHAPE);
     if (!p) return false;
     m->x = p->in[0];
-    m->attrs = n->attrs;
+    em_ir_attrs(n, &m->attrs);
     return true;
 }
 
@@ -222,7 +222,7 @@ static bool reshape_chain(const canon *c, const em_ir_node *n, double k, match *
  * whose products stay normal numbers of the dtype, or 0 when it is not. */
 static double exact_scale(const em_ir_value *c, bool reciprocal) {
     if (!c->def || !em_ir_is_scalar_const(c->def) || !em_dtype_is_float(c->type.dtype)) return 0;
-    double k = reciprocal ? 1.0 / c->def->attrs.value : c->def->attrs.value;
+    double k = reciprocal ? 1.0 / EM_IR_ATTRS(c->def)->value : EM_IR_ATTRS(c->def)->value;
     int e;
     if (!isfinite(k) || frexp(fabs(k), &e) != 0.5) return 0;
     return e - 1 >= -64 && e - 1 <= 64 ? k : 0; /* (a scale far from 1 would overflow or go subnormal) */
@@ -248,8 +248,8 @@ static bool scaled_operand(const canon *c, const em_ir_node *n, double k, match 
             const em_ir_value *x = p->in[j], *s = p->in[1 - j];
             double scale = exact_scale(s, p->op == EM_OP_DIV);
             if (!scale || !same_type(x, p->out[0])) continue;
-            m->attrs = n->attrs;
-            m->attrs.alpha = em_matmul_alpha(&n->attrs) * scale;
+            em_ir_attrs(n, &m->attrs);
+            m->attrs.alpha = em_matmul_alpha(EM_IR_ATTRS(n)) * scale;
             if (fabs(log2(fabs(m->attrs.alpha))) > 64) continue; /* (both scales within 2^64: the product too) */
             m->x = i == 0 ? (em_ir_value *)x : n->in[0];
             m->y = i == 1 ? (em_ir_value *)x : n->in[1];
@@ -307,7 +307,7 @@ static em_ir_value *scaled_matmul(canon *c, em_ir_node *n, const match *m) {
     em_ir_value *in[2] = {m->x, m->y};
     int which = m->which;
     if (m->view) {
-        em_ir_node *v = em_ir_build_before(n, m->view->op, &in[which], 1, &m->view->attrs, m->view->loc);
+        em_ir_node *v = em_ir_build_before(n, m->view->op, &in[which], 1, EM_IR_ATTRS(m->view), m->view->loc);
         if (!v) {
             em_clear_error();
             return NULL;
@@ -328,7 +328,7 @@ static em_ir_value *scaled_matmul(canon *c, em_ir_node *n, const match *m) {
 static bool full_of_shape(const canon *c, const em_ir_node *n, double k, match *m) {
     (void)k;
     if (n->out[0]->type.ndim == 0 || c->result_memory[n->out[0]->id]) return false;
-    m->attrs = n->attrs;
+    em_ir_attrs(n, &m->attrs);
     m->attrs.n_shape = 0;
     return true;
 }
@@ -379,21 +379,21 @@ static bool zeros_like(const em_ir_value *z, const em_ir_value *v) {
     if (d->op == EM_OP_EXPAND) d = d->in[0]->def;
     if (!d || d->op != EM_OP_FULL) return false;
     em_dtype dt = d->out[0]->type.dtype;
-    return em_dtype_is_float(dt) || dt == EM_DTYPE_BOOL ? d->attrs.value == 0 && !signbit(d->attrs.value)
-                                                       : d->attrs.value_i == 0;
+    return em_dtype_is_float(dt) || dt == EM_DTYPE_BOOL ? EM_IR_ATTRS(d)->value == 0 && !signbit(EM_IR_ATTRS(d)->value)
+                                                       : EM_IR_ATTRS(d)->value_i == 0;
 }
 
 /* Is v index_put(zeros, arange(start, end), src) along one dim, the dim *dim? */
 static bool put_into_zeros(const em_ir_value *v, int *dim, piece *p) {
     const em_ir_node *n = v->def;
-    if (!n || n->op != EM_OP_INDEX_PUT || n->n_in != 3 || n->attrs.accumulate || n->attrs.n_dims != 1) return false;
+    if (!n || n->op != EM_OP_INDEX_PUT || n->n_in != 3 || EM_IR_ATTRS(n)->accumulate || EM_IR_ATTRS(n)->n_dims != 1) return false;
     const em_ir_node *r = n->in[1]->def;
-    if (!r || r->op != EM_OP_ARANGE || r->attrs.step != 1 || n->in[1]->type.ndim != 1) return false;
-    int d = (int)n->attrs.dims[0];
+    if (!r || r->op != EM_OP_ARANGE || EM_IR_ATTRS(r)->step != 1 || n->in[1]->type.ndim != 1) return false;
+    int d = (int)EM_IR_ATTRS(n)->dims[0];
     const em_type *t = &v->type, *st = &n->in[2]->type;
     if (d < 0 || d >= t->ndim || st->ndim != t->ndim || st->dtype != t->dtype || !zeros_like(n->in[0], v)) return false;
-    int64_t start = (int64_t)r->attrs.start, len = n->in[1]->type.shape[0];
-    if ((double)start != r->attrs.start || start < 0 || start + len > t->shape[d]) return false;
+    int64_t start = (int64_t)EM_IR_ATTRS(r)->start, len = n->in[1]->type.shape[0];
+    if ((double)start != EM_IR_ATTRS(r)->start || start < 0 || start + len > t->shape[d]) return false;
     for (int i = 0; i < t->ndim; i++)
         if (st->shape[i] != (i == d ? len : t->shape[i])) return false;
     if (*dim >= 0 && *dim != d) return false;

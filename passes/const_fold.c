@@ -35,7 +35,7 @@ static bool folded(const em_ir_node *n, const bool *to_result) {
 static em_tensor *scalar_of(const em_ir_node *c) {
     em_dtype dt = c->out[0]->type.dtype;
     bool exact_int = !em_dtype_is_float(dt) && dt != EM_DTYPE_BOOL;
-    return exact_int ? em_tensor_scalar_i64(c->attrs.value_i, dt) : em_tensor_scalar(c->attrs.value, dt);
+    return exact_int ? em_tensor_scalar_i64(EM_IR_ATTRS(c)->value_i, dt) : em_tensor_scalar(EM_IR_ATTRS(c)->value, dt);
 }
 
 /* The value n computes from its constant inputs, as a 0-d tensor (new
@@ -51,7 +51,7 @@ static em_tensor *fold_value(const em_ir_node *n) {
     em_tensor *in[4] = {NULL}, *out = NULL;
     bool ok = n->n_in <= 4;
     for (int i = 0; ok && i < n->n_in; i++) ok = (in[i] = scalar_of(constant(n->in[i]))) != NULL;
-    if (ok && em_op_run(n->op, in, n->n_in, &n->attrs, &out, 1) != EM_OK) out = NULL;
+    if (ok && em_op_run(n->op, in, n->n_in, EM_IR_ATTRS(n), &out, 1) != EM_OK) out = NULL;
     for (int i = 0; i < 4; i++) em_tensor_release(in[i]);
     if (!out) em_clear_error(); /* (left for the run to report, as eagerly) */
     if (out && out->dtype != n->out[0]->type.dtype) { /* (the graph's type rules) */

@@ -60,19 +60,21 @@ static bool same_attrs(em_op op, const em_attrs *a, const em_attrs *b) {
 
 /* Do a and b differ only in a reduction's keepdim? */
 static bool kept_twin(const em_ir_node *a, const em_ir_node *b) {
-    return em_op_get(a->op)->kind == EM_KIND_REDUCE && a->n_out == 1 && a->attrs.keepdim != b->attrs.keepdim;
+    return em_op_get(a->op)->kind == EM_KIND_REDUCE && a->n_out == 1 && EM_IR_ATTRS(a)->keepdim != EM_IR_ATTRS(b)->keepdim;
 }
 
 static bool same_node(const em_ir_node *a, const em_ir_node *b) {
     if (a->op != b->op || a->n_in != b->n_in || a->n_out != b->n_out) return false;
     for (int i = 0; i < a->n_in; i++)
         if (a->in[i] != b->in[i]) return false;
-    if (em_op_get(a->op)->kind == EM_KIND_REDUCE && a->attrs.keepdim != b->attrs.keepdim)
+    if (em_op_get(a->op)->kind == EM_KIND_REDUCE && EM_IR_ATTRS(a)->keepdim != EM_IR_ATTRS(b)->keepdim)
         return a->n_out == 1 && a->out[0]->type.dtype == b->out[0]->type.dtype &&
-               same_attrs(a->op, &a->attrs, &b->attrs);
+               same_attrs(a->op, EM_IR_ATTRS(a), EM_IR_ATTRS(b));
     for (int o = 0; o < a->n_out; o++)
         if (!em_type_eq(&a->out[o]->type, &b->out[o]->type)) return false;
-    return same_attrs(a->op, &a->attrs, &b->attrs);
+    /* (packed by the op's schema, doubles by their bits: what same_attrs
+     * compares, without unpacking) */
+    return a->attr_size == b->attr_size && (!a->attr_size || !memcmp(a->attr_data, b->attr_data, a->attr_size));
 }
 
 /* What replaces n's result: first's, or for a keepdim twin a reshape of

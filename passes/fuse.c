@@ -108,7 +108,7 @@ static bool can_join(fuser *f, const em_ir_node *p, const em_ir_node *r, int gid
     if (p->id >= f->n_nodes || !fusible(p) || f->group[p->id] != -1) return false;
     em_ir_rows own; /* a reduction's rows */
     bool reduction = row_reduction(p, &own);
-    if (reduction && !p->attrs.keepdim) return false; /* a member uses it: it must broadcast back */
+    if (reduction && !EM_IR_ATTRS(p)->keepdim) return false; /* a member uses it: it must broadcast back */
     if (reduction && f->has_rows) {
         if (own.k != f->rows.k || !em_shape_eq(own.shape, own.ndim, f->rows.shape, f->rows.ndim)) return false;
     } else if (!reduction && f->has_rows && !em_ir_rows_fit(&f->rows, &p->out[0]->type, NULL)) {
@@ -140,7 +140,7 @@ static em_ir_node *epilogue_gemm(const fuser *f, int gid, em_ir_node *const *mem
     for (int m = 0; m < n_mem; m++)
         for (int i = 0; i < members[m]->n_in; i++) {
             em_ir_node *p = members[m]->in[i]->def;
-            if (!p || p->op != EM_OP_MATMUL || p->id >= f->n_nodes || f->group[p->id] != -1 || p->attrs.n_layout)
+            if (!p || p->op != EM_OP_MATMUL || p->id >= f->n_nodes || f->group[p->id] != -1 || EM_IR_ATTRS(p)->n_layout)
                 continue; /* (an epilogue writes the product contiguously) */
             em_dtype dt = p->out[0]->type.dtype;
             if ((dt != EM_DTYPE_F32 && dt != EM_DTYPE_F64) || !em_type_eq(&p->out[0]->type, &r->out[0]->type))
@@ -233,7 +233,7 @@ static em_status build_fused(fuser *f, em_ir_node *r, int gid, em_ir_node **memb
         for (int k = 0; k < m->n_in; k++) {
             em_ir_value *v = m->in[k];
             if (!map[v->id]) { /* a scalar constant: copy it into the region */
-                em_ir_node *c = em_ir_node_new(g, v->def->op, NULL, 0, &v->def->attrs, &v->type, 1,
+                em_ir_node *c = em_ir_node_new(g, v->def->op, NULL, 0, EM_IR_ATTRS(v->def), &v->type, 1,
                                                v->def->loc);
                 if (!c) {
                     st = EM_ERR_NOMEM;
@@ -244,7 +244,7 @@ static em_status build_fused(fuser *f, em_ir_node *r, int gid, em_ir_node **memb
             }
             rin[k] = map[v->id];
         }
-        em_ir_node *c = em_ir_node_new(g, m->op, rin, m->n_in, &m->attrs, &m->out[0]->type, 1, m->loc);
+        em_ir_node *c = em_ir_node_new(g, m->op, rin, m->n_in, EM_IR_ATTRS(m), &m->out[0]->type, 1, m->loc);
         if (!c) {
             st = EM_ERR_NOMEM;
             goto done;

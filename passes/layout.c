@@ -70,8 +70,8 @@ static void count(layout *l) {
         int v = u->in[0]->id;
         const em_ir_node *first = l->first_permute[v] ? l->first_permute[v] : u;
         l->first_permute[v] = first;
-        bool same = first->attrs.n_dims == u->attrs.n_dims &&
-                    !memcmp(first->attrs.dims, u->attrs.dims, (size_t)u->attrs.n_dims * sizeof *u->attrs.dims);
+        bool same = EM_IR_ATTRS(first)->n_dims == EM_IR_ATTRS(u)->n_dims &&
+                    !memcmp(EM_IR_ATTRS(first)->dims, EM_IR_ATTRS(u)->dims, (size_t)EM_IR_ATTRS(u)->n_dims * sizeof *EM_IR_ATTRS(u)->dims);
         if (l->permutes[v] >= 0) l->permutes[v] = same ? l->permutes[v] + 1 : -1;
     }
     em_ir_shared_memory(l->g, l->from_input, l->to_result);
@@ -103,11 +103,11 @@ static int drop_copies(layout *l, int64_t *bytes) {
 static const em_ir_node *common_permute(const layout *l, const em_ir_value *v) {
     const em_ir_node *first = l->first_permute[v->id];
     int nd = v->type.ndim;
-    if (!first || l->permutes[v->id] != l->uses[v->id] || first->attrs.n_dims != nd ||
-        first->attrs.dims[nd - 1] != nd - 1)
+    if (!first || l->permutes[v->id] != l->uses[v->id] || EM_IR_ATTRS(first)->n_dims != nd ||
+        EM_IR_ATTRS(first)->dims[nd - 1] != nd - 1)
         return NULL;
     for (int d = 0; d < nd; d++)
-        if (first->attrs.dims[d] != d) return first;
+        if (EM_IR_ATTRS(first)->dims[d] != d) return first;
     return NULL; /* (the identity: canonicalize's to remove) */
 }
 
@@ -115,21 +115,22 @@ static const em_ir_node *common_permute(const layout *l, const em_ir_value *v) {
 static int lay_out_products(layout *l) {
     int laid = 0;
     for (em_ir_node *n = l->g->body->first; n; n = n->next) {
-        if (n->op != EM_OP_MATMUL || n->attrs.n_layout || n->in[0]->type.ndim < 3 || n->in[1]->type.ndim < 3)
+        if (n->op != EM_OP_MATMUL || EM_IR_ATTRS(n)->n_layout || n->in[0]->type.ndim < 3 || n->in[1]->type.ndim < 3)
             continue;
         const em_ir_value *v = n->out[0];
         const em_ir_node *p = common_permute(l, v);
         if (!p || l->to_result[v->id]) continue;
-        em_attrs a = n->attrs;
+        em_attrs a;
+        em_ir_attrs(n, &a);
         a.n_layout = v->type.ndim;
-        memcpy(a.layout, p->attrs.dims, (size_t)a.n_layout * sizeof *a.layout);
+        memcpy(a.layout, EM_IR_ATTRS(p)->dims, (size_t)a.n_layout * sizeof *a.layout);
         em_type t;
         em_type in[2] = {n->in[0]->type, n->in[1]->type};
         if (em_op_infer(n->op, in, 2, &a, &t, 1) != EM_OK) { /* (cannot fail: checked above) */
             em_clear_error();
             continue;
         }
-        n->attrs = a;
+        if (em_ir_set_attrs(l->g, n, &a) != EM_OK) return -1;
         laid++;
     }
     return laid;
@@ -153,10 +154,11 @@ em_status em_pass_layout(em_ir_graph *g, em_strbuf *report) {
         int dropped = drop_copies(&l, &bytes);
         if (dropped) count(&l);
         int laid = lay_out_products(&l);
+        if (laid < 0) st = em_last_status();
         if (report && dropped)
             em_strbuf_printf(report, "layout: contiguous() no consumer needs dropped (%d); %lld bytes not copied\n",
                              dropped, (long long)bytes);
-        if (report && laid)
+        if (report && laid > 0)
             em_strbuf_printf(report, "layout: matmul results written in the order their permute reads (%d)\n", laid);
     }
     free(l.uses);

@@ -171,7 +171,7 @@ static em_status copy_node(splitter *s, em_ir_graph *g, const em_ir_node *n) {
     em_ir_loc loc = n->loc;
     if (st == EM_OK && loc.file && !(loc.file = em_ir_intern(g, loc.file, strlen(loc.file))))
         st = em_error(EM_ERR_NOMEM, "partition: out of memory");
-    em_ir_node *c = st == EM_OK ? em_ir_node_new(g, n->op, in, n->n_in, &n->attrs, types, n->n_out, loc) : NULL;
+    em_ir_node *c = st == EM_OK ? em_ir_node_new(g, n->op, in, n->n_in, EM_IR_ATTRS(n), types, n->n_out, loc) : NULL;
     if (st == EM_OK && !c) st = em_error(EM_ERR_NOMEM, "partition: out of memory");
     if (c) {
         em_ir_insert(g->body, c, NULL);

@@ -49,7 +49,11 @@ struct em_ir_node {
     int n_in, n_out;
     em_ir_value **in;
     em_ir_value **out;
-    em_attrs attrs;
+    /* Its attributes, packed by its op's schema in the graph's arena (NULL
+     * when the schema names none): read them with em_ir_attrs, change
+     * them with em_ir_set_attrs. */
+    const unsigned char *attr_data;
+    uint32_t attr_size;
     em_ir_loc loc;
     em_ir_block *region; /* fused nodes: the kernel body */
     em_ir_block *block;  /* block containing this node */
@@ -95,6 +99,14 @@ em_ir_value *em_ir_add_param(em_ir_block *b, const em_type *t, const char *name)
 em_ir_node *em_ir_node_new(em_ir_graph *g, em_op op, em_ir_value *const *in, int n_in,
                            const em_attrs *attrs, const em_type *out_types, int n_out,
                            em_ir_loc loc);
+/* n's attributes, unpacked into *out (the fields its op's schema names;
+ * every other field zero); returns out. */
+const em_attrs *em_ir_attrs(const em_ir_node *n, em_attrs *out);
+/* The same into a temporary of the enclosing block: EM_IR_ATTRS(n)->dims. */
+#define EM_IR_ATTRS(n) em_ir_attrs((n), &(em_attrs){0})
+/* Gives n the attributes a holds (NULL: none) that n's op's schema names,
+ * packed into g's arena (the rest are not the op's: they are dropped). */
+em_status em_ir_set_attrs(em_ir_graph *g, em_ir_node *n, const em_attrs *a);
 /* Inserts `n` into `b` before `before` (NULL: at the end). */
 void em_ir_insert(em_ir_block *b, em_ir_node *n, em_ir_node *before);
 /* Unlinks `n` from its block (it stays in the arena). */

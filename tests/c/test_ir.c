@@ -3,6 +3,7 @@
  * verifying, and interpreting against eager execution.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "ember/ir.h"
@@ -184,6 +185,35 @@ static void test_builder_and_interpreter(void) {
     em_ir_graph_free(b);
 }
 
+/* A node keeps the attributes its op's schema names, packed: none for an
+ * elementwise op, a reduction's dims and keepdim; the rest of em_attrs
+ * (what callers fill for a family of ops) is not the op's and is dropped;
+ * em_ir_set_attrs replaces them. */
+static void test_attrs_by_schema(void) {
+    em_ir_graph *g = em_ir_graph_new("a");
+    em_type t = {EM_DTYPE_F32, {EM_DEVICE_CPU, -1}, 2, {3, 4}};
+    em_ir_value *x = em_ir_add_param(g->body, &t, "x");
+    em_attrs a;
+    memset(&a, 0, sizeof a);
+    a.n_dims = 1;
+    a.dims[0] = 1;
+    a.keepdim = true;
+    a.ord = 2.0; /* (em_reduce fills it for every reduction: sum's schema has none) */
+    em_ir_node *sum = em_ir_build(g->body, EM_OP_SUM, &x, 1, &a, (em_ir_loc){0});
+    em_ir_node *neg = em_ir_build(g->body, EM_OP_NEG, &x, 1, &a, (em_ir_loc){0});
+    CHECK(sum && neg);
+    if (!sum || !neg) return;
+    CHECK(neg->attr_data == NULL && neg->attr_size == 0);
+    CHECK(sum->attr_size == sizeof(int32_t) + sizeof(int64_t) + 1); /* dims, keepdim */
+    em_attrs back;
+    em_ir_attrs(sum, &back);
+    CHECK(back.n_dims == 1 && back.dims[0] == 1 && back.keepdim && back.ord == 0);
+    a.keepdim = false;
+    CHECK(em_ir_set_attrs(g, sum, &a) == EM_OK && !EM_IR_ATTRS(sum)->keepdim && EM_IR_ATTRS(sum)->n_dims == 1);
+    CHECK(sizeof(em_ir_node) < 128); /* (not the 700-odd bytes of em_attrs) */
+    em_ir_graph_free(g);
+}
+
 /* Parameter names from a tracer (Python argument paths) become names the
  * text form reads back, one per parameter. */
 static void test_param_names(void) {
@@ -213,6 +243,7 @@ int main(void) {
     RUN(test_verifier);
     RUN(test_builder_and_interpreter);
     RUN(test_param_names);
+    RUN(test_attrs_by_schema);
     CHECK(em_tensor_live_count() == 0);
     return check_report();
 }
