@@ -239,3 +239,56 @@ void *em_calloc(size_t n, size_t size) {
 }
 
 void em_free(void *ptr) { free(ptr); }
+
+/* ---- the per-thread object caches ---- */
+
+typedef struct object_cache {
+    int n[EM_OBJECT_KINDS];
+    void *items[EM_OBJECT_KINDS][EM_OBJECT_CACHE];
+} object_cache;
+
+static _Thread_local object_cache *thread_cache;
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static bool cache_key_made;
+
+/* A thread's cache goes back to malloc when the thread exits. */
+static void drop_cache(void *p) {
+    object_cache *c = p;
+    for (int k = 0; k < EM_OBJECT_KINDS; k++)
+        for (int i = 0; i < c->n[k]; i++) free(c->items[k][i]);
+    free(c);
+    thread_cache = NULL;
+}
+
+static void make_cache_key(void) { cache_key_made = pthread_key_create(&cache_key, drop_cache) == 0; }
+
+/* This thread's cache, made on first use; NULL when it cannot be (then
+ * objects go straight to malloc and free). */
+static object_cache *my_cache(void) {
+    if (thread_cache) return thread_cache;
+    pthread_once(&cache_once, make_cache_key);
+    object_cache *c;
+    if (!cache_key_made || !(c = calloc(1, sizeof *c))) return NULL;
+    if (pthread_setspecific(cache_key, c) != 0) {
+        free(c);
+        return NULL;
+    }
+    return thread_cache = c;
+}
+
+void *em_object_alloc(em_object_kind kind, size_t nbytes) {
+    object_cache *c = thread_cache;
+    if (c && c->n[kind] > 0 && !should_fail()) return c->items[kind][--c->n[kind]];
+    return em_malloc(nbytes);
+}
+
+void em_object_free(em_object_kind kind, void *ptr) {
+    if (!ptr) return;
+    object_cache *c = my_cache();
+    if (c && c->n[kind] < EM_OBJECT_CACHE) {
+        c->items[kind][c->n[kind]++] = ptr;
+        return;
+    }
+    free(ptr);
+}

@@ -25,7 +25,7 @@ int64_t em_storage_live_count(void) { return __atomic_load_n(&live_storages, __A
 
 em_storage *em_storage_wrap(void *data, size_t nbytes, em_device device, em_release_fn release,
                             void *ctx) {
-    em_storage *s = em_malloc(sizeof *s);
+    em_storage *s = em_object_alloc(EM_OBJECT_STORAGE, sizeof *s);
     if (!s) return NULL;
     memset(s, 0, sizeof *s); /* (every field a later one adds starts at zero) */
     s->refcount = 1;
@@ -60,7 +60,7 @@ void em_storage_retain(em_storage *s) { __atomic_fetch_add(&s->refcount, 1, __AT
 void em_storage_release(em_storage *s) {
     if (!s || __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
     if (s->release) s->release(s->release_ctx, s->data, s->nbytes);
-    em_free(s);
+    em_object_free(EM_OBJECT_STORAGE, s);
     __atomic_fetch_sub(&live_storages, 1, __ATOMIC_RELAXED);
 }
 
@@ -134,7 +134,7 @@ static em_status check_shape(const int64_t *shape, int ndim) {
 
 static em_tensor *tensor_alloc(em_storage *storage, em_dtype dtype, int64_t offset,
                                const int64_t *shape, const int64_t *strides, int ndim) {
-    em_tensor *t = em_malloc(sizeof *t);
+    em_tensor *t = em_object_alloc(EM_OBJECT_TENSOR, sizeof *t);
     if (!t) return NULL;
     memset(t, 0, sizeof *t);
     t->refcount = 1;
@@ -358,7 +358,7 @@ void em_tensor_release(em_tensor *t) {
         em_tensor_release(t->view_base);
     }
     em_storage_release(t->storage);
-    em_free(t);
+    em_object_free(EM_OBJECT_TENSOR, t);
     __atomic_fetch_sub(&live_tensors, 1, __ATOMIC_RELAXED);
 }
 

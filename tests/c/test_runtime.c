@@ -476,6 +476,35 @@ static void test_device_table(void) {
     em_tensor_release(a);
 }
 
+/* em_tensor and em_storage come from a per-thread cache of freed ones: a
+ * tensor freed and one made next reuse the memory; a thread's cache goes
+ * back to malloc when it exits (the sanitizer build's leak check). */
+static void *churn_tensors(void *arg) {
+    (void)arg;
+    int64_t s[1] = {3};
+    for (int i = 0; i < 4 * EM_OBJECT_CACHE; i++) {
+        em_tensor *t[3] = {em_zeros(s, 1, EM_DTYPE_F32), em_zeros(s, 1, EM_DTYPE_F32), em_zeros(s, 1, EM_DTYPE_F32)};
+        for (int k = 0; k < 3; k++) em_tensor_release(t[k]);
+    }
+    return NULL;
+}
+
+static void test_object_cache(void) {
+    int64_t s[1] = {3};
+    em_tensor *a = em_zeros(s, 1, EM_DTYPE_F32);
+    void *where = a;
+    em_tensor_release(a);
+    em_tensor *b = em_zeros(s, 1, EM_DTYPE_F32);
+    CHECK((void *)b == where);
+    em_tensor_release(b);
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) CHECK(pthread_create(&th[i], NULL, churn_tensors, NULL) == 0);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    em_alloc_fail_after(0); /* (a cached object fails as malloc would) */
+    CHECK(em_zeros(s, 1, EM_DTYPE_F32) == NULL && em_last_status() == EM_ERR_NOMEM);
+    em_alloc_fail_after(-1);
+}
+
 /* The meta device: tensors without data; every op its inference only, in
  * place too; a copy out of it, and an op whose result's shape depends on
  * the data, refused; 0-d CPU tensors join its operands. */
@@ -638,6 +667,7 @@ int main(void) {
     RUN(test_op_table);
     RUN(test_device_table);
     RUN(test_meta_device);
+    RUN(test_object_cache);
     RUN(test_layers_and_interceptors);
     RUN(test_out_of_memory);
     CHECK(em_tensor_live_count() == 0);
