@@ -287,3 +287,47 @@ def test_compiled_calls_with_meta_tensors_run_eagerly_and_say_why():
     assert any("a tensor on meta: compiled code runs on the CPU only" in str(w.message) for w in seen)
     assert ember.equal(f(a, b), want) and f._stats()["compiled_calls"] >= 1
 
+
+
+def _tokens(*shape):
+    return ember.zeros(*shape, dtype=ember.int64, device="meta")
+
+
+MODULES = [
+    ("conv1d", lambda: nn.Conv1d(3, 4, 3), lambda: (meta(2, 3, 10),)),
+    ("conv2d", lambda: nn.Conv2d(3, 4, 3, stride=2, padding=1), lambda: (meta(2, 3, 9, 9),)),
+    ("conv3d", lambda: nn.Conv3d(2, 3, 3), lambda: (meta(1, 2, 5, 5, 5),)),
+    ("conv_transpose2d", lambda: nn.ConvTranspose2d(3, 4, 3, stride=2), lambda: (meta(2, 3, 5, 5),)),
+    ("batch_norm1d", lambda: nn.BatchNorm1d(4), lambda: (meta(3, 4),)),
+    ("group_norm", lambda: nn.GroupNorm(2, 4), lambda: (meta(2, 4, 3, 3),)),
+    ("instance_norm", lambda: nn.InstanceNorm2d(3, affine=True), lambda: (meta(2, 3, 4, 4),)),
+    ("attention", lambda: nn.MultiheadAttention(8, 2, batch_first=True), lambda: (meta(2, 5, 8),) * 3),
+    ("transformer", lambda: nn.Transformer(8, 2, 1, 1, 16, batch_first=True), lambda: (meta(2, 5, 8), meta(2, 4, 8))),
+    ("gru", lambda: nn.GRU(4, 5, bidirectional=True), lambda: (meta(3, 2, 4),)),
+    ("rnn", lambda: nn.RNN(4, 5), lambda: (meta(3, 2, 4),)),
+    ("bilinear", lambda: nn.Bilinear(3, 4, 5), lambda: (meta(2, 3), meta(2, 4))),
+    ("upsample", lambda: nn.Upsample(scale_factor=2, mode="bilinear"), lambda: (meta(1, 2, 3, 3),)),
+    ("adaptive_pool", lambda: nn.AdaptiveAvgPool2d(3), lambda: (meta(1, 2, 7, 7),)),
+    ("pixel_shuffle", lambda: nn.PixelShuffle(2), lambda: (meta(1, 8, 3, 3),)),
+    ("embedding_bag", lambda: nn.EmbeddingBag(10, 4), lambda: (_tokens(2, 3),)),
+    ("embedding", lambda: nn.Embedding(10, 4, padding_idx=0), lambda: (_tokens(2, 3),)),
+    ("prelu", lambda: nn.PReLU(), lambda: (meta(2, 3),)),
+]
+
+
+@pytest.mark.parametrize("make,inputs", [m[1:] for m in MODULES], ids=[m[0] for m in MODULES])
+def test_modules_run_forward_and_backward_on_meta(make, inputs):
+    """Each module built in a meta block gives results of its CPU twin's
+    shapes, and gradients on meta."""
+    with ember.device("meta"):
+        m = make()
+    assert all(p.is_meta for p in m.parameters())
+    out = m(*inputs())
+    out = out[0] if isinstance(out, tuple) else out
+    cpu_inputs = [ember.zeros(*t.shape, dtype=t.dtype) for t in inputs()]
+    want = make()(*cpu_inputs)
+    want = want[0] if isinstance(want, tuple) else want
+    assert out.is_meta and out.shape == want.shape and out.dtype == want.dtype
+    if out.requires_grad:  # (modules with parameters)
+        out.sum().backward()
+        assert all(p.grad is None or (p.grad.is_meta and p.grad.shape == p.shape) for p in m.parameters())

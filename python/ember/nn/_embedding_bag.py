@@ -41,18 +41,18 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     # every element of a row goes to its bag's element of the (bags, dim) output;
     # the padding rows go to a spare bag (index `bags`), dropped at the end
     target = _ops.where(keep, bag_ids, _creation.full_like(bag_ids, bags))
-    dest = (target.unsqueeze(1) * dim + _creation.arange(dim).unsqueeze(0)).reshape(-1)
-    base = _creation.zeros(bags + 1, dim, dtype=rows.dtype)
+    dest = (target.unsqueeze(1) * dim + _creation.arange(dim, device=rows.device).unsqueeze(0)).reshape(-1)
+    base = _creation.zeros(bags + 1, dim, dtype=rows.dtype, device=rows.device)
     vals = rows.reshape(-1)
     if mode == "max":
-        out = _reduce_into(_creation.full((bags + 1, dim), -math.inf, dtype=rows.dtype), dest, vals, "amax", False)
-        count = _creation.zeros(bags + 1, dtype=rows.dtype).scatter_add(0, target, _creation.ones_like(
+        out = _reduce_into(_creation.full((bags + 1, dim), -math.inf, dtype=rows.dtype, device=rows.device), dest, vals, "amax", False)
+        count = _creation.zeros(bags + 1, dtype=rows.dtype, device=rows.device).scatter_add(0, target, _creation.ones_like(
             target, dtype=rows.dtype))
         out = _ops.where(count.unsqueeze(1) > 0, out, _creation.zeros_like(out))  # (an empty bag gives zeros)
     else:
         out = _reduce_into(base, dest, vals, "sum", True)
         if mode == "mean":
-            count = _creation.zeros(bags + 1, dtype=rows.dtype).scatter_add(0, target, _creation.ones_like(
+            count = _creation.zeros(bags + 1, dtype=rows.dtype, device=rows.device).scatter_add(0, target, _creation.ones_like(
                 target, dtype=rows.dtype))
             out = out / count.clamp(min=1.0).unsqueeze(1)
     return out[:bags]
@@ -65,7 +65,7 @@ def _bags(input, offsets, include_last_offset):
             raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
                              "fixed length sequences.")
         b, n = input.shape
-        return _creation.arange(b).unsqueeze(1).expand(b, n).reshape(-1), b
+        return _creation.arange(b, device=input.device).unsqueeze(1).expand(b, n).reshape(-1), b
     if input.ndim != 1:
         raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.ndim}")
     if offsets is None:
@@ -76,6 +76,6 @@ def _bags(input, offsets, include_last_offset):
     bags = starts.shape[0] - 1 if include_last_offset else starts.shape[0]
     n = input.shape[0]
     # each position's bag: how many of the bags' starts are at or before it, less one
-    position = _creation.arange(n)
+    position = _creation.arange(n, device=input.device)
     bag = (starts[:bags].unsqueeze(0) <= position.unsqueeze(1)).sum(1) - 1
     return bag.clamp(min=0), bags

@@ -16,8 +16,8 @@ from .. import _C, _ops
 from .._creation import arange, tensor
 
 
-def _index(idx):
-    return tensor(idx, dtype=_C.int64)
+def _index(idx, device=None):
+    return tensor(idx, dtype=_C.int64, device=device)
 
 
 # ---------------------------------------------------------------- pad
@@ -61,7 +61,7 @@ def pad_by_index(input, pad, mode):
             out = out.narrow(dim, lo, out.shape[dim] - lo - hi)
             before, after = max(before, 0), max(after, 0)
         if before or after:
-            out = out.index_select(dim, _index(_pad_index(out.shape[dim], before, after, mode, dim)))
+            out = out.index_select(dim, _index(_pad_index(out.shape[dim], before, after, mode, dim), out.device))
     return out
 
 
@@ -165,11 +165,11 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             continue
         acc = None
         for idx, w in _taps(mode, n_in, n_out, bool(align_corners), scale):
-            part = out.index_select(dim, _index(idx))
+            part = out.index_select(dim, _index(idx, out.device))
             if w is not None:
                 shape = [1] * out.ndim
                 shape[dim] = n_out
-                part = part * tensor(w, dtype=out.dtype).reshape(shape)
+                part = part * tensor(w, dtype=out.dtype, device=out.device).reshape(shape)
             acc = part if acc is None else acc + part
         out = acc
     return out
@@ -314,12 +314,12 @@ def affine_grid(theta, size, align_corners=None):
 
     def lin(k):
         if k == 1:
-            return tensor([0.0], dtype=theta.dtype)
-        v = arange(k, dtype=theta.dtype) * (2.0 / (k - 1)) - 1
+            return tensor([0.0], dtype=theta.dtype, device=theta.device)
+        v = arange(k, dtype=theta.dtype, device=theta.device) * (2.0 / (k - 1)) - 1
         return v if align_corners else v * ((k - 1) / k)
     xs, ys = lin(w), lin(h)
     base = _ops.stack([xs.reshape(1, w).expand(h, w), ys.reshape(h, 1).expand(h, w),
-                       tensor(1.0, dtype=theta.dtype).expand(h, w)], -1)  # (H, W, 3)
+                       tensor(1.0, dtype=theta.dtype, device=theta.device).expand(h, w)], -1)  # (H, W, 3)
     return (base.reshape(1, h * w, 3) @ theta.transpose(1, 2)).reshape(n, h, w, 2)
 
 
