@@ -33,31 +33,33 @@ int64_t em_node_live_count(void) { return __atomic_load_n(&live_nodes, __ATOMIC_
 
 /* ---- nodes ---- */
 
+/* One allocation holds a node and its arrays (edges, types, saved
+ * tensors): recording an op was seven mallocs, the node's six of them. */
 static em_node *node_new(int op, int n_in, int n_out) {
-    em_node *n = em_malloc(sizeof *n);
-    if (!n) return NULL;
+    size_t ni = (size_t)(n_in ? n_in : 1), no = (size_t)(n_out ? n_out : 1);
+    size_t edges = ni * sizeof(em_edge), in_types = ni * sizeof(em_type), out_types = no * sizeof(em_type);
+    size_t saved_in = ni * sizeof(em_saved), saved_out = no * sizeof(em_saved);
+    _Static_assert(sizeof(em_node) % 8 == 0 && sizeof(em_edge) % 8 == 0 && sizeof(em_type) % 8 == 0 &&
+                       sizeof(em_saved) % 8 == 0,
+                   "the arrays after a node stay 8-byte aligned");
+    char *block = em_malloc(sizeof(em_node) + edges + in_types + out_types + saved_in + saved_out);
+    if (!block) {
+        em_error(EM_ERR_NOMEM, "autograd: out of memory for a graph node");
+        return NULL;
+    }
+    em_node *n = (em_node *)(void *)block;
     memset(n, 0, sizeof *n);
     n->refcount = 1;
     n->seq = __atomic_fetch_add(&next_seq, 1, __ATOMIC_RELAXED);
     n->op = op;
     n->n_in = n_in;
     n->n_out = n_out;
-    size_t ni = (size_t)(n_in ? n_in : 1), no = (size_t)(n_out ? n_out : 1);
-    n->next = em_malloc(ni * sizeof *n->next);
-    n->in_types = em_malloc(ni * sizeof *n->in_types);
-    n->out_types = em_malloc(no * sizeof *n->out_types);
-    n->saved_in = em_malloc(ni * sizeof *n->saved_in);
-    n->saved_out = em_malloc(no * sizeof *n->saved_out);
-    if (!n->next || !n->in_types || !n->out_types || !n->saved_in || !n->saved_out) {
-        em_free(n->next);
-        em_free(n->in_types);
-        em_free(n->out_types);
-        em_free(n->saved_in);
-        em_free(n->saved_out);
-        em_free(n);
-        em_error(EM_ERR_NOMEM, "autograd: out of memory for a graph node");
-        return NULL;
-    }
+    char *p = block + sizeof(em_node);
+    n->next = (em_edge *)(void *)p;
+    n->in_types = (em_type *)(void *)(p += edges);
+    n->out_types = (em_type *)(void *)(p += in_types);
+    n->saved_in = (em_saved *)(void *)(p += out_types);
+    n->saved_out = (em_saved *)(void *)(p + saved_in);
     memset(n->next, 0, ni * sizeof *n->next);
     memset(n->saved_in, 0, ni * sizeof *n->saved_in);
     memset(n->saved_out, 0, no * sizeof *n->saved_out);
@@ -117,12 +119,7 @@ void em_node_release(em_node *n) {
             if (vm && vm->grad_acc == m) vm->grad_acc = NULL;
             em_tensor_release(m->variable);
         }
-        em_free(m->next);
-        em_free(m->in_types);
-        em_free(m->out_types);
-        em_free(m->saved_in);
-        em_free(m->saved_out);
-        em_free(m);
+        em_free(m); /* (its arrays with it: node_new) */
         __atomic_fetch_sub(&live_nodes, 1, __ATOMIC_RELAXED);
     }
     if (work != stack) em_free(work);
