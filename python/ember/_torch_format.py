@@ -134,8 +134,9 @@ class _Reader:
     """One data.pkl: the restricted pickle machine (_pickle_vm) resolving
     only the names below, storages read straight into their tensors."""
 
-    def __init__(self, fh, archive, prefix, fname, members):
+    def __init__(self, fh, archive, prefix, fname, members, meta=False):
         self._fh, self._archive, self._prefix, self._fname = fh, archive, prefix, fname
+        self._meta = meta  # (map_location="meta": storages of the meta device, nothing read)
         self._members = members  # {name: data offset of a stored member, or None}
         self._storages = {}
         stored = sum(i.file_size for i in archive.infolist() if members.get(i.filename) is not None)
@@ -246,8 +247,8 @@ class _Reader:
         if nbytes > _MAX_STORAGE_BYTES or info.file_size != nbytes:
             raise self._bad(f"storage {key!r} holds {info.file_size} bytes, but its reference says "
                             f"{_short(numel)} elements of {stype.itemsize} bytes")
-        t = empty((numel,), dtype=getattr(_C, stype.dtype), device="cpu")  # (in a meta device block too)
-        if nbytes:
+        t = empty((numel,), dtype=getattr(_C, stype.dtype), device="meta" if self._meta else "cpu")
+        if nbytes and not self._meta:
             buf = memoryview((ctypes.c_ubyte * nbytes).from_address(t._address("load()"))).cast("B")
             _read_member(self._fh, self._archive, info, self._members[name], buf, self._fname, self._checks)
             if sys.byteorder != "little" and stype.itemsize > 1:
@@ -437,13 +438,14 @@ class _TrustedUnpickler(pickle.Unpickler):
         return self._reader.persistent_load(pid)
 
 
-def read(fh, fname, trusted=False):
+def read(fh, fname, trusted=False, meta=False):
     """The object a PyTorch zip checkpoint holds. A damaged archive is a
     ValueError naming the file; a pickle that names anything but tensors
     and containers is Refused (pickle.UnpicklingError, as torch.load's
-    weights_only refusal) unless trusted (weights_only=False)."""
+    weights_only refusal) unless trusted (weights_only=False). meta: its
+    tensors on the meta device, no storage read."""
     try:
-        return _read(fh, fname, trusted)
+        return _read(fh, fname, trusted, meta)
     except Refused:
         raise
     except _ZIP_ERRORS as e:
@@ -451,7 +453,7 @@ def read(fh, fname, trusted=False):
                          f"{type(e).__name__}: {e})") from None
 
 
-def _read(fh, fname, trusted=False):
+def _read(fh, fname, trusted=False, meta=False):
     archive = zipfile.ZipFile(fh)
     with archive:
         names = archive.namelist()
@@ -472,7 +474,7 @@ def _read(fh, fname, trusted=False):
         info = archive.getinfo(pkl[0])
         if info.file_size > _MAX_PICKLE_BYTES:
             raise ValueError(f"{fname}: data.pkl is {info.file_size} bytes, beyond any real checkpoint")
-        reader = _Reader(fh, archive, prefix, fname, members)
+        reader = _Reader(fh, archive, prefix, fname, members, meta)
         try:
             return reader.load(archive.read(pkl[0]), trusted)
         except Refused as e:

@@ -303,25 +303,30 @@ def load(f, map_location=None, *, weights_only=None):
     names (a whole model saved with save(model)), for files you trust.
     `map_location` is accepted for porting torch.load calls; tensors load
     onto the CPU ("cpu", or a function such as lambda storage, loc:
-    storage). Raises ValueError, naming the file, for a malformed file."""
-    if map_location is not None and not callable(map_location) and \
-            str(map_location) not in ("cpu", "cpu:0"):
-        raise NotImplementedError(f"load(): map_location={map_location!r} is not supported; "
-                                  f"tensors load onto the CPU")
+    storage), or with map_location="meta" onto the meta device: the file's
+    structure, every tensor's shape, dtype and strides, checked as usual,
+    and none of its data read. Raises ValueError, naming the file, for a
+    malformed file."""
+    meta = False
+    if map_location is not None and not callable(map_location):
+        meta = str(map_location) == "meta"
+        if not meta and str(map_location) not in ("cpu", "cpu:0"):
+            raise NotImplementedError(f"load(): map_location={map_location!r} is not supported; "
+                                      f"tensors load onto the CPU or the meta device")
     with _open(f, "rb") as (fh, fname):
         fh, size = _sized(fh)
         start = fh.tell()
         head = fh.read(16)
         fh.seek(start)
         if _torch_format.is_torch_zip(head):
-            return _torch_format.read(fh, fname, trusted=weights_only is False)
+            return _torch_format.read(fh, fname, trusted=weights_only is False, meta=meta)
         if _torch_format.is_legacy_torch(head):
             raise ValueError(f"{fname}: a checkpoint in PyTorch's legacy format (torch.save before 1.6, or "
                              f"_use_new_zipfile_serialization=False); ember reads the zip format: re-save it "
                              f"with a recent PyTorch")
         entries, metadata = _read_header(fh, size, fname)
         # the data is read sequentially in the file's layout, returned in header order
-        tensors = {e.name: _read_tensor(fh, e, fname) for e in _in_file_order(entries)}
+        tensors = {e.name: _read_tensor(fh, e, fname, meta) for e in _in_file_order(entries)}
     if _structure.KEY in metadata:
         if set(tensors) != {str(i) for i in range(len(tensors))}:
             raise ValueError(f"{fname}: {_structure.KEY}: a structured checkpoint's tensors are named 0, 1, ...; "
@@ -492,15 +497,17 @@ def _check_layout(entries, data_len, fname):
                          f"tensor's data")
 
 
-def _read_tensor(fh, entry, fname):
-    """A new tensor owning its memory, filled from fh's current position."""
+def _read_tensor(fh, entry, fname, meta=False):
+    """A new tensor owning its memory, filled from fh's current position
+    (meta: a meta tensor, nothing read; _check_layout checked the data's
+    place in the file)."""
     try:
-        t = empty(entry.shape, dtype=entry.dtype, device="cpu")  # (in a meta device block too)
+        t = empty(entry.shape, dtype=entry.dtype, device="meta" if meta else "cpu")  # (in a meta block too)
     except (ValueError, OverflowError, RuntimeError) as e:
         raise ValueError(f"{fname}: tensor {entry.name!r}: cannot make a tensor of shape "
                          f"{list(entry.shape)}: {e}") from None
     nbytes = entry.end - entry.begin
-    if not nbytes:
+    if not nbytes or meta:
         return t
     buf = memoryview((ctypes.c_ubyte * nbytes).from_address(t._address("load()"))).cast("B")
     _readinto_exact(fh, buf, fname, f"tensor {entry.name!r}")
