@@ -331,3 +331,38 @@ def test_modules_run_forward_and_backward_on_meta(make, inputs):
     if out.requires_grad:  # (modules with parameters)
         out.sum().backward()
         assert all(p.grad is None or (p.grad.is_meta and p.grad.shape == p.shape) for p in m.parameters())
+
+
+@pytest.mark.parametrize("name", ["w.safetensors", "w.pt"])
+def test_load_onto_meta_reads_no_data(tmp_path, name):
+    w = ember.randn(3, 4, dtype=ember.float64)
+    state = {"w": w, "wt": w.t(), "n": ember.tensor(7), "flags": ember.tensor([True, False])}
+    ember.save(state, tmp_path / name)
+    cpu = ember.load(tmp_path / name)
+    got = ember.load(tmp_path / name, map_location="meta")
+    assert set(got) == set(cpu)
+    for k in cpu:
+        assert got[k].is_meta and (got[k].shape, got[k].dtype) == (cpu[k].shape, cpu[k].dtype), k
+        assert got[k].stride() == cpu[k].stride(), k
+    with pytest.raises(NotImplementedError, match="map_location"):
+        ember.load(tmp_path / name, map_location="cuda")
+
+
+def test_load_onto_meta_still_checks_the_file(tmp_path):
+    path = tmp_path / "w.safetensors"
+    ember.save({"w": ember.randn(64)}, path)
+    path.write_bytes(path.read_bytes()[:-16])  # (its data cut short)
+    with pytest.raises(ValueError, match="w.safetensors"):
+        ember.load(path, map_location="meta")
+
+
+def test_load_a_pytorch_checkpoint_onto_meta(tmp_path):
+    torch = pytest.importorskip("torch")
+    lin = torch.nn.Linear(5, 3)
+    torch.save(lin.state_dict(), tmp_path / "lin.pt")
+    sd = ember.load(tmp_path / "lin.pt", map_location="meta")
+    assert {k: (tuple(v.shape), v.is_meta) for k, v in sd.items()} == {"weight": ((3, 5), True), "bias": ((3,), True)}
+    with ember.device("meta"):
+        model = nn.Linear(5, 3)
+    model.load_state_dict(sd)
+    assert model.weight.is_meta

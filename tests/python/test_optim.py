@@ -169,3 +169,23 @@ def test_schedules_match_torch(name, opts):
             out.append((opt.param_groups[0]["lr"], sched.get_last_lr()[0]))
         return out
     np.testing.assert_allclose(lrs(ember), lrs(torch), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name,kw", [("SGD", dict(lr=0.1, momentum=0.9)), ("Adam", dict(lr=0.1)),
+                                     ("AdamW", dict(lr=0.1)), ("RMSprop", dict(lr=0.01, centered=True))])
+def test_fused_steps_take_parameters_that_are_not_contiguous(name, kw):
+    """A Parameter made of a transpose: the fused kernels run on a contiguous
+    copy, written back, so the step is PyTorch's (it was refused)."""
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(3).standard_normal((4, 3)).astype(np.float32)
+    w, tw = ember.nn.Parameter(ember.tensor(a).t()), torch.nn.Parameter(torch.tensor(a).t())
+    o, to = getattr(ember.optim, name)([w], **kw), getattr(torch.optim, name)([tw], **kw)
+    for _ in range(3):
+        o.zero_grad()
+        to.zero_grad()
+        (w * w * ember.arange(12.0).reshape(3, 4)).sum().backward()
+        (tw * tw * torch.arange(12.0).reshape(3, 4)).sum().backward()
+        o.step()
+        to.step()
+    assert not w.is_contiguous()
+    np.testing.assert_allclose(w.detach().numpy(), tw.detach().numpy(), rtol=1e-5, atol=1e-6)

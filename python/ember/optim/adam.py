@@ -47,8 +47,8 @@ class Adam(Optimizer):
             vs.append(st["exp_avg_sq"])
             vmaxs.append(st.get("max_exp_avg_sq"))
         b1, b2 = g["betas"]
-        _C._adam_step(ps, gs, ms, vs, vmaxs if g["amsgrad"] else None, steps, g["lr"], b1, b2,
-                      g["eps"], g["weight_decay"], self._decoupled, g["amsgrad"], g["maximize"])
+        self._fused_step(_C._adam_step, ps, gs, ms, vs, vmaxs if g["amsgrad"] else None, steps, g["lr"], b1, b2,
+                         g["eps"], g["weight_decay"], self._decoupled, g["amsgrad"], g["maximize"])
 
     def _update_traced(self, g, lr):
         b1, b2 = g["betas"]

@@ -77,6 +77,18 @@ class Optimizer:
     def zero_grad(self, set_to_none=True):
         _zero_grads((p for g in self.param_groups for p in g["params"]), set_to_none)
 
+    @staticmethod
+    def _fused_step(step, ps, *rest):
+        """step(ps, *rest), a fused kernel over flat memory, on parameters
+        that are not contiguous (a Parameter made of a transpose, say) as on
+        contiguous copies of them, written back after: PyTorch's optimizers
+        take any parameter."""
+        work = [p if p.is_contiguous() else p.contiguous() for p in ps]
+        step(work, *rest)
+        for p, w in zip(ps, work):
+            if w is not p:
+                p.copy_(w)
+
     def _with_grads(self, group):
         """The group's parameters that have a gradient, and their gradients
         (contiguous, as the kernels want them)."""

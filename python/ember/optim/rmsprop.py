@@ -44,7 +44,7 @@ class RMSprop(Optimizer):
             sq.append(st["square_avg"])
             ga.append(st.get("grad_avg"))
             bufs.append(st.get("momentum_buffer"))
-        _C._rmsprop_step(ps, gs, sq, ga if g["centered"] else None,
+        self._fused_step(_C._rmsprop_step, ps, gs, sq, ga if g["centered"] else None,
                          bufs if g["momentum"] > 0 else None, g["lr"], g["alpha"], g["eps"],
                          g["weight_decay"], g["momentum"], g["centered"], g["maximize"])
 

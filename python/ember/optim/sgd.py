@@ -33,8 +33,8 @@ class SGD(Optimizer):
                     st["momentum_buffer"] = _C.zeros(tuple(p.shape), dtype=p.dtype, device=p.device)
                     firsts[i] = True
                 bufs.append(st["momentum_buffer"])
-        _C._sgd_step(ps, gs, bufs, firsts, g["lr"], g["momentum"], g["dampening"],
-                     g["weight_decay"], g["nesterov"], g["maximize"])
+        self._fused_step(_C._sgd_step, ps, gs, bufs, firsts, g["lr"], g["momentum"], g["dampening"],
+                         g["weight_decay"], g["nesterov"], g["maximize"])
 
     def _update_traced(self, g, lr):
         wd, mom, damp = g["weight_decay"], g["momentum"], g["dampening"]
