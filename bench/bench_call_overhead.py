@@ -75,6 +75,23 @@ def run(code, pythonpath):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def build_path(build):
+    """The PYTHONPATH of a checkout whose build/ holds ember."""
+    return os.pathsep.join([os.path.join(build, "python"), os.path.join(build, "build", "python")])
+
+
+def keep_best(best, figures):
+    """Each figure of a run kept in best where it is lower (best of the rounds)."""
+    for k, v in figures.items():
+        best[k] = min(best.get(k, v), v)
+
+
+def describe(build):
+    """A build's commit, as the tables name it."""
+    return subprocess.run(["git", "-C", build, "log", "-1", "--format=%h %s"], capture_output=True,
+                          text=True).stdout.strip()[:60] or build
+
+
 NUMPY = """
 import json, time
 import numpy as np
@@ -99,20 +116,14 @@ def main():
     rival = {}
     for _ in range(ROUNDS):
         for b in builds:
-            path = os.pathsep.join([os.path.join(b, "python"), os.path.join(b, "build", "python")])
-            r = run(CHILD.format(bench=HERE), path)
-            for k, v in r.items():
-                best[b][k] = min(best[b].get(k, v), v)
+            keep_best(best[b], run(CHILD.format(bench=HERE), build_path(b)))
         for name, code in (("torch", TORCH), ("numpy", NUMPY)):
             try:
                 for k, v in run(code, "").items():
                     rival[name, k] = min(rival.get((name, k), v), v)
             except (subprocess.CalledProcessError, json.JSONDecodeError):
                 pass
-    names = {}
-    for b in builds:
-        names[b] = subprocess.run(["git", "-C", b, "log", "-1", "--format=%h %s"], capture_output=True,
-                                  text=True).stdout.strip()[:60] or b
+    names = {b: describe(b) for b in builds}
     print("| build | guards alone | compiled call | the function eagerly | bare `ember.add` |")
     print("|---|---:|---:|---:|---:|")
     for b in builds:

@@ -16,14 +16,13 @@ thread) and NumPy run the tiny ones beside them, for scale.
 """
 
 import os
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 ROUNDS = 3
 sys.path.insert(0, HERE)
-from bench_call_overhead import run  # noqa: E402  (a child process's JSON line, one thread)
+from bench_call_overhead import build_path, describe, keep_best, run  # noqa: E402  (one thread, fresh processes)
 
 TINY = """
 import json, sys, time
@@ -91,17 +90,14 @@ def main():
     rival = {}
     for _ in range(ROUNDS):
         for b in builds:
-            path = os.pathsep.join([os.path.join(b, "python"), os.path.join(b, "build", "python")])
-            code = TINY.format(bench=HERE, setup="import ember as lib", more=EMBER_MORE)
-            for k, v in run(code, path).items():
-                best[b][k] = min(best[b].get(k, v), v)
+            keep_best(best[b], run(TINY.format(bench=HERE, setup="import ember as lib", more=EMBER_MORE),
+                                   build_path(b)))
         for name, (setup, more) in RIVALS.items():
             for k, v in run(TINY.format(bench=HERE, setup=setup, more=more), "").items():
                 rival[name, k] = min(rival.get((name, k), v), v)
         for k, v in run(NUMPY, "").items():
             rival["NumPy", k] = min(rival.get(("NumPy", k), v), v)
-    names = {b: subprocess.run(["git", "-C", b, "log", "-1", "--format=%h %s"], capture_output=True,
-                               text=True).stdout.strip()[:50] or b for b in builds}
+    names = {b: describe(b)[:50] for b in builds}
     cols = [("add", "`a + b`", "us"), ("add_grad", "`a + b`, recording", "us"), ("add_", "`a.add_(b)`", "us"),
             ("backward", "4-element backward", "us"), ("guards", "guards", "us"),
             ("mlp_compiled_ms", "MLP step compiled", "ms"), ("mlp_eager_ms", "MLP step eager", "ms"),
