@@ -30,7 +30,7 @@ def why_unavailable():
 def _unavailable(what, device="cuda"):
     """The error anything that needs a CUDA device raises (also
     _C's em_py_device_arg, in the same words)."""
-    return NotImplementedError(f"{what}: device '{device}' is not available: tensors live on the CPU only: "
+    return NotImplementedError(f"{what}: device '{device}' is not available: tensors live on the CPU (or meta) only: "
                                f"{why_unavailable()}")
 
 
