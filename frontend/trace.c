@@ -81,8 +81,12 @@ struct em_tracer {
      * becomes `target`'s write-back when the root is an input. Where no
      * root is known (flat NULL: a written input that is not contiguous),
      * reading a stale tensor fails the trace. */
+    /* A mark holds a reference on its storage: a storage born in the trace
+     * and freed during it must not lend its address (the allocator's
+     * caches hand it straight back) to a later one, which would inherit
+     * this mark's memory and read another tensor's values. */
     struct mark {
-        const em_storage *s;
+        em_storage *s;
         int id;
         em_ir_value *flat;
         int64_t offset, numel;
@@ -515,6 +519,15 @@ static int mark_of(const em_tracer *tr, const em_storage *s) {
     return -1;
 }
 
+/* A new mark for storage s, holding a reference on it (struct mark); its
+ * index, or -1 with the trace failed when memory runs out. */
+static int add_mark(em_tracer *tr, em_storage *s) {
+    if (!room_for_one(tr, (void **)&tr->marks, tr->n_marks, sizeof *tr->marks)) return -1;
+    em_storage_retain(s);
+    tr->marks[tr->n_marks] = (struct mark){s, 0, NULL, 0, 0, NULL, {0}};
+    return tr->n_marks++;
+}
+
 /* Does t reach one element through two indices (a broadcast, an overlapping
  * as_strided)? Its dims by stride, each must step past all the smaller ones. */
 static bool overlapping(const em_tensor *t) {
@@ -565,11 +578,7 @@ static int new_memory(em_tracer *tr, em_tensor *out, bool source) {
         return -1;
     }
     int m = mark_of(tr, out->storage);
-    if (m < 0) {
-        if (!room_for_one(tr, (void **)&tr->marks, tr->n_marks, sizeof *tr->marks)) return -1;
-        m = tr->n_marks++;
-        tr->marks[m] = (struct mark){out->storage, 0, NULL, 0, 0, NULL, {0}};
-    }
+    if (m < 0 && (m = add_mark(tr, out->storage)) < 0) return -1;
     struct mark *mk = &tr->marks[m];
     mk->flat = flat;
     mk->offset = root->offset;
@@ -689,7 +698,8 @@ static void on_inplace(void *ctx, em_op op, em_tensor *const *in, int n_in, cons
         }
     /* (autograd's saved results hold the memory too, but a write makes them
      * unusable rather than changes them: their value is the one saved) */
-    int64_t holders = out->storage->refcount - __atomic_load_n(&out->storage->saved_refs, __ATOMIC_RELAXED);
+    int64_t holders = out->storage->refcount - __atomic_load_n(&out->storage->saved_refs, __ATOMIC_RELAXED) -
+                      (mark_of(tr, out->storage) >= 0); /* (nor does a mark: struct mark) */
     /* (nor does a base that only its views keep alive: of one storage's
      * tensors only the root can be that, and views name it) */
     if (out->view_base && alive_only_as_a_base(out->view_base)) holders--;
@@ -737,11 +747,8 @@ static void on_inplace(void *ctx, em_op op, em_tensor *const *in, int n_in, cons
     bind(tr, out, v);
     if (target != out) bind(tr, target, v);
     if (!source) return; /* an intermediate: rebinding is all */
-    if ((m = mark_of(tr, out->storage)) < 0) { /* (a source not contiguous: no memory as SSA) */
-        if (!room_for_one(tr, (void **)&tr->marks, tr->n_marks, sizeof *tr->marks)) return;
-        m = tr->n_marks++;
-        tr->marks[m] = (struct mark){out->storage, 0, NULL, 0, 0, NULL, {0}};
-    }
+    if ((m = mark_of(tr, out->storage)) < 0 && (m = add_mark(tr, out->storage)) < 0)
+        return; /* (a source not contiguous: no memory as SSA) */
     tr->marks[m].id = v->id;
     for (int i = 0; i < tr->n_writes; i++)
         if (tr->writes[i].t == target) {
@@ -961,6 +968,7 @@ static void tracer_free(em_tracer *tr) {
     em_free(tr->values);
     em_free(tr->sources);
     em_free(tr->aliased);
+    for (int i = 0; i < tr->n_marks; i++) em_storage_release(tr->marks[i].s);
     em_free(tr->marks);
     em_free(tr->source_tensors);
     em_free(tr->source_index);

@@ -75,3 +75,18 @@ def test_generated_in_place_programs_match_eager(steps, results):
     c_state.add_(100.0)
     for w, g in zip(want, got):
         np.testing.assert_array_equal(g.numpy(), w.numpy(), err_msg="after updating the state\n" + src)
+
+
+def test_a_freed_temporary_does_not_lend_its_memory_to_a_later_one():
+    # (found by the generator above under ASan): the first `s * 2` is written
+    # through a view and dies; the second one gets its memory back from the
+    # allocator's cache, and once read the first one's values
+    f, src = build([STEPS[0], STEPS[21], STEPS[5], STEPS[2], STEPS[21]], [])
+    cf = ember.compile(f)
+    e_state, c_state = ember.arange(6.0).reshape(2, 3) - 2, ember.arange(6.0).reshape(2, 3) - 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for k in range(3):
+            x = ember.full((2, 3), 1.0 + k)
+            for w, g in zip(f(e_state, x), cf(c_state, x)):
+                np.testing.assert_array_equal(g.numpy(), w.numpy(), err_msg=src)
