@@ -25,10 +25,19 @@ typedef struct em_device_impl {
     bool (*supports)(em_op op);
     /* Runs op's kernel: results allocated as dispatch.c's run_kernel says. */
     em_status (*run)(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out);
+    /* Writes an elementwise op's result (a cast: its operand) into out, in
+     * out's own strides, the operands broadcast to out's shape: an
+     * in-place op's write. NULL: the device takes no writes (meta). */
+    em_status (*write)(em_op op, em_tensor *const *in, int n_in, em_tensor *out);
 } em_device_impl;
 
 /* The entry for d's type; NULL where this build has none. */
 const em_device_impl *em_device_impl_of(em_device d);
+/* Installs the entry (and its memory) of a device built above the runtime:
+ * the CUDA device (runtime/cuda/device.c) needs the CUDA code generator,
+ * which needs the op table, so it registers itself rather than being
+ * named here. NULL removes it; the CPU and meta entries are fixed. */
+void em_device_register(em_device_type type, const em_device_impl *impl);
 
 /* The CPU device (runtime/cpu/device.c). */
 extern const em_device_impl em_cpu_device;

@@ -39,10 +39,18 @@ static const em_infer_fn infers[EM_OP_COUNT] = {
 };
 
 /* The device table: an entry per device type this build has. */
-static const em_device_impl *const devices[] = {[EM_DEVICE_CPU] = &em_cpu_device, [EM_DEVICE_META] = &em_meta_device};
+static const em_device_impl *devices[] = {[EM_DEVICE_CPU] = &em_cpu_device, [EM_DEVICE_META] = &em_meta_device,
+                                          [EM_DEVICE_CUDA] = NULL};
+
+void em_device_register(em_device_type type, const em_device_impl *impl) {
+    if ((unsigned)type >= sizeof devices / sizeof *devices || type == EM_DEVICE_CPU || type == EM_DEVICE_META) return;
+    em_device_memory_register(type, impl ? impl->memory : NULL);
+    __atomic_store_n(&devices[type], impl, __ATOMIC_RELEASE);
+}
 
 const em_device_impl *em_device_impl_of(em_device d) {
-    return d.type < sizeof devices / sizeof *devices ? devices[d.type] : NULL;
+    return (unsigned)d.type < sizeof devices / sizeof *devices ? __atomic_load_n(&devices[d.type], __ATOMIC_ACQUIRE)
+                                                                : NULL;
 }
 
 bool em_op_has_kernels(em_op op) {
@@ -292,8 +300,24 @@ static void abort_inplace(const em_interceptor *const *ics, void *const *state, 
         if (ics[r] && ics[r]->abort_inplace && state[r]) ics[r]->abort_inplace(state[r]);
 }
 
+static em_status run_inplace(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor *out);
+
+/* x.copy_(y) between devices that hold data reads y on x's device: y is
+ * copied over first (PyTorch's copy_ crosses devices; no other op does). */
 em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                             em_tensor *out) {
+    if (em_op_get(op)->kind != EM_KIND_CAST || n_in != 1 || !in[0] || em_device_eq(in[0]->device, out->device) ||
+        !em_tensor_has_data(in[0]) || !em_tensor_has_data(out) || host_scalar(in[0]) ||
+        !em_device_memory_of(in[0]->device) || !em_device_memory_of(out->device))
+        return run_inplace(op, in, n_in, attrs, out); /* (which refuses devices this build lacks) */
+    em_tensor *moved = em_to_device(in[0], out->device);
+    if (!moved) return em_last_status();
+    em_status st = run_inplace(op, &moved, 1, attrs, out);
+    em_tensor_release(moved);
+    return st;
+}
+
+static em_status run_inplace(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor *out) {
     const em_op_info *info = em_op_get(op);
     const char *name = info->kind == EM_KIND_CAST ? "copy" : info->name; /* x.copy_(y), x[k] = y */
     char a[256], b[256];
@@ -315,7 +339,7 @@ em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_a
     if (info->kind == EM_KIND_CAST && !em_tensor_has_data(in[0]) && !into_meta)
         return em_error(EM_ERR_NOT_IMPLEMENTED, "copy_: Cannot copy out of meta tensor; no data!");
     if ((st = device_of(op, operands, n_in + 1, NULL, &dev)) != EM_OK) return st;
-    if (dev != &em_cpu_device && !into_meta)
+    if (!dev->write && !into_meta)
         return em_error(EM_ERR_NOT_IMPLEMENTED, "%s_: in-place writes on %s are not implemented yet", name, dev->name);
     /* The operands must broadcast to the written tensor's shape, which is
      * then the broadcast shape itself whenever that tensor is an operand
@@ -360,11 +384,11 @@ em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_a
     } else if (put) {
         st = em_index_put_write(out, in + 1, n_in - 2, in[n_in - 1], attrs);
     } else if (!through_tmp) {
-        st = info->kind == EM_KIND_CAST ? em_copy_into(out, in[0]) : em_elementwise_into(op, in, out);
+        st = dev->write(op, in, n_in, out);
     } else { /* compute the result apart, then write it */
         em_tensor *r = NULL;
         st = em_op_run(op, in, n_in, attrs, &r, 1);
-        if (st == EM_OK) st = em_copy_into(out, r);
+        if (st == EM_OK) st = dev->write(EM_OP_CAST, &r, 1, out);
         em_tensor_release(r);
     }
     op_depth--;

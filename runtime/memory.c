@@ -46,9 +46,15 @@ static em_status no_data(int index, void *dst, const void *src, size_t nbytes) {
 const em_device_memory em_meta_memory = {"meta", NULL, NULL, no_data, no_data, no_data, host_synchronize};
 
 /* An entry per device type this build has memory for. */
-static const em_device_memory *const memories[] = {[EM_DEVICE_CPU] = &em_host_memory,
-                                                   [EM_DEVICE_META] = &em_meta_memory};
+static const em_device_memory *memories[] = {[EM_DEVICE_CPU] = &em_host_memory, [EM_DEVICE_META] = &em_meta_memory,
+                                             [EM_DEVICE_CUDA] = NULL};
+
+void em_device_memory_register(em_device_type type, const em_device_memory *memory) {
+    if ((unsigned)type < sizeof memories / sizeof *memories && type != EM_DEVICE_CPU && type != EM_DEVICE_META)
+        __atomic_store_n(&memories[type], memory, __ATOMIC_RELEASE);
+}
 
 const em_device_memory *em_device_memory_of(em_device d) {
-    return d.type < sizeof memories / sizeof *memories ? memories[d.type] : NULL;
+    return (unsigned)d.type < sizeof memories / sizeof *memories ? __atomic_load_n(&memories[d.type], __ATOMIC_ACQUIRE)
+                                                                  : NULL;
 }

@@ -29,6 +29,10 @@ typedef struct em_device_memory {
 /* The memory of d's type; NULL where this build has none (CUDA without its
  * device layer: issue 43). */
 const em_device_memory *em_device_memory_of(em_device d);
+/* Gives a device type built outside the runtime (CUDA: it needs the CUDA
+ * code generator, a layer above) its memory; device.h's em_device_register
+ * calls it. */
+void em_device_memory_register(em_device_type type, const em_device_memory *memory);
 
 /* The host's memory (the caching allocator), and its release: what tells
  * ember's own memory, which it may grow or swap, from memory it wraps. */

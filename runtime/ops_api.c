@@ -10,6 +10,7 @@
 
 #include "ember/alloc.h"
 #include "kernels.h"
+#include "memory.h"
 
 static em_tensor *run1(em_op op, em_tensor *const *in, int n, const em_attrs *a) {
     em_tensor *out = NULL;
@@ -201,7 +202,42 @@ em_tensor *em_expand(em_tensor *a, const int64_t *shape, int n) {
 em_tensor *em_contiguous(em_tensor *a) { return em_unary(EM_OP_CONTIGUOUS, a); }
 em_tensor *em_clone(em_tensor *a) { return a ? em_cast(a, a->dtype) : NULL; }
 
+/* t's elements, contiguous, copied between the memories of two devices
+ * that hold data (through the host where neither is it). */
+static em_tensor *copy_across(em_tensor *t, em_device d) {
+    const em_device_memory *from = em_device_memory_of(t->device), *to = em_device_memory_of(d);
+    char a[16], b[16];
+    if (!from || !to) {
+        em_error(EM_ERR_NOT_IMPLEMENTED, "to(): copies from %s to %s are not implemented in this build",
+                 em_device_str(t->device, a), em_device_str(d, b));
+        return NULL;
+    }
+    em_tensor *c = em_contiguous(t); /* (on t's device) */
+    em_tensor *r = c ? em_tensor_empty(t->shape, t->ndim, t->dtype, d) : NULL;
+    size_t nbytes = (size_t)t->numel * em_dtype_size(t->dtype);
+    em_status st = r ? EM_OK : em_last_status();
+    if (st == EM_OK && nbytes) {
+        if (t->device.type == EM_DEVICE_CPU) {
+            st = to->from_host(r->device.index, em_tensor_data(r), em_tensor_data(c), nbytes);
+        } else if (d.type == EM_DEVICE_CPU) {
+            st = from->to_host(c->device.index, em_tensor_data(r), em_tensor_data(c), nbytes);
+        } else { /* two devices: through the host */
+            em_tensor *h = em_tensor_empty(t->shape, t->ndim, t->dtype, em_cpu());
+            st = h ? from->to_host(c->device.index, em_tensor_data(h), em_tensor_data(c), nbytes) : em_last_status();
+            if (st == EM_OK) st = to->from_host(r->device.index, em_tensor_data(r), em_tensor_data(h), nbytes);
+            em_tensor_release(h);
+        }
+    }
+    em_tensor_release(c);
+    if (st != EM_OK) {
+        em_tensor_release(r);
+        return NULL;
+    }
+    return r;
+}
+
 em_tensor *em_to_device(em_tensor *t, em_device d) {
+    if (d.type == EM_DEVICE_CUDA && d.index < 0) d.index = 0; /* ("cuda": cuda:0, as em_storage_new says) */
     if (em_device_eq(t->device, d)) {
         em_tensor_retain(t);
         return t;
@@ -210,12 +246,7 @@ em_tensor *em_to_device(em_tensor *t, em_device d) {
         em_error(EM_ERR_NOT_IMPLEMENTED, "Cannot copy out of meta tensor; no data!");
         return NULL;
     }
-    char from[16], to[16];
-    if (d.type != EM_DEVICE_META) { /* (the copies between memories: the CUDA device's, issue 43) */
-        em_error(EM_ERR_NOT_IMPLEMENTED, "to(): copies from %s to %s are not implemented in this build",
-                 em_device_str(t->device, from), em_device_str(d, to));
-        return NULL;
-    }
+    if (d.type != EM_DEVICE_META) return copy_across(t, d);
     /* Strides kept where they cover the memory densely (PyTorch's
      * preserve_format), else row-major. */
     em_tensor *r = em_tensor_empty(t->shape, t->ndim, t->dtype, d);

@@ -41,6 +41,7 @@ em_storage *em_storage_wrap(void *data, size_t nbytes, em_device device, em_rele
 }
 
 em_storage *em_storage_new(em_device device, size_t nbytes) {
+    if (device.type == EM_DEVICE_CUDA && device.index < 0) device.index = 0; /* "cuda": the current device, cuda:0 */
     const em_device_memory *mem = em_device_memory_of(device);
     if (!mem) {
         char dev[16];

@@ -33,4 +33,9 @@ static em_status cpu_run(em_op op, em_tensor *const *in, int n_in, const em_attr
     return kernels[op](op, in, n_in, attrs, out);
 }
 
-const em_device_impl em_cpu_device = {"cpu", &em_host_memory, cpu_supports, cpu_run};
+static em_status cpu_write(em_op op, em_tensor *const *in, int n_in, em_tensor *out) {
+    (void)n_in;
+    return em_op_get(op)->kind == EM_KIND_CAST ? em_copy_into(out, in[0]) : em_elementwise_into(op, in, out);
+}
+
+const em_device_impl em_cpu_device = {"cpu", &em_host_memory, cpu_supports, cpu_run, cpu_write};

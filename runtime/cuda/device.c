@@ -1,0 +1,560 @@
+/*
+ * device.c - the CUDA device of the device table (../device.h): tensors on
+ * "cuda" whose memory comes from the caching allocator over cuMemAlloc,
+ * and whose eager ops are the CUDA C the code generator makes from the op
+ * table (codegen_cuda/), compiled by NVRTC once per kernel (its PTX cache),
+ * loaded into the device's context and launched on its stream.
+ *
+ * It sits above the CUDA code generator, which sits above the op table, so
+ * it is a library of its own (ember_cuda) that registers itself in the
+ * device table (em_cuda_device_register) rather than being named there.
+ * Registering touches no driver: the driver starts, and a device's
+ * context, stream and allocator are made, at its first use.
+ *
+ * Order: every kernel and every copy of a device runs on one stream of its
+ * own, made blocking, so the driver's synchronous copies (cuMemcpyHtoD,
+ * cuMemcpyDtoH: the legacy stream) wait for the kernels before them. A
+ * block the allocator hands back is reused by later work on that same
+ * stream, which runs after the work that used it (PyTorch's rule for a
+ * stream's own pool). Copies to the host return once the data is there,
+ * so .item(), printing and .cpu() synchronise.
+ *
+ * What runs here: every elementwise op and cast the generator defines (its
+ * 16-byte-vector layout where the operands are contiguous and aligned, any
+ * strides and broadcasts otherwise), contiguous(), the views (their
+ * geometry is the CPU's), the reductions that need no first pass (sum,
+ * mean, prod, amax, amin, argmax, argmin, all, any, norm), and the
+ * factories and random ops, computed by the CPU's kernels and copied over
+ * (the same values as on the CPU, the same numbers for a seed). Every
+ * other op says by name that it has no CUDA kernel yet.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../device.h"
+#include "cu.h"
+#include "ember/codegen_cuda.h"
+#include "ember/cuda.h"
+
+#define MAX_DEVICES 16
+#define THREADS 256
+
+typedef struct kernel_entry {
+    struct kernel_entry *next;
+    CUfunction fn;
+    char name[];
+} kernel_entry;
+
+#define KERNEL_BUCKETS 512
+
+typedef struct cuda_dev {
+    bool ready;
+    CUdevice dev;
+    CUcontext ctx;
+    CUstream stream;
+    int sm;  /* compute capability, 90 for 9.0 */
+    int sms; /* multiprocessors */
+    char name[128];
+    em_cuda_allocator *alloc;
+    pthread_mutex_t lock; /* the allocator and the kernel table */
+    kernel_entry *kernels[KERNEL_BUCKETS];
+} cuda_dev;
+
+static cuda_dev devs[MAX_DEVICES];
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local CUcontext current_ctx;
+
+static em_status cu_fail(const char *what, CUresult rc) {
+    const em_cu_api *cu = em_cu();
+    const char *text = NULL;
+    if (cu) cu->GetErrorString(rc, &text);
+    if (rc == EM_CU_ERROR_OUT_OF_MEMORY)
+        return em_error(EM_ERR_DEVICE_NOMEM, "CUDA out of memory in %s", what);
+    return em_error(EM_ERR_RUNTIME, "CUDA error in %s: %s (%d)", what, text ? text : "unknown error", rc);
+}
+
+/* ---- memory from the driver, for the caching allocator ---- */
+
+static int source_alloc(void *ctx, size_t bytes, uint64_t *ptr) {
+    (void)ctx;
+    CUdeviceptr p = 0;
+    CUresult rc = em_cu()->MemAlloc(&p, bytes);
+    *ptr = p;
+    return rc;
+}
+
+static void source_free(void *ctx, uint64_t ptr) {
+    cuda_dev *d = ctx;
+    em_cu()->StreamSynchronize(d->stream); /* (nothing queued may still use it) */
+    em_cu()->MemFree(ptr);
+}
+
+/* ---- a device, made at its first use ---- */
+
+static em_status start(int index, cuda_dev *d) {
+    const em_cu_api *cu = em_cu();
+    CUresult rc;
+    if ((rc = cu->DeviceGet(&d->dev, index)) != EM_CU_SUCCESS) return cu_fail("cuDeviceGet", rc);
+    if ((rc = cu->DevicePrimaryCtxRetain(&d->ctx, d->dev)) != EM_CU_SUCCESS)
+        return cu_fail("cuDevicePrimaryCtxRetain", rc);
+    if ((rc = cu->CtxSetCurrent(d->ctx)) != EM_CU_SUCCESS) return cu_fail("cuCtxSetCurrent", rc);
+    current_ctx = d->ctx;
+    if ((rc = cu->StreamCreate(&d->stream, 0)) != EM_CU_SUCCESS) return cu_fail("cuStreamCreate", rc);
+    int major = 0, minor = 0;
+    cu->DeviceGetAttribute(&major, EM_CU_ATTR_COMPUTE_CAPABILITY_MAJOR, d->dev);
+    cu->DeviceGetAttribute(&minor, EM_CU_ATTR_COMPUTE_CAPABILITY_MINOR, d->dev);
+    cu->DeviceGetAttribute(&d->sms, EM_CU_ATTR_MULTIPROCESSOR_COUNT, d->dev);
+    cu->DeviceGetName(d->name, sizeof d->name, d->dev);
+    d->sm = major * 10 + minor;
+    if (d->sms <= 0) d->sms = 1;
+    d->alloc = em_cuda_allocator_new((em_cuda_memory_source){d, source_alloc, source_free, "CUDA"});
+    if (!d->alloc) return em_last_status();
+    pthread_mutex_init(&d->lock, NULL);
+    return EM_OK;
+}
+
+/* Device `index` (-1: cuda:0), started and current on this thread. */
+static em_status enter(int index, cuda_dev **out) {
+    if (index < 0) index = 0;
+    cuda_dev *d = index < MAX_DEVICES ? &devs[index] : NULL;
+    if (!d || !__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) { /* (its first use) */
+        char why[512];
+        int n = em_cuda_driver_devices(why, sizeof why);
+        if (n <= 0) return em_error(EM_ERR_DEVICE, "CUDA is not available: %s", why);
+        if (index >= n || !d)
+            return em_error(EM_ERR_DEVICE, "CUDA error: invalid device ordinal (cuda:%d; %d device%s)", index, n,
+                            n == 1 ? "" : "s");
+        pthread_mutex_lock(&init_lock);
+        em_status st = d->ready ? EM_OK : start(index, d);
+        if (st == EM_OK) __atomic_store_n(&d->ready, true, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&init_lock);
+        if (st != EM_OK) return st;
+    }
+    if (current_ctx != d->ctx) {
+        CUresult rc = em_cu()->CtxSetCurrent(d->ctx);
+        if (rc != EM_CU_SUCCESS) return cu_fail("cuCtxSetCurrent", rc);
+        current_ctx = d->ctx;
+    }
+    *out = d;
+    return EM_OK;
+}
+
+/* ---- the device's memory (memory.h) ---- */
+
+static void *cuda_alloc(int index, size_t nbytes) {
+    cuda_dev *d;
+    if (enter(index, &d) != EM_OK) return NULL;
+    uint64_t p = 0;
+    pthread_mutex_lock(&d->lock);
+    em_status st = em_cuda_alloc(d->alloc, nbytes ? nbytes : 1, &p); /* (a storage's data is never NULL) */
+    pthread_mutex_unlock(&d->lock);
+    return st == EM_OK ? (void *)(uintptr_t)p : NULL;
+}
+
+static void cuda_release(void *ctx, void *data, size_t nbytes) {
+    (void)ctx;
+    (void)nbytes;
+    /* (the block's device is the one whose allocator handed it out) */
+    for (int i = 0; i < MAX_DEVICES; i++) {
+        cuda_dev *d = &devs[i];
+        if (!__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) continue;
+        pthread_mutex_lock(&d->lock);
+        em_status st = em_cuda_release(d->alloc, (uint64_t)(uintptr_t)data);
+        pthread_mutex_unlock(&d->lock);
+        if (st == EM_OK) return;
+    }
+    em_clear_error(); /* (not ours: nothing to give back) */
+}
+
+static em_status cuda_to_host(int index, void *dst, const void *src, size_t nbytes) {
+    cuda_dev *d;
+    em_status st = enter(index, &d);
+    if (st != EM_OK || !nbytes) return st;
+    CUresult rc = em_cu()->MemcpyDtoH(dst, (CUdeviceptr)(uintptr_t)src, nbytes);
+    return rc == EM_CU_SUCCESS ? EM_OK : cu_fail("a copy to the host (cuMemcpyDtoH)", rc);
+}
+
+static em_status cuda_from_host(int index, void *dst, const void *src, size_t nbytes) {
+    cuda_dev *d;
+    em_status st = enter(index, &d);
+    if (st != EM_OK || !nbytes) return st;
+    CUresult rc = em_cu()->MemcpyHtoD((CUdeviceptr)(uintptr_t)dst, src, nbytes);
+    return rc == EM_CU_SUCCESS ? EM_OK : cu_fail("a copy from the host (cuMemcpyHtoD)", rc);
+}
+
+static em_status cuda_copy(int index, void *dst, const void *src, size_t nbytes) {
+    cuda_dev *d;
+    em_status st = enter(index, &d);
+    if (st != EM_OK || !nbytes) return st;
+    CUresult rc = em_cu()->MemcpyDtoDAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, nbytes, d->stream);
+    return rc == EM_CU_SUCCESS ? EM_OK : cu_fail("a copy on the device (cuMemcpyDtoDAsync)", rc);
+}
+
+static em_status cuda_synchronize(int index) {
+    cuda_dev *d;
+    em_status st = enter(index, &d);
+    if (st != EM_OK) return st;
+    CUresult rc = em_cu()->StreamSynchronize(d->stream);
+    return rc == EM_CU_SUCCESS ? EM_OK : cu_fail("synchronize", rc);
+}
+
+static const em_device_memory cuda_memory = {"cuda",         cuda_alloc, cuda_release,    cuda_to_host,
+                                             cuda_from_host, cuda_copy,  cuda_synchronize};
+
+/* ---- kernels: generated, compiled once, loaded once per device ---- */
+
+static size_t name_hash(const char *s) {
+    size_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h % KERNEL_BUCKETS;
+}
+
+typedef em_status (*ptx_fn)(const void *spec, int sm, char **ptx);
+
+static em_status remember(cuda_dev *d, const char *name, CUfunction fn) {
+    kernel_entry *e = malloc(sizeof *e + strlen(name) + 1);
+    if (!e) return em_error(EM_ERR_NOMEM, "out of memory");
+    e->fn = fn;
+    strcpy(e->name, name);
+    size_t h = name_hash(name);
+    pthread_mutex_lock(&d->lock);
+    e->next = d->kernels[h];
+    d->kernels[h] = e;
+    pthread_mutex_unlock(&d->lock);
+    return EM_OK;
+}
+
+/* The function `name` of the module that ptx_of makes from `spec`: from
+ * the device's table, else loaded, keeping `also` (another kernel of the
+ * same module: the other layout) too, so a module is loaded once. */
+static em_status kernel(cuda_dev *d, const char *name, const char *also, ptx_fn ptx_of, const void *spec,
+                        CUfunction *fn) {
+    size_t h = name_hash(name);
+    pthread_mutex_lock(&d->lock);
+    for (kernel_entry *e = d->kernels[h]; e; e = e->next)
+        if (!strcmp(e->name, name)) {
+            *fn = e->fn;
+            pthread_mutex_unlock(&d->lock);
+            return EM_OK;
+        }
+    pthread_mutex_unlock(&d->lock);
+    char *ptx = NULL;
+    em_status st = ptx_of(spec, d->sm, &ptx);
+    if (st != EM_OK) return st;
+    CUmodule mod;
+    CUresult rc = em_cu()->ModuleLoadData(&mod, ptx);
+    free(ptx);
+    if (rc != EM_CU_SUCCESS) return cu_fail("loading a generated module (cuModuleLoadData)", rc);
+    /* (the module stays loaded: the driver unloads it with the context) */
+    if ((rc = em_cu()->ModuleGetFunction(fn, mod, name)) != EM_CU_SUCCESS) return cu_fail(name, rc);
+    CUfunction other;
+    if (also && em_cu()->ModuleGetFunction(&other, mod, also) == EM_CU_SUCCESS && (st = remember(d, also, other)) != EM_OK)
+        return st;
+    return remember(d, name, *fn);
+}
+
+static em_status launch(cuda_dev *d, CUfunction fn, long long blocks, void **params, const char *what) {
+    if (blocks < 1) blocks = 1;
+    if (blocks > 65535LL * 32) blocks = 65535LL * 32; /* (the kernels stride over the grid) */
+    CUresult rc = em_cu()->LaunchKernel(fn, (unsigned)blocks, 1, 1, THREADS, 1, 1, 0, d->stream, params, NULL);
+    return rc == EM_CU_SUCCESS ? EM_OK : cu_fail(what, rc);
+}
+
+/* Blocks for n elements, one per thread, a few waves of the machine at most
+ * (the kernels are grid-stride loops). */
+static long long blocks_for(const cuda_dev *d, long long n) {
+    long long b = (n + THREADS - 1) / THREADS, cap = (long long)d->sms * 32;
+    return b < cap ? b : cap;
+}
+
+static CUdeviceptr address(const em_tensor *t) { return (CUdeviceptr)(uintptr_t)em_tensor_data(t); }
+
+/* A 0-d host operand (a Python number's wrapping, a CPU scalar) copied to
+ * the device, where a kernel can read it. */
+static em_tensor *on_device(em_tensor *t, em_device dev) {
+    if (t->device.type == EM_DEVICE_CUDA) {
+        em_tensor_retain(t);
+        return t;
+    }
+    return em_to_device(t, dev);
+}
+
+static em_status ew_ptx(const void *spec, int sm, char **ptx) { return em_cuda_ew_ptx(spec, 1, sm, ptx); }
+
+/* Is t contiguous over out's shape and its address 16-byte aligned? */
+static bool vector_ready(const em_tensor *t, const em_tensor *out) {
+    return em_tensor_is_contiguous(t) && em_shape_eq(t->shape, t->ndim, out->shape, out->ndim) &&
+           (address(t) & 15) == 0;
+}
+
+/* out = op(in...) elementwise (a cast: one operand), out given. */
+static em_status run_elementwise(cuda_dev *d, em_op op, em_tensor *const *in, int n_in, em_tensor *out) {
+    if (n_in > 3) return em_error(EM_ERR_NOT_IMPLEMENTED, "cuda: %s: more than 3 operands", em_op_name(op));
+    em_tensor *x[3] = {NULL};
+    em_status st = EM_OK;
+    for (int i = 0; i < n_in && st == EM_OK; i++)
+        if (!(x[i] = on_device(in[i], out->device))) st = em_last_status();
+    em_cuda_ew_kernel k = {op, n_in, {0}, out->dtype};
+    for (int i = 0; i < n_in && st == EM_OK; i++) k.in[i] = x[i]->dtype;
+    if (st == EM_OK) st = em_cuda_ew_check(&k);
+    long long n = out->numel;
+    if (st == EM_OK && n > 0) {
+        bool contig = em_tensor_is_contiguous(out) && (address(out) & 15) == 0;
+        for (int i = 0; i < n_in; i++) contig = contig && vector_ready(x[i], out);
+        char name[200], other[200];
+        em_cuda_ew_name(&k, contig ? EM_CUDA_CONTIG : EM_CUDA_STRIDED, name, sizeof name);
+        em_cuda_ew_name(&k, contig ? EM_CUDA_STRIDED : EM_CUDA_CONTIG, other, sizeof other);
+        CUfunction fn;
+        st = kernel(d, name, other, ew_ptx, &k, &fn);
+        CUdeviceptr ptrs[4] = {address(out)};
+        for (int i = 0; i < n_in; i++) ptrs[i + 1] = address(x[i]);
+        em_cuda_geometry g;
+        memset(&g, 0, sizeof g);
+        void *params[6];
+        int np = 0;
+        params[np++] = &n;
+        if (!contig) {
+            g.ndim = out->ndim;
+            for (int dim = 0; dim < out->ndim; dim++) {
+                g.shape[dim] = out->shape[dim];
+                g.strides[0][dim] = out->strides[dim];
+            }
+            for (int i = 0; i < n_in; i++) { /* (aligned to the right; broadcast dims step 0) */
+                int lead = out->ndim - x[i]->ndim;
+                for (int dim = 0; dim < x[i]->ndim; dim++)
+                    g.strides[i + 1][lead + dim] = x[i]->shape[dim] == 1 ? 0 : x[i]->strides[dim];
+            }
+            params[np++] = &g;
+        }
+        for (int i = 0; i <= n_in; i++) params[np++] = &ptrs[i];
+        if (st == EM_OK) {
+            long long per_thread = contig ? 16 / (long long)em_dtype_size(out->dtype) : 1;
+            st = launch(d, fn, blocks_for(d, (n + per_thread - 1) / per_thread), params, name);
+        }
+    }
+    for (int i = 0; i < n_in; i++) em_tensor_release(x[i]);
+    return st;
+}
+
+/* ---- reductions ---- */
+
+static em_status reduce_ptx(const void *spec, int sm, char **ptx) { return em_cuda_reduce_ptx(spec, 1, sm, ptx); }
+
+static em_status run_reduce(cuda_dev *d, em_op op, em_tensor *x, const em_attrs *attrs, em_tensor *out) {
+    em_cuda_reduce_kernel k = {op, x->dtype, out->dtype, attrs->ord};
+    em_status st = em_cuda_reduce_check(&k);
+    if (st != EM_OK) return st;
+    if (!em_tensor_is_contiguous(out))
+        return em_error(EM_ERR_INTERNAL, "cuda: %s: the result is not contiguous", em_op_name(op));
+    em_cuda_reduce_geometry g;
+    memset(&g, 0, sizeof g);
+    bool reduced[EM_MAX_DIMS] = {false};
+    for (int i = 0; i < attrs->n_dims; i++)
+        if (attrs->dims[i] >= 0 && attrs->dims[i] < x->ndim) reduced[attrs->dims[i]] = true;
+    long long n_out = 1, n_red = 1;
+    for (int dim = 0; dim < x->ndim; dim++) {
+        if (reduced[dim]) {
+            g.r_shape[g.r_ndim] = x->shape[dim];
+            g.r_in[g.r_ndim++] = x->strides[dim];
+            n_red *= x->shape[dim];
+        } else {
+            g.k_shape[g.k_ndim] = x->shape[dim];
+            g.k_in[g.k_ndim++] = x->strides[dim];
+            n_out *= x->shape[dim];
+        }
+    }
+    long long step = 1; /* (the result: row-major over the kept dims) */
+    for (int i = g.k_ndim - 1; i >= 0; i--) {
+        g.k_out[i] = step;
+        step *= g.k_shape[i];
+    }
+    if (n_out == 0) return EM_OK;
+    /* one block per output for long reductions, one thread per output for
+     * many short ones */
+    bool block = n_red >= 256 || n_out < (long long)d->sms * 4;
+    char name[200], other[200];
+    em_cuda_reduce_name(&k, block ? EM_CUDA_REDUCE_BLOCK : EM_CUDA_REDUCE_THREAD, name, sizeof name);
+    em_cuda_reduce_name(&k, block ? EM_CUDA_REDUCE_THREAD : EM_CUDA_REDUCE_BLOCK, other, sizeof other);
+    CUfunction fn;
+    if ((st = kernel(d, name, other, reduce_ptx, &k, &fn)) != EM_OK) return st;
+    CUdeviceptr o = address(out), i = address(x), centers = 0;
+    double p = attrs->ord;
+    void *params[] = {&n_out, &n_red, &g, &o, &i, &centers, &p};
+    return launch(d, fn, block ? (n_out < 65535 ? n_out : 65535) : blocks_for(d, n_out), params, name);
+}
+
+/* ---- views and copies ---- */
+
+static em_status run_view(em_op op, em_tensor *const *in, const em_attrs *attrs, em_tensor **out, cuda_dev *d) {
+    int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS], off;
+    int nd;
+    em_tensor *src = in[0], *copy = NULL;
+    if (!em_view_geometry(op, src->shape, src->strides, src->ndim, attrs, shape, strides, &nd, &off)) {
+        if (op != EM_OP_RESHAPE) return em_error(EM_ERR_INTERNAL, "%s: no view geometry", em_op_name(op));
+        /* reshape of strides that allow no view: of a copy, as on the CPU */
+        if (!(src = copy = em_tensor_empty(in[0]->shape, in[0]->ndim, in[0]->dtype, in[0]->device)))
+            return em_last_status();
+        em_status st = run_elementwise(d, EM_OP_CAST, in, 1, copy);
+        if (st != EM_OK) {
+            em_tensor_release(copy);
+            return st;
+        }
+        em_view_geometry(op, src->shape, src->strides, src->ndim, attrs, shape, strides, &nd, &off);
+    }
+    out[0] = em_tensor_alias(src, src->offset + off, shape, strides, nd);
+    em_tensor_release(copy);
+    return out[0] ? EM_OK : em_last_status();
+}
+
+static em_status run_contiguous(cuda_dev *d, em_tensor *x, em_tensor **out) {
+    if (em_tensor_is_contiguous(x)) {
+        em_tensor_retain(x);
+        out[0] = x;
+        return EM_OK;
+    }
+    if (!(out[0] = em_tensor_empty(x->shape, x->ndim, x->dtype, x->device))) return em_last_status();
+    em_status st = run_elementwise(d, EM_OP_CAST, &x, 1, out[0]);
+    if (st != EM_OK) {
+        em_tensor_release(out[0]);
+        out[0] = NULL;
+    }
+    return st;
+}
+
+/* A factory or random op: the CPU's kernel into host memory, copied over:
+ * the same values as on the CPU (for random ops, the same numbers after
+ * the same seed, drawn from the one Philox stream). */
+static em_status run_on_host(cuda_dev *d, em_op op, const em_attrs *attrs, em_tensor *out) {
+    (void)d;
+    if (op == EM_OP_EMPTY) return EM_OK;
+    em_tensor *h = em_tensor_empty(out->shape, out->ndim, out->dtype, em_cpu());
+    if (!h) return em_last_status();
+    em_attrs a = *attrs;
+    a.device = em_cpu();
+    em_status st = em_cpu_device.run(op, NULL, 0, &a, &h);
+    if (st == EM_OK && out->numel)
+        st = cuda_memory.from_host(out->device.index, em_tensor_data(out), em_tensor_data(h),
+                                   (size_t)out->numel * em_dtype_size(out->dtype));
+    em_tensor_release(h);
+    return st;
+}
+
+/* ---- the device table's entry ---- */
+
+static bool cuda_supports(em_op op) {
+    if ((unsigned)op >= EM_OP_COUNT) return false;
+    const em_op_info *info = em_op_get(op);
+    switch (info->kind) {
+    case EM_KIND_CAST:
+    case EM_KIND_VIEW:
+    case EM_KIND_COPY:
+    case EM_KIND_FACTORY:
+    case EM_KIND_RANDOM: return true;
+    case EM_KIND_REDUCE: /* (var, std and logsumexp fold around a first pass's result: not yet) */
+        return info->reduction != EM_RED_SUMSQDEV && info->reduction != EM_RED_SUMEXP;
+    default: return (info->flags & EM_F_ELEMENTWISE) != 0;
+    }
+}
+
+static em_status cuda_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
+    const em_op_info *info = em_op_get(op);
+    em_device where = n_in > 0 ? in[0]->device : out[0] ? out[0]->device : attrs->device;
+    for (int i = 0; i < n_in && where.type != EM_DEVICE_CUDA; i++) where = in[i]->device;
+    cuda_dev *d;
+    em_status st = enter(where.index, &d);
+    if (st != EM_OK) return st;
+    switch (info->kind) {
+    case EM_KIND_VIEW: return run_view(op, in, attrs, out, d);
+    case EM_KIND_COPY: return run_contiguous(d, in[0], out);
+    case EM_KIND_CAST: return run_elementwise(d, op, in, 1, out[0]);
+    case EM_KIND_REDUCE: return run_reduce(d, op, in[0], attrs, out[0]);
+    case EM_KIND_FACTORY:
+    case EM_KIND_RANDOM: return run_on_host(d, op, attrs, out[0]);
+    default: return run_elementwise(d, op, in, n_in, out[0]);
+    }
+}
+
+static em_status cuda_write(em_op op, em_tensor *const *in, int n_in, em_tensor *out) {
+    cuda_dev *d;
+    em_status st = enter(out->device.index, &d);
+    return st == EM_OK ? run_elementwise(d, op, in, n_in, out) : st;
+}
+
+static const em_device_impl cuda_device = {"cuda", &cuda_memory, cuda_supports, cuda_run, cuda_write};
+
+void em_cuda_device_register(void) { em_device_register(EM_DEVICE_CUDA, &cuda_device); }
+
+bool em_cuda_available(char *why, size_t n) {
+    char driver[512] = "", compiler[512] = "";
+    int devices = em_cuda_driver_devices(driver, sizeof driver);
+    bool nvrtc = em_nvrtc_available(compiler, sizeof compiler);
+    bool registered = em_device_impl_of((em_device){EM_DEVICE_CUDA, 0}) == &cuda_device;
+    if (why && n) {
+        if (!devices)
+            snprintf(why, n, "%s", driver);
+        else if (!nvrtc)
+            snprintf(why, n, "ember compiles its CUDA kernels with NVRTC, which could not be loaded: %s", compiler);
+        else if (!registered)
+            snprintf(why, n, "this program did not register ember's CUDA device (em_cuda_device_register)");
+        else
+            snprintf(why, n, "%s", "");
+    }
+    return devices > 0 && nvrtc && registered;
+}
+
+/* ---- what ember.cuda reports ---- */
+
+em_status em_cuda_device_name(int index, char *name, size_t n) {
+    cuda_dev *d;
+    em_status st = enter(index, &d);
+    if (st == EM_OK) snprintf(name, n, "%s", d->name);
+    return st;
+}
+
+em_status em_cuda_device_capability(int index, int *major, int *minor) {
+    cuda_dev *d;
+    em_status st = enter(index, &d);
+    if (st == EM_OK) {
+        *major = d->sm / 10;
+        *minor = d->sm % 10;
+    }
+    return st;
+}
+
+em_status em_cuda_synchronize(int index) { return cuda_synchronize(index); }
+
+/* Devices never started have no allocator and hold nothing: zeros. */
+em_status em_cuda_memory_stats_of(int index, em_cuda_memory_stats *out) {
+    memset(out, 0, sizeof *out);
+    if (index < 0) index = 0;
+    if (index >= MAX_DEVICES) return em_error(EM_ERR_DEVICE, "CUDA error: invalid device ordinal (cuda:%d)", index);
+    cuda_dev *d = &devs[index];
+    if (!__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) return EM_OK;
+    pthread_mutex_lock(&d->lock);
+    em_cuda_allocator_stats(d->alloc, out);
+    pthread_mutex_unlock(&d->lock);
+    return EM_OK;
+}
+
+void em_cuda_empty_cache_of(int index) {
+    if (index < 0) index = 0;
+    if (index >= MAX_DEVICES || !__atomic_load_n(&devs[index].ready, __ATOMIC_ACQUIRE)) return;
+    cuda_dev *d;
+    if (enter(index, &d) != EM_OK) return; /* (segments go back through the device's context) */
+    pthread_mutex_lock(&d->lock);
+    em_cuda_empty_cache(d->alloc);
+    pthread_mutex_unlock(&d->lock);
+}
+
+void em_cuda_reset_peak_memory_stats(int index) {
+    if (index < 0) index = 0;
+    if (index >= MAX_DEVICES) return;
+    cuda_dev *d = &devs[index];
+    if (!__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) return;
+    pthread_mutex_lock(&d->lock);
+    em_cuda_allocator_reset_peaks(d->alloc);
+    pthread_mutex_unlock(&d->lock);
+}

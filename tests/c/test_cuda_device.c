@@ -1,0 +1,383 @@
+/*
+ * test_cuda_device.c - tensors on a GPU (the CUDA device, runtime/cuda/
+ * device.c) compute what the CPU's eager kernels compute. Needs a GPU:
+ * without a driver or a device it is skipped (exit 77) with the reason.
+ * tools/gpu_check.sh runs it on the device tool's machine.
+ *
+ *   - copies: host -> device -> host round trips, every dtype, sizes 0 to
+ *     a few MiB (the allocator's small and large pools);
+ *   - every elementwise kernel of every compute dtype (and float16,
+ *     bfloat16): contiguous operands (the 16-byte-vector layout) and
+ *     transposed views with a broadcast operand (the strided layout), to
+ *     the bit against eager (NaN matches any NaN);
+ *   - casts between every pair of dtypes, to the bit;
+ *   - the reductions the device runs, both layouts (one block per output,
+ *     one thread per output), against eager: integers, max/min, arg and
+ *     logical reductions exactly, float folds within 1e-6 of the sum of
+ *     magnitudes (float64: 1e-12);
+ *   - views and contiguous(), factories and random ops (the CPU's numbers);
+ *   - ops across devices refused in PyTorch's words; the allocator reuses
+ *     freed blocks.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "ember/codegen_cuda.h"
+#include "ember/cuda.h"
+#include "ember/ops.h"
+#include "ember/random.h"
+#include "ember/tensor.h"
+
+static const em_device GPU = {EM_DEVICE_CUDA, 0};
+
+static const em_dtype DTYPES[] = {EM_DTYPE_F32, EM_DTYPE_F64, EM_DTYPE_F16, EM_DTYPE_BF16, EM_DTYPE_I64,
+                                  EM_DTYPE_I32, EM_DTYPE_I16, EM_DTYPE_I8,  EM_DTYPE_U8,   EM_DTYPE_BOOL};
+#define N_DTYPES ((int)(sizeof DTYPES / sizeof *DTYPES))
+
+static const double float_values[] = {0.0, -0.0, 1.0, -1.0, 0.5, 2.5, -3.75, 1e-3, 100.0, -100.0, 1e30, -1e-30,
+                                      INFINITY, -INFINITY, NAN, 3.14159, -2.5, 7.0, 0.25, 1e-8, 65504.0, -7.5};
+static const int64_t int_values[] = {0, 1, -1, 2, -2, 3, 7, -8, 100, -100, 127, -128, 255, 32767, -32768};
+
+/* A CPU tensor of shape[0..nd) in dtype dt, operand `which`'s values:
+ * specials first, then pseudo-random ones; divisors (operand 1) of
+ * integers are never zero, as eager refuses a zero divisor. */
+static em_tensor *operand(em_dtype dt, int which, const int64_t *shape, int nd) {
+    em_tensor *t = em_tensor_empty(shape, nd, em_dtype_is_float(dt) ? EM_DTYPE_F64 : EM_DTYPE_I64, em_cpu());
+    unsigned r = 2463534242u + 977u * (unsigned)which;
+    for (int64_t i = 0; i < t->numel; i++) {
+        r ^= r << 13, r ^= r >> 17, r ^= r << 5;
+        if (em_dtype_is_float(dt)) {
+            double f = i < 22 && which == 0 ? float_values[i] : ((int)(r % 4001) - 2000) / 97.0;
+            ((double *)em_tensor_data(t))[i] = f;
+        } else {
+            int64_t v = dt == EM_DTYPE_BOOL ? (int64_t)((r >> 3) & 1)
+                        : i < 15 && which == 0 ? int_values[i]
+                                               : (int64_t)(r % 101) - 50;
+            if (which == 1 && dt != EM_DTYPE_BOOL && v == 0) v = 3;
+            if (dt == EM_DTYPE_U8 && v < 0) v = -v;
+            ((int64_t *)em_tensor_data(t))[i] = v;
+        }
+    }
+    em_attrs a;
+    memset(&a, 0, sizeof a);
+    a.dtype = dt;
+    em_tensor *c = NULL;
+    em_op_run(EM_OP_CAST, &t, 1, &a, &c, 1);
+    em_tensor_release(t);
+    return c;
+}
+
+/* A CPU tensor's elements as a contiguous float64 tensor (NULL: not made). */
+static em_tensor *as_f64(em_tensor *t) {
+    em_attrs a;
+    memset(&a, 0, sizeof a);
+    a.dtype = EM_DTYPE_F64;
+    em_tensor *d = NULL, *c = NULL;
+    if (em_op_run(EM_OP_CAST, &t, 1, &a, &d, 1) == EM_OK) c = em_contiguous(d);
+    em_tensor_release(d);
+    return c;
+}
+
+static double at(const em_tensor *t64, int64_t i) { return t64 ? ((const double *)em_tensor_data(t64))[i] : NAN; }
+
+/* The device tensor's elements on the host, contiguous. */
+static em_tensor *host(em_tensor *t) {
+    em_tensor *h = em_to_device(t, em_cpu());
+    if (!h) fprintf(stderr, "copy to the host failed: %s\n", em_last_error());
+    em_tensor *c = h ? em_contiguous(h) : NULL;
+    em_tensor_release(h);
+    return c;
+}
+
+/* Equal to the bit, NaN matching any NaN; mismatches counted, the first
+ * few printed under `what`. */
+static int compare_bits(const char *what, em_tensor *want, em_tensor *got_dev) {
+    em_tensor *w = em_contiguous(want), *g = host(got_dev);
+    int bad = 0;
+    if (!w || !g || w->dtype != g->dtype || w->numel != g->numel) {
+        fprintf(stderr, "%s: results differ in kind (%s)\n", what, g ? "dtype or size" : em_last_error());
+        bad = 1;
+    } else {
+        size_t s = em_dtype_size(w->dtype);
+        const char *a = em_tensor_data(w), *b = em_tensor_data(g);
+        em_tensor *w64 = NULL, *g64 = NULL;
+        for (int64_t i = 0; i < w->numel; i++) {
+            if (!memcmp(a + i * s, b + i * s, s)) continue;
+            if (em_dtype_is_float(w->dtype)) {
+                if (!w64) w64 = as_f64(w), g64 = as_f64(g);
+                double x = at(w64, i), y = at(g64, i);
+                if (isnan(x) && isnan(y)) continue;
+                if (bad < 3) fprintf(stderr, "%s: element %lld: %.17g on the CPU, %.17g on the GPU\n", what,
+                                     (long long)i, x, y);
+            } else if (bad < 3) {
+                fprintf(stderr, "%s: element %lld differs\n", what, (long long)i);
+            }
+            bad++;
+        }
+        em_tensor_release(w64);
+        em_tensor_release(g64);
+    }
+    em_tensor_release(w);
+    em_tensor_release(g);
+    return bad;
+}
+
+static void copies(void) {
+    static const int64_t sizes[] = {0, 1, 37, 4096, 1 << 20};
+    for (int k = 0; k < N_DTYPES; k++)
+        for (int s = 0; s < 5; s++) {
+            em_tensor *x = operand(DTYPES[k], 0, &sizes[s], 1);
+            em_tensor *d = x ? em_to_device(x, GPU) : NULL;
+            CHECK_MSG(d && d->device.type == EM_DEVICE_CUDA, "to cuda: %s", em_last_error());
+            if (d) CHECK(compare_bits("round trip", x, d) == 0);
+            em_tensor_release(x);
+            em_tensor_release(d);
+        }
+}
+
+/* One elementwise kernel: contiguous [3, 37] operands, then transposed
+ * views of them ([37, 3]) with operand 1 a broadcast [3] row. */
+static int elementwise(const em_cuda_ew_kernel *k, int *ran) {
+    int64_t shape[2] = {3, 37}, row[1] = {3}, perm[2] = {1, 0};
+    em_tensor *c[3] = {NULL}, *g[3] = {NULL}, *cv[3] = {NULL}, *gv[3] = {NULL};
+    int bad = 0;
+    for (int i = 0; i < k->n_in; i++) {
+        c[i] = operand(k->in[i], i, shape, 2);
+        g[i] = em_to_device(c[i], GPU);
+        if (i == 1) {
+            cv[i] = operand(k->in[i], 7, row, 1);
+            gv[i] = em_to_device(cv[i], GPU);
+        } else {
+            cv[i] = em_permute(c[i], perm, 2);
+            gv[i] = g[i] ? em_permute(g[i], perm, 2) : NULL;
+        }
+    }
+    em_attrs a;
+    memset(&a, 0, sizeof a);
+    a.dtype = k->out;
+    char name[200];
+    for (int layout = 0; layout < 2; layout++) {
+        em_tensor **ci = layout ? cv : c, **gi = layout ? gv : g;
+        em_tensor *want = NULL, *got = NULL;
+        if (em_op_run(k->op, ci, k->n_in, &a, &want, 1) != EM_OK || want->dtype != k->out) {
+            em_tensor_release(want);
+            continue; /* (eager refuses these operands) */
+        }
+        em_cuda_ew_name(k, layout ? EM_CUDA_STRIDED : EM_CUDA_CONTIG, name, sizeof name);
+        if (em_op_run(k->op, gi, k->n_in, &a, &got, 1) != EM_OK) {
+            fprintf(stderr, "%s: %s\n", name, em_last_error());
+            bad++;
+        } else {
+            bad += compare_bits(name, want, got) != 0;
+            ++*ran;
+        }
+        em_tensor_release(want);
+        em_tensor_release(got);
+    }
+    for (int i = 0; i < k->n_in; i++) {
+        em_tensor_release(c[i]);
+        em_tensor_release(g[i]);
+        em_tensor_release(cv[i]);
+        em_tensor_release(gv[i]);
+    }
+    return bad;
+}
+
+static void elementwise_all(void) {
+    static em_cuda_ew_kernel ks[2048];
+    int ran = 0, bad = 0, kernels = 0;
+    for (int k = 0; k < N_DTYPES; k++) {
+        int n = em_cuda_ew_uniform(DTYPES[k], ks, 2048);
+        for (int i = 0; i < n && i < 2048; i++) bad += elementwise(&ks[i], &ran);
+        kernels += n;
+    }
+    for (int a = 0; a < N_DTYPES; a++) /* every cast */
+        for (int b = 0; b < N_DTYPES; b++) {
+            em_cuda_ew_kernel k = {EM_OP_CAST, 1, {DTYPES[a]}, DTYPES[b]};
+            bad += elementwise(&k, &ran);
+            kernels++;
+        }
+    printf("elementwise: %d kernels, %d runs, %d differ from eager\n", kernels, ran, bad);
+    CHECK(ran > 1000);
+    CHECK(bad == 0);
+}
+
+/* Reductions over dim 1 of [2000, 40] (one thread per output) and dim 0
+ * (one block per output), and over everything. */
+static void reductions(void) {
+    static const em_op ops[] = {EM_OP_SUM, EM_OP_MEAN, EM_OP_PROD, EM_OP_AMAX, EM_OP_AMIN, EM_OP_ARGMAX,
+                                EM_OP_ARGMIN, EM_OP_ALL, EM_OP_ANY, EM_OP_NORM};
+    static const em_dtype dts[] = {EM_DTYPE_F32, EM_DTYPE_F64, EM_DTYPE_I64, EM_DTYPE_I32, EM_DTYPE_BOOL};
+    int64_t shape[2] = {2000, 40};
+    int ran = 0, bad = 0;
+    for (int t = 0; t < 5; t++) {
+        em_tensor *x = operand(dts[t], 1, shape, 2), *gx = x ? em_to_device(x, GPU) : NULL;
+        for (int o = 0; o < 10; o++)
+            for (int how = 0; how < 3; how++) {
+                em_attrs a;
+                memset(&a, 0, sizeof a);
+                a.n_dims = how == 2 ? 2 : 1;
+                a.dims[0] = how == 1 ? 0 : how == 0 ? 1 : 0;
+                a.dims[1] = 1;
+                a.ord = 2.0;
+                em_tensor *want = NULL, *got = NULL;
+                if (em_op_run(ops[o], &x, 1, &a, &want, 1) != EM_OK) continue;
+                char what[96];
+                snprintf(what, sizeof what, "%s of %s over %s", em_op_name(ops[o]), em_dtype_long_name(dts[t]),
+                         how == 0 ? "dim 1" : how == 1 ? "dim 0" : "all");
+                if (em_op_run(ops[o], &gx, 1, &a, &got, 1) != EM_OK) {
+                    fprintf(stderr, "%s: %s\n", what, em_last_error());
+                    bad++;
+                } else {
+                    ran++;
+                    em_tensor *g = host(got);
+                    bool exact = !em_dtype_is_float(want->dtype) || ops[o] == EM_OP_AMAX || ops[o] == EM_OP_AMIN;
+                    if (exact) {
+                        bad += compare_bits(what, want, got) != 0;
+                    } else {
+                        int wrong = 0;
+                        em_tensor *w64 = as_f64(want), *g64 = g ? as_f64(g) : NULL;
+                        double tol = (want->dtype == EM_DTYPE_F64 ? 1e-12 : 1e-6) * 2000 * 21;
+                        for (int64_t i = 0; g && i < want->numel; i++) {
+                            double w = at(w64, i), v = at(g64, i);
+                            bool ok = (isnan(w) && isnan(v)) || w == v ||
+                                      fabs(w - v) <= tol * (ops[o] == EM_OP_PROD ? fabs(w) : 1.0);
+                            if (!ok && wrong++ < 3) fprintf(stderr, "%s: %lld: %.17g vs %.17g\n", what, (long long)i, w, v);
+                        }
+                        bad += wrong != 0 || !g;
+                        em_tensor_release(w64);
+                        em_tensor_release(g64);
+                    }
+                    em_tensor_release(g);
+                }
+                em_tensor_release(want);
+                em_tensor_release(got);
+            }
+        em_tensor_release(x);
+        em_tensor_release(gx);
+    }
+    printf("reductions: %d runs, %d differ from eager\n", ran, bad);
+    CHECK(ran >= 100);
+    CHECK(bad == 0);
+}
+
+static void views_factories_errors(void) {
+    int64_t shape[3] = {4, 5, 6}, perm[3] = {2, 0, 1};
+    em_tensor *x = operand(EM_DTYPE_F32, 1, shape, 3), *g = em_to_device(x, GPU);
+    em_tensor *xv = em_permute(x, perm, 3), *gv = g ? em_permute(g, perm, 3) : NULL;
+    CHECK(gv && gv->storage == g->storage && !em_tensor_is_contiguous(gv));
+    em_tensor *xc = em_contiguous(xv), *gc = gv ? em_contiguous(gv) : NULL;
+    CHECK(gc && em_tensor_is_contiguous(gc) && gc->device.type == EM_DEVICE_CUDA);
+    if (gc) CHECK(compare_bits("contiguous of a permuted view", xc, gc) == 0);
+    /* full and rand: the CPU's values */
+    em_attrs a;
+    memset(&a, 0, sizeof a);
+    a.n_shape = 2;
+    a.shape[0] = 300;
+    a.shape[1] = 7;
+    a.dtype = EM_DTYPE_F32;
+    a.value = 2.5;
+    a.device = em_cpu();
+    em_tensor *fc = NULL, *fg = NULL, *rc = NULL, *rg = NULL;
+    em_op_run(EM_OP_FULL, NULL, 0, &a, &fc, 1);
+    a.device = GPU;
+    CHECK_MSG(em_op_run(EM_OP_FULL, NULL, 0, &a, &fg, 1) == EM_OK, "%s", em_last_error());
+    if (fg) CHECK(fg->device.type == EM_DEVICE_CUDA && compare_bits("full", fc, fg) == 0);
+    em_manual_seed(7);
+    a.device = em_cpu();
+    em_op_run(EM_OP_RANDN, NULL, 0, &a, &rc, 1);
+    em_manual_seed(7);
+    a.device = GPU;
+    CHECK_MSG(em_op_run(EM_OP_RANDN, NULL, 0, &a, &rg, 1) == EM_OK, "%s", em_last_error());
+    if (rg) CHECK(compare_bits("randn", rc, rg) == 0);
+    /* across devices: refused, naming both */
+    em_tensor *pair[2] = {x, g}, *y = NULL;
+    CHECK(em_op_run(EM_OP_ADD, pair, 2, &a, &y, 1) != EM_OK);
+    CHECK_MSG(check_contains(em_last_error(), "cuda:0") && check_contains(em_last_error(), "cpu"), "%s",
+              em_last_error());
+    /* an op without a CUDA kernel yet says so by name */
+    em_tensor *mm[2] = {g, g};
+    int64_t sq[2] = {30, 4};
+    em_tensor *m = em_tensor_empty(sq, 2, EM_DTYPE_F32, GPU);
+    mm[0] = m;
+    em_tensor *mt = m ? em_permute(m, (int64_t[]){1, 0}, 2) : NULL;
+    mm[1] = mt;
+    memset(&a, 0, sizeof a);
+    CHECK(em_op_run(EM_OP_MATMUL, mm, 2, &a, &y, 1) != EM_OK && check_contains(em_last_error(), "matmul"));
+    printf("refused as it should be: %s\n", em_last_error());
+    em_tensor_release(m);
+    em_tensor_release(mt);
+    em_tensor *objs[] = {x, g, xv, gv, xc, gc, fc, fg, rc, rg};
+    for (int i = 0; i < 10; i++) em_tensor_release(objs[i]);
+}
+
+static void allocator_reuse(void) {
+    em_cuda_memory_stats before, after;
+    em_cuda_memory_stats_of(0, &before);
+    int64_t n[1] = {1 << 18};
+    for (int i = 0; i < 100; i++) {
+        em_tensor *t = em_tensor_empty(n, 1, EM_DTYPE_F32, GPU);
+        CHECK(t != NULL);
+        em_tensor_release(t);
+    }
+    em_cuda_memory_stats_of(0, &after);
+    printf("allocator: %lld allocations, %lld cache hits, %lld segments made, %zu bytes reserved\n",
+           after.allocations - before.allocations, after.cache_hits - before.cache_hits,
+           after.segment_allocs - before.segment_allocs, after.reserved);
+    CHECK(after.allocations - before.allocations == 100);
+    CHECK(after.segment_allocs - before.segment_allocs <= 1);
+    CHECK(after.allocated == before.allocated);
+}
+
+/* Not a benchmark (bench/ holds those): one large add, to see it ran at a
+ * GPU's speed rather than fell back to something slow. */
+static void speed_note(void) {
+    int64_t n[1] = {1 << 26};
+    em_tensor *a = em_tensor_empty(n, 1, EM_DTYPE_F32, GPU), *b = em_tensor_empty(n, 1, EM_DTYPE_F32, GPU);
+    em_tensor *pair[2] = {a, b}, *y = NULL;
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    em_op_run(EM_OP_ADD, pair, 2, &at, &y, 1);
+    em_tensor_release(y);
+    em_cuda_synchronize(0);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < 20; i++) {
+        y = NULL;
+        em_op_run(EM_OP_ADD, pair, 2, &at, &y, 1);
+        em_tensor_release(y);
+    }
+    em_cuda_synchronize(0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    printf("add of 2^26 float32: %.3f ms each, %.0f GB/s\n", s / 20 * 1e3, 3.0 * 4 * (1 << 26) * 20 / s / 1e9);
+    em_tensor_release(a);
+    em_tensor_release(b);
+}
+
+int main(void) {
+    em_cuda_device_register();
+    char why[1024];
+    if (!em_cuda_available(why, sizeof why)) {
+        printf("skipped: no CUDA device here: %s\n", why);
+        return 77;
+    }
+    char name[256];
+    int major = 0, minor = 0;
+    CHECK(em_cuda_device_name(0, name, sizeof name) == EM_OK);
+    em_cuda_device_capability(0, &major, &minor);
+    printf("device: %s, compute capability %d.%d\n", name, major, minor);
+    copies();
+    elementwise_all();
+    reductions();
+    views_factories_errors();
+    allocator_reuse();
+    speed_note();
+    return check_report();
+}
