@@ -5,8 +5,8 @@
  * Nothing here needs a GPU or a driver: NVRTC is a compiler, loaded at run
  * time with dlopen (no CUDA library is linked), so every machine with the
  * CUDA Toolkit compiles the generated kernels to PTX, and the tests check
- * the PTX with ptxas. Running them is the CUDA device's (issue 17; not
- * built yet: a tensor on "cuda" raises NotImplementedError).
+ * the PTX with ptxas. Running them is the CUDA device's
+ * (runtime/cuda/device.c), which loads the PTX into a GPU's context.
  */
 #ifndef EMBER_CODEGEN_CUDA_H
 #define EMBER_CODEGEN_CUDA_H

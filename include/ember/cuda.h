@@ -2,9 +2,12 @@
  * cuda.h - the CUDA device as the runtime sees it (runtime/cuda/).
  *
  * The driver (libcuda.so.1) is loaded at run time, so one build of ember
- * runs with and without one. Tensors on "cuda" are not built yet (issue
- * 17): the code generator's kernels compile to PTX (codegen_cuda.h), and
- * what follows is the device itself: memory, streams, launches.
+ * runs with and without one. Tensors on "cuda" live in the CUDA device
+ * (runtime/cuda/device.c, library ember_cuda): the caching allocator over
+ * cuMemAlloc, and the code generator's kernels (codegen_cuda.h) launched
+ * on a stream per device. A program registers that device once
+ * (em_cuda_device_register; ember's Python module does); the driver starts
+ * at the first tensor made there.
  */
 #ifndef EMBER_CUDA_H
 #define EMBER_CUDA_H
@@ -23,9 +26,18 @@ extern "C" {
  * `why` (if not NULL) says why, e.g. "no NVIDIA driver: libcuda.so.1 could
  * not be loaded (...)". */
 int em_cuda_driver_devices(char *why, size_t why_size);
-/* Can tensors live on a CUDA device? Not in this build (false), and `why`
- * says what is missing: a driver, a device, and ember's CUDA tensors. */
+/* Can tensors live on a CUDA device? A driver with a device, NVRTC, and
+ * the CUDA device registered; otherwise false, and `why` says what is
+ * missing. (ember_cuda) */
 bool em_cuda_available(char *why, size_t why_size);
+/* Installs the CUDA device in the device table (ember_cuda). Cheap: no
+ * driver call until a tensor is made on "cuda". */
+void em_cuda_device_register(void);
+/* Device `index`'s name and compute capability (it starts the device). */
+em_status em_cuda_device_name(int index, char *name, size_t name_size);
+em_status em_cuda_device_capability(int index, int *major, int *minor);
+/* Waits for everything queued on device `index`. */
+em_status em_cuda_synchronize(int index);
 
 /* ---- the caching allocator (runtime/cuda/caching_allocator.c) ---- */
 
@@ -66,6 +78,13 @@ em_status em_cuda_release(em_cuda_allocator *a, uint64_t ptr);
 void em_cuda_empty_cache(em_cuda_allocator *a);
 void em_cuda_allocator_stats(em_cuda_allocator *a, em_cuda_memory_stats *out);
 void em_cuda_allocator_reset_peaks(em_cuda_allocator *a);
+
+/* The CUDA device's allocator for device `index` (ember_cuda): its
+ * figures (zeros for a device not started), its cache emptied, its peaks
+ * reset. */
+em_status em_cuda_memory_stats_of(int index, em_cuda_memory_stats *out);
+void em_cuda_empty_cache_of(int index);
+void em_cuda_reset_peak_memory_stats(int index);
 
 #ifdef __cplusplus
 }

@@ -179,7 +179,7 @@ int em_py_device_arg(PyObject *o, const char *what, em_device *out) {
     } else if (!em_device_parse(d, &dev)) {
         PyErr_Format(PyExc_RuntimeError, "%s: Expected one of cpu, cuda, meta device type at start of device string: "
                      "%s", what, d);
-    } else if (dev.type == EM_DEVICE_CUDA) {
+    } else if (dev.type == EM_DEVICE_CUDA && !em_cuda_available(NULL, 0)) {
         char why[1024];
         em_cuda_available(why, sizeof why);
         PyErr_Format(PyExc_NotImplementedError, "%s: device '%s' is not available: tensors live on the CPU (or "

@@ -16,6 +16,7 @@
  * tables below cover every em_dtype; the static assertion makes a new dtype
  * fail to compile until they are extended.
  */
+#include "ember/cuda.h"
 #include "ember_py.h"
 
 #include "ember/dlpack.h"
@@ -62,6 +63,12 @@ static void dl_device_str(DLDevice d, char *buf, size_t size) {
 static PyObject *device_error(DLDevice d) {
     char dev[48];
     dl_device_str(d, dev, sizeof dev);
+    if (em_cuda_available(NULL, 0))
+        return em_py_error(PyExc_RuntimeError,
+                           "from_dlpack: the tensor is on %s (DLPack device type %d); ember tensors "
+                           "live in CPU memory and on this machine's CUDA devices (%d) only: copy it to "
+                           "the CPU first (for example with .cpu())",
+                           dev, (int)d.device_type, em_cuda_driver_devices(NULL, 0));
     return em_py_error(PyExc_RuntimeError,
                        "from_dlpack: the tensor is on %s (DLPack device type %d); ember tensors "
                        "live in CPU memory only: copy it to the CPU first (for example with "
@@ -101,14 +108,23 @@ PyObject *em_py_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs) 
     PyObject *stream = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:__dlpack__", kw, &stream)) return NULL;
     em_tensor *t = em_py_tensor_of(self); /* borrowed */
-    if (t->device.type != EM_DEVICE_CPU) {
+    bool cuda = t->device.type == EM_DEVICE_CUDA;
+    if (t->device.type != EM_DEVICE_CPU && !cuda) {
         char dev[16];
         return em_py_error(PyExc_BufferError,
                            "__dlpack__: exporting %s tensors is not supported yet; copy the "
                            "tensor to the CPU first",
                            em_device_str(t->device, dev));
     }
-    if (stream != Py_None)
+    if (cuda) {
+        /* The consumer reads on its stream (DLPack's `stream`): ember's work
+         * on the tensor is finished first, which orders it before any. */
+        em_status st;
+        Py_BEGIN_ALLOW_THREADS
+        st = em_cuda_synchronize(t->device.index);
+        Py_END_ALLOW_THREADS
+        if (st != EM_OK) return em_py_raise();
+    } else if (stream != Py_None)
         return em_py_error(PyExc_RuntimeError,
                            "__dlpack__: stream must be None for CPU tensors, got %s (streams "
                            "only order work on GPU devices)",
@@ -129,7 +145,7 @@ PyObject *em_py_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs) 
      * deleter of a DLTensor whose data is NULL, which would leak t. */
     static max_align_t no_data;
     dl->data = t->storage->data ? em_tensor_data(t) : (void *)&no_data;
-    dl->device = (DLDevice){kDLCPU, 0};
+    dl->device = cuda ? (DLDevice){kDLCUDA, t->device.index < 0 ? 0 : t->device.index} : (DLDevice){kDLCPU, 0};
     dl->ndim = t->ndim;
     dl->dtype = em_dtype_to_dlpack(t->dtype);
     dl->shape = e->shape;
@@ -227,16 +243,26 @@ overflow:
     return -1;
 }
 
+/* Memory ember can hold: the host's, or a CUDA device's where ember has
+ * that device. */
+static bool importable(DLDevice d) {
+    if (d.device_type == kDLCPU) return true;
+    return d.device_type == kDLCUDA && d.device_id >= 0 && d.device_id < 127 && em_cuda_available(NULL, 0) &&
+           d.device_id < em_cuda_driver_devices(NULL, 0);
+}
+
 /* A tensor over the managed tensor's memory. On success the capsule is
  * renamed "used_dltensor" and the managed tensor belongs to the new tensor's
  * storage; on failure the capsule is untouched (its destructor still owns
  * the managed tensor) unless noted below. */
 static em_tensor *import_managed(PyObject *capsule, DLManagedTensor *m) {
     const DLTensor *dl = &m->dl_tensor;
-    if (dl->device.device_type != kDLCPU) {
+    if (!importable(dl->device)) {
         device_error(dl->device);
         return NULL;
     }
+    em_device where = dl->device.device_type == kDLCUDA ? (em_device){EM_DEVICE_CUDA, (int8_t)dl->device.device_id}
+                                                        : em_cpu();
     em_dtype dt;
     if (!em_dtype_from_dlpack(dl->dtype, &dt)) {
         char name[40];
@@ -266,7 +292,7 @@ static em_tensor *import_managed(PyObject *capsule, DLManagedTensor *m) {
     /* Ownership: renaming the capsule takes the managed tensor over from it
      * (its destructor no longer calls the deleter); from here we must. */
     if (PyCapsule_SetName(capsule, USED_CAPSULE_NAME) < 0) return NULL;
-    em_storage *s = em_storage_wrap(data, nbytes, em_cpu(), release_managed, m);
+    em_storage *s = em_storage_wrap(data, nbytes, where, release_managed, m);
     if (!s) {
         if (m->deleter) m->deleter(m); /* em_storage_wrap does not release on failure */
         em_py_raise();
@@ -278,8 +304,20 @@ static em_tensor *import_managed(PyObject *capsule, DLManagedTensor *m) {
     return t;
 }
 
-/* Calls obj.__dlpack_device__() when it exists and refuses non-CPU devices
- * before anything is exported. 0 if fine (or unknown), -1 with an exception. */
+/* obj.__dlpack__(stream=stream): a new reference, or NULL. */
+static PyObject *call_dlpack_on_stream(PyObject *obj, int stream) {
+    PyObject *fn = PyObject_GetAttrString(obj, "__dlpack__"), *args = PyTuple_New(0),
+             *kwargs = Py_BuildValue("{s:i}", "stream", stream);
+    PyObject *r = fn && args && kwargs ? PyObject_Call(fn, args, kwargs) : NULL;
+    Py_XDECREF(fn);
+    Py_XDECREF(args);
+    Py_XDECREF(kwargs);
+    return r;
+}
+
+/* Calls obj.__dlpack_device__() when it exists and refuses devices ember
+ * cannot hold before anything is exported: 0 for the host (or unknown), 1
+ * for a CUDA device, -1 with an exception. */
 static int check_producer_device(PyObject *obj) {
     PyObject *dev = PyObject_CallMethod(obj, "__dlpack_device__", NULL); /* new reference */
     if (!dev) {
@@ -295,9 +333,11 @@ static int check_producer_device(PyObject *obj) {
                     "device_id) tuple of ints",
                     Py_TYPE(obj)->tp_name);
         r = -1;
-    } else if (type != kDLCPU) {
+    } else if (!importable((DLDevice){type, id})) {
         device_error((DLDevice){type, id});
         r = -1;
+    } else if (type == kDLCUDA) {
+        r = 1;
     }
     Py_DECREF(dev);
     return r;
@@ -310,8 +350,11 @@ PyObject *em_py_from_dlpack(PyObject *self, PyObject *obj) {
         capsule = obj;
         Py_INCREF(capsule); /* released at the end, like one we made */
     } else if (PyObject_HasAttrString(obj, "__dlpack__")) {
-        if (check_producer_device(obj) < 0) return NULL;
-        capsule = PyObject_CallMethod(obj, "__dlpack__", NULL); /* new reference */
+        int on = check_producer_device(obj);
+        if (on < 0) return NULL;
+        /* (a CUDA producer makes its data ready for the legacy default
+         * stream, 1, which ember's blocking streams wait for) */
+        capsule = on == 1 ? call_dlpack_on_stream(obj, 1) : PyObject_CallMethod(obj, "__dlpack__", NULL);
         if (!capsule) return NULL;
     } else {
         return em_py_error(PyExc_TypeError,

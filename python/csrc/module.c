@@ -311,14 +311,66 @@ static PyObject *f_has_llvm(PyObject *self, PyObject *unused) {
     return PyBool_FromLong(em_llvm_backend() != NULL);
 }
 
-/* _cuda_status() -> (devices the driver reports, why ember cannot use CUDA) */
+/* _cuda_status() -> (devices the driver reports, why ember cannot use CUDA
+ * or "", whether it can) */
 static PyObject *f_cuda_status(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
     char driver[512], why[1024];
     int devices = em_cuda_driver_devices(driver, sizeof driver);
-    em_cuda_available(why, sizeof why);
-    return Py_BuildValue("(is)", devices, why);
+    bool available = em_cuda_available(why, sizeof why);
+    return Py_BuildValue("(isO)", devices, why, available ? Py_True : Py_False);
+}
+
+/* _cuda_device(index) -> (name, (major, minor)): starts the device */
+static PyObject *f_cuda_device(PyObject *self, PyObject *arg) {
+    (void)self;
+    int index = (int)PyLong_AsLong(arg);
+    if (index == -1 && PyErr_Occurred()) return NULL;
+    char name[256];
+    int major, minor;
+    if (em_cuda_device_name(index, name, sizeof name) != EM_OK ||
+        em_cuda_device_capability(index, &major, &minor) != EM_OK)
+        return em_py_raise();
+    return Py_BuildValue("(s(ii))", name, major, minor);
+}
+
+static PyObject *f_cuda_synchronize(PyObject *self, PyObject *arg) {
+    (void)self;
+    int index = (int)PyLong_AsLong(arg);
+    if (index == -1 && PyErr_Occurred()) return NULL;
+    em_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = em_cuda_synchronize(index);
+    Py_END_ALLOW_THREADS
+    if (st != EM_OK) return em_py_raise();
+    Py_RETURN_NONE;
+}
+
+/* _cuda_memory(index, what): "stats" -> dict in torch.cuda.memory_stats'
+ * names, "empty" empties the cache, "reset" resets the peaks */
+static PyObject *f_cuda_memory(PyObject *self, PyObject *args) {
+    (void)self;
+    int index;
+    const char *what;
+    if (!PyArg_ParseTuple(args, "is:_cuda_memory", &index, &what)) return NULL;
+    if (!strcmp(what, "empty")) {
+        em_cuda_empty_cache_of(index);
+        Py_RETURN_NONE;
+    }
+    if (!strcmp(what, "reset")) {
+        em_cuda_reset_peak_memory_stats(index);
+        Py_RETURN_NONE;
+    }
+    em_cuda_memory_stats st;
+    if (em_cuda_memory_stats_of(index, &st) != EM_OK) return em_py_raise();
+    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "allocated_bytes.all.current",
+                         (Py_ssize_t)st.allocated, "allocated_bytes.all.peak", (Py_ssize_t)st.max_allocated,
+                         "reserved_bytes.all.current", (Py_ssize_t)st.reserved, "reserved_bytes.all.peak",
+                         (Py_ssize_t)st.max_reserved, "segment.all.current", st.segments, "allocation.all.allocated",
+                         st.allocations, "allocation.all.freed", st.frees, "num_alloc_retries", st.ooms,
+                         "num_ooms", st.ooms, "segment.all.allocated", st.segment_allocs, "segment.all.freed",
+                         st.segment_frees);
 }
 
 static PyObject *f_clear_cache(PyObject *self, PyObject *unused) {
@@ -466,6 +518,9 @@ static PyMethodDef module_methods[] = {
     {"_has_llvm", f_has_llvm, METH_NOARGS, NULL},
     {"_clear_cache", f_clear_cache, METH_NOARGS, NULL},
     {"_cuda_status", f_cuda_status, METH_NOARGS, "(devices the driver reports, why ember cannot use CUDA)"},
+    {"_cuda_device", f_cuda_device, METH_O, "_cuda_device(index) -> (name, (major, minor))"},
+    {"_cuda_synchronize", f_cuda_synchronize, METH_O, "_cuda_synchronize(index): waits for its queued work"},
+    {"_cuda_memory", f_cuda_memory, METH_VARARGS, "_cuda_memory(index, \"stats\"|\"empty\"|\"reset\")"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -484,5 +539,6 @@ PyMODINIT_FUNC PyInit__C(void) {
         Py_DECREF(m);
         return NULL;
     }
+    em_cuda_device_register(); /* (no driver call until a tensor goes to "cuda") */
     return m;
 }

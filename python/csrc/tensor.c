@@ -303,7 +303,14 @@ static int nb_bool(PyObject *self) {
         return -1;
     }
     em_note_host_sync("bool(tensor)", t);
-    return em_tensor_get_f64(t, 0) != 0.0;
+    em_tensor *h = em_to_device(t, em_cpu()); /* (a device's value: copied over, which waits for it) */
+    if (!h) {
+        em_py_raise();
+        return -1;
+    }
+    int r = em_tensor_get_f64(h, 0) != 0.0;
+    em_tensor_release(h);
+    return r;
 }
 
 static PyObject *nb_float(PyObject *self) {
@@ -691,6 +698,11 @@ static PyObject *m_address(PyObject *self, PyObject *what) {
     const char *w = PyUnicode_Check(what) ? PyUnicode_AsUTF8(what) : NULL;
     if (!w) return em_py_error(PyExc_TypeError, "_address(what): what must be a str");
     if (em_tensor_require_data(T(self), w) != EM_OK) return em_py_raise();
+    if (T(self)->device.type != EM_DEVICE_CPU) {
+        char dev[16];
+        return em_py_error(PyExc_NotImplementedError, "%s reads tensors in host memory; this one is on %s (copy it "
+                           "with .cpu() first)", w, em_device_str(T(self)->device, dev));
+    }
     return PyLong_FromVoidPtr(em_tensor_data(T(self)));
 }
 static PyObject *m_data_ptr(PyObject *self, PyObject *unused) {

@@ -424,8 +424,12 @@ static PyObject *tensor_new(PyObject *data, PyObject *dtype) {
 PyObject *em_py_tensor_item(em_tensor *t, const char *what) {
     if (em_tensor_require_data(t, what) != EM_OK) return em_py_raise();
     em_note_host_sync(what, t);
-    const void *p = em_tensor_data(t);
-    if (t->dtype == EM_DTYPE_BOOL) return PyBool_FromLong(*(const bool *)p);
-    if (em_dtype_is_float(t->dtype)) return PyFloat_FromDouble(em_load_f64(p, t->dtype));
-    return PyLong_FromLongLong(em_load_i64(p, t->dtype));
+    em_tensor *h = em_to_device(t, em_cpu()); /* (a device's value: copied over, which waits for it) */
+    if (!h) return em_py_raise();
+    const void *p = em_tensor_data(h);
+    PyObject *r = h->dtype == EM_DTYPE_BOOL        ? PyBool_FromLong(*(const bool *)p)
+                  : em_dtype_is_float(h->dtype) ? PyFloat_FromDouble(em_load_f64(p, h->dtype))
+                                                : PyLong_FromLongLong(em_load_i64(p, h->dtype));
+    em_tensor_release(h);
+    return r;
 }

@@ -56,7 +56,8 @@ def _check_options(name, device, layout=None):
     d = device if isinstance(device, _device) else _device(device)
     if d.type == "cuda":
         from . import cuda
-        raise cuda._unavailable(name, str(d))
+        if not cuda.is_available():
+            raise cuda._unavailable(name, str(d))
     return None if d.type == "cpu" else d
 
 

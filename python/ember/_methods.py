@@ -188,7 +188,7 @@ def _cuda(self, device=None, non_blocking=False):
 
 
 Tensor.cuda = _cuda
-Tensor.is_cuda = property(lambda self: False, doc="False: this build runs on the CPU only")
+Tensor.is_cuda = property(lambda self: self.device.type == "cuda", doc="Is this tensor on a CUDA device?")
 for _pred in ("is_xpu", "is_mps", "is_ipu", "is_hpu", "is_vulkan", "is_mkldnn", "is_quantized",
               "is_sparse", "is_sparse_csr", "is_nested"):
     setattr(Tensor, _pred, property(lambda self: False, doc="False: a dense CPU tensor"))

@@ -188,7 +188,7 @@ class Tensor(_C._TensorBase):
         The result never shares memory with this tensor."""
         if self.is_meta:  # (nothing but its type to keep)
             return (_rebuild_meta_tensor, (_dtype_name(self.dtype), tuple(self.shape)))
-        c = self.contiguous()
+        c = self.contiguous() if self.is_cpu else self.detach().cpu()  # (a device's: its values, on the CPU)
         nbytes = c.numel() * c.element_size()
         raw = _ctypes.string_at(c._address("pickling"), nbytes) if nbytes else b""
         return (_rebuild_tensor,
@@ -199,7 +199,8 @@ class Tensor(_C._TensorBase):
         """The values as (nested) Python lists of numbers."""
         # NumPy has no bfloat16; its values are exactly float32 values. (Of a
         # copy: exporting this tensor's own memory would pin it for good.)
-        return (self.float() if self.dtype == _C.bfloat16 else self.clone()).numpy().tolist()
+        h = self if self.is_cpu else self.detach().cpu()  # (a device's values: copied over)
+        return (h.float() if self.dtype == _C.bfloat16 else h.clone()).numpy().tolist()
 
     def __repr__(self):
         from ._tensor_str import tensor_repr

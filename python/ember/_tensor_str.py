@@ -169,7 +169,10 @@ def _tensor_repr(t):
     # NumPy has no bfloat16; its values are exactly float32 values. (A copy:
     # exporting t's own memory would pin it for good, and resize_ could not
     # grow it after a print.)
-    a = np.asarray(t.float() if t.dtype == bfloat16 else t.clone())
+    if not t.is_cpu:  # (a device's values: copied over, which waits for them)
+        suffixes.append(f"device='{t.device}'")
+    h = t.detach().cpu() if not t.is_cpu else t
+    a = np.asarray(h.float() if t.dtype == bfloat16 else h.clone())
     if t.numel() == 0:
         if t.ndim != 1:
             suffixes.append("size=" + str(tuple(t.shape)))

@@ -1,15 +1,16 @@
-"""ember.cuda: present on every build, so that device-agnostic code runs
-unchanged on the CPU.
+"""ember.cuda, as torch.cuda: present on every build, so that
+device-agnostic code runs unchanged.
 
     device = "cuda" if ember.cuda.is_available() else "cpu"
 
-ember's CUDA tensors are not built yet (their kernels are generated from
-the op table and compiled to PTX by NVRTC, not yet run): `is_available()`
-is False and `device_count()` 0, as `torch.cuda` says on a machine without
-a GPU; seeding is accepted and does nothing (PyTorch defers it until CUDA
-starts, which here it never does); anything that needs a device raises the
-error that `.to("cuda")` raises, saying why (`why_unavailable()`: no
-driver, no device, and the missing tensors).
+Tensors on "cuda" live in ember's CUDA device (runtime/cuda/device.c):
+memory from a caching allocator over the driver's cuMemAlloc, eager ops
+generated from the op table as CUDA C and compiled by NVRTC. It needs an
+NVIDIA driver with a GPU and NVRTC (the CUDA Toolkit's runtime compiler),
+both loaded at run time. Without them `is_available()` is False and
+`device_count()` 0, as torch.cuda answers on a machine without a GPU,
+seeding is accepted and does nothing, and anything that needs a device
+raises the error `.to("cuda")` raises, saying why (`why_unavailable()`).
 """
 
 from . import _C
@@ -21,94 +22,138 @@ def _device(device):
     return "cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device
 
 
+def _index(device):
+    """The device index `device` (None, an int, "cuda:N", an ember.device) names."""
+    if device is None:
+        return _current[0]
+    if isinstance(device, int):
+        return device
+    text = str(device)
+    if text == "cuda":
+        return _current[0]
+    if text.startswith("cuda:") and text[5:].isdigit():
+        return int(text[5:])
+    raise ValueError(f"Expected a cuda device, but got: {text}")
+
+
 def why_unavailable():
-    """Why CUDA cannot be used: no NVIDIA driver (or no device), and ember's
-    CUDA tensors not built yet."""
+    """Why CUDA cannot be used ("" when it can): no NVIDIA driver, no
+    device, or no NVRTC."""
     return _C._cuda_status()[1]
 
 
 def _unavailable(what, device="cuda"):
-    """The error anything that needs a CUDA device raises (also
-    _C's em_py_device_arg, in the same words)."""
+    """The error anything that needs a CUDA device raises where there is
+    none (also _C's em_py_device_arg, in the same words)."""
     return NotImplementedError(f"{what}: device '{device}' is not available: tensors live on the CPU (or meta) only: "
                                f"{why_unavailable()}")
 
 
 def is_available():
-    """False: this build has no CUDA device."""
-    return False
+    """Can tensors live on a CUDA device here?"""
+    return bool(_C._cuda_status()[2])
 
 
 def device_count():
-    """0: this build has no CUDA device."""
-    return 0
+    """The CUDA devices ember can use (0 where is_available() is False)."""
+    devices, _, available = _C._cuda_status()
+    return devices if available else 0
 
 
 def is_initialized():
-    return False
+    """Has a CUDA device started (a tensor made there)?"""
+    return is_available() and _C._cuda_memory(0, "stats")["segment.all.allocated"] > 0
+
+
+def _require(what):
+    if not is_available():
+        raise _unavailable(what)
 
 
 def manual_seed(seed):
-    """Accepted and ignored: there is no CUDA generator to seed."""
+    """Accepted: CUDA tensors draw from the one Philox stream that
+    ember.manual_seed seeds (the CPU's numbers), so there is no second
+    generator to seed."""
     int(seed)
 
 
 def manual_seed_all(seed):
-    """Accepted and ignored: there is no CUDA generator to seed."""
+    """As manual_seed."""
     int(seed)
 
 
+_current = [0]
+
+
 def current_device():
-    raise _unavailable("cuda.current_device")
+    _require("cuda.current_device")
+    return _current[0]
 
 
 def set_device(device):
-    raise _unavailable("cuda.set_device")
+    _require("cuda.set_device")
+    index = _index(device)
+    if not 0 <= index < device_count():
+        raise RuntimeError(f"CUDA error: invalid device ordinal (cuda:{index}; {device_count()} device(s))")
+    _current[0] = index
 
 
 def get_device_name(device=None):
-    raise _unavailable("cuda.get_device_name")
+    _require("cuda.get_device_name")
+    return _C._cuda_device(_index(device))[0]
+
+
+def get_device_capability(device=None):
+    _require("cuda.get_device_capability")
+    return _C._cuda_device(_index(device))[1]
 
 
 def synchronize(device=None):
-    raise _unavailable("cuda.synchronize")
+    """Waits for everything queued on the device."""
+    _require("cuda.synchronize")
+    _C._cuda_synchronize(_index(device))
 
 
-# Memory: with CUDA never started there is none, and these answer as
-# torch.cuda's do before CUDA starts (0, {}), so that code that logs them
-# runs here. The caching allocator (runtime/cuda/caching_allocator.c) keeps
-# the figures once a device runs.
-
+# Memory: the caching allocator's figures, in torch.cuda's names (0 and {}
+# before a device starts, and without CUDA, as torch.cuda answers).
 OutOfMemoryError = _C.CudaOutOfMemoryError
 
 
+def memory_stats(device=None):
+    """The caching allocator's counters, in torch.cuda.memory_stats' names."""
+    if not is_available():
+        return {}
+    return _C._cuda_memory(_index(device), "stats")
+
+
 def memory_allocated(device=None):
-    """Bytes held by tensors on the device: 0, CUDA has not started."""
-    return 0
+    """Bytes held by tensors on the device."""
+    return memory_stats(device).get("allocated_bytes.all.current", 0)
 
 
 def max_memory_allocated(device=None):
-    """The peak of memory_allocated(): 0, CUDA has not started."""
-    return 0
+    """The peak of memory_allocated() since the last reset."""
+    return memory_stats(device).get("allocated_bytes.all.peak", 0)
 
 
 def memory_reserved(device=None):
-    """Bytes the caching allocator holds from the driver: 0, CUDA has not started."""
-    return 0
+    """Bytes the caching allocator holds from the driver."""
+    return memory_stats(device).get("reserved_bytes.all.current", 0)
 
 
 def max_memory_reserved(device=None):
-    return 0
-
-
-def memory_stats(device=None):
-    """The caching allocator's counters: empty, CUDA has not started."""
-    return {}
+    return memory_stats(device).get("reserved_bytes.all.peak", 0)
 
 
 def reset_peak_memory_stats(device=None):
-    """Nothing to reset: CUDA has not started."""
+    if is_available():
+        _C._cuda_memory(_index(device), "reset")
 
 
 def empty_cache():
-    """Nothing to release: CUDA has not started."""
+    """Gives the driver back the cached memory no tensor uses."""
+    if is_available():
+        for i in range(device_count()):
+            _C._cuda_memory(i, "empty")
+
+

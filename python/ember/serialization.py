@@ -303,16 +303,25 @@ def load(f, map_location=None, *, weights_only=None):
     names (a whole model saved with save(model)), for files you trust.
     `map_location` is accepted for porting torch.load calls; tensors load
     onto the CPU ("cpu", or a function such as lambda storage, loc:
-    storage), or with map_location="meta" onto the meta device: the file's
+    storage), onto a CUDA device ("cuda", "cuda:0": read, then copied
+    over), or with map_location="meta" onto the meta device: the file's
     structure, every tensor's shape, dtype and strides, checked as usual,
     and none of its data read. Raises ValueError, naming the file, for a
     malformed file."""
     meta = False
     if map_location is not None and not callable(map_location):
-        meta = str(map_location) == "meta"
-        if not meta and str(map_location) not in ("cpu", "cpu:0"):
+        where = str(map_location)
+        meta = where == "meta"
+        if where == "cuda" or where.startswith("cuda:"):  # read on the CPU, then copied over
+            from . import cuda
+            from ._tensor import Tensor
+            if not cuda.is_available():  # (before reading anything)
+                raise cuda._unavailable(f"load(map_location={map_location!r})", where)
+            loaded = load(f, weights_only=weights_only)
+            return _map_tensors(loaded, lambda t: t.to(where) if isinstance(t, Tensor) else t)
+        if not meta and where not in ("cpu", "cpu:0"):
             raise NotImplementedError(f"load(): map_location={map_location!r} is not supported; "
-                                      f"tensors load onto the CPU or the meta device")
+                                      f"tensors load onto the CPU, a CUDA device or the meta device")
     with _open(f, "rb") as (fh, fname):
         fh, size = _sized(fh)
         start = fh.tell()
@@ -336,6 +345,16 @@ def load(f, map_location=None, *, weights_only=None):
     if list(out) == [SINGLE_TENSOR_NAME]:
         return out[SINGLE_TENSOR_NAME]
     return out
+
+
+def _map_tensors(obj, fn):
+    """obj with fn applied to each tensor of its dicts, lists and tuples."""
+    if isinstance(obj, dict):
+        return type(obj)((k, _map_tensors(v, fn)) for k, v in obj.items()) if type(obj) is not dict else \
+            {k: _map_tensors(v, fn) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)) and type(obj) in (list, tuple):
+        return type(obj)(_map_tensors(v, fn) for v in obj)
+    return fn(obj)
 
 
 def _short_names(tensors):

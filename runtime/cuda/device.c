@@ -22,9 +22,9 @@
  * What runs here: every elementwise op and cast the generator defines (its
  * 16-byte-vector layout where the operands are contiguous and aligned, any
  * strides and broadcasts otherwise), contiguous(), the views (their
- * geometry is the CPU's), the reductions that need no first pass (sum,
- * mean, prod, amax, amin, argmax, argmin, all, any, norm), and the
- * factories and random ops, computed by the CPU's kernels and copied over
+ * geometry is the CPU's), every reduction (var, std and logsumexp after a
+ * first one for their centers), the ops along lines (cumsum, cumprod,
+ * softmax, log_softmax, layer_norm), and the factories and random ops, computed by the CPU's kernels and copied over
  * (the same values as on the CPU, the same numbers for a seed). Every
  * other op says by name that it has no CUDA kernel yet.
  */
@@ -343,7 +343,11 @@ static em_status run_elementwise(cuda_dev *d, em_op op, em_tensor *const *in, in
 
 static em_status reduce_ptx(const void *spec, int sm, char **ptx) { return em_cuda_reduce_ptx(spec, 1, sm, ptx); }
 
-static em_status run_reduce(cuda_dev *d, em_op op, em_tensor *x, const em_attrs *attrs, em_tensor *out) {
+/* out = op over attrs' dims of x (out contiguous, its elements in the kept
+ * dims' row-major order), each output folded around centers[o] (a device
+ * array of doubles, or 0) with parameter p. */
+static em_status reduce_into(cuda_dev *d, em_op op, em_tensor *x, const em_attrs *attrs, em_tensor *out,
+                             CUdeviceptr centers, double p) {
     em_cuda_reduce_kernel k = {op, x->dtype, out->dtype, attrs->ord};
     em_status st = em_cuda_reduce_check(&k);
     if (st != EM_OK) return st;
@@ -380,10 +384,125 @@ static em_status run_reduce(cuda_dev *d, em_op op, em_tensor *x, const em_attrs 
     em_cuda_reduce_name(&k, block ? EM_CUDA_REDUCE_THREAD : EM_CUDA_REDUCE_BLOCK, other, sizeof other);
     CUfunction fn;
     if ((st = kernel(d, name, other, reduce_ptx, &k, &fn)) != EM_OK) return st;
-    CUdeviceptr o = address(out), i = address(x), centers = 0;
-    double p = attrs->ord;
+    CUdeviceptr o = address(out), i = address(x);
     void *params[] = {&n_out, &n_red, &g, &o, &i, &centers, &p};
     return launch(d, fn, block ? (n_out < 65535 ? n_out : 65535) : blocks_for(d, n_out), params, name);
+}
+
+/* x as a new device tensor of dtype dt (x itself, retained, when it is). */
+static em_tensor *converted(cuda_dev *d, em_tensor *x, em_dtype dt) {
+    if (x->dtype == dt) {
+        em_tensor_retain(x);
+        return x;
+    }
+    em_tensor *y = em_tensor_empty(x->shape, x->ndim, dt, x->device);
+    if (y && run_elementwise(d, EM_OP_CAST, &x, 1, y) != EM_OK) {
+        em_tensor_release(y);
+        y = NULL;
+    }
+    return y;
+}
+
+/* A reduction. var and std fold squared deviations around the mean, and
+ * logsumexp exp(x - max) around the max: a first reduction makes those
+ * centers, in double (the fold's value type, as the CPU's first pass). */
+static em_status run_reduce(cuda_dev *d, em_op op, em_tensor *x, const em_attrs *attrs, em_tensor *out) {
+    em_reduction red = em_op_get(op)->reduction;
+    if (red != EM_RED_SUMSQDEV && red != EM_RED_SUMEXP) return reduce_into(d, op, x, attrs, out, 0, attrs->ord);
+    em_tensor *xf = NULL, *first = NULL, *centers = NULL;
+    em_status st = EM_OK;
+    /* (logsumexp of integers: of their float values, as the CPU's) */
+    if (!(xf = converted(d, x, red == EM_RED_SUMEXP ? out->dtype : EM_DTYPE_F64))) st = em_last_status();
+    if (st == EM_OK) {
+        em_dtype fd = red == EM_RED_SUMEXP ? xf->dtype : EM_DTYPE_F64;
+        if (!(first = em_tensor_empty(out->shape, out->ndim, fd, out->device))) st = em_last_status();
+    }
+    if (st == EM_OK) st = reduce_into(d, red == EM_RED_SUMEXP ? EM_OP_AMAX : EM_OP_MEAN, xf, attrs, first, 0, 0.0);
+    if (st == EM_OK && !(centers = converted(d, first, EM_DTYPE_F64))) st = em_last_status();
+    /* (var and std fold x itself around the mean of its float64 values) */
+    if (st == EM_OK)
+        st = red == EM_RED_SUMSQDEV ? reduce_into(d, op, x, attrs, out, address(centers), attrs->correction)
+                                    : reduce_into(d, op, xf, attrs, out, address(centers), 0.0);
+    em_tensor_release(xf);
+    em_tensor_release(first);
+    em_tensor_release(centers);
+    return st;
+}
+
+/* ---- ops along lines: cumsum, cumprod, softmax, log_softmax, layer_norm ---- */
+
+static em_status line_ptx(const void *spec, int sm, char **ptx) { return em_cuda_line_ptx(spec, 1, sm, ptx); }
+
+static bool is_line_op(em_op op) {
+    return op == EM_OP_CUMSUM || op == EM_OP_CUMPROD || op == EM_OP_SOFTMAX || op == EM_OP_LOG_SOFTMAX ||
+           op == EM_OP_LAYER_NORM;
+}
+
+/* Along dim `dim` of x (the scans, softmax), or along its last n_norm dims
+ * made one (layer_norm, whose input, weight and bias are made contiguous
+ * for it), into out (new, contiguous). */
+static em_status run_lines(cuda_dev *d, em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
+                           em_tensor *out) {
+    bool norm = op == EM_OP_LAYER_NORM;
+    em_tensor *x[3] = {NULL};
+    em_status st = EM_OK;
+    for (int i = 0; i < n_in && i < 3 && st == EM_OK; i++) {
+        if (norm) x[i] = em_contiguous(in[i]);
+        else {
+            x[i] = in[i];
+            em_tensor_retain(x[i]);
+        }
+        if (!x[i]) st = em_last_status();
+    }
+    em_cuda_line_kernel k = {op, in[0]->dtype, out->dtype, norm ? n_in : 1};
+    if (st == EM_OK) st = em_cuda_line_check(&k);
+    em_cuda_line_geometry g;
+    memset(&g, 0, sizeof g);
+    long long n_lines = 1;
+    if (st == EM_OK) {
+        em_tensor *t = x[0];
+        int first_line_dim = norm ? t->ndim - attrs->n_dims : (t->ndim ? (int)attrs->dims[0] : 0);
+        g.len = 1;
+        if (norm) { /* (contiguous: the trailing dims are one line) */
+            for (int dim = first_line_dim; dim < t->ndim; dim++) g.len *= t->shape[dim];
+            g.in_step = g.out_step = 1;
+        } else if (t->ndim) {
+            g.len = t->shape[first_line_dim];
+            g.in_step = t->strides[first_line_dim];
+            g.out_step = out->strides[first_line_dim];
+        }
+        for (int dim = 0; dim < t->ndim; dim++) {
+            bool along = norm ? dim >= first_line_dim : dim == first_line_dim;
+            if (along) continue;
+            g.k_shape[g.k_ndim] = t->shape[dim];
+            g.k_in[g.k_ndim] = t->strides[dim];
+            g.k_out[g.k_ndim++] = out->strides[dim];
+            n_lines *= t->shape[dim];
+        }
+    }
+    if (st == EM_OK && n_lines > 0 && g.len > 0) {
+        bool block = g.len >= 512 || n_lines < (long long)d->sms * 4;
+        char name[200], other[200];
+        em_cuda_line_name(&k, block ? EM_CUDA_LINE_BLOCK : EM_CUDA_LINE_THREAD, name, sizeof name);
+        em_cuda_line_name(&k, block ? EM_CUDA_LINE_THREAD : EM_CUDA_LINE_BLOCK, other, sizeof other);
+        CUfunction fn;
+        st = kernel(d, name, other, line_ptx, &k, &fn);
+        CUdeviceptr ptrs[4] = {address(out), address(x[0]), n_in > 1 && norm ? address(x[1]) : 0,
+                               n_in > 2 && norm ? address(x[2]) : 0};
+        double eps = norm ? attrs->value : 0.0;
+        void *params[7];
+        int np = 0;
+        params[np++] = &n_lines;
+        params[np++] = &g;
+        params[np++] = &ptrs[0];
+        params[np++] = &ptrs[1];
+        for (int i = 1; norm && i < n_in; i++) params[np++] = &ptrs[i + 1];
+        params[np++] = &eps;
+        if (st == EM_OK)
+            st = launch(d, fn, block ? (n_lines < 65535 ? n_lines : 65535) : blocks_for(d, n_lines), params, name);
+    }
+    for (int i = 0; i < 3; i++) em_tensor_release(x[i]);
+    return st;
 }
 
 /* ---- views and copies ---- */
@@ -453,9 +572,8 @@ static bool cuda_supports(em_op op) {
     case EM_KIND_COPY:
     case EM_KIND_FACTORY:
     case EM_KIND_RANDOM: return true;
-    case EM_KIND_REDUCE: /* (var, std and logsumexp fold around a first pass's result: not yet) */
-        return info->reduction != EM_RED_SUMSQDEV && info->reduction != EM_RED_SUMEXP;
-    default: return (info->flags & EM_F_ELEMENTWISE) != 0;
+    case EM_KIND_REDUCE: return true;
+    default: return is_line_op(op) || (info->flags & EM_F_ELEMENTWISE) != 0;
     }
 }
 
@@ -473,7 +591,7 @@ static em_status cuda_run(em_op op, em_tensor *const *in, int n_in, const em_att
     case EM_KIND_REDUCE: return run_reduce(d, op, in[0], attrs, out[0]);
     case EM_KIND_FACTORY:
     case EM_KIND_RANDOM: return run_on_host(d, op, attrs, out[0]);
-    default: return run_elementwise(d, op, in, n_in, out[0]);
+    default: return is_line_op(op) ? run_lines(d, op, in, n_in, attrs, out[0]) : run_elementwise(d, op, in, n_in, out[0]);
     }
 }
 

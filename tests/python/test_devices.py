@@ -178,3 +178,61 @@ def test_checkpoint_loads_onto_the_device(device, tmp_path):
     state = ember.load(str(path), map_location=device)
     assert state["w"].device.type == device
     np.testing.assert_array_equal(state["w"].cpu().numpy(), A)
+
+
+def test_values_reach_python_from_the_device(device):
+    """item(), tolist(), bool(), printing and pickling read a device's values
+    (copied over, which waits for them); NumPy's zero-copy view refuses, as
+    PyTorch's .numpy() does."""
+    a = on(device, np.array([[1.5, -2.0], [3.25, 0.0]], np.float32))
+    assert a[1, 0].item() == 3.25 and a.tolist() == [[1.5, -2.0], [3.25, 0.0]]
+    assert bool(a[0, 0]) and not bool(a[1, 1])
+    text = repr(a)
+    assert "3.2500" in text and (("device='cuda:0'" in text) == (device == "cuda"))
+    import pickle
+    assert pickle.loads(pickle.dumps(a)).tolist() == a.tolist()
+    if device == "cuda":
+        with pytest.raises(TypeError, match="cpu"):
+            a.numpy()
+
+
+def test_in_place_ops_and_copies_between_devices(device):
+    a = on(device, A[:3, :4].copy())
+    a.mul_(2).add_(1)
+    a[0].zero_()
+    want = A[:3, :4].astype(np.float64) * 2 + 1
+    want[0] = 0
+    check(a, want, device)
+    host = ember.zeros(3, 4)
+    host.copy_(a)  # device -> CPU
+    check(host, want, "cpu")
+    b = on(device, np.zeros((3, 4), np.float32))
+    b.copy_(ember.tensor(A[:3, :4]))  # CPU -> device
+    check(b, A[:3, :4], device)
+    if device == "cuda":
+        with pytest.raises(RuntimeError, match="cuda:0 and cpu|cpu and cuda:0"):
+            a + ember.ones(3, 4)
+        assert (a + 1).device.type == "cuda"  # (a Python number joins any device)
+
+
+def test_factories_on_the_device(device):
+    z = ember.zeros(2, 3, device=device)
+    f = ember.full((2, 3), 2.5, device=device, dtype=ember.float64)
+    r = ember.arange(6, device=device).reshape(2, 3)
+    assert z.device.type == f.device.type == r.device.type == device
+    check(z + f + r, np.arange(6).reshape(2, 3) + 2.5, device)
+
+
+def test_the_cuda_module_answers(device):
+    if device != "cuda":
+        assert ember.cuda.is_available() == (ember.cuda.device_count() > 0)
+        return
+    assert ember.cuda.device_count() >= 1 and ember.cuda.why_unavailable() == ""
+    assert ember.cuda.get_device_name() and len(ember.cuda.get_device_capability()) == 2
+    x = ember.ones(1 << 20, device="cuda")
+    assert ember.cuda.memory_allocated() >= 4 << 20 and ember.cuda.memory_reserved() >= ember.cuda.memory_allocated()
+    assert ember.cuda.max_memory_allocated() >= ember.cuda.memory_allocated()
+    del x
+    ember.cuda.synchronize()
+    ember.cuda.empty_cache()
+    assert ember.cuda.memory_stats()["allocation.all.freed"] >= 1

@@ -283,11 +283,16 @@ CUDA_CALLS = [
 ]
 
 
+_HAS_CUDA = pytest.mark.skipif(ember.cuda.is_available(), reason="this machine has a CUDA device for ember")
+
+
+@_HAS_CUDA
 @pytest.mark.parametrize("name,fn", CUDA_CALLS, ids=[n for n, _ in CUDA_CALLS])
 def test_cuda_not_implemented(name, fn):
     raises(NotImplementedError, fn, "cuda", "CPU")
 
 
+@_HAS_CUDA
 def test_cuda_module_on_a_cpu_build():
     """ember.cuda answers as torch.cuda does without a GPU, so code written
     `device = "cuda" if ember.cuda.is_available() else "cpu"` runs here."""
@@ -309,10 +314,12 @@ def test_cuda_module_on_a_cpu_build():
 
 
 def test_cuda_errors_say_why():
-    """What is missing is named: the driver (on a machine without one) and
-    ember's CUDA tensors; the same words wherever a device is asked for."""
-    devices, why = ember._C._cuda_status()
-    assert "CUDA tensors are not built yet" in why and ember.cuda.why_unavailable() == why
+    """What is missing is named: the driver (on a machine without one), or
+    NVRTC; the same words wherever a device is asked for."""
+    devices, why, available = ember._C._cuda_status()
+    if available:
+        pytest.skip("this machine has a CUDA device for ember")
+    assert why and ember.cuda.why_unavailable() == why
     if devices == 0:
         assert "NVIDIA driver" in why or "no CUDA device" in why
     for fn in (lambda: ember.ones(2).to("cuda"), lambda: ember.zeros(2, device="cuda"),

@@ -643,9 +643,11 @@ def test_hand_made_null_strides_and_byte_offset(live):
                                           ((3, 0), "cuda_host:0"),
                                           ((99, 2), "device type 99:2")])
 def test_hand_made_other_devices(device, label):
+    if label == "cuda:0" and ember.cuda.is_available():
+        pytest.skip("ember holds cuda:0 memory here (a capsule claiming it is taken at its word)")
     p = HandMade(np.zeros(3, np.float32), 2, 32, device=device)
     c = p.capsule()
-    with pytest.raises(RuntimeError, match=f"on {label} .*CPU memory only.*copy it to the CPU"):
+    with pytest.raises(RuntimeError, match=f"on {label} .*CPU memory.*copy it to the CPU"):
         ember.from_dlpack(c)
     assert _capsule_name(c) == b"dltensor" and p.deleted == 0  # not consumed
 
