@@ -34,7 +34,7 @@ typedef struct em_device_impl {
 /* The entry for d's type; NULL where this build has none. */
 const em_device_impl *em_device_impl_of(em_device d);
 /* Installs the entry (and its memory) of a device built above the runtime:
- * the CUDA device (runtime/cuda/device.c) needs the CUDA code generator,
+ * the CUDA device (cuda/device.c) needs the CUDA code generator,
  * which needs the op table, so it registers itself rather than being
  * named here. NULL removes it; the CPU and meta entries are fixed. */
 void em_device_register(em_device_type type, const em_device_impl *impl);

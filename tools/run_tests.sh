@@ -7,7 +7,8 @@
 #   2. a build without LLVM: C tests, and the Python tests with every
 #      compiled function running on the IR interpreter,
 #   3. a sanitizer build (ASan + UBSan): C tests with leak checking, then the
-#      Python tests with the sanitizers preloaded,
+#      Python tests with the sanitizers preloaded, then the device tests with
+#      the host stand-in for a CUDA device,
 #   4. the release build: C unit tests and lit pass tests (ctest), ember
 #      installed with pip and cmake --install (tools/check_install.sh), then
 #      the Python tests (pytest), whose summaries end the output.
@@ -51,6 +52,15 @@ quiet "asan ctest" $quick_cuda ASAN_OPTIONS=detect_leaks=1 ctest --test-dir buil
 quiet "asan pytest" env ASAN_OPTIONS=detect_leaks=0 EMBER_GRAPH_EXAMPLES=300 \
     LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)" \
     PYTHONPATH=python:build-asan/python "$PYTHON" -m pytest -q -x -p no:cacheprovider tests/python
+# The code around the CUDA device (dispatch across devices, copies between
+# memories, Python's .to/.cpu/.item, DLPack, checkpoints, ember.cuda) under
+# the host stand-in for a GPU (cuda/stand_in.c): the device tests'
+# "cuda" cases run on every change, not only where a GPU is lent.
+quiet "asan pytest (CUDA stand-in)" env ASAN_OPTIONS=detect_leaks=0 EMBER_CUDA_HOST_STAND_IN=1 \
+    LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)" \
+    PYTHONPATH=python:build-asan/python "$PYTHON" -m pytest -q -x -p no:cacheprovider tests/python/test_devices.py \
+    tests/python/test_errors.py tests/python/test_checkpoints.py tests/python/test_interop.py \
+    tests/python/test_amp.py tests/python/test_distributions.py tests/python/test_meta.py
 
 echo "== release build"
 build build -DEMBER_WERROR=ON

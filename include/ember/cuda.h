@@ -3,7 +3,7 @@
  *
  * The driver (libcuda.so.1) is loaded at run time, so one build of ember
  * runs with and without one. Tensors on "cuda" live in the CUDA device
- * (runtime/cuda/device.c, library ember_cuda): the caching allocator over
+ * (cuda/device.c, library ember_cuda): the caching allocator over
  * cuMemAlloc, and the code generator's kernels (codegen_cuda.h) launched
  * on a stream per device. A program registers that device once
  * (em_cuda_device_register; ember's Python module does); the driver starts
@@ -31,8 +31,14 @@ int em_cuda_driver_devices(char *why, size_t why_size);
  * missing. (ember_cuda) */
 bool em_cuda_available(char *why, size_t why_size);
 /* Installs the CUDA device in the device table (ember_cuda). Cheap: no
- * driver call until a tensor is made on "cuda". */
+ * driver call until a tensor is made on "cuda". With
+ * EMBER_CUDA_HOST_STAND_IN=1 in the environment it installs a stand-in
+ * instead, for tests on machines without a GPU: "cuda" tensors in host
+ * memory, run by the CPU's kernels (cuda/stand_in.c). */
 void em_cuda_device_register(void);
+/* The CUDA devices tensors can live on: 0 where em_cuda_available is
+ * false. */
+int em_cuda_device_count(void);
 /* Device `index`'s name and compute capability (it starts the device). */
 em_status em_cuda_device_name(int index, char *name, size_t name_size);
 em_status em_cuda_device_capability(int index, int *major, int *minor);

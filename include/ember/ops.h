@@ -552,6 +552,9 @@ em_tensor *em_clone(em_tensor *a);
  * of t's shape, dtype and dense strides, holding nothing; out of meta: an
  * error, there being nothing to copy). Not recorded by autograd. */
 em_tensor *em_to_device(em_tensor *t, em_device d);
+/* em_to_device as autograd records it (PyTorch's ToCopyBackward0): a copy
+ * to another device whose gradient goes back to t's device. */
+em_tensor *em_to_device_recorded(em_tensor *t, em_device d);
 /* Same dtype, shape and values, bit for bit (so a NaN equals itself):
  * how a value guard compares what a run computed with what a trace saw. */
 bool em_equal_bits(em_tensor *a, em_tensor *b);

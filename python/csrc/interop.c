@@ -68,7 +68,7 @@ static PyObject *device_error(DLDevice d) {
                            "from_dlpack: the tensor is on %s (DLPack device type %d); ember tensors "
                            "live in CPU memory and on this machine's CUDA devices (%d) only: copy it to "
                            "the CPU first (for example with .cpu())",
-                           dev, (int)d.device_type, em_cuda_driver_devices(NULL, 0));
+                           dev, (int)d.device_type, em_cuda_device_count());
     return em_py_error(PyExc_RuntimeError,
                        "from_dlpack: the tensor is on %s (DLPack device type %d); ember tensors "
                        "live in CPU memory only: copy it to the CPU first (for example with "
@@ -247,8 +247,7 @@ overflow:
  * that device. */
 static bool importable(DLDevice d) {
     if (d.device_type == kDLCPU) return true;
-    return d.device_type == kDLCUDA && d.device_id >= 0 && d.device_id < 127 && em_cuda_available(NULL, 0) &&
-           d.device_id < em_cuda_driver_devices(NULL, 0);
+    return d.device_type == kDLCUDA && d.device_id >= 0 && d.device_id < em_cuda_device_count();
 }
 
 /* A tensor over the managed tensor's memory. On success the capsule is

@@ -311,15 +311,14 @@ static PyObject *f_has_llvm(PyObject *self, PyObject *unused) {
     return PyBool_FromLong(em_llvm_backend() != NULL);
 }
 
-/* _cuda_status() -> (devices the driver reports, why ember cannot use CUDA
+/* _cuda_status() -> (the CUDA devices ember can use, why it cannot use CUDA
  * or "", whether it can) */
 static PyObject *f_cuda_status(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
-    char driver[512], why[1024];
-    int devices = em_cuda_driver_devices(driver, sizeof driver);
+    char why[1024];
     bool available = em_cuda_available(why, sizeof why);
-    return Py_BuildValue("(isO)", devices, why, available ? Py_True : Py_False);
+    return Py_BuildValue("(isO)", em_cuda_device_count(), why, available ? Py_True : Py_False);
 }
 
 /* _cuda_device(index) -> (name, (major, minor)): starts the device */

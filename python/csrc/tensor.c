@@ -630,10 +630,7 @@ static PyObject *m_to(PyObject *self, PyObject *args, PyObject *kwargs) {
     if (em_py_dtype_arg(dtype, T(self)->dtype, &dt) < 0) return NULL;
     PyObject *r;
     if (!em_device_eq(dev, T(self)->device)) {
-        if (em_requires_grad(T(self)) && em_grad_enabled())
-            return em_py_error(PyExc_NotImplementedError, "to(): moving a tensor that requires grad to another "
-                               "device is not differentiable in ember yet; detach() it, or move it under no_grad()");
-        em_tensor *moved = em_to_device(T(self), dev);
+        em_tensor *moved = em_to_device_recorded(T(self), dev); /* (its gradient goes back) */
         if (!moved) return em_py_raise();
         if (moved->dtype != dt) {
             em_tensor *cast = em_cast(moved, dt);

@@ -45,8 +45,10 @@ class autocast:
         self._enabled = bool(enabled)
         if device_type == "cuda":
             if enabled:
-                warnings.warn("User provided device_type of 'cuda', but CUDA is not available (ember has no CUDA "
-                              "device yet). Disabling")
+                from . import cuda
+                warnings.warn("User provided device_type of 'cuda', but ember has no CUDA autocast yet (its CUDA "
+                              "matmuls are not built). Disabling" if cuda.is_available() else
+                              "User provided device_type of 'cuda', but CUDA is not available. Disabling")
             self._enabled = False
         elif device_type != "cpu":
             raise RuntimeError(f"User specified an unsupported autocast device_type '{device_type}'")
@@ -156,7 +158,10 @@ class GradScaler:
             device, init_scale = "cuda", device
         self._device = device
         if enabled and device == "cuda":
-            warnings.warn("ember.cuda.amp.GradScaler is enabled, but CUDA is not available. Disabling.")
+            from . import cuda
+            warnings.warn("ember.cuda.amp.GradScaler is enabled, but ember has no CUDA autocast yet. Disabling."
+                          if cuda.is_available() else
+                          "ember.cuda.amp.GradScaler is enabled, but CUDA is not available. Disabling.")
             enabled = False
         self._enabled = bool(enabled)
         if growth_factor <= 1.0:

@@ -3,7 +3,7 @@ device-agnostic code runs unchanged.
 
     device = "cuda" if ember.cuda.is_available() else "cpu"
 
-Tensors on "cuda" live in ember's CUDA device (runtime/cuda/device.c):
+Tensors on "cuda" live in ember's CUDA device (cuda/device.c):
 memory from a caching allocator over the driver's cuMemAlloc, eager ops
 generated from the op table as CUDA C and compiled by NVRTC. It needs an
 NVIDIA driver with a GPU and NVRTC (the CUDA Toolkit's runtime compiler),

@@ -57,3 +57,32 @@ em_status em_split(em_tensor *a, int64_t dim, const int64_t *sizes, int n, bool 
         }
     return st;
 }
+
+/* A copy between devices: its gradient is copied back (ToCopyBackward0). */
+static em_status to_device_backward(void *ctx, em_tensor *const *gout, int n_out, em_tensor **gin, int n_in,
+                                    const bool *needs) {
+    (void)n_out;
+    (void)n_in;
+    if (!needs[0] || !gout[0]) return EM_OK;
+    gin[0] = em_to_device(gout[0], *(const em_device *)ctx);
+    return gin[0] ? EM_OK : em_last_status();
+}
+
+em_tensor *em_to_device_recorded(em_tensor *t, em_device d) {
+    if (!t) return NULL;
+    bool grad = em_grad_enabled() && em_requires_grad(t);
+    em_tensor *r = em_to_device(t, d);
+    if (!r || !grad || r == t) return r;
+    em_device *ctx = em_malloc(sizeof *ctx);
+    em_status st = ctx ? EM_OK : em_error(EM_ERR_NOMEM, "to(): out of memory");
+    if (ctx) {
+        *ctx = t->device;
+        if ((st = em_autograd_custom("ToCopyBackward0", &t, 1, &r, 1, to_device_backward, ctx, em_free)) != EM_OK)
+            em_free(ctx);
+    }
+    if (st != EM_OK) {
+        em_tensor_release(r);
+        return NULL;
+    }
+    return r;
+}

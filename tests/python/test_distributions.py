@@ -174,7 +174,7 @@ def test_backends_flags_and_availability():
     assert cudnn.enabled is True and cudnn.benchmark is True
     cudnn.benchmark = cudnn.deterministic = False
     assert not cudnn.is_available() and not ember.backends.mps.is_available()
-    assert not ember.backends.mps.is_built() and not ember.backends.cuda.is_built()
+    assert not ember.backends.mps.is_built() and ember.backends.cuda.is_built()
     assert ember.backends.cuda.matmul.allow_tf32 is False
     assert ember.backends.cpu.get_cpu_capability() in ("AVX512", "AVX2", "DEFAULT")
 

@@ -1,6 +1,6 @@
 """torch.backends.cuda: the TF32 and reduced-precision switches of CUDA
-matmuls (kept, as PyTorch keeps them; ember has no CUDA device yet, see
-ember.cuda.why_unavailable()), and is_built()."""
+matmuls (kept, as PyTorch keeps them; ember's CUDA matmuls are not built
+yet), and is_built()."""
 
 
 class _MatmulFlags:
@@ -14,10 +14,10 @@ matmul = _MatmulFlags()
 
 
 def is_built():
-    """Was ember built with a CUDA device? Not yet (its CUDA kernels are
-    generated and compiled to PTX, but no device runs them: see
-    ember.cuda.why_unavailable())."""
-    return False
+    """Was ember built with CUDA support? Always: its CUDA device loads the
+    driver and NVRTC at run time (whether this machine has them:
+    ember.cuda.is_available())."""
+    return True
 
 
 def preferred_linalg_library(backend=None):

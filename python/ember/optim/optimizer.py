@@ -116,6 +116,10 @@ class Optimizer:
             if traced:
                 _C._trace_guard_items(group, [k for k in group if k not in ("params", "lr")])
                 self._update_traced(group, _C._trace_scalar_input(group, "lr"))
+            elif any(not (p.is_cpu or p.is_meta) for p in group["params"]):
+                # the fused steps are the CPU's kernels: on a GPU the update
+                # runs as its ember ops (the traced form), each on the device
+                self._update_traced(group, _C.full((), float(group["lr"]), dtype=_C.float64))
             else:
                 self._update(group)
         return loss

@@ -295,7 +295,7 @@ class Module:
 
     def to(self, *args, **kwargs):
         """to(dtype), to(device), to(device, dtype), to(tensor): floating
-        parameters and buffers converted; ember runs on the CPU."""
+        parameters and buffers converted, or moved to the device."""
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
@@ -311,7 +311,7 @@ class Module:
                 device = a
         if device is not None:
             device = _device(device)
-            if device.type == "cuda":
+            if device.type == "cuda" and not cuda.is_available():
                 raise cuda._unavailable("Module.to", str(device))
         if dtype is not None and not dtype.is_floating_point:
             raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got desired "

@@ -1,5 +1,5 @@
 /*
- * device.c - the CUDA device of the device table (../device.h): tensors on
+ * device.c - the CUDA device of the device table (runtime/device.h): tensors on
  * "cuda" whose memory comes from the caching allocator over cuMemAlloc,
  * and whose eager ops are the CUDA C the code generator makes from the op
  * table (codegen_cuda/), compiled by NVRTC once per kernel (its PTX cache),
@@ -34,8 +34,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../device.h"
-#include "cu.h"
+#include "../runtime/cuda/cu.h"
+#include "../runtime/device.h"
+#include "stand_in.h"
 #include "ember/codegen_cuda.h"
 #include "ember/cuda.h"
 
@@ -603,9 +604,18 @@ static em_status cuda_write(em_op op, em_tensor *const *in, int n_in, em_tensor 
 
 static const em_device_impl cuda_device = {"cuda", &cuda_memory, cuda_supports, cuda_run, cuda_write};
 
-void em_cuda_device_register(void) { em_device_register(EM_DEVICE_CUDA, &cuda_device); }
+void em_cuda_device_register(void) {
+    if (em_cuda_stand_in_wanted())
+        em_cuda_stand_in_register(); /* (tests without a GPU: stand_in.c) */
+    else
+        em_device_register(EM_DEVICE_CUDA, &cuda_device);
+}
 
 bool em_cuda_available(char *why, size_t n) {
+    if (em_cuda_stand_in_active()) {
+        if (why && n) why[0] = '\0';
+        return true;
+    }
     char driver[512] = "", compiler[512] = "";
     int devices = em_cuda_driver_devices(driver, sizeof driver);
     bool nvrtc = em_nvrtc_available(compiler, sizeof compiler);
@@ -623,9 +633,23 @@ bool em_cuda_available(char *why, size_t n) {
     return devices > 0 && nvrtc && registered;
 }
 
+int em_cuda_device_count(void) {
+    if (em_cuda_stand_in_active()) return 1;
+    return em_cuda_available(NULL, 0) ? em_cuda_driver_devices(NULL, 0) : 0;
+}
+
 /* ---- what ember.cuda reports ---- */
 
+/* (the stand-in: one device, index 0, nothing to wait for, no allocator) */
+static em_status stand_in_index(int index) {
+    return index <= 0 ? EM_OK : em_error(EM_ERR_DEVICE, "CUDA error: invalid device ordinal (cuda:%d; 1 device)", index);
+}
+
 em_status em_cuda_device_name(int index, char *name, size_t n) {
+    if (em_cuda_stand_in_active()) {
+        snprintf(name, n, "host stand-in for a CUDA device (EMBER_CUDA_HOST_STAND_IN=1)");
+        return stand_in_index(index);
+    }
     cuda_dev *d;
     em_status st = enter(index, &d);
     if (st == EM_OK) snprintf(name, n, "%s", d->name);
@@ -633,6 +657,10 @@ em_status em_cuda_device_name(int index, char *name, size_t n) {
 }
 
 em_status em_cuda_device_capability(int index, int *major, int *minor) {
+    if (em_cuda_stand_in_active()) {
+        *major = *minor = 0;
+        return stand_in_index(index);
+    }
     cuda_dev *d;
     em_status st = enter(index, &d);
     if (st == EM_OK) {
@@ -642,7 +670,9 @@ em_status em_cuda_device_capability(int index, int *major, int *minor) {
     return st;
 }
 
-em_status em_cuda_synchronize(int index) { return cuda_synchronize(index); }
+em_status em_cuda_synchronize(int index) {
+    return em_cuda_stand_in_active() ? stand_in_index(index) : cuda_synchronize(index);
+}
 
 /* Devices never started have no allocator and hold nothing: zeros. */
 em_status em_cuda_memory_stats_of(int index, em_cuda_memory_stats *out) {
