@@ -12,7 +12,8 @@
 #      GPU: CI runs them.)
 #   2. the Python tests whose "cuda" cases run only where a GPU is
 #      (test_devices.py, against NumPy and PyTorch; DLPack with PyTorch's
-#      CUDA tensors; checkpoints loaded onto the GPU; ember.cuda's answers);
+#      CUDA tensors; checkpoints loaded onto the GPU; ember.cuda's answers;
+#      every sample of the op harness on the GPU against eager);
 #   3. bench/bench_cuda.py: ember's eager kernels against PyTorch's on the
 #      same GPU, with the bandwidth bound as the limit.
 # Every CUDA check that needs the GPU goes here, sized to fit the session's
@@ -54,7 +55,8 @@ if cmake --build build-gpu -j16 --target _C >>"$out/build.log" 2>&1; then
     echo "== Python device tests"
     PYTHONPATH=python:build-gpu/python timeout 120 "$py" -m pytest -q -rfE -p no:cacheprovider \
         tests/python/test_devices.py tests/python/test_errors.py tests/python/test_checkpoints.py \
-        tests/python/test_interop.py 2>&1 | tee "$out/pytest.log" | tail -40
+        tests/python/test_interop.py "tests/python/test_op_harness.py::test_cuda_against_eager" 2>&1 |
+        tee "$out/pytest.log" | tail -40
     echo "== eager CUDA figures (bench/bench_cuda.py)"
     PYTHONPATH=python:build-gpu/python timeout 90 "$py" bench/bench_cuda.py 2>&1 | tee "$out/bench_cuda.txt"
 else

@@ -60,7 +60,8 @@ quiet "asan pytest (CUDA stand-in)" env ASAN_OPTIONS=detect_leaks=0 EMBER_CUDA_H
     LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)" \
     PYTHONPATH=python:build-asan/python "$PYTHON" -m pytest -q -x -p no:cacheprovider tests/python/test_devices.py \
     tests/python/test_errors.py tests/python/test_checkpoints.py tests/python/test_interop.py \
-    tests/python/test_amp.py tests/python/test_distributions.py tests/python/test_meta.py
+    tests/python/test_amp.py tests/python/test_distributions.py tests/python/test_meta.py \
+    tests/python/test_op_harness.py::test_cuda_against_eager
 
 echo "== release build"
 build build -DEMBER_WERROR=ON

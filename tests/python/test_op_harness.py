@@ -22,7 +22,10 @@ sample fails it. The generated CUDA C of the elementwise, reduction and
 random rows is run on the host against the eager kernels by
 tests/c/test_cuda_host_run.c. On the meta device (test_meta_against_eager)
 every sample gives results of the eager results' shapes, dtypes and
-strides, computing nothing. The GPU is not a back end yet (issue 43).
+strides, computing nothing. On "cuda" (test_cuda_against_eager) every
+sample runs on the GPU's kernels against eager, an op without one yet
+skipped by name; CI runs it under the host stand-in for a GPU, which
+checks that every op keeps its results on its inputs' device.
 """
 
 import collections
@@ -556,3 +559,50 @@ def test_meta_against_eager(s):
         assert (tuple(g.shape), g.dtype) == (tuple(w.shape), w.dtype), f"{s.id}, result {i}"
         if w.numel() > 1:
             assert g.stride() == w.stride(), f"{s.id}, result {i}: strides {g.stride()} vs {w.stride()}"
+
+
+# ---- the CUDA device: every sample on "cuda" against eager on the CPU ----
+
+_CUDA = pytest.mark.skipif(not ember.cuda.is_available(),
+                           reason=f"no CUDA device for ember: {ember.cuda.why_unavailable()}")
+
+
+def cuda_inputs(s):
+    """The sample's inputs on "cuda" (leaves made there)."""
+    out = []
+    for i, a in enumerate(s.inputs):
+        t = laid_out(ember, a, "row-major").to("cuda")
+        out.append(t.requires_grad_() if i in s.leaves else t)
+    return out
+
+
+@_CUDA
+@pytest.mark.parametrize("s", SAMPLES, ids=SAMPLE_IDS)
+def test_cuda_against_eager(s):
+    """Every sample with its inputs on "cuda" (and the factories making
+    tensors there): each tensor result on the device, its values eager's
+    on the CPU within the sample's tolerance (the GPU's libm differs from
+    glibc in last bits). An op without a CUDA kernel yet is skipped with
+    the error that names it; any other error fails. Under the host stand-in
+    (EMBER_CUDA_HOST_STAND_IN=1, in CI) this checks that every op keeps its
+    results, and the tensors it makes, on its inputs' device."""
+    if s.seeded:
+        ember.manual_seed(0)
+    want_t = flat_tensors(s.fn(ember, *tensors(ember, s.inputs, leaves=s.leaves)))
+    if s.seeded:
+        ember.manual_seed(0)
+    try:
+        with ember.device("cuda"):
+            got_t = flat_tensors(s.fn(ember, *cuda_inputs(s)))
+    except NotImplementedError as e:
+        if "cuda" not in str(e):
+            raise
+        pytest.skip(f"no CUDA kernel yet: {e}")
+    assert len(got_t) == len(want_t), s.id
+    for i, (g, w) in enumerate(zip(got_t, want_t)):
+        if w is None:
+            continue
+        assert g is not None and g.device.type == "cuda", f"{s.id}, result {i}: not on cuda: {g!r}"
+    got = [g.detach().cpu().numpy() for g, w in zip(got_t, want_t) if w is not None]
+    want = [w.detach().numpy() for w in want_t if w is not None]
+    close(got, want, f"{s.id}: cuda vs eager", s.tol)
