@@ -563,7 +563,7 @@ def prepare(obj):
                 raise NotImplementedError("save(): a meta tensor has no data to save (move the model to a device with "
                                           "data first, e.g. Module.to_empty(device='cpu'))")
             if k not in keys:
-                c = o.detach().contiguous()
+                c = o.detach().contiguous() if o.is_cpu else o.detach().cpu()  # (a device's values, copied)
                 keys[k] = (str(len(storages)), c)
                 storages.append(c)
             key, c = keys[k]

@@ -201,7 +201,7 @@ def save(obj, f, *, metadata=None, format=None):
         if metadata and _structure.KEY in metadata:
             raise ValueError(f"save(): the metadata key {_structure.KEY!r} is ember's own")
         metadata = dict(metadata or {}, **{_structure.KEY: text})
-        named = [(str(i), t.contiguous()) for i, t in enumerate(tensors)]
+        named = [(str(i), _in_host_memory(t)) for i, t in enumerate(tensors)]
     header = _header_bytes(named, metadata)
     with _open_for_write(f) as (fh, _):
         fh.write(struct.pack("<Q", len(header)))
@@ -226,7 +226,7 @@ def _whole_model(obj, depth=0):
 def _named_tensors(obj):
     """[(name, contiguous tensor)] in the order they will be written."""
     if isinstance(obj, Tensor):
-        return [(SINGLE_TENSOR_NAME, obj.contiguous())]
+        return [(SINGLE_TENSOR_NAME, _in_host_memory(obj))]
     if not isinstance(obj, Mapping):
         raise TypeError(f"save(): expected a tensor or a dict of str -> tensor (a state_dict), "
                         f"got {type(obj).__name__}")
@@ -242,8 +242,16 @@ def _named_tensors(obj):
         if not isinstance(t, Tensor):
             raise TypeError(f"save(): value of {name!r} must be an ember.Tensor, got "
                             f"{type(t).__name__}")
-        named.append((name, t.contiguous()))
+        named.append((name, _in_host_memory(t)))
     return named
+
+
+def _in_host_memory(t):
+    """t's values contiguous in host memory, as save() writes them: t
+    itself (made contiguous) on the CPU, a copy from another device (a
+    checkpoint holds values, and loads onto the CPU unless map_location
+    says otherwise). A meta tensor stays as it is: _has_data refuses it."""
+    return t.contiguous() if t.is_cpu or t.is_meta else t.detach().cpu()
 
 
 def _check_metadata(metadata):

@@ -249,3 +249,18 @@ def test_moving_to_a_device_is_differentiable(device):
     (y * y).sum().backward()
     assert x.grad.device.type == "cpu"
     np.testing.assert_allclose(x.grad.numpy(), 2 * A[:2, :3], rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["m.safetensors", "m.pt"])
+def test_saving_tensors_that_live_on_the_device(device, tmp_path, name):
+    """save() writes a device's values (copied to the host); they load onto
+    the CPU, or back onto the device with map_location."""
+    model = ember.nn.Linear(4, 3).to(device)
+    path = tmp_path / name
+    ember.save(model.state_dict(), str(path))
+    back = ember.load(str(path))
+    for k, v in model.state_dict().items():
+        assert back[k].device.type == "cpu"
+        np.testing.assert_array_equal(back[k].numpy(), v.cpu().numpy())
+    again = ember.load(str(path), map_location=device)
+    assert all(v.device.type == device for v in again.values())
