@@ -410,7 +410,8 @@ for _name, _fn in (("conj", lambda self: self), ("resolve_conj", lambda self: se
                    ("resolve_neg", lambda self: self), ("conj_physical", lambda self: self.clone()),
                    ("is_conj", lambda self: False), ("is_neg", lambda self: False),
                    ("is_inference", lambda self: False), ("ndimension", lambda self: self.ndim),
-                   ("get_device", lambda self: -1), ("is_pinned", lambda self: False),
+                   ("get_device", lambda self: -1 if self.is_cpu or self.is_meta else self.device.index or 0),
+                   ("is_pinned", lambda self: False),
                    ("pin_memory", lambda self: self), ("is_shared", lambda self: False),
                    ("share_memory_", lambda self: self)):
     _ops._METHODS[_name] = (_fn, True)

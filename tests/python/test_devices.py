@@ -187,6 +187,7 @@ def test_values_reach_python_from_the_device(device):
     a = on(device, np.array([[1.5, -2.0], [3.25, 0.0]], np.float32))
     assert a[1, 0].item() == 3.25 and a.tolist() == [[1.5, -2.0], [3.25, 0.0]]
     assert bool(a[0, 0]) and not bool(a[1, 1])
+    assert a.get_device() == (0 if device == "cuda" else -1) and a.is_cuda == (device == "cuda")
     text = repr(a)
     assert "3.2500" in text and (("device='cuda:0'" in text) == (device == "cuda"))
     import pickle
