@@ -24,11 +24,13 @@
  * strides and broadcasts otherwise), contiguous(), the views (their
  * geometry is the CPU's), every reduction (var, std and logsumexp after a
  * first one for their centers), the ops along lines (cumsum, cumprod,
- * softmax, log_softmax, layer_norm), and the factories and random ops, computed by the CPU's kernels and copied over
+ * softmax, log_softmax, layer_norm), matmul through cuBLAS (matmul.c maps
+ * it to GEMMs), and the factories and random ops, computed by the CPU's kernels and copied over
  * (the same values as on the CPU, the same numbers for a seed). Every
  * other op says by name that it has no CUDA kernel yet.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +38,7 @@
 
 #include "../runtime/cuda/cu.h"
 #include "../runtime/device.h"
+#include "matmul.h"
 #include "stand_in.h"
 #include "ember/codegen_cuda.h"
 #include "ember/cuda.h"
@@ -60,7 +63,8 @@ typedef struct cuda_dev {
     int sms; /* multiprocessors */
     char name[128];
     em_cuda_allocator *alloc;
-    pthread_mutex_t lock; /* the allocator and the kernel table */
+    void *blas; /* its cuBLAS handle, made at its first matmul */
+    pthread_mutex_t lock; /* the allocator, the kernel table and the handle */
     kernel_entry *kernels[KERNEL_BUCKETS];
 } cuda_dev;
 
@@ -506,6 +510,83 @@ static em_status run_lines(cuda_dev *d, em_op op, em_tensor *const *in, int n_in
     return st;
 }
 
+/* ---- matmul: cuBLAS (libcublas, dlopen), the mapping in matmul.c ---- */
+
+/* cuBLAS's entry points (cublas_api.h, CUDA 12 and later): the handle
+ * stays in its default math mode, so float32 GEMMs do not use TF32
+ * (PyTorch's default, torch.backends.cuda.matmul.allow_tf32 = False). */
+static struct {
+    char why[512];
+    int (*create)(void **handle);
+    int (*set_stream)(void *handle, CUstream stream);
+    int (*sgemm)(void *h, int ta, int tb, int m, int n, int k, const float *alpha, const float *a, int lda,
+                 long long sa, const float *b, int ldb, long long sb, const float *beta, float *c, int ldc,
+                 long long sc, int batch);
+    int (*dgemm)(void *h, int ta, int tb, int m, int n, int k, const double *alpha, const double *a, int lda,
+                 long long sa, const double *b, int ldb, long long sb, const double *beta, double *c, int ldc,
+                 long long sc, int batch);
+    int (*gemm_ex)(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *a, int atype, int lda,
+                   long long sa, const void *b, int btype, int ldb, long long sb, const void *beta, void *c,
+                   int ctype, int ldc, long long sc, int batch, int compute, int algo);
+} blas;
+
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void load_blas(void) {
+    static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+    void *lib = NULL;
+    for (size_t i = 0; i < sizeof names / sizeof *names && !lib; i++) lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        snprintf(blas.why, sizeof blas.why, "cuBLAS could not be loaded (tried libcublas.so.13, .12 and .so: %s)",
+                 dlerror());
+        return;
+    }
+    *(void **)&blas.create = dlsym(lib, "cublasCreate_v2");
+    *(void **)&blas.set_stream = dlsym(lib, "cublasSetStream_v2");
+    *(void **)&blas.sgemm = dlsym(lib, "cublasSgemmStridedBatched");
+    *(void **)&blas.dgemm = dlsym(lib, "cublasDgemmStridedBatched");
+    *(void **)&blas.gemm_ex = dlsym(lib, "cublasGemmStridedBatchedEx");
+    if (!blas.create || !blas.set_stream || !blas.sgemm || !blas.dgemm || !blas.gemm_ex)
+        snprintf(blas.why, sizeof blas.why, "the cuBLAS loaded lacks the strided-batched GEMMs (too old for ember)");
+}
+
+enum { CUBLAS_OP_N = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14, CUBLAS_COMPUTE_32F = 68, CUBLAS_GEMM_DEFAULT = -1 };
+
+static em_status cublas_gemm(void *ctx, const em_cuda_gemm *g) {
+    cuda_dev *d = ctx;
+    const void *a = (const void *)(uintptr_t)g->a, *b = (const void *)(uintptr_t)g->b;
+    void *c = (void *)(uintptr_t)g->c;
+    int rc;
+    if (g->dtype == EM_DTYPE_F32) {
+        float alpha = (float)g->alpha, beta = 0;
+        rc = blas.sgemm(d->blas, CUBLAS_OP_N, CUBLAS_OP_N, g->m, g->n, g->k, &alpha, a, g->lda, g->stride_a, b, g->ldb,
+                        g->stride_b, &beta, c, g->ldc, g->stride_c, g->batch);
+    } else if (g->dtype == EM_DTYPE_F64) {
+        double alpha = g->alpha, beta = 0;
+        rc = blas.dgemm(d->blas, CUBLAS_OP_N, CUBLAS_OP_N, g->m, g->n, g->k, &alpha, a, g->lda, g->stride_a, b, g->ldb,
+                        g->stride_b, &beta, c, g->ldc, g->stride_c, g->batch);
+    } else { /* float16, bfloat16: products summed in float32, rounded once */
+        float alpha = (float)g->alpha, beta = 0;
+        int t = g->dtype == EM_DTYPE_F16 ? CUDA_R_16F : CUDA_R_16BF;
+        rc = blas.gemm_ex(d->blas, CUBLAS_OP_N, CUBLAS_OP_N, g->m, g->n, g->k, &alpha, a, t, g->lda, g->stride_a, b, t,
+                          g->ldb, g->stride_b, &beta, c, t, g->ldc, g->stride_c, g->batch, CUBLAS_COMPUTE_32F,
+                          CUBLAS_GEMM_DEFAULT);
+    }
+    return rc == 0 ? EM_OK : em_error(EM_ERR_RUNTIME, "matmul: cuBLAS failed (status %d) on a %d x %d x %d GEMM", rc,
+                                      g->m, g->n, g->k);
+}
+
+static em_status run_matmul(cuda_dev *d, em_tensor *const *in, const em_attrs *attrs, em_tensor *out) {
+    pthread_once(&blas_once, load_blas);
+    if (blas.why[0]) return em_error(EM_ERR_NOT_IMPLEMENTED, "matmul on cuda needs cuBLAS: %s", blas.why);
+    pthread_mutex_lock(&d->lock);
+    int rc = 0;
+    if (!d->blas && (rc = blas.create(&d->blas)) == 0 && (rc = blas.set_stream(d->blas, d->stream)) != 0) d->blas = NULL;
+    pthread_mutex_unlock(&d->lock);
+    if (rc != 0) return em_error(EM_ERR_RUNTIME, "matmul: cuBLAS did not start on cuda:%d (status %d)", d->dev, rc);
+    return em_cuda_matmul(in[0], in[1], out, em_matmul_alpha(attrs), cublas_gemm, d);
+}
+
 /* ---- views and copies ---- */
 
 static em_status run_view(em_op op, em_tensor *const *in, const em_attrs *attrs, em_tensor **out, cuda_dev *d) {
@@ -574,6 +655,7 @@ static bool cuda_supports(em_op op) {
     case EM_KIND_FACTORY:
     case EM_KIND_RANDOM: return true;
     case EM_KIND_REDUCE: return true;
+    case EM_KIND_MATMUL: return op == EM_OP_MATMUL;
     default: return is_line_op(op) || (info->flags & EM_F_ELEMENTWISE) != 0;
     }
 }
@@ -590,6 +672,7 @@ static em_status cuda_run(em_op op, em_tensor *const *in, int n_in, const em_att
     case EM_KIND_COPY: return run_contiguous(d, in[0], out);
     case EM_KIND_CAST: return run_elementwise(d, op, in, 1, out[0]);
     case EM_KIND_REDUCE: return run_reduce(d, op, in[0], attrs, out[0]);
+    case EM_KIND_MATMUL: return run_matmul(d, in, attrs, out[0]);
     case EM_KIND_FACTORY:
     case EM_KIND_RANDOM: return run_on_host(d, op, attrs, out[0]);
     default: return is_line_op(op) ? run_lines(d, op, in, n_in, attrs, out[0]) : run_elementwise(d, op, in, n_in, out[0]);

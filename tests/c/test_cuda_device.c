@@ -15,6 +15,7 @@
  *     one thread per output), against eager: integers, max/min, arg and
  *     logical reductions exactly, float folds within 1e-6 of the sum of
  *     magnitudes (float64: 1e-12);
+ *   - matmul through cuBLAS in four dtypes, plain, batched, folded, transposed;
  *   - views and contiguous(), factories and random ops (the CPU's numbers);
  *   - ops across devices refused in PyTorch's words; the allocator reuses
  *     freed blocks.
@@ -414,19 +415,75 @@ static void views_factories_errors(void) {
     CHECK_MSG(check_contains(em_last_error(), "cuda:0") && check_contains(em_last_error(), "cpu"), "%s",
               em_last_error());
     /* an op without a CUDA kernel yet says so by name */
-    em_tensor *mm[2] = {g, g};
     int64_t sq[2] = {30, 4};
     em_tensor *m = em_tensor_empty(sq, 2, EM_DTYPE_F32, GPU);
-    mm[0] = m;
-    em_tensor *mt = m ? em_permute(m, (int64_t[]){1, 0}, 2) : NULL;
-    mm[1] = mt;
     memset(&a, 0, sizeof a);
-    CHECK(em_op_run(EM_OP_MATMUL, mm, 2, &a, &y, 1) != EM_OK && check_contains(em_last_error(), "matmul"));
+    a.n_dims = 1;
+    a.dims[0] = 1;
+    em_tensor *sorted[2] = {NULL, NULL};
+    CHECK(em_op_run(EM_OP_SORT, &m, 1, &a, sorted, 2) != EM_OK && check_contains(em_last_error(), "sort"));
     printf("refused as it should be: %s\n", em_last_error());
     em_tensor_release(m);
-    em_tensor_release(mt);
     em_tensor *objs[] = {x, g, xv, gv, xc, gc, fc, fg, rc, rg};
     for (int i = 0; i < 10; i++) em_tensor_release(objs[i]);
+}
+
+/* matmul through cuBLAS (TF32 off): float32 within 1e-5 and float64
+ * within 1e-12 of the CPU's (relative to 1 + |value|), plain, batched,
+ * rows folded (a Linear layer) and transposed; float16 and bfloat16
+ * within their rounding. */
+static void matmul(void) {
+    static const int64_t shapes[][2][3] = {{{64, 128, 0}, {128, 32, 0}}, {{4, 16, 32}, {4, 32, 8}},
+                                           {{8, 16, 32}, {32, 24, 0}}};
+    static const int nds[][2] = {{2, 2}, {3, 3}, {3, 2}};
+    static const em_dtype dts[] = {EM_DTYPE_F32, EM_DTYPE_F64, EM_DTYPE_F16, EM_DTYPE_BF16};
+    int ran = 0, bad = 0;
+    for (int t = 0; t < 4; t++)
+        for (int c = 0; c < 4; c++) {
+            int which = c < 3 ? c : 0;
+            em_tensor *x = operand(dts[t], 4, shapes[which][0], nds[which][0]),
+                      *y = operand(dts[t], 5, shapes[which][1], nds[which][1]);
+            em_tensor *xs = x, *gx = em_to_device(x, GPU), *gy = em_to_device(y, GPU), *gxs = gx;
+            if (c == 3) { /* x transposed twice: its values, not contiguous */
+                int64_t tshape[2] = {128, 64}, perm[2] = {1, 0};
+                em_tensor *base = operand(dts[t], 4, tshape, 2), *gbase = em_to_device(base, GPU);
+                xs = em_permute(base, perm, 2);
+                gxs = em_permute(gbase, perm, 2);
+                em_tensor_release(base);
+                em_tensor_release(gbase);
+            }
+            em_attrs a;
+            memset(&a, 0, sizeof a);
+            em_tensor *cpu_pair[2] = {xs, y}, *gpu_pair[2] = {gxs, gy}, *want = NULL, *got = NULL;
+            em_status sc = em_op_run(EM_OP_MATMUL, cpu_pair, 2, &a, &want, 1);
+            em_status sg = sc == EM_OK ? em_op_run(EM_OP_MATMUL, gpu_pair, 2, &a, &got, 1) : sc;
+            if (sg != EM_OK) {
+                fprintf(stderr, "matmul %s case %d: %s\n", em_dtype_long_name(dts[t]), c, em_last_error());
+                bad++;
+            } else {
+                ran++;
+                em_tensor *h = host(got), *w64 = as_f64(want), *g64 = h ? as_f64(h) : NULL;
+                double tol = dts[t] == EM_DTYPE_F64 ? 1e-12 : dts[t] == EM_DTYPE_F32 ? 1e-5 : 1e-2, worst = 0;
+                for (int64_t i = 0; g64 && i < want->numel; i++) {
+                    double e = fabs(at(w64, i) - at(g64, i)) / (1 + fabs(at(w64, i)));
+                    worst = e > worst ? e : worst;
+                }
+                if (!g64 || worst > tol) {
+                    fprintf(stderr, "matmul %s case %d: worst error %g\n", em_dtype_long_name(dts[t]), c, worst);
+                    bad++;
+                }
+                em_tensor_release(h);
+                em_tensor_release(w64);
+                em_tensor_release(g64);
+            }
+            if (xs != x) em_tensor_release(xs);
+            if (gxs != gx) em_tensor_release(gxs);
+            em_tensor *objs[] = {x, y, gx, gy, want, got};
+            for (int i = 0; i < 6; i++) em_tensor_release(objs[i]);
+        }
+    printf("matmul (cuBLAS): %d runs, %d differ from eager\n", ran, bad);
+    CHECK(ran == 16);
+    CHECK(bad == 0);
 }
 
 static void allocator_reuse(void) {
@@ -493,6 +550,7 @@ int main(void) {
     elementwise_all();
     reductions();
     lines();
+    matmul();
     views_factories_errors();
     allocator_reuse();
     speed_note();
