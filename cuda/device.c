@@ -24,8 +24,9 @@
  * strides and broadcasts otherwise), contiguous(), the views (their
  * geometry is the CPU's), every reduction (var, std and logsumexp after a
  * first one for their centers), the ops along lines (cumsum, cumprod,
- * softmax, log_softmax, layer_norm), matmul through cuBLAS (matmul.c maps
- * it to GEMMs), and the factories and random ops, computed by the CPU's kernels and copied over
+ * softmax, log_softmax, layer_norm), gather and scatter (an index out of
+ * range raises the CPU's error), matmul through cuBLAS (matmul.c maps it
+ * to GEMMs), and the factories and random ops, computed by the CPU's kernels and copied over
  * (the same values as on the CPU, the same numbers for a seed). Every
  * other op says by name that it has no CUDA kernel yet.
  */
@@ -587,6 +588,60 @@ static em_status run_matmul(cuda_dev *d, em_tensor *const *in, const em_attrs *a
     return em_cuda_matmul(in[0], in[1], out, em_matmul_alpha(attrs), cublas_gemm, d);
 }
 
+/* ---- gather and scatter ---- */
+
+static em_status index_ptx(const void *spec, int sm, char **ptx) { return em_cuda_index_ptx(spec, 1, sm, ptx); }
+
+/* out = gather(x, d, index), or x with src scattered into it along d
+ * (added with accumulate). A word on the device catches the first index
+ * out of range; it is read back (which waits for the kernel), and such an
+ * index raises the CPU's error. */
+static em_status run_index(cuda_dev *d, em_op op, em_tensor *const *in, const em_attrs *attrs, em_tensor *out) {
+    bool scatter = op == EM_OP_SCATTER;
+    int dim = (int)attrs->dims[0];
+    em_tensor *x = in[0];
+    em_cuda_index_kernel k = {op, x->dtype, in[1]->dtype, scatter && attrs->accumulate};
+    em_status st = em_cuda_index_check(&k);
+    if (st != EM_OK) return st;
+    em_tensor *ix = on_device(in[1], out->device), *moved = scatter ? on_device(in[2], out->device) : NULL;
+    em_tensor *src = moved ? converted(d, moved, x->dtype) : NULL;
+    if (!ix || (scatter && !src)) st = em_last_status();
+    if (st == EM_OK && scatter) st = run_elementwise(d, EM_OP_CAST, &x, 1, out); /* (out starts as x) */
+    uint64_t bad = 0;
+    long long seen = INT64_MIN;
+    if (st == EM_OK && ix->numel > 0) {
+        pthread_mutex_lock(&d->lock);
+        st = em_cuda_alloc(d->alloc, sizeof seen, &bad);
+        pthread_mutex_unlock(&d->lock);
+        if (st == EM_OK) st = cuda_from_host(out->device.index, (void *)(uintptr_t)bad, &seen, sizeof seen);
+        em_cuda_index_geometry g;
+        if (scatter)
+            em_cuda_scatter_geometry(out, ix, src, dim, &g);
+        else
+            em_cuda_gather_geometry(x, ix, out, dim, &g);
+        char name[96];
+        em_cuda_index_name(&k, name, sizeof name);
+        CUfunction fn;
+        if (st == EM_OK) st = kernel(d, name, NULL, index_ptx, &k, &fn);
+        long long n = ix->numel;
+        CUdeviceptr o = address(out), a = address(ix), b = scatter ? address(src) : address(x), w = bad;
+        /* (gather: out, x, index; scatter: out, index, src) */
+        void *params[] = {&n, &g, &o, scatter ? (void *)&a : (void *)&b, scatter ? (void *)&b : (void *)&a, &w};
+        if (st == EM_OK) st = launch(d, fn, blocks_for(d, n), params, name);
+        if (st == EM_OK) st = cuda_to_host(out->device.index, &seen, (void *)(uintptr_t)bad, sizeof seen);
+        if (st == EM_OK && seen != INT64_MIN)
+            st = em_error(EM_ERR_RUNTIME, "%s: index %lld is out of bounds for dimension %d with size %lld",
+                          em_op_name(op), seen, dim, (long long)(x->ndim ? x->shape[dim] : 1));
+        pthread_mutex_lock(&d->lock);
+        if (bad) em_cuda_release(d->alloc, bad);
+        pthread_mutex_unlock(&d->lock);
+    }
+    em_tensor_release(ix);
+    em_tensor_release(moved);
+    em_tensor_release(src);
+    return st;
+}
+
 /* ---- views and copies ---- */
 
 static em_status run_view(em_op op, em_tensor *const *in, const em_attrs *attrs, em_tensor **out, cuda_dev *d) {
@@ -656,7 +711,7 @@ static bool cuda_supports(em_op op) {
     case EM_KIND_RANDOM: return true;
     case EM_KIND_REDUCE: return true;
     case EM_KIND_MATMUL: return op == EM_OP_MATMUL;
-    default: return is_line_op(op) || (info->flags & EM_F_ELEMENTWISE) != 0;
+    default: return is_line_op(op) || op == EM_OP_GATHER || op == EM_OP_SCATTER || (info->flags & EM_F_ELEMENTWISE) != 0;
     }
 }
 
@@ -675,7 +730,9 @@ static em_status cuda_run(em_op op, em_tensor *const *in, int n_in, const em_att
     case EM_KIND_MATMUL: return run_matmul(d, in, attrs, out[0]);
     case EM_KIND_FACTORY:
     case EM_KIND_RANDOM: return run_on_host(d, op, attrs, out[0]);
-    default: return is_line_op(op) ? run_lines(d, op, in, n_in, attrs, out[0]) : run_elementwise(d, op, in, n_in, out[0]);
+    default:
+        if (op == EM_OP_GATHER || op == EM_OP_SCATTER) return run_index(d, op, in, attrs, out[0]);
+        return is_line_op(op) ? run_lines(d, op, in, n_in, attrs, out[0]) : run_elementwise(d, op, in, n_in, out[0]);
     }
 }
 

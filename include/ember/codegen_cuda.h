@@ -150,6 +150,42 @@ void em_cuda_line_name(const em_cuda_line_kernel *k, em_cuda_line_layout layout,
 char *em_cuda_line_source(const em_cuda_line_kernel *ks, int n);
 em_status em_cuda_line_ptx(const em_cuda_line_kernel *ks, int n, int sm, char **ptx);
 
+/* ---- gather and scatter (codegen_cuda/index_source.c) ---- */
+
+/* What the gather and scatter kernels take by value: the index's shape
+ * and, per index position, its offset in the index, in the tensor read
+ * along its own dims (gather: the result; scatter: src), and in the
+ * tensor addressed through the index (gather: x; scatter: the result)
+ * without dim d, whose stride and length are step and size; in elements. */
+typedef struct em_cuda_index_geometry {
+    int ndim;
+    long long shape[EM_MAX_DIMS], index[EM_MAX_DIMS], read[EM_MAX_DIMS], addressed[EM_MAX_DIMS];
+    long long step, size;
+} em_cuda_index_geometry;
+
+/* gather, or scatter (accumulate: scatter_add), of elements of dtype
+ * `dtype` through an index of dtype `index` (int64 or int32). */
+typedef struct em_cuda_index_kernel {
+    em_op op;
+    em_dtype dtype, index;
+    bool accumulate;
+} em_cuda_index_kernel;
+
+em_status em_cuda_index_check(const em_cuda_index_kernel *k);
+/* em_cuda_gather_f32_i64, em_cuda_scatter_add_f64_i32, ... */
+void em_cuda_index_name(const em_cuda_index_kernel *k, char *out, size_t n);
+char *em_cuda_index_source(const em_cuda_index_kernel *ks, int n);
+em_status em_cuda_index_ptx(const em_cuda_index_kernel *ks, int n, int sm, char **ptx);
+/* Every gather and scatter kernel: their count, the first max in ks[]. */
+int em_cuda_index_all(em_cuda_index_kernel *ks, int max);
+/* The geometry of out = gather(x, d, index) (out of index's shape), and
+ * of scattering src into out along d through index. */
+struct em_tensor;
+void em_cuda_gather_geometry(const struct em_tensor *x, const struct em_tensor *index, const struct em_tensor *out,
+                             int d, em_cuda_index_geometry *g);
+void em_cuda_scatter_geometry(const struct em_tensor *out, const struct em_tensor *index, const struct em_tensor *src,
+                              int d, em_cuda_index_geometry *g);
+
 /* ---- rand and randn (codegen_cuda/random_source.c) ---- */
 
 /* CUDA C of em_cuda_<name>(n, seed, offset, out) for each random kernel:

@@ -197,6 +197,28 @@ static void random_kernels_compile(const char *tool) {
     free(src);
 }
 
+/* Every gather and scatter kernel (each dtype, int64 and int32 indices,
+ * scatter_add's atomics) in one source, through ptxas; refusals by name. */
+static void index_kernels_compile(const char *tool) {
+    em_cuda_index_kernel ks[128];
+    int n = em_cuda_index_all(ks, 128);
+    CHECK_MSG(n == 48, "%d gather/scatter kernels", n);
+    char *ptx = NULL;
+    CHECK_MSG(em_cuda_index_ptx(ks, n, 90, &ptx) == EM_OK, "%s", em_last_error());
+    for (int i = 0; ptx && i < n; i++) {
+        char name[96], entry[120];
+        em_cuda_index_name(&ks[i], name, sizeof name);
+        snprintf(entry, sizeof entry, ".entry %s(", name);
+        CHECK_MSG(strstr(ptx, entry) != NULL, "no %s in the PTX", entry);
+    }
+    if (ptx && tool) CHECK_MSG(ptxas_accepts(tool, ptx, "gather/scatter"), "ptxas: gather/scatter");
+    free(ptx);
+    em_cuda_index_kernel half_add = {EM_OP_SCATTER, EM_DTYPE_F16, EM_DTYPE_I64, true};
+    CHECK(em_cuda_index_check(&half_add) == EM_ERR_NOT_IMPLEMENTED && strstr(em_last_error(), "float16"));
+    em_cuda_index_kernel float_index = {EM_OP_GATHER, EM_DTYPE_F32, EM_DTYPE_F32, false};
+    CHECK(em_cuda_index_check(&float_index) == EM_ERR_DTYPE);
+}
+
 /* Every reduction in every dtype it accepts, both layouts, through ptxas;
  * the source folds with ops_math.h's math and the rules' texts. */
 static void every_reduction_compiles(const char *tool) {
@@ -395,6 +417,7 @@ static int run(const char *dir) {
     errors_name_what_failed();
     ptx_is_compiled_once(dir);
     random_kernels_compile(tool);
+    index_kernels_compile(tool);
     every_reduction_compiles(tool);
     every_line_op_compiles(tool);
     every_kernel_compiles(tool);

@@ -16,6 +16,7 @@
  *     logical reductions exactly, float folds within 1e-6 of the sum of
  *     magnitudes (float64: 1e-12);
  *   - matmul through cuBLAS in four dtypes, plain, batched, folded, transposed;
+ *   - gather, scatter and scatter_add, and an index out of range;
  *   - views and contiguous(), factories and random ops (the CPU's numbers);
  *   - ops across devices refused in PyTorch's words; the allocator reuses
  *     freed blocks.
@@ -486,6 +487,80 @@ static void matmul(void) {
     CHECK(bad == 0);
 }
 
+/* gather, scatter and scatter_add (float32 and int64 values, int64 and
+ * int32 indices, dims 0 and 1) against eager: gathers and plain scatters
+ * without repeated indices exactly; scatter_add within float rounding
+ * (atomics add in the hardware's order). An index out of range raises
+ * the CPU's words. */
+static void gather_scatter(void) {
+    static const em_dtype vals[] = {EM_DTYPE_F32, EM_DTYPE_I64}, idxs[] = {EM_DTYPE_I64, EM_DTYPE_I32};
+    int64_t xs[2] = {50, 60}, is[2] = {40, 45};
+    int ran = 0, bad = 0;
+    for (int v = 0; v < 2; v++)
+        for (int t = 0; t < 2; t++)
+            for (int dim = 0; dim < 2; dim++)
+                for (int form = 0; form < 3; form++) {
+                    em_tensor *x = operand(vals[v], 1, xs, 2), *src = operand(vals[v], 2, is, 2);
+                    em_tensor *ix64 = em_tensor_empty(is, 2, EM_DTYPE_I64, em_cpu());
+                    for (int64_t i = 0; i < ix64->numel; i++) /* (a permutation per line: no repeats, but add's) */
+                        ((int64_t *)em_tensor_data(ix64))[i] = form == 2 ? (i * 7) % xs[dim] : (i % is[1] * 13 + i / is[1]) % xs[dim];
+                    em_attrs a;
+                    memset(&a, 0, sizeof a);
+                    a.dtype = idxs[t];
+                    em_tensor *ix = NULL;
+                    em_op_run(EM_OP_CAST, &ix64, 1, &a, &ix, 1);
+                    memset(&a, 0, sizeof a);
+                    a.n_dims = 1;
+                    a.dims[0] = dim;
+                    a.accumulate = form == 2;
+                    em_op op = form == 0 ? EM_OP_GATHER : EM_OP_SCATTER;
+                    em_tensor *gx = em_to_device(x, GPU), *gi = em_to_device(ix, GPU), *gs = em_to_device(src, GPU);
+                    em_tensor *cin[3] = {x, ix, src}, *gin[3] = {gx, gi, gs}, *want = NULL, *got = NULL;
+                    em_status sc = em_op_run(op, cin, form == 0 ? 2 : 3, &a, &want, 1);
+                    em_status sg = sc == EM_OK ? em_op_run(op, gin, form == 0 ? 2 : 3, &a, &got, 1) : sc;
+                    char what[96];
+                    snprintf(what, sizeof what, "%s%s of %s, %s index, dim %d", em_op_name(op), form == 2 ? "_add" : "",
+                             em_dtype_long_name(vals[v]), em_dtype_long_name(idxs[t]), dim);
+                    if (sc != EM_OK || sg != EM_OK) {
+                        fprintf(stderr, "%s: %s\n", what, em_last_error());
+                        bad++;
+                    } else {
+                        ran++;
+                        if (form == 2 && vals[v] == EM_DTYPE_F32) { /* (sums in another order) */
+                            em_tensor *h = host(got), *w64 = as_f64(want), *g64 = h ? as_f64(h) : NULL;
+                            int wrong = !g64;
+                            for (int64_t e = 0; g64 && e < want->numel; e++)
+                                wrong += fabs(at(w64, e) - at(g64, e)) > 1e-5 * (1 + fabs(at(w64, e)));
+                            if (wrong) fprintf(stderr, "%s: %d elements beyond 1e-5\n", what, wrong);
+                            bad += wrong != 0;
+                            em_tensor_release(h);
+                            em_tensor_release(w64);
+                            em_tensor_release(g64);
+                        } else {
+                            bad += compare_bits(what, want, got) != 0;
+                        }
+                    }
+                    em_tensor *objs[] = {x, src, ix64, ix, gx, gi, gs, want, got};
+                    for (int o = 0; o < 9; o++) em_tensor_release(objs[o]);
+                }
+    /* an index out of range: the CPU's error */
+    int64_t s1[1] = {4};
+    em_tensor *x = em_tensor_empty(s1, 1, EM_DTYPE_F32, GPU), *i = em_tensor_empty(s1, 1, EM_DTYPE_I64, em_cpu());
+    for (int k = 0; k < 4; k++) ((int64_t *)em_tensor_data(i))[k] = k == 2 ? 9 : k;
+    em_tensor *gi = em_to_device(i, GPU), *pair[2] = {x, gi}, *y = NULL;
+    em_attrs a;
+    memset(&a, 0, sizeof a);
+    a.n_dims = 1;
+    CHECK(em_op_run(EM_OP_GATHER, pair, 2, &a, &y, 1) != EM_OK &&
+          check_contains(em_last_error(), "index 9 is out of bounds for dimension 0 with size 4"));
+    printf("gather/scatter: %d runs, %d differ from eager; out of range: %s\n", ran, bad, em_last_error());
+    CHECK(ran == 24);
+    CHECK(bad == 0);
+    em_tensor_release(x);
+    em_tensor_release(i);
+    em_tensor_release(gi);
+}
+
 static void allocator_reuse(void) {
     em_cuda_memory_stats before, after;
     em_cuda_memory_stats_of(0, &before);
@@ -551,6 +626,7 @@ int main(void) {
     reductions();
     lines();
     matmul();
+    gather_scatter();
     views_factories_errors();
     allocator_reuse();
     speed_note();

@@ -22,7 +22,9 @@
  *     in double on both, in another order, so within 1e-6 of the sum of
  *     magnitudes for float32 (its last bit; float64: 1e-12;
  *     float16/bfloat16: their rounding, 1e-3);
- *   - rand and randn: the CPU's numbers, to the bit, for the same state.
+ *   - rand and randn: the CPU's numbers, to the bit, for the same state;
+ *   - gather, scatter and scatter_add, every dtype and index dtype, along
+ *     both dims: to the bit, and an out-of-range index reported.
  *
  * Needs a C++ compiler (c++, g++ or clang++); without one it is skipped
  * (exit 77) with the reason.
@@ -57,7 +59,10 @@ static const char prelude[] =
     "                          gridDim = {1, 1, 1};\n"
     "template <class T> static inline T __shfl_down_sync(unsigned, T v, int) { return v; }\n"
     "template <class T> static inline T __shfl_up_sync(unsigned, T v, int) { return v; }\n"
-    "static inline void __syncthreads() {}\n";
+    "static inline void __syncthreads() {}\n"
+    "template <class T> static inline T atomicAdd(T *p, T v) { T o = *p; *p = o + v; return o; }\n"
+    "static inline unsigned long long atomicCAS(unsigned long long *p, unsigned long long c, unsigned long long v) {\n"
+    "    unsigned long long o = *p;\n    if (o == c) *p = v;\n    return o;\n}\n";
 
 /* Compiles `source` for the host; the dlopen handle, or NULL. */
 static void *build(const char *source, const char *what) {
@@ -588,6 +593,100 @@ static void random_matches_eager(void) {
     dlclose(h);
 }
 
+/* ---- gather and scatter ---- */
+
+typedef void (*gather_fn)(long long, em_cuda_index_geometry, void *, const void *, const void *, long long *);
+typedef void (*scatter_fn)(long long, em_cuda_index_geometry, void *, const void *, const void *, long long *);
+
+/* A [rows, cols] tensor of dtype dt: operand `which`'s values (fill). */
+static em_tensor *matrix(em_dtype dt, int which, int64_t rows, int64_t cols) {
+    int64_t shape[2] = {rows, cols};
+    em_tensor *t = em_tensor_empty(shape, 2, dt, em_cpu());
+    if (t) fill(dt, which, em_tensor_data(t), (int)(rows * cols));
+    return t;
+}
+
+/* Indices into a dim of length `size` (some repeated), of shape [rows, cols]. */
+static em_tensor *indices(em_dtype dt, int64_t rows, int64_t cols, int64_t size, int64_t bad_at) {
+    int64_t shape[2] = {rows, cols};
+    em_tensor *t = em_tensor_empty(shape, 2, dt, em_cpu());
+    for (int64_t i = 0; t && i < rows * cols; i++) {
+        int64_t v = i == bad_at ? size : (i * 7 + 3) % size;
+        if (dt == EM_DTYPE_I64)
+            ((int64_t *)em_tensor_data(t))[i] = v;
+        else
+            ((int32_t *)em_tensor_data(t))[i] = (int32_t)v;
+    }
+    return t;
+}
+
+/* Every gather and scatter kernel, along dim 0 and dim 1 of a [5, 6]
+ * tensor through a [3, 4] index (repeats included), against eager; an
+ * out-of-range index leaves its value in *bad. scatter_add's float sums
+ * add in the same order on one host thread, so they match to the bit. */
+static void index_matches_eager(void) {
+    em_cuda_index_kernel ks[128];
+    int n = em_cuda_index_all(ks, 128);
+    char *src = em_cuda_index_source(ks, n);
+    void *h = src ? build(src, "gather and scatter") : NULL;
+    free(src);
+    if (!h) return;
+    int ran = 0;
+    for (int i = 0; i < n; i++)
+        for (int d = 0; d < 2; d++) {
+            const em_cuda_index_kernel *k = &ks[i];
+            char name[96];
+            em_cuda_index_name(k, name, sizeof name);
+            void *fn = dlsym(h, name);
+            CHECK_MSG(fn != NULL, "no %s", name);
+            em_tensor *x = matrix(k->dtype, 0, 5, 6), *ix = indices(k->index, 3, 4, d == 0 ? 5 : 6, -1);
+            em_tensor *srct = matrix(k->dtype, 1, 3, 4), *want = NULL, *got = NULL;
+            em_attrs a;
+            memset(&a, 0, sizeof a);
+            a.n_dims = 1;
+            a.dims[0] = d;
+            a.accumulate = k->accumulate;
+            em_tensor *gin[2] = {x, ix}, *sin[3] = {x, ix, srct};
+            em_status st = k->op == EM_OP_GATHER ? em_op_run(EM_OP_GATHER, gin, 2, &a, &want, 1)
+                                                 : em_op_run(EM_OP_SCATTER, sin, 3, &a, &want, 1);
+            CHECK_MSG(st == EM_OK, "%s on the CPU: %s", name, em_last_error());
+            em_cuda_index_geometry g;
+            long long bad = INT64_MIN;
+            if (st == EM_OK && fn) {
+                if (k->op == EM_OP_GATHER) {
+                    got = em_tensor_empty(ix->shape, 2, k->dtype, em_cpu());
+                    em_cuda_gather_geometry(x, ix, got, d, &g);
+                    ((gather_fn)(uintptr_t)fn)(ix->numel, g, em_tensor_data(got), em_tensor_data(x), em_tensor_data(ix),
+                                               &bad);
+                } else {
+                    got = em_clone(x);
+                    em_cuda_scatter_geometry(got, ix, srct, d, &g);
+                    ((scatter_fn)(uintptr_t)fn)(ix->numel, g, em_tensor_data(got), em_tensor_data(ix),
+                                                em_tensor_data(srct), &bad);
+                }
+                CHECK_MSG(bad == INT64_MIN, "%s: an in-range index reported as bad (%lld)", name, bad);
+                CHECK_MSG(!memcmp(em_tensor_data(got), em_tensor_data(want), (size_t)want->numel * em_dtype_size(k->dtype)),
+                          "%s along dim %d differs from eager", name, d);
+                ran++;
+                /* an index past the end: reported, nothing written through it */
+                em_tensor *ix_bad = indices(k->index, 3, 4, d == 0 ? 5 : 6, 5);
+                bad = INT64_MIN;
+                if (k->op == EM_OP_GATHER)
+                    ((gather_fn)(uintptr_t)fn)(ix_bad->numel, g, em_tensor_data(got), em_tensor_data(x),
+                                               em_tensor_data(ix_bad), &bad);
+                else
+                    ((scatter_fn)(uintptr_t)fn)(ix_bad->numel, g, em_tensor_data(got), em_tensor_data(ix_bad),
+                                                em_tensor_data(srct), &bad);
+                CHECK_MSG(bad == (d == 0 ? 5 : 6), "%s: the bad index is reported as %lld", name, bad);
+                em_tensor_release(ix_bad);
+            }
+            em_tensor *objs[] = {x, ix, srct, want, got};
+            for (int o = 0; o < 5; o++) em_tensor_release(objs[o]);
+        }
+    printf("%d gather/scatter runs (%d kernels, dims 0 and 1) match eager to the bit\n", ran, n);
+    dlclose(h);
+}
+
 static bool find_cxx(void) {
     const char *env = getenv("CXX");
     const char *tries[] = {env, "c++", "g++", "clang++", "clang++-19"};
@@ -613,6 +712,7 @@ int main(void) {
     const char *q = getenv("EMBER_CUDA_CODEGEN_QUICK");
     bool quick = q && *q && strcmp(q, "0") != 0;
     random_matches_eager();
+    index_matches_eager();
     reductions_match_eager(quick);
     lines_match_eager(quick);
     elementwise_matches_eager(quick);
