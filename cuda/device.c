@@ -64,7 +64,8 @@ typedef struct cuda_dev {
     int sms; /* multiprocessors */
     char name[128];
     em_cuda_allocator *alloc;
-    void *blas; /* its cuBLAS handle, made at its first matmul */
+    void *blas;    /* its cuBLAS handle, made at its first matmul */
+    int blas_mode; /* the handle's math mode (0: cuBLAS's default, no TF32) */
     pthread_mutex_t lock; /* the allocator, the kernel table and the handle */
     kernel_entry *kernels[KERNEL_BUCKETS];
 } cuda_dev;
@@ -513,9 +514,9 @@ static em_status run_lines(cuda_dev *d, em_op op, em_tensor *const *in, int n_in
 
 /* ---- matmul: cuBLAS (libcublas, dlopen), the mapping in matmul.c ---- */
 
-/* cuBLAS's entry points (cublas_api.h, CUDA 12 and later): the handle
- * stays in its default math mode, so float32 GEMMs do not use TF32
- * (PyTorch's default, torch.backends.cuda.matmul.allow_tf32 = False). */
+/* cuBLAS's entry points (cublas_api.h, CUDA 12 and later). A handle
+ * starts in the default math mode, so float32 GEMMs do not use TF32
+ * (PyTorch's default); allow_tf32 switches it (em_cuda_set_allow_tf32). */
 static struct {
     char why[512];
     int (*create)(void **handle);
@@ -529,7 +530,13 @@ static struct {
     int (*gemm_ex)(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *a, int atype, int lda,
                    long long sa, const void *b, int btype, int ldb, long long sb, const void *beta, void *c,
                    int ctype, int ldc, long long sc, int batch, int compute, int algo);
+    int (*set_math_mode)(void *handle, int mode);
 } blas;
+
+static bool allow_tf32; /* (torch.backends.cuda.matmul.allow_tf32) */
+
+void em_cuda_set_allow_tf32(bool on) { __atomic_store_n(&allow_tf32, on, __ATOMIC_RELAXED); }
+bool em_cuda_allow_tf32(void) { return __atomic_load_n(&allow_tf32, __ATOMIC_RELAXED); }
 
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 
@@ -547,11 +554,20 @@ static void load_blas(void) {
     *(void **)&blas.sgemm = dlsym(lib, "cublasSgemmStridedBatched");
     *(void **)&blas.dgemm = dlsym(lib, "cublasDgemmStridedBatched");
     *(void **)&blas.gemm_ex = dlsym(lib, "cublasGemmStridedBatchedEx");
-    if (!blas.create || !blas.set_stream || !blas.sgemm || !blas.dgemm || !blas.gemm_ex)
+    *(void **)&blas.set_math_mode = dlsym(lib, "cublasSetMathMode");
+    if (!blas.create || !blas.set_stream || !blas.sgemm || !blas.dgemm || !blas.gemm_ex || !blas.set_math_mode)
         snprintf(blas.why, sizeof blas.why, "the cuBLAS loaded lacks the strided-batched GEMMs (too old for ember)");
 }
 
-enum { CUBLAS_OP_N = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14, CUBLAS_COMPUTE_32F = 68, CUBLAS_GEMM_DEFAULT = -1 };
+enum {
+    CUBLAS_OP_N = 0,
+    CUDA_R_16F = 2,
+    CUDA_R_16BF = 14,
+    CUBLAS_COMPUTE_32F = 68,
+    CUBLAS_GEMM_DEFAULT = -1,
+    CUBLAS_DEFAULT_MATH = 0,
+    CUBLAS_TF32_TENSOR_OP_MATH = 3,
+};
 
 static em_status cublas_gemm(void *ctx, const em_cuda_gemm *g) {
     cuda_dev *d = ctx;
@@ -560,6 +576,10 @@ static em_status cublas_gemm(void *ctx, const em_cuda_gemm *g) {
     int rc;
     if (g->dtype == EM_DTYPE_F32) {
         float alpha = (float)g->alpha, beta = 0;
+        int mode = em_cuda_allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+        if (mode != d->blas_mode && (rc = blas.set_math_mode(d->blas, mode)) != 0)
+            return em_error(EM_ERR_RUNTIME, "matmul: cuBLAS refused its math mode (status %d)", rc);
+        d->blas_mode = mode;
         rc = blas.sgemm(d->blas, CUBLAS_OP_N, CUBLAS_OP_N, g->m, g->n, g->k, &alpha, a, g->lda, g->stride_a, b, g->ldb,
                         g->stride_b, &beta, c, g->ldc, g->stride_c, g->batch);
     } else if (g->dtype == EM_DTYPE_F64) {

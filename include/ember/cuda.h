@@ -42,6 +42,10 @@ int em_cuda_device_count(void);
 /* Device `index`'s name and compute capability (it starts the device). */
 em_status em_cuda_device_name(int index, char *name, size_t name_size);
 em_status em_cuda_device_capability(int index, int *major, int *minor);
+/* May float32 matmuls use TF32 (cuBLAS's TF32 math mode)? Off by
+ * default, as torch.backends.cuda.matmul.allow_tf32. */
+void em_cuda_set_allow_tf32(bool on);
+bool em_cuda_allow_tf32(void);
 /* Waits for everything queued on device `index`. */
 em_status em_cuda_synchronize(int index);
 

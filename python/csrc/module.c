@@ -346,6 +346,14 @@ static PyObject *f_cuda_synchronize(PyObject *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* _cuda_allow_tf32(on or None) -> whether float32 CUDA matmuls may use
+ * TF32 (after setting it, unless None) */
+static PyObject *f_cuda_allow_tf32(PyObject *self, PyObject *arg) {
+    (void)self;
+    if (arg != Py_None) em_cuda_set_allow_tf32(PyObject_IsTrue(arg) == 1);
+    return PyBool_FromLong(em_cuda_allow_tf32());
+}
+
 /* _cuda_memory(index, what): "stats" -> dict in torch.cuda.memory_stats'
  * names, "empty" empties the cache, "reset" resets the peaks */
 static PyObject *f_cuda_memory(PyObject *self, PyObject *args) {
@@ -518,6 +526,7 @@ static PyMethodDef module_methods[] = {
     {"_clear_cache", f_clear_cache, METH_NOARGS, NULL},
     {"_cuda_status", f_cuda_status, METH_NOARGS, "(devices the driver reports, why ember cannot use CUDA)"},
     {"_cuda_device", f_cuda_device, METH_O, "_cuda_device(index) -> (name, (major, minor))"},
+    {"_cuda_allow_tf32", f_cuda_allow_tf32, METH_O, "_cuda_allow_tf32(on or None) -> bool"},
     {"_cuda_synchronize", f_cuda_synchronize, METH_O, "_cuda_synchronize(index): waits for its queued work"},
     {"_cuda_memory", f_cuda_memory, METH_VARARGS, "_cuda_memory(index, \"stats\"|\"empty\"|\"reset\")"},
     {NULL, NULL, 0, NULL},

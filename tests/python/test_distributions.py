@@ -176,6 +176,11 @@ def test_backends_flags_and_availability():
     assert not cudnn.is_available() and not ember.backends.mps.is_available()
     assert not ember.backends.mps.is_built() and ember.backends.cuda.is_built()
     assert ember.backends.cuda.matmul.allow_tf32 is False
+    ember.backends.cuda.matmul.allow_tf32 = True  # (cuBLAS's math mode for float32 GEMMs)
+    try:
+        assert ember.backends.cuda.matmul.allow_tf32 is True
+    finally:
+        ember.backends.cuda.matmul.allow_tf32 = False
     assert ember.backends.cpu.get_cpu_capability() in ("AVX512", "AVX2", "DEFAULT")
 
 

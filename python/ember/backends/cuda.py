@@ -1,13 +1,24 @@
 """torch.backends.cuda: the TF32 and reduced-precision switches of CUDA
-matmuls (kept, as PyTorch keeps them; ember's CUDA matmuls are not built
-yet), and is_built()."""
+matmuls, and is_built(). allow_tf32 sets cuBLAS's math mode for float32
+GEMMs (off by default, as in PyTorch since 1.12: float32 products then
+round as float32 ones); the reduced-precision flags are kept, as PyTorch
+keeps them (ember's float16/bfloat16 GEMMs sum in float32 always)."""
+
+from .. import _C
 
 
 class _MatmulFlags:
     def __init__(self):
-        self.allow_tf32 = False  # PyTorch's default since 1.12
         self.allow_fp16_reduced_precision_reduction = True
         self.allow_bf16_reduced_precision_reduction = True
+
+    @property
+    def allow_tf32(self):
+        return _C._cuda_allow_tf32(None)
+
+    @allow_tf32.setter
+    def allow_tf32(self, on):
+        _C._cuda_allow_tf32(bool(on))
 
 
 matmul = _MatmulFlags()
