@@ -46,6 +46,19 @@ em_status em_cuda_device_capability(int index, int *major, int *minor);
  * default, as torch.backends.cuda.matmul.allow_tf32. */
 void em_cuda_set_allow_tf32(bool on);
 bool em_cuda_allow_tf32(void);
+/* An event of device `index` (torch.cuda.Event): a point in the device's
+ * stream (ember queues a device's work on one stream). timing: it keeps
+ * the time it was reached, for em_cuda_event_elapsed_ms. Under the host
+ * stand-in, work is done when queued and the times are the host's. */
+typedef struct em_cuda_event em_cuda_event;
+em_cuda_event *em_cuda_event_new(int index, bool timing);
+em_status em_cuda_event_record(em_cuda_event *e);
+em_status em_cuda_event_synchronize(em_cuda_event *e);
+/* 1: reached (or never recorded), 0: not yet, -1: an error (set). */
+int em_cuda_event_query(em_cuda_event *e);
+/* Milliseconds from start to end, both recorded with timing. */
+em_status em_cuda_event_elapsed_ms(em_cuda_event *start, em_cuda_event *end, double *ms);
+void em_cuda_event_free(em_cuda_event *e);
 /* Waits for everything queued on device `index`. */
 em_status em_cuda_synchronize(int index);
 

@@ -354,6 +354,68 @@ static PyObject *f_cuda_allow_tf32(PyObject *self, PyObject *arg) {
     return PyBool_FromLong(em_cuda_allow_tf32());
 }
 
+/* ---- CUDA events: a capsule each ---- */
+
+static const char *const EVENT_CAPSULE = "ember.cuda_event";
+
+static void event_destructor(PyObject *capsule) {
+    em_cuda_event_free(PyCapsule_GetPointer(capsule, EVENT_CAPSULE));
+}
+
+/* _cuda_event_new(index, timing) -> capsule */
+static PyObject *f_cuda_event_new(PyObject *self, PyObject *args) {
+    (void)self;
+    int index, timing;
+    if (!PyArg_ParseTuple(args, "ip:_cuda_event_new", &index, &timing)) return NULL;
+    em_cuda_event *e = em_cuda_event_new(index, timing);
+    if (!e) return em_py_raise();
+    PyObject *c = PyCapsule_New(e, EVENT_CAPSULE, event_destructor);
+    if (!c) em_cuda_event_free(e);
+    return c;
+}
+
+/* _cuda_event(capsule, "record" | "synchronize" | "query") -> None or bool */
+static PyObject *f_cuda_event(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *c;
+    const char *what;
+    if (!PyArg_ParseTuple(args, "Os:_cuda_event", &c, &what)) return NULL;
+    em_cuda_event *e = PyCapsule_GetPointer(c, EVENT_CAPSULE);
+    if (!e) return NULL;
+    em_status st = EM_OK;
+    if (!strcmp(what, "record")) {
+        st = em_cuda_event_record(e);
+    } else if (!strcmp(what, "synchronize")) {
+        Py_BEGIN_ALLOW_THREADS
+        st = em_cuda_event_synchronize(e);
+        Py_END_ALLOW_THREADS
+    } else if (!strcmp(what, "query")) {
+        int q = em_cuda_event_query(e);
+        if (q < 0) return em_py_raise();
+        return PyBool_FromLong(q);
+    } else {
+        return em_py_error(PyExc_ValueError, "_cuda_event: unknown request %s", what);
+    }
+    if (st != EM_OK) return em_py_raise();
+    Py_RETURN_NONE;
+}
+
+/* _cuda_event_elapsed(start, end) -> milliseconds */
+static PyObject *f_cuda_event_elapsed(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *a, *b;
+    if (!PyArg_ParseTuple(args, "OO:_cuda_event_elapsed", &a, &b)) return NULL;
+    em_cuda_event *s = PyCapsule_GetPointer(a, EVENT_CAPSULE), *e = s ? PyCapsule_GetPointer(b, EVENT_CAPSULE) : NULL;
+    if (!s || !e) return NULL;
+    double ms = 0;
+    em_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = em_cuda_event_elapsed_ms(s, e, &ms);
+    Py_END_ALLOW_THREADS
+    if (st != EM_OK) return em_py_raise();
+    return PyFloat_FromDouble(ms);
+}
+
 /* _cuda_memory(index, what): "stats" -> dict in torch.cuda.memory_stats'
  * names, "empty" empties the cache, "reset" resets the peaks */
 static PyObject *f_cuda_memory(PyObject *self, PyObject *args) {
@@ -527,6 +589,9 @@ static PyMethodDef module_methods[] = {
     {"_cuda_status", f_cuda_status, METH_NOARGS, "(devices the driver reports, why ember cannot use CUDA)"},
     {"_cuda_device", f_cuda_device, METH_O, "_cuda_device(index) -> (name, (major, minor))"},
     {"_cuda_allow_tf32", f_cuda_allow_tf32, METH_O, "_cuda_allow_tf32(on or None) -> bool"},
+    {"_cuda_event_new", f_cuda_event_new, METH_VARARGS, "_cuda_event_new(index, timing) -> capsule"},
+    {"_cuda_event", f_cuda_event, METH_VARARGS, "_cuda_event(capsule, 'record'|'synchronize'|'query')"},
+    {"_cuda_event_elapsed", f_cuda_event_elapsed, METH_VARARGS, "_cuda_event_elapsed(start, end) -> ms"},
     {"_cuda_synchronize", f_cuda_synchronize, METH_O, "_cuda_synchronize(index): waits for its queued work"},
     {"_cuda_memory", f_cuda_memory, METH_VARARGS, "_cuda_memory(index, \"stats\"|\"empty\"|\"reset\")"},
     {NULL, NULL, 0, NULL},

@@ -157,3 +157,107 @@ def empty_cache():
             _C._cuda_memory(i, "empty")
 
 
+
+
+# ---- streams and events, in torch.cuda's words ----
+#
+# ember queues all of a device's work on one stream, in order, so every
+# Stream of a device is that stream: code written for side streams runs
+# correctly (nothing can be reordered), with no overlap between them.
+# Events are real points in that stream (cuEventRecord), and time it.
+
+class Event:
+    """torch.cuda.Event: a point in a device's work, timed with
+    enable_timing=True (elapsed_time, in milliseconds)."""
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        if interprocess:
+            raise NotImplementedError("cuda.Event(interprocess=True): events shared between processes are not "
+                                      "implemented in ember")
+        self.enable_timing = bool(enable_timing)
+        self._handle = None
+
+    def record(self, stream=None):
+        _require("cuda.Event.record")
+        if self._handle is None:
+            index = stream.device_index if stream is not None else _current[0]
+            self._handle = _C._cuda_event_new(index, self.enable_timing)
+        _C._cuda_event(self._handle, "record")
+
+    def synchronize(self):
+        if self._handle is not None:
+            _C._cuda_event(self._handle, "synchronize")
+
+    def wait(self, stream=None):
+        """Work queued later waits for this event: already so, one stream."""
+
+    def query(self):
+        return True if self._handle is None else _C._cuda_event(self._handle, "query")
+
+    def elapsed_time(self, end_event):
+        if self._handle is None or end_event._handle is None:
+            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+        return _C._cuda_event_elapsed(self._handle, end_event._handle)
+
+
+class Stream:
+    """torch.cuda.Stream: in ember, the device's one stream (see above)."""
+
+    def __init__(self, device=None, priority=0, **kwargs):
+        _require("cuda.Stream")
+        self.device_index = _index(device)
+        self.priority = priority
+
+    @property
+    def device(self):
+        from ._tensor import device
+        return device("cuda", self.device_index)
+
+    def synchronize(self):
+        synchronize(self.device_index)
+
+    def query(self):
+        synchronize(self.device_index)  # (one stream: done once its work is)
+        return True
+
+    def wait_event(self, event):
+        """Work queued later waits for event: already so, one stream."""
+
+    def wait_stream(self, stream):
+        """Work queued later waits for stream's: already so, one stream."""
+
+    def record_event(self, event=None):
+        event = event if event is not None else Event()
+        event.record(self)
+        return event
+
+    def __eq__(self, other):
+        return isinstance(other, Stream) and other.device_index == self.device_index
+
+    def __hash__(self):
+        return hash(("ember.cuda.Stream", self.device_index))
+
+    def __repr__(self):
+        return f"<ember.cuda.Stream device=cuda:{self.device_index}>"
+
+
+def current_stream(device=None):
+    return Stream(device)
+
+
+def default_stream(device=None):
+    return Stream(device)
+
+
+class stream:
+    """with ember.cuda.stream(s): work inside goes to s, which in ember is
+    the device's one stream."""
+
+    def __init__(self, s):
+        self.stream = s
+
+    def __enter__(self):
+        return self.stream
+
+    def __exit__(self, *exc):
+        return False

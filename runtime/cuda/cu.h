@@ -19,6 +19,7 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
+typedef struct CUevent_st *CUevent;
 
 enum {
     EM_CU_SUCCESS = 0,
@@ -56,6 +57,12 @@ typedef struct em_cu_api {
     CUresult (*LaunchKernel)(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                              unsigned bz, unsigned shared_bytes, CUstream stream, void **params, void **extra);
     CUresult (*GetErrorString)(CUresult error, const char **text);
+    CUresult (*EventCreate)(CUevent *event, unsigned flags);
+    CUresult (*EventRecord)(CUevent event, CUstream stream);
+    CUresult (*EventSynchronize)(CUevent event);
+    CUresult (*EventQuery)(CUevent event);
+    CUresult (*EventElapsedTime)(float *ms, CUevent start, CUevent end);
+    CUresult (*EventDestroy)(CUevent event);
 } em_cu_api;
 
 /* The driver's entry points once cuInit succeeded and a device exists;

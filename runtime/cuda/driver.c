@@ -34,7 +34,10 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
     X(MemcpyHtoD, "cuMemcpyHtoD_v2") X(MemcpyDtoH, "cuMemcpyDtoH_v2")                            \
     X(MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2") X(MemsetD8Async, "cuMemsetD8Async")               \
     X(ModuleLoadData, "cuModuleLoadData") X(ModuleGetFunction, "cuModuleGetFunction")            \
-    X(LaunchKernel, "cuLaunchKernel") X(GetErrorString, "cuGetErrorString")
+    X(LaunchKernel, "cuLaunchKernel") X(GetErrorString, "cuGetErrorString")                      \
+    X(EventCreate, "cuEventCreate") X(EventRecord, "cuEventRecord")                              \
+    X(EventSynchronize, "cuEventSynchronize") X(EventQuery, "cuEventQuery")                      \
+    X(EventElapsedTime, "cuEventElapsedTime") X(EventDestroy, "cuEventDestroy_v2")
 
 static void probe(void) {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);

@@ -265,3 +265,32 @@ def test_saving_tensors_that_live_on_the_device(device, tmp_path, name):
         np.testing.assert_array_equal(back[k].numpy(), v.cpu().numpy())
     again = ember.load(str(path), map_location=device)
     assert all(v.device.type == device for v in again.values())
+
+
+def test_events_time_and_streams_order_the_work(device):
+    """torch.cuda.Event and Stream, as scripts time and order GPU work: an
+    event's elapsed_time in milliseconds (non-negative, and not before its
+    start), a side stream's work in order (ember has one stream a device)."""
+    if device != "cuda":
+        return
+    start, end = ember.cuda.Event(enable_timing=True), ember.cuda.Event(enable_timing=True)
+    a = ember.randn(256, 256, device="cuda")
+    start.record()
+    for _ in range(5):
+        a = a * 1.0001
+    end.record()
+    end.synchronize()
+    assert end.query() and start.elapsed_time(end) >= 0.0
+    untimed = ember.cuda.Event()
+    untimed.record()
+    with pytest.raises(RuntimeError, match="enable_timing"):
+        untimed.elapsed_time(end)
+    with pytest.raises(RuntimeError, match="recorded"):
+        ember.cuda.Event(enable_timing=True).elapsed_time(end)
+    s = ember.cuda.Stream()
+    with ember.cuda.stream(s):
+        b = a + 1
+    s.wait_stream(ember.cuda.current_stream())
+    s.synchronize()
+    assert s == ember.cuda.current_stream() and s.query()
+    check(b, a.cpu().numpy().astype(np.float64) + 1, "cuda")
