@@ -63,6 +63,7 @@ typedef struct cuda_dev {
     CUstream stream;
     int sm;  /* compute capability, 90 for 9.0 */
     int sms; /* multiprocessors */
+    size_t total_memory;
     char name[128];
     em_cuda_allocator *alloc;
     void *blas;    /* its cuBLAS handle, made at its first matmul */
@@ -116,6 +117,7 @@ static em_status start(int index, cuda_dev *d) {
     cu->DeviceGetAttribute(&minor, EM_CU_ATTR_COMPUTE_CAPABILITY_MINOR, d->dev);
     cu->DeviceGetAttribute(&d->sms, EM_CU_ATTR_MULTIPROCESSOR_COUNT, d->dev);
     cu->DeviceGetName(d->name, sizeof d->name, d->dev);
+    cu->DeviceTotalMem(&d->total_memory, d->dev);
     d->sm = major * 10 + minor;
     if (d->sms <= 0) d->sms = 1;
     d->alloc = em_cuda_allocator_new((em_cuda_memory_source){d, source_alloc, source_free, "CUDA"});
@@ -814,6 +816,21 @@ em_status em_cuda_device_name(int index, char *name, size_t n) {
     cuda_dev *d;
     em_status st = enter(index, &d);
     if (st == EM_OK) snprintf(name, n, "%s", d->name);
+    return st;
+}
+
+em_status em_cuda_device_sizes(int index, size_t *total_memory, int *multiprocessors) {
+    if (em_cuda_stand_in_active()) {
+        *total_memory = 0;
+        *multiprocessors = 1;
+        return stand_in_index(index);
+    }
+    cuda_dev *d;
+    em_status st = enter(index, &d);
+    if (st == EM_OK) {
+        *total_memory = d->total_memory;
+        *multiprocessors = d->sms;
+    }
     return st;
 }
 

@@ -42,6 +42,8 @@ int em_cuda_device_count(void);
 /* Device `index`'s name and compute capability (it starts the device). */
 em_status em_cuda_device_name(int index, char *name, size_t name_size);
 em_status em_cuda_device_capability(int index, int *major, int *minor);
+/* Its memory in bytes and its multiprocessors (the stand-in: 0 and 1). */
+em_status em_cuda_device_sizes(int index, size_t *total_memory, int *multiprocessors);
 /* May float32 matmuls use TF32 (cuBLAS's TF32 math mode)? Off by
  * default, as torch.backends.cuda.matmul.allow_tf32. */
 void em_cuda_set_allow_tf32(bool on);

@@ -321,17 +321,20 @@ static PyObject *f_cuda_status(PyObject *self, PyObject *unused) {
     return Py_BuildValue("(isO)", em_cuda_device_count(), why, available ? Py_True : Py_False);
 }
 
-/* _cuda_device(index) -> (name, (major, minor)): starts the device */
+/* _cuda_device(index) -> (name, (major, minor), total memory, multiprocessors):
+ * starts the device */
 static PyObject *f_cuda_device(PyObject *self, PyObject *arg) {
     (void)self;
     int index = (int)PyLong_AsLong(arg);
     if (index == -1 && PyErr_Occurred()) return NULL;
     char name[256];
-    int major, minor;
+    int major, minor, sms;
+    size_t memory;
     if (em_cuda_device_name(index, name, sizeof name) != EM_OK ||
-        em_cuda_device_capability(index, &major, &minor) != EM_OK)
+        em_cuda_device_capability(index, &major, &minor) != EM_OK ||
+        em_cuda_device_sizes(index, &memory, &sms) != EM_OK)
         return em_py_raise();
-    return Py_BuildValue("(s(ii))", name, major, minor);
+    return Py_BuildValue("(s(ii)Ki)", name, major, minor, (unsigned long long)memory, sms);
 }
 
 static PyObject *f_cuda_synchronize(PyObject *self, PyObject *arg) {
@@ -587,7 +590,7 @@ static PyMethodDef module_methods[] = {
     {"_has_llvm", f_has_llvm, METH_NOARGS, NULL},
     {"_clear_cache", f_clear_cache, METH_NOARGS, NULL},
     {"_cuda_status", f_cuda_status, METH_NOARGS, "(devices the driver reports, why ember cannot use CUDA)"},
-    {"_cuda_device", f_cuda_device, METH_O, "_cuda_device(index) -> (name, (major, minor))"},
+    {"_cuda_device", f_cuda_device, METH_O, "_cuda_device(index) -> (name, (major, minor), memory, multiprocessors)"},
     {"_cuda_allow_tf32", f_cuda_allow_tf32, METH_O, "_cuda_allow_tf32(on or None) -> bool"},
     {"_cuda_event_new", f_cuda_event_new, METH_VARARGS, "_cuda_event_new(index, timing) -> capsule"},
     {"_cuda_event", f_cuda_event, METH_VARARGS, "_cuda_event(capsule, 'record'|'synchronize'|'query')"},

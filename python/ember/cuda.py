@@ -108,6 +108,26 @@ def get_device_capability(device=None):
     return _C._cuda_device(_index(device))[1]
 
 
+class _CudaDeviceProperties:
+    """What get_device_properties answers, in torch's names."""
+
+    def __init__(self, name, capability, total_memory, multi_processor_count):
+        self.name = name
+        self.major, self.minor = capability
+        self.total_memory = total_memory
+        self.multi_processor_count = multi_processor_count
+
+    def __repr__(self):
+        return (f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
+                f"total_memory={self.total_memory // (1 << 20)}MB, "
+                f"multi_processor_count={self.multi_processor_count})")
+
+
+def get_device_properties(device=None):
+    _require("cuda.get_device_properties")
+    return _CudaDeviceProperties(*_C._cuda_device(_index(device)))
+
+
 def synchronize(device=None):
     """Waits for everything queued on the device."""
     _require("cuda.synchronize")

@@ -230,6 +230,9 @@ def test_the_cuda_module_answers(device):
         return
     assert ember.cuda.device_count() >= 1 and ember.cuda.why_unavailable() == ""
     assert ember.cuda.get_device_name() and len(ember.cuda.get_device_capability()) == 2
+    props = ember.cuda.get_device_properties(0)
+    assert props.name == ember.cuda.get_device_name() and (props.major, props.minor) == ember.cuda.get_device_capability()
+    assert props.multi_processor_count >= 1 and "_CudaDeviceProperties(name=" in repr(props)
     if "stand-in" in ember.cuda.get_device_name():
         pytest.skip("the host stand-in for a CUDA device has no allocator of its own")
     x = ember.ones(1 << 20, device="cuda")
