@@ -310,7 +310,7 @@ em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_a
         !em_tensor_has_data(in[0]) || !em_tensor_has_data(out) || host_scalar(in[0]) ||
         !em_device_memory_of(in[0]->device) || !em_device_memory_of(out->device))
         return run_inplace(op, in, n_in, attrs, out); /* (which refuses devices this build lacks) */
-    em_tensor *moved = em_to_device(in[0], out->device);
+    em_tensor *moved = em_to_device_recorded(in[0], out->device); /* (y's gradient goes back to its device) */
     if (!moved) return em_last_status();
     em_status st = run_inplace(op, &moved, 1, attrs, out);
     em_tensor_release(moved);
@@ -365,7 +365,7 @@ static em_status run_inplace(em_op op, em_tensor *const *in, int n_in, const em_
                        info->kind != EM_KIND_TERNARY && info->kind != EM_KIND_CAST;
     /* x[i] = v writes the few indexed elements of x itself, not a copy of x
      * (unless the indices or values share x's memory) */
-    bool put = op == EM_OP_INDEX_PUT && in[0] == out;
+    bool put = op == EM_OP_INDEX_PUT && in[0] == out && dev == &em_cpu_device; /* (the CPU's kernel writes it) */
     for (int i = 1; put && i < n_in; i++) put = in[i]->storage != out->storage;
     for (int i = 0; i < n_in; i++) through_tmp |= partial_overlap(out, in[i]);
     void *state[EM_INTERCEPT_COUNT] = {NULL}; /* what each layer made ready for the write */

@@ -297,3 +297,19 @@ def test_events_time_and_streams_order_the_work(device):
     s.synchronize()
     assert s == ember.cuda.current_stream() and s.query()
     check(b, a.cpu().numpy().astype(np.float64) + 1, "cuda")
+
+
+def test_index_put_and_copy_gradients_across_devices(device):
+    """x[index] = v writes on x's device (never by the CPU's kernel into a
+    device's memory); y.copy_(x_cpu) carries x's gradient back to the CPU."""
+    x = on(device, np.zeros((4, 3), np.float32))
+    x[ember.tensor([0, 2]).to(device)] = 5.0
+    want = np.zeros((4, 3))
+    want[[0, 2]] = 5.0
+    check(x, want, device)
+    src = ember.tensor(A[:2, :3]).requires_grad_()
+    dst = on(device, np.zeros((2, 3), np.float32))
+    dst.copy_(src)
+    (dst * 3).sum().backward()
+    assert src.grad is not None and src.grad.device.type == "cpu"
+    np.testing.assert_allclose(src.grad.numpy(), np.full((2, 3), 3.0))
