@@ -717,10 +717,12 @@ static em_status check_nan(const em_node *n, int i, em_tensor *g) {
     bool was = em_set_grad_enabled(false);
     em_tensor *m = em_unary(EM_OP_ISNAN, g), *any = m ? em_reduce(EM_OP_ANY, m, NULL, 0, false, 0, 0) : NULL;
     em_set_grad_enabled(was);
-    bool nan = any && em_tensor_get_f64(any, 0) != 0;
+    em_tensor *h = any ? em_to_device(any, em_cpu()) : NULL; /* (a device's answer: read on the host) */
+    bool nan = h && em_tensor_get_f64(h, 0) != 0;
     em_tensor_release(m);
     em_tensor_release(any);
-    if (!any) return em_last_status();
+    em_tensor_release(h);
+    if (!h) return em_last_status();
     if (!nan) return EM_OK;
     char name[64];
     return em_error(EM_ERR_RUNTIME, "Function '%s' returned nan values in its %dth output.%s%s",

@@ -313,3 +313,15 @@ def test_index_put_and_copy_gradients_across_devices(device):
     (dst * 3).sum().backward()
     assert src.grad is not None and src.grad.device.type == "cpu"
     np.testing.assert_allclose(src.grad.numpy(), np.full((2, 3), 3.0))
+
+
+def test_anomaly_mode_reads_a_devices_gradients(device):
+    """detect_anomaly's NaN check reads each gradient's answer on the host
+    (copied over from a device), finding a NaN there as on the CPU."""
+    x = on(device, np.array([1.0, 4.0], np.float32)).requires_grad_()
+    with ember.autograd.detect_anomaly():
+        x.sqrt().sum().backward()
+        y = on(device, np.array([-1.0, 4.0], np.float32)).requires_grad_()
+        with pytest.raises(RuntimeError, match="nan"):
+            y.sqrt().sum().backward()
+    check(x.grad, 0.5 / np.sqrt([1.0, 4.0]), device)
