@@ -808,44 +808,22 @@ static em_status stand_in_index(int index) {
     return index <= 0 ? EM_OK : em_error(EM_ERR_DEVICE, "CUDA error: invalid device ordinal (cuda:%d; 1 device)", index);
 }
 
-em_status em_cuda_device_name(int index, char *name, size_t n) {
+em_status em_cuda_device_properties(int index, em_cuda_properties *out) {
+    memset(out, 0, sizeof *out);
     if (em_cuda_stand_in_active()) {
-        snprintf(name, n, "host stand-in for a CUDA device (EMBER_CUDA_HOST_STAND_IN=1)");
+        snprintf(out->name, sizeof out->name, "host stand-in for a CUDA device (EMBER_CUDA_HOST_STAND_IN=1)");
+        out->multiprocessors = 1;
         return stand_in_index(index);
     }
     cuda_dev *d;
     em_status st = enter(index, &d);
-    if (st == EM_OK) snprintf(name, n, "%s", d->name);
-    return st;
-}
-
-em_status em_cuda_device_sizes(int index, size_t *total_memory, int *multiprocessors) {
-    if (em_cuda_stand_in_active()) {
-        *total_memory = 0;
-        *multiprocessors = 1;
-        return stand_in_index(index);
-    }
-    cuda_dev *d;
-    em_status st = enter(index, &d);
-    if (st == EM_OK) {
-        *total_memory = d->total_memory;
-        *multiprocessors = d->sms;
-    }
-    return st;
-}
-
-em_status em_cuda_device_capability(int index, int *major, int *minor) {
-    if (em_cuda_stand_in_active()) {
-        *major = *minor = 0;
-        return stand_in_index(index);
-    }
-    cuda_dev *d;
-    em_status st = enter(index, &d);
-    if (st == EM_OK) {
-        *major = d->sm / 10;
-        *minor = d->sm % 10;
-    }
-    return st;
+    if (st != EM_OK) return st;
+    snprintf(out->name, sizeof out->name, "%s", d->name);
+    out->major = d->sm / 10;
+    out->minor = d->sm % 10;
+    out->total_memory = d->total_memory;
+    out->multiprocessors = d->sms;
+    return EM_OK;
 }
 
 em_status em_cuda_synchronize(int index) {

@@ -39,11 +39,16 @@ void em_cuda_device_register(void);
 /* The CUDA devices tensors can live on: 0 where em_cuda_available is
  * false. */
 int em_cuda_device_count(void);
-/* Device `index`'s name and compute capability (it starts the device). */
-em_status em_cuda_device_name(int index, char *name, size_t name_size);
-em_status em_cuda_device_capability(int index, int *major, int *minor);
-/* Its memory in bytes and its multiprocessors (the stand-in: 0 and 1). */
-em_status em_cuda_device_sizes(int index, size_t *total_memory, int *multiprocessors);
+/* What torch.cuda.get_device_properties says of a device. */
+typedef struct em_cuda_properties {
+    char name[128];
+    int major, minor;    /* compute capability */
+    size_t total_memory; /* bytes */
+    int multiprocessors;
+} em_cuda_properties;
+/* Device `index`'s properties (it starts the device; the host stand-in's
+ * name says so, capability 0.0, no memory, one multiprocessor). */
+em_status em_cuda_device_properties(int index, em_cuda_properties *out);
 /* May float32 matmuls use TF32 (cuBLAS's TF32 math mode)? Off by
  * default, as torch.backends.cuda.matmul.allow_tf32. */
 void em_cuda_set_allow_tf32(bool on);

@@ -327,14 +327,9 @@ static PyObject *f_cuda_device(PyObject *self, PyObject *arg) {
     (void)self;
     int index = (int)PyLong_AsLong(arg);
     if (index == -1 && PyErr_Occurred()) return NULL;
-    char name[256];
-    int major, minor, sms;
-    size_t memory;
-    if (em_cuda_device_name(index, name, sizeof name) != EM_OK ||
-        em_cuda_device_capability(index, &major, &minor) != EM_OK ||
-        em_cuda_device_sizes(index, &memory, &sms) != EM_OK)
-        return em_py_raise();
-    return Py_BuildValue("(s(ii)Ki)", name, major, minor, (unsigned long long)memory, sms);
+    em_cuda_properties p;
+    if (em_cuda_device_properties(index, &p) != EM_OK) return em_py_raise();
+    return Py_BuildValue("(s(ii)Ki)", p.name, p.major, p.minor, (unsigned long long)p.total_memory, p.multiprocessors);
 }
 
 static PyObject *f_cuda_synchronize(PyObject *self, PyObject *arg) {

@@ -612,15 +612,14 @@ int main(void) {
         printf("skipped: no CUDA device here: %s\n", why);
         return 77;
     }
-    char name[256];
-    int major = 0, minor = 0;
-    CHECK(em_cuda_device_name(0, name, sizeof name) == EM_OK);
-    if (strstr(name, "stand-in")) {
-        printf("skipped: %s runs the CPU's kernels; this test is of a GPU's\n", name);
+    em_cuda_properties p;
+    CHECK(em_cuda_device_properties(0, &p) == EM_OK);
+    if (strstr(p.name, "stand-in")) {
+        printf("skipped: %s runs the CPU's kernels; this test is of a GPU's\n", p.name);
         return 77;
     }
-    em_cuda_device_capability(0, &major, &minor);
-    printf("device: %s, compute capability %d.%d\n", name, major, minor);
+    printf("device: %s, compute capability %d.%d, %zu MiB, %d multiprocessors\n", p.name, p.major, p.minor,
+           p.total_memory >> 20, p.multiprocessors);
     copies();
     elementwise_all();
     reductions();
