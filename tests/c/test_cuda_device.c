@@ -145,6 +145,40 @@ static int compare_bits(const char *what, em_tensor *want, em_tensor *got_dev) {
     return bad;
 }
 
+/* How many of got_dev's elements lie beyond rtol * |want| + atol of
+ * eager's (NaN matching NaN; the first few printed under `what`); a
+ * result that could not be read counts as one. */
+static int count_far(const char *what, em_tensor *want, em_tensor *got_dev, double rtol, double atol) {
+    em_tensor *h = host(got_dev), *w64 = as_f64(want), *g64 = h ? as_f64(h) : NULL;
+    int wrong = g64 ? 0 : 1;
+    for (int64_t i = 0; g64 && i < want->numel; i++) {
+        double w = at(w64, i), v = at(g64, i);
+        if ((isnan(w) && isnan(v)) || w == v || fabs(w - v) <= rtol * fabs(w) + atol) continue;
+        if (wrong++ < 3) fprintf(stderr, "%s: element %lld: %.17g on the CPU, %.17g on the GPU\n", what, (long long)i, w, v);
+    }
+    em_tensor_release(h);
+    em_tensor_release(w64);
+    em_tensor_release(g64);
+    return wrong;
+}
+
+/* x / scale + 1 (values near 1: products of many of them neither
+ * overflow nor vanish in one order and not in another, as inf * 0 would
+ * make NaN), or NULL. */
+static em_tensor *near_one(em_tensor *x, double scale) {
+    em_tensor *scaled = NULL, *r = NULL, *s = em_tensor_scalar(1.0 / scale, x->dtype),
+              *one = em_tensor_scalar(1.0, x->dtype), *mul[2] = {x, s};
+    em_attrs m;
+    memset(&m, 0, sizeof m);
+    em_op_run(EM_OP_MUL, mul, 2, &m, &scaled, 1);
+    em_tensor *add[2] = {scaled, one};
+    if (scaled) em_op_run(EM_OP_ADD, add, 2, &m, &r, 1);
+    em_tensor_release(scaled);
+    em_tensor_release(s);
+    em_tensor_release(one);
+    return r;
+}
+
 static void copies(void) {
     static const int64_t sizes[] = {0, 1, 37, 4096, 1 << 20};
     for (int k = 0; k < N_DTYPES; k++)
@@ -238,22 +272,9 @@ static void reductions(void) {
     int ran = 0, bad = 0;
     for (int t = 0; t < 5; t++) {
         em_tensor *x = operand(dts[t], 1, shape, 2), *gx = x ? em_to_device(x, GPU) : NULL;
-        /* (prod of floats: of values near 1, so no partial product
-         * overflows in one order and not in the other; inf * 0 is NaN) */
-        em_tensor *near1 = NULL, *gnear1 = NULL;
-        if (em_dtype_is_float(dts[t])) {
-            em_tensor *scaled = NULL, *s = em_tensor_scalar(1.0 / 64.0, dts[t]), *one = em_tensor_scalar(1.0, dts[t]);
-            em_tensor *mul[2] = {x, s};
-            em_attrs m;
-            memset(&m, 0, sizeof m);
-            em_op_run(EM_OP_MUL, mul, 2, &m, &scaled, 1);
-            em_tensor *add[2] = {scaled, one};
-            if (scaled) em_op_run(EM_OP_ADD, add, 2, &m, &near1, 1);
-            gnear1 = near1 ? em_to_device(near1, GPU) : NULL;
-            em_tensor_release(scaled);
-            em_tensor_release(s);
-            em_tensor_release(one);
-        }
+        /* (prod of floats: of values near 1) */
+        em_tensor *near1 = em_dtype_is_float(dts[t]) && x ? near_one(x, 64.0) : NULL;
+        em_tensor *gnear1 = near1 ? em_to_device(near1, GPU) : NULL;
         for (int o = 0; o < N_REDUCTIONS; o++)
             for (int how = 0; how < 3; how++) {
                 em_attrs a;
@@ -274,25 +295,12 @@ static void reductions(void) {
                     bad++;
                 } else {
                     ran++;
-                    em_tensor *g = host(got);
                     bool exact = !em_dtype_is_float(want->dtype) || ops[o] == EM_OP_AMAX || ops[o] == EM_OP_AMIN;
-                    if (exact) {
-                        bad += compare_bits(what, want, got) != 0;
-                    } else {
-                        int wrong = 0;
-                        em_tensor *w64 = as_f64(want), *g64 = g ? as_f64(g) : NULL;
-                        double tol = (want->dtype == EM_DTYPE_F64 ? 1e-12 : 1e-6) * 2000 * 21;
-                        for (int64_t i = 0; g && i < want->numel; i++) {
-                            double w = at(w64, i), v = at(g64, i);
-                            bool ok = (isnan(w) && isnan(v)) || w == v ||
-                                      fabs(w - v) <= tol * (ops[o] == EM_OP_PROD ? fabs(w) : 1.0);
-                            if (!ok && wrong++ < 3) fprintf(stderr, "%s: %lld: %.17g vs %.17g\n", what, (long long)i, w, v);
-                        }
-                        bad += wrong != 0 || !g;
-                        em_tensor_release(w64);
-                        em_tensor_release(g64);
-                    }
-                    em_tensor_release(g);
+                    /* (float folds: within the bound of the sum of magnitudes; prod relative) */
+                    double tol = (want->dtype == EM_DTYPE_F64 ? 1e-12 : 1e-6) * 2000 * 21;
+                    bool prod = ops[o] == EM_OP_PROD;
+                    bad += exact ? compare_bits(what, want, got) != 0
+                                 : count_far(what, want, got, prod ? tol : 0, prod ? 0 : tol) != 0;
                 }
                 em_tensor_release(want);
                 em_tensor_release(got);
@@ -316,17 +324,7 @@ static void lines(void) {
     em_tensor *x = operand(EM_DTYPE_F32, 1, shape, 2), *w = operand(EM_DTYPE_F32, 2, row, 1),
               *b = operand(EM_DTYPE_F32, 3, row, 1);
     em_tensor *c[3] = {x, w, b}, *g[3] = {em_to_device(x, GPU), em_to_device(w, GPU), em_to_device(b, GPU)};
-    em_tensor *near1 = NULL, *scaled = NULL, *s = em_tensor_scalar(1.0 / 512.0, EM_DTYPE_F32),
-              *one = em_tensor_scalar(1.0, EM_DTYPE_F32), *mul[2] = {x, s};
-    em_attrs m;
-    memset(&m, 0, sizeof m);
-    em_op_run(EM_OP_MUL, mul, 2, &m, &scaled, 1);
-    em_tensor *add[2] = {scaled, one};
-    em_op_run(EM_OP_ADD, add, 2, &m, &near1, 1);
-    em_tensor *gnear1 = near1 ? em_to_device(near1, GPU) : NULL;
-    em_tensor_release(scaled);
-    em_tensor_release(s);
-    em_tensor_release(one);
+    em_tensor *near1 = x ? near_one(x, 512.0) : NULL, *gnear1 = near1 ? em_to_device(near1, GPU) : NULL;
     int ran = 0, bad = 0;
     for (int o = 0; o < 5; o++)
         for (int how = 0; how < (ops[o] == EM_OP_LAYER_NORM ? 3 : 2); how++) {
@@ -352,20 +350,9 @@ static void lines(void) {
                 bad++;
             } else {
                 ran++;
-                em_tensor *h = host(got), *w64 = as_f64(want), *g64 = h ? as_f64(h) : NULL;
-                int wrong = 0;
-                for (int64_t i = 0; i < want->numel; i++) {
-                    double u = at(w64, i), v = at(g64, i);
-                    /* (layer_norm: the CPU's float32 rows sum in float lanes, the GPU's in
-                     * double; a weight up to 20 scales the difference) */
-                    double atol = ops[o] == EM_OP_LAYER_NORM ? 2e-5 : 1e-6;
-                    bool ok = (isnan(u) && isnan(v)) || u == v || fabs(u - v) <= 1e-5 * fabs(u) + atol;
-                    if (!ok && wrong++ < 3) fprintf(stderr, "%s: %lld: %.9g vs %.9g\n", what, (long long)i, u, v);
-                }
-                bad += wrong != 0 || !g64;
-                em_tensor_release(h);
-                em_tensor_release(w64);
-                em_tensor_release(g64);
+                /* (layer_norm: the CPU's float32 rows sum in float lanes, the GPU's in
+                 * double; a weight up to 20 scales the difference) */
+                bad += count_far(what, want, got, 1e-5, ops[o] == EM_OP_LAYER_NORM ? 2e-5 : 1e-6) != 0;
             }
             em_tensor_release(want);
             em_tensor_release(got);
@@ -463,19 +450,10 @@ static void matmul(void) {
                 bad++;
             } else {
                 ran++;
-                em_tensor *h = host(got), *w64 = as_f64(want), *g64 = h ? as_f64(h) : NULL;
-                double tol = dts[t] == EM_DTYPE_F64 ? 1e-12 : dts[t] == EM_DTYPE_F32 ? 1e-5 : 1e-2, worst = 0;
-                for (int64_t i = 0; g64 && i < want->numel; i++) {
-                    double e = fabs(at(w64, i) - at(g64, i)) / (1 + fabs(at(w64, i)));
-                    worst = e > worst ? e : worst;
-                }
-                if (!g64 || worst > tol) {
-                    fprintf(stderr, "matmul %s case %d: worst error %g\n", em_dtype_long_name(dts[t]), c, worst);
-                    bad++;
-                }
-                em_tensor_release(h);
-                em_tensor_release(w64);
-                em_tensor_release(g64);
+                double tol = dts[t] == EM_DTYPE_F64 ? 1e-12 : dts[t] == EM_DTYPE_F32 ? 1e-5 : 1e-2;
+                char what[64];
+                snprintf(what, sizeof what, "matmul of %s, case %d", em_dtype_long_name(dts[t]), c);
+                bad += count_far(what, want, got, tol, tol) != 0;
             }
             if (xs != x) em_tensor_release(xs);
             if (gxs != gx) em_tensor_release(gxs);
@@ -526,19 +504,8 @@ static void gather_scatter(void) {
                         bad++;
                     } else {
                         ran++;
-                        if (form == 2 && vals[v] == EM_DTYPE_F32) { /* (sums in another order) */
-                            em_tensor *h = host(got), *w64 = as_f64(want), *g64 = h ? as_f64(h) : NULL;
-                            int wrong = !g64;
-                            for (int64_t e = 0; g64 && e < want->numel; e++)
-                                wrong += fabs(at(w64, e) - at(g64, e)) > 1e-5 * (1 + fabs(at(w64, e)));
-                            if (wrong) fprintf(stderr, "%s: %d elements beyond 1e-5\n", what, wrong);
-                            bad += wrong != 0;
-                            em_tensor_release(h);
-                            em_tensor_release(w64);
-                            em_tensor_release(g64);
-                        } else {
-                            bad += compare_bits(what, want, got) != 0;
-                        }
+                        bool adds = form == 2 && vals[v] == EM_DTYPE_F32; /* (sums in another order) */
+                        bad += (adds ? count_far(what, want, got, 1e-5, 1e-5) : compare_bits(what, want, got)) != 0;
                     }
                     em_tensor *objs[] = {x, src, ix64, ix, gx, gi, gs, want, got};
                     for (int o = 0; o < 9; o++) em_tensor_release(objs[o]);
