@@ -31,7 +31,14 @@
  *   em_cuda_<kernel>_thread(n_out, n_red, g, out, in, centers, p)
  *       one thread per output, R in order; for many short reductions, and
  *       for columns (a sum over dim 0), where adjacent threads read adjacent
- *       addresses.
+ *       addresses;
+ *   em_cuda_<kernel>_split(n_out, n_red, g, part, in, centers, p, chunks),
+ *   then em_cuda_<kernel>_join(n_out, n_red, g, out, part, centers, p, chunks)
+ *       for few long reductions (a whole tensor's sum): each output's R in
+ *       `chunks` interleaved parts, one block each, whose partial results
+ *       (16 bytes each: the value type and an index) one more block per
+ *       output folds. One block alone would leave all but one of the
+ *       GPU's multiprocessors idle (a sum of 2^26 floats: 99 ms, not 0.1).
  *
  * var and std take the mean first (a mean kernel), logsumexp the max (an
  * amax kernel): `centers` holds one per output, in the value type. `p` is
@@ -180,7 +187,10 @@ int em_cuda_reduce_all(em_dtype dt, em_cuda_reduce_kernel *ks, int max) {
 void em_cuda_reduce_name(const em_cuda_reduce_kernel *k, em_cuda_reduce_layout layout, char *out, size_t n) {
     snprintf(out, n, "em_cuda_%s%s_%s_to_%s_%s", em_op_name(k->op),
              em_op_get(k->op)->reduction == EM_RED_PNORM ? folds[fold_of(k)].name : "", em_cuda_sfx(k->in), em_cuda_sfx(k->out),
-             layout == EM_CUDA_REDUCE_BLOCK ? "block" : "thread");
+             layout == EM_CUDA_REDUCE_BLOCK    ? "block"
+             : layout == EM_CUDA_REDUCE_THREAD ? "thread"
+             : layout == EM_CUDA_REDUCE_SPLIT  ? "split"
+                                               : "join");
 }
 
 /* ---- the source ---- */
@@ -282,11 +292,34 @@ static void kernel_parameters(em_strbuf *s, const em_cuda_reduce_kernel *k, cons
                      name, layout, em_cuda_ctype(k->out), em_cuda_ctype(k->in), name, name);
 }
 
+/* A block's threads' partial results folded into thread 0's (the value
+ * the others return is unspecified): by warp shuffles, then across warps
+ * through shared memory. Every thread of the block calls it. */
+static void block_fold(em_strbuf *s) {
+    em_strbuf_puts(s, "static __device__ __forceinline__ A fold_block(A a) {\n"
+                      "    __shared__ A warps[32];\n"
+                      "    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = (blockDim.x + 31) >> 5;\n"
+                      "    for (int by = 16; by > 0; by >>= 1) {\n"
+                      "        A b = shuffle_down(a, by);\n"
+                      "        if (lane + by < 32) combine(a, b);\n"
+                      "    }\n"
+                      "    if (lane == 0) warps[warp] = a;\n"
+                      "    __syncthreads();\n"
+                      "    if (warp == 0) {\n"
+                      "        a = lane < n_warps ? warps[lane] : identity();\n"
+                      "        for (int by = 16; by > 0; by >>= 1) {\n"
+                      "            A b = shuffle_down(a, by);\n"
+                      "            if (lane + by < 32) combine(a, b);\n"
+                      "        }\n"
+                      "    }\n"
+                      "    __syncthreads(); /* (warps[] is free for the next call) */\n"
+                      "    return a;\n"
+                      "}\n");
+}
+
 static void block_kernel(em_strbuf *s, const em_cuda_reduce_kernel *k, const char *name) {
     kernel_parameters(s, k, name, "block");
-    em_strbuf_puts(s, "    __shared__ A warps[32];\n"
-                      "    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = (blockDim.x + 31) >> 5;\n"
-                      "    for (long long o = blockIdx.x; o < n_out; o += gridDim.x) {\n"
+    em_strbuf_puts(s, "    for (long long o = blockIdx.x; o < n_out; o += gridDim.x) {\n"
                       "        long long at, base = em_k_offset(g, o, &at);\n"
                       "        V c = centers ? centers[o] : (V)0;\n"
                       "        A a = identity();\n"
@@ -294,21 +327,51 @@ static void block_kernel(em_strbuf *s, const em_cuda_reduce_kernel *k, const cha
                       "            A b = lift(in, base + em_r_offset(g, r), r, c, p);\n"
                       "            combine(a, b);\n"
                       "        }\n"
-                      "        for (int by = 16; by > 0; by >>= 1) {\n"
-                      "            A b = shuffle_down(a, by);\n"
-                      "            if (lane + by < 32) combine(a, b);\n"
+                      "        a = fold_block(a);\n"
+                      "        if (threadIdx.x == 0) out[at] = finish(a, n_red, c, p);\n"
+                      "    }\n"
+                      "}\n");
+}
+
+/* The split layout's two kernels. _split: block b folds chunk b % chunks of
+ * output b / chunks (the chunks interleave by blockDim.x elements, so a
+ * warp reads adjacent addresses) into part[b]; _join: one block per output
+ * folds its chunks' partial results and finishes. Every fold is
+ * associative and an arg-reduction's index is the element's own, so the
+ * result is the block layout's. */
+static void split_kernels(em_strbuf *s, const em_cuda_reduce_kernel *k, const char *name) {
+    em_strbuf_printf(s,
+                     "extern \"C\" __global__ void %s_split(long long n_out, long long n_red, em_cuda_reduce_geometry g,\n"
+                     "    %s_ns::A *__restrict__ part, const %s *__restrict__ in, const %s_ns::V *__restrict__ centers, "
+                     "double p, long long chunks) {\n    using namespace %s_ns;\n",
+                     name, name, em_cuda_ctype(k->in), name, name);
+    em_strbuf_puts(s, "    for (long long b = blockIdx.x; b < n_out * chunks; b += gridDim.x) {\n"
+                      "        long long o = b / chunks, chunk = b % chunks;\n"
+                      "        long long at, base = em_k_offset(g, o, &at);\n"
+                      "        V c = centers ? centers[o] : (V)0;\n"
+                      "        A a = identity();\n"
+                      "        for (long long r = chunk * blockDim.x + threadIdx.x; r < n_red; r += chunks * blockDim.x) {\n"
+                      "            A e = lift(in, base + em_r_offset(g, r), r, c, p);\n"
+                      "            combine(a, e);\n"
                       "        }\n"
-                      "        if (lane == 0) warps[warp] = a;\n"
-                      "        __syncthreads();\n"
-                      "        if (warp == 0) {\n"
-                      "            a = lane < n_warps ? warps[lane] : identity();\n"
-                      "            for (int by = 16; by > 0; by >>= 1) {\n"
-                      "                A b = shuffle_down(a, by);\n"
-                      "                if (lane + by < 32) combine(a, b);\n"
-                      "            }\n"
-                      "            if (lane == 0) out[at] = finish(a, n_red, c, p);\n"
-                      "        }\n"
-                      "        __syncthreads();\n"
+                      "        a = fold_block(a);\n"
+                      "        if (threadIdx.x == 0) part[b] = a;\n"
+                      "    }\n"
+                      "}\n");
+    em_strbuf_printf(s,
+                     "extern \"C\" __global__ void %s_join(long long n_out, long long n_red, em_cuda_reduce_geometry g,\n"
+                     "    %s *__restrict__ out, const %s_ns::A *__restrict__ part, const %s_ns::V *__restrict__ centers, "
+                     "double p, long long chunks) {\n    using namespace %s_ns;\n",
+                     name, em_cuda_ctype(k->out), name, name, name);
+    em_strbuf_puts(s, "    for (long long o = blockIdx.x; o < n_out; o += gridDim.x) {\n"
+                      "        long long at;\n"
+                      "        em_k_offset(g, o, &at);\n"
+                      "        V c = centers ? centers[o] : (V)0;\n"
+                      "        A a = identity();\n"
+                      "        for (long long chunk = threadIdx.x; chunk < chunks; chunk += blockDim.x)\n"
+                      "            combine(a, part[o * chunks + chunk]);\n"
+                      "        a = fold_block(a);\n"
+                      "        if (threadIdx.x == 0) out[at] = finish(a, n_red, c, p);\n"
                       "    }\n"
                       "}\n");
 }
@@ -329,6 +392,19 @@ static void thread_kernel(em_strbuf *s, const em_cuda_reduce_kernel *k, const ch
                       "}\n");
 }
 
+em_cuda_reduce_layout em_cuda_reduce_plan(long long n_out, long long n_red, int sms, int threads, long long *chunks) {
+    *chunks = 1;
+    long long busy = (long long)(sms > 0 ? sms : 1) * 4; /* (blocks that fill the machine) */
+    if (n_red < 256 && n_out >= busy) return EM_CUDA_REDUCE_THREAD;
+    if (n_out >= busy) return EM_CUDA_REDUCE_BLOCK;
+    /* few outputs: split each into chunks of at least 8 elements a thread */
+    long long want = (busy + n_out - 1) / n_out, most = n_red / ((long long)threads * 8);
+    long long c = want < most ? want : most;
+    if (c < 2) return EM_CUDA_REDUCE_BLOCK;
+    *chunks = c;
+    return EM_CUDA_REDUCE_SPLIT;
+}
+
 char *em_cuda_reduce_source(const em_cuda_reduce_kernel *ks, int n) {
     for (int i = 0; i < n; i++)
         if (em_cuda_reduce_check(&ks[i]) != EM_OK) return NULL;
@@ -340,8 +416,12 @@ char *em_cuda_reduce_source(const em_cuda_reduce_kernel *ks, int n) {
         em_cuda_reduce_name(&ks[i], EM_CUDA_REDUCE_BLOCK, name, sizeof name);
         name[strlen(name) - strlen("_block")] = '\0';
         fold_functions(&s, &ks[i], name);
+        em_strbuf_printf(&s, "namespace %s_ns {\n", name);
+        block_fold(&s);
+        em_strbuf_puts(&s, "}\n");
         block_kernel(&s, &ks[i], name);
         thread_kernel(&s, &ks[i], name);
+        split_kernels(&s, &ks[i], name);
     }
     return em_cuda_source_take(&s);
 }

@@ -84,7 +84,12 @@ em_status em_cuda_ew_ptx(const em_cuda_ew_kernel *ks, int n, int sm, char **ptx)
 typedef enum em_cuda_reduce_layout {
     EM_CUDA_REDUCE_BLOCK,  /* one block per output: long reductions */
     EM_CUDA_REDUCE_THREAD, /* one thread per output: many short ones, columns */
+    EM_CUDA_REDUCE_SPLIT,  /* few long ones: chunks of each into partial results, */
+    EM_CUDA_REDUCE_JOIN,   /* then one block per output folds them */
 } em_cuda_reduce_layout;
+/* The bytes of one partial result of the split layout (the value type and
+ * an index). */
+#define EM_CUDA_REDUCE_PARTIAL_BYTES 16
 
 /* What the reduction kernels take by value: the kept dims K (an output's
  * index: its offsets in the input and the output) and the reduced dims R
@@ -109,9 +114,16 @@ em_status em_cuda_reduce_check(const em_cuda_reduce_kernel *k);
 /* Every reduction the op table defines for input dtype dt (the norm once
  * per fold its ord picks): their count, the first max in ks[]. */
 int em_cuda_reduce_all(em_dtype dt, em_cuda_reduce_kernel *ks, int max);
+/* The layout for n_out outputs of n_red elements each on a GPU of `sms`
+ * multiprocessors and blocks of `threads`: one thread per output for many
+ * short ones, one block per output for long ones, and, where the outputs
+ * are too few to fill the machine, split (*chunks >= 2 blocks per output,
+ * each of at least 8 elements a thread, then the join); *chunks is 1
+ * otherwise. */
+em_cuda_reduce_layout em_cuda_reduce_plan(long long n_out, long long n_red, int sms, int threads, long long *chunks);
 /* em_cuda_sum_f32_to_f32_block, em_cuda_norm2_f32_to_f32_thread, ... */
 void em_cuda_reduce_name(const em_cuda_reduce_kernel *k, em_cuda_reduce_layout layout, char *out, size_t n);
-/* CUDA C of both layouts of each of ks[0..n) (malloc'd), or NULL with
+/* CUDA C of every layout of each of ks[0..n) (malloc'd), or NULL with
  * em_cuda_reduce_check's error. */
 char *em_cuda_reduce_source(const em_cuda_reduce_kernel *ks, int n);
 em_status em_cuda_reduce_ptx(const em_cuda_reduce_kernel *ks, int n, int sm, char **ptx);
@@ -186,6 +198,67 @@ void em_cuda_gather_geometry(const struct em_tensor *x, const struct em_tensor *
 void em_cuda_scatter_geometry(const struct em_tensor *out, const struct em_tensor *index, const struct em_tensor *src,
                               int d, em_cuda_index_geometry *g);
 
+/* ---- advanced indexing: index, index_put, index_select (codegen_cuda/adv_source.c) ---- */
+
+/* What the kernels take by value: the indexing result's shape, per result
+ * dim x's stride (0 inside B) and the other tensor's (index: the result;
+ * index_put: the values, broadcast), per index tensor its strides over the
+ * result dims (0 outside B and where it broadcasts), x's stride and length
+ * along the dim it indexes, and its int64 copy's device address; wrap:
+ * negative indices count from the end. */
+typedef struct em_cuda_adv_geometry {
+    int nd, k, wrap;
+    long long shape[EM_MAX_DIMS], x[EM_MAX_DIMS], other[EM_MAX_DIMS];
+    long long ix[EM_MAX_DIMS][EM_MAX_DIMS];
+    long long step[EM_MAX_DIMS], size[EM_MAX_DIMS];
+    unsigned long long ptr[EM_MAX_DIMS];
+} em_cuda_adv_geometry;
+
+typedef struct em_cuda_adv_kernel {
+    em_op op; /* EM_OP_INDEX or EM_OP_INDEX_PUT */
+    em_dtype dtype;
+    bool accumulate;
+} em_cuda_adv_kernel;
+
+em_status em_cuda_adv_check(const em_cuda_adv_kernel *k);
+/* em_cuda_index_f32, em_cuda_index_put_add_f64, ... */
+void em_cuda_adv_name(const em_cuda_adv_kernel *k, char *out, size_t n);
+char *em_cuda_adv_source(const em_cuda_adv_kernel *ks, int n);
+em_status em_cuda_adv_ptx(const em_cuda_adv_kernel *ks, int n, int sm, char **ptx);
+/* Every advanced-indexing kernel: their count, the first max in ks[]. */
+int em_cuda_adv_all(em_cuda_adv_kernel *ks, int max);
+/* The geometry of indexing x with the k int64 tensors ix (along x's dims
+ * dims[0..k)), broadcast to B (nb dims, starting at result dim pos), the
+ * result of shape[0..nd) whose dim d is x's rest_dim[d] (-1 inside B), the
+ * other tensor's strides other_strides[0..nd). */
+void em_cuda_adv_geometry_of(const struct em_tensor *x, const struct em_tensor *const *ix, int k, const int64_t *dims,
+                             int nb, int pos, const int64_t *shape, const int *rest_dim, int nd,
+                             const int64_t *other_strides, bool wrap, em_cuda_adv_geometry *g);
+
+/* ---- sliding windows: im2col, col2im, max_pool (codegen_cuda/window_source.c) ---- */
+
+/* The window geometry (runtime/infer/window.h's, three spatial dims) as the
+ * kernels take it by value, with the channels per sample and the big
+ * side's strides (sample, channel, spatial) where a kernel reads it. */
+typedef struct em_cuda_window_geometry {
+    long long in[3], out[3], k[3], s[3], p[3], d[3];
+    long long in_numel, out_numel, k_numel, channels;
+    long long x_n, x_c, x_s[3];
+} em_cuda_window_geometry;
+
+/* CUDA C of im2col, col2im, max_pool and max_pool_grad for float32 and
+ * float64 (malloc'd), and its PTX. */
+char *em_cuda_window_source(void);
+em_status em_cuda_window_ptx(int sm, char **ptx);
+/* The name of `kernel` ("im2col", "col2im", "max_pool", "max_pool_grad")
+ * for dt: em_cuda_im2col_f32, ... */
+void em_cuda_window_name(const char *kernel, em_dtype dt, char *out, size_t n);
+struct em_window_geom;
+/* g from the window geometry w, `channels` per sample and x's strides
+ * (sample, channel, then w's spatial dims; NULL: none read). */
+void em_cuda_window_geometry_of(const struct em_window_geom *w, int64_t channels, const int64_t *x_strides,
+                                em_cuda_window_geometry *g);
+
 /* ---- rand and randn (codegen_cuda/random_source.c) ---- */
 
 /* CUDA C of em_cuda_<name>(n, seed, offset, out) for each random kernel:
@@ -205,6 +278,19 @@ typedef enum em_cuda_ptx_source { EM_PTX_COMPILED, EM_PTX_FROM_MEMORY, EM_PTX_FR
 em_status em_cuda_ptx(const char *source, const char *name, int sm, char **ptx, em_cuda_ptx_source *from);
 /* Drops this process's copies (the disk cache keeps its entries). */
 void em_cuda_ptx_forget(void);
+
+/* ---- ahead of first use (codegen_cuda/precompile.c) ---- */
+
+typedef struct em_cuda_precompile_counts {
+    int kernels; /* compiled (or found in the disk cache) */
+    int failed;
+} em_cuda_precompile_counts;
+/* Compiles every eager kernel the CUDA device generates (elementwise ops
+ * and casts, reductions, ops along lines, gather/scatter, advanced
+ * indexing, the window kernels) for compute
+ * capability sm into the disk cache, on `threads` threads, so no first
+ * use pays NVRTC. An error names the first kernel that failed. */
+em_status em_cuda_precompile(int sm, int threads, em_cuda_precompile_counts *counts);
 
 #ifdef __cplusplus
 }

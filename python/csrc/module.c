@@ -7,6 +7,7 @@
  */
 #include "ember/atomic_file.h"
 #include "ember/checksum.h"
+#include "ember/codegen_cuda.h"
 #include "ember/cuda.h"
 #include "ember/alloc.h"
 #include "ember/parallel.h"
@@ -360,6 +361,19 @@ static void event_destructor(PyObject *capsule) {
     em_cuda_event_free(PyCapsule_GetPointer(capsule, EVENT_CAPSULE));
 }
 
+/* _cuda_precompile(sm, threads) -> kernels compiled or found in the disk
+ * cache (em_cuda_precompile; NVRTC runs without the GIL) */
+static PyObject *f_cuda_precompile(PyObject *self, PyObject *args) {
+    (void)self;
+    int sm = 0, threads = 1;
+    if (!PyArg_ParseTuple(args, "ii:_cuda_precompile", &sm, &threads)) return NULL;
+    em_cuda_precompile_counts c;
+    em_status st;
+    Py_BEGIN_ALLOW_THREADS st = em_cuda_precompile(sm, threads, &c);
+    Py_END_ALLOW_THREADS if (st != EM_OK) return em_py_raise();
+    return PyLong_FromLong(c.kernels);
+}
+
 /* _cuda_event_new(index, timing) -> capsule */
 static PyObject *f_cuda_event_new(PyObject *self, PyObject *args) {
     (void)self;
@@ -587,6 +601,7 @@ static PyMethodDef module_methods[] = {
     {"_cuda_status", f_cuda_status, METH_NOARGS, "(devices the driver reports, why ember cannot use CUDA)"},
     {"_cuda_device", f_cuda_device, METH_O, "_cuda_device(index) -> (name, (major, minor), memory, multiprocessors)"},
     {"_cuda_allow_tf32", f_cuda_allow_tf32, METH_O, "_cuda_allow_tf32(on or None) -> bool"},
+    {"_cuda_precompile", f_cuda_precompile, METH_VARARGS, "_cuda_precompile(sm, threads) -> kernels"},
     {"_cuda_event_new", f_cuda_event_new, METH_VARARGS, "_cuda_event_new(index, timing) -> capsule"},
     {"_cuda_event", f_cuda_event, METH_VARARGS, "_cuda_event(capsule, 'record'|'synchronize'|'query')"},
     {"_cuda_event_elapsed", f_cuda_event_elapsed, METH_VARARGS, "_cuda_event_elapsed(start, end) -> ms"},

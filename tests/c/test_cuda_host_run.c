@@ -24,7 +24,10 @@
  *     float16/bfloat16: their rounding, 1e-3);
  *   - rand and randn: the CPU's numbers, to the bit, for the same state;
  *   - gather, scatter and scatter_add, every dtype and index dtype, along
- *     both dims: to the bit, and an out-of-range index reported.
+ *     both dims: to the bit, and an out-of-range index reported;
+ *   - im2col, col2im, max_pool and its gradient against unfold, fold,
+ *     max_pool and max_pool_grad, and advanced indexing (index,
+ *     index_put) against eager: to the bit.
  *
  * Needs a C++ compiler (c++, g++ or clang++); without one it is skipped
  * (exit 77) with the reason.
@@ -43,6 +46,8 @@
 #include "ember/ops.h"
 #include "ember/random.h"
 #include "ember/tensor.h"
+#include "../../runtime/infer/index.h"
+#include "../../runtime/infer/pool.h"
 
 
 static char cxx[256];
@@ -687,6 +692,227 @@ static void index_matches_eager(void) {
     dlclose(h);
 }
 
+/* ---- sliding windows: im2col, col2im, max_pool, max_pool_grad ---- */
+
+typedef void (*cols_fn)(long long, em_cuda_window_geometry, void *, const void *);
+typedef void (*pool_fn)(long long, em_cuda_window_geometry, void *, long long *, const void *);
+typedef void (*pool_grad_fn)(long long, em_cuda_window_geometry, void *, const void *, const long long *, long long *);
+
+static em_tensor *image(em_dtype dt, int which, const int64_t *shape) {
+    em_tensor *t = em_tensor_empty(shape, 4, dt, em_cpu());
+    if (t) fill(dt, which, em_tensor_data(t), (int)t->numel);
+    return t;
+}
+
+static bool same_bits(const em_tensor *a, const em_tensor *b) {
+    em_tensor *ac = em_contiguous((em_tensor *)a), *bc = em_contiguous((em_tensor *)b);
+    bool same = ac && bc && a->numel == b->numel &&
+                !memcmp(em_tensor_data(ac), em_tensor_data(bc), (size_t)a->numel * em_dtype_size(a->dtype));
+    em_tensor_release(ac);
+    em_tensor_release(bc);
+    return same;
+}
+
+/* The window kernels against the CPU's unfold, fold, max_pool and
+ * max_pool_grad, float32 and float64, on a [2, 3, 7, 6] image with an
+ * uneven kernel, stride, padding and dilation, read in place and through
+ * channels-last strides; max_pool with a NaN and ceil_mode. To the bit:
+ * col2im adds each element's taps in the CPU's order, and max_pool_grad
+ * walks a plane's outputs in order. */
+static void windows_match_eager(void) {
+    char *src = em_cuda_window_source();
+    void *h = src ? build(src, "window kernels") : NULL;
+    free(src);
+    if (!h) return;
+    int ran = 0;
+    static const em_dtype dts[] = {EM_DTYPE_F32, EM_DTYPE_F64};
+    for (int t = 0; t < 2; t++)
+        for (int last = 0; last < 2; last++) {
+            em_dtype dt = dts[t];
+            int64_t shape[4] = {2, 3, 7, 6}, perm[4] = {0, 3, 1, 2}, lshape[4] = {2, 7, 6, 3};
+            em_tensor *x = image(dt, 0, shape), *xl = NULL;
+            if (last) { /* the same values, channels-last in memory */
+                em_tensor *base = em_tensor_empty(lshape, 4, dt, em_cpu()), *p = em_permute(base, perm, 4);
+                em_copy_into(p, x);
+                em_tensor_release(base);
+                xl = p;
+            }
+            em_tensor *in = last ? xl : x;
+            em_attrs a;
+            memset(&a, 0, sizeof a);
+            a.n_kernel = a.n_stride = a.n_dilation = 2;
+            a.n_padding = 4; /* (before and after each dim) */
+            a.kernel[0] = 3, a.kernel[1] = 2, a.stride[0] = 2, a.stride[1] = 1;
+            a.padding[0] = a.padding[1] = a.padding[2] = a.padding[3] = 1, a.dilation[0] = 1, a.dilation[1] = 2;
+            em_tensor *cols = NULL, *back = NULL;
+            CHECK_MSG(em_op_run(EM_OP_UNFOLD, &in, 1, &a, &cols, 1) == EM_OK, "unfold: %s", em_last_error());
+            em_type xt = em_tensor_type(in);
+            em_window_geom w;
+            CHECK(em_window_geometry(EM_OP_UNFOLD, &xt, NULL, &a, EM_WIN_FLOOR, NULL, &w) == EM_OK);
+            em_cuda_window_geometry g;
+            em_cuda_window_geometry_of(&w, 3, in->strides, &g);
+            char name[64];
+            em_cuda_window_name("im2col", dt, name, sizeof name);
+            cols_fn im = (cols_fn)(uintptr_t)dlsym(h, name);
+            em_tensor *got = cols ? em_tensor_empty(cols->shape, 3, dt, em_cpu()) : NULL;
+            if (im && got) {
+                im(got->numel, g, em_tensor_data(got), em_tensor_data(in));
+                CHECK_MSG(same_bits(got, cols), "im2col %s%s differs from unfold", name, last ? " (channels-last)" : "");
+                ran++;
+            }
+            /* col2im: fold of the columns back into the image */
+            em_attrs f = a;
+            f.n_shape = 4;
+            memcpy(f.shape, shape, sizeof shape);
+            if (cols) CHECK_MSG(em_op_run(EM_OP_FOLD, &cols, 1, &f, &back, 1) == EM_OK, "fold: %s", em_last_error());
+            em_cuda_window_name("col2im", dt, name, sizeof name);
+            cols_fn ci = (cols_fn)(uintptr_t)dlsym(h, name);
+            em_tensor *y = em_tensor_empty(shape, 4, dt, em_cpu());
+            if (ci && back && cols) {
+                em_cuda_window_geometry_of(&w, 3, NULL, &g);
+                ci(y->numel, g, em_tensor_data(y), em_tensor_data(cols));
+                CHECK_MSG(same_bits(y, back), "col2im %s differs from fold", name);
+                ran++;
+            }
+            /* max_pool (ceil_mode, a NaN) and its gradient */
+            em_attrs m;
+            memset(&m, 0, sizeof m);
+            m.n_kernel = m.n_stride = m.n_dilation = 2;
+            m.n_padding = 4;
+            m.kernel[0] = 3, m.kernel[1] = 2, m.stride[0] = 2, m.stride[1] = 2;
+            m.padding[0] = m.padding[1] = m.padding[2] = m.padding[3] = 1;
+            m.dilation[0] = m.dilation[1] = 1;
+            m.ceil_mode = true;
+            if (dt == EM_DTYPE_F32) ((float *)em_tensor_data(x))[9] = NAN;
+            else ((double *)em_tensor_data(x))[9] = NAN;
+            em_tensor *pooled[2] = {NULL, NULL};
+            CHECK_MSG(em_op_run(EM_OP_MAX_POOL, &x, 1, &m, pooled, 2) == EM_OK, "max_pool: %s", em_last_error());
+            em_type pt = em_tensor_type(x);
+            int64_t p_hi[EM_MAX_SPATIAL];
+            CHECK(em_pool_strided_geometry(EM_OP_MAX_POOL, &pt, &m, NULL, EM_WIN_CEIL, &w, p_hi) == EM_OK);
+            em_cuda_window_name("max_pool", dt, name, sizeof name);
+            pool_fn mp = (pool_fn)(uintptr_t)dlsym(h, name);
+            if (mp && pooled[0]) {
+                em_tensor *v = em_tensor_empty(pooled[0]->shape, 4, dt, em_cpu());
+                em_tensor *iv = em_tensor_empty(pooled[1]->shape, 4, EM_DTYPE_I64, em_cpu());
+                em_cuda_window_geometry_of(&w, 3, x->strides, &g);
+                mp(v->numel, g, em_tensor_data(v), em_tensor_data(iv), em_tensor_data(x));
+                CHECK_MSG(same_bits(v, pooled[0]) && same_bits(iv, pooled[1]), "max_pool %s differs from eager", name);
+                /* the gradient through those indices */
+                em_tensor *gy = image(dt, 1, pooled[0]->shape), *pair[2] = {gy, pooled[1]}, *gx = NULL;
+                em_attrs ga;
+                memset(&ga, 0, sizeof ga);
+                ga.n_shape = 4;
+                memcpy(ga.shape, shape, sizeof shape);
+                CHECK_MSG(em_op_run(EM_OP_MAX_POOL_GRAD, pair, 2, &ga, &gx, 1) == EM_OK, "max_pool_grad: %s",
+                          em_last_error());
+                em_cuda_window_name("max_pool_grad", dt, name, sizeof name);
+                pool_grad_fn mg = (pool_grad_fn)(uintptr_t)dlsym(h, name);
+                em_tensor *hx = em_tensor_empty(shape, 4, dt, em_cpu());
+                long long bad = -1;
+                memset(&g, 0, sizeof g);
+                g.in_numel = 7 * 6;
+                g.out_numel = gy->numel / 6;
+                if (mg && gx) {
+                    mg(6, g, em_tensor_data(hx), em_tensor_data(gy), em_tensor_data(iv), &bad);
+                    CHECK_MSG(bad == -1 && same_bits(hx, gx), "max_pool_grad %s differs from eager", name);
+                    ran++;
+                }
+                em_tensor *objs[] = {v, iv, gy, gx, hx};
+                for (int o = 0; o < 5; o++) em_tensor_release(objs[o]);
+            }
+            em_tensor *objs[] = {x, xl, cols, back, got, y, pooled[0], pooled[1]};
+            for (int o = 0; o < 8; o++) em_tensor_release(objs[o]);
+        }
+    printf("%d window kernel runs (im2col, col2im, max_pool and its gradient) match eager to the bit\n", ran);
+    CHECK(ran == 12);
+    dlclose(h);
+}
+
+/* ---- advanced indexing: index, index_put ---- */
+
+typedef void (*adv_fn)(long long, em_cuda_adv_geometry, void *, const void *, long long *);
+
+/* Advanced indexing kernels against eager: x [4, 5, 6] indexed along dims
+ * (0, 2) (apart: B first) and (1, 2) (adjacent: B in place) by int64
+ * tensors that broadcast ([3, 1] with [1, 2]) and hold negative values;
+ * index_put writes and adds (repeats: the CPU's order on one host thread)
+ * values that broadcast; an index out of range is reported. */
+static void advanced_indexing_matches_eager(void) {
+    em_cuda_adv_kernel ks[64];
+    int n = em_cuda_adv_all(ks, 64);
+    char *src = em_cuda_adv_source(ks, n);
+    void *h = src ? build(src, "advanced indexing") : NULL;
+    free(src);
+    if (!h) return;
+    int ran = 0;
+    for (int i = 0; i < n; i++)
+        for (int form = 0; form < 2; form++) {
+            const em_cuda_adv_kernel *k = &ks[i];
+            if (k->dtype != EM_DTYPE_F32 && k->dtype != EM_DTYPE_I64 && k->dtype != EM_DTYPE_F64) continue;
+            char name[96];
+            em_cuda_adv_name(k, name, sizeof name);
+            adv_fn fn = (adv_fn)(uintptr_t)dlsym(h, name);
+            CHECK_MSG(fn != NULL, "no %s", name);
+            int64_t xs[3] = {4, 5, 6}, s1[2] = {3, 1}, s2[2] = {1, 2};
+            em_tensor *x = em_tensor_empty(xs, 3, k->dtype, em_cpu());
+            fill(k->dtype, 0, em_tensor_data(x), (int)x->numel);
+            int64_t dims[2] = {form == 0 ? 0 : 1, 2};
+            int64_t size0 = xs[dims[0]];
+            em_tensor *i0 = em_tensor_empty(s1, 2, EM_DTYPE_I64, em_cpu()), *i1 = em_tensor_empty(s2, 2, EM_DTYPE_I64, em_cpu());
+            int64_t *p0 = em_tensor_data(i0), *p1 = em_tensor_data(i1);
+            p0[0] = 1, p0[1] = -1, p0[2] = 1 % size0; /* (a repeat, a negative) */
+            p1[0] = -2, p1[1] = 3;
+            em_attrs a;
+            memset(&a, 0, sizeof a);
+            a.n_dims = 2;
+            a.dims[0] = dims[0];
+            a.dims[1] = dims[1];
+            a.accumulate = k->accumulate;
+            em_tensor *want = NULL, *got = NULL, *vals = NULL;
+            em_type xt = em_tensor_type(x), it[2] = {em_tensor_type(i0), em_tensor_type(i1)};
+            em_adv_plan p;
+            CHECK(em_adv_plan_make("index", &xt, it, 2, &a, &p) == EM_OK);
+            int64_t other[EM_MAX_DIMS] = {0};
+            em_tensor *ixs[2] = {i0, i1};
+            long long bad = INT64_MIN, total = 1;
+            for (int d = 0; d < p.nd; d++) total *= p.shape[d];
+            em_cuda_adv_geometry g;
+            if (k->op == EM_OP_INDEX) {
+                em_tensor *ins[3] = {x, i0, i1};
+                CHECK_MSG(em_op_run(EM_OP_INDEX, ins, 3, &a, &want, 1) == EM_OK, "index: %s", em_last_error());
+                got = em_tensor_empty(p.shape, p.nd, k->dtype, em_cpu());
+                em_contiguous_strides(p.shape, p.nd, other);
+                em_cuda_adv_geometry_of(x, (const em_tensor *const *)ixs, 2, dims, p.nb, p.pos, p.shape, p.rest_dim,
+                                        p.nd, other, true, &g);
+                fn(total, g, em_tensor_data(got), em_tensor_data(x), &bad);
+            } else { /* values of the last dim only: broadcast over the rest */
+                int64_t vs[1] = {p.shape[p.nd - 1]};
+                vals = em_tensor_empty(vs, 1, k->dtype, em_cpu());
+                fill(k->dtype, 1, em_tensor_data(vals), (int)vals->numel);
+                em_tensor *ins[4] = {x, i0, i1, vals};
+                CHECK_MSG(em_op_run(EM_OP_INDEX_PUT, ins, 4, &a, &want, 1) == EM_OK, "index_put: %s", em_last_error());
+                got = em_clone(x);
+                other[p.nd - 1] = 1;
+                em_cuda_adv_geometry_of(got, (const em_tensor *const *)ixs, 2, dims, p.nb, p.pos, p.shape, p.rest_dim,
+                                        p.nd, other, true, &g);
+                fn(total, g, em_tensor_data(got), em_tensor_data(vals), &bad);
+            }
+            CHECK_MSG(bad == INT64_MIN && want && same_bits(got, want), "%s over dims (%lld, 2) differs from eager",
+                      name, (long long)dims[0]);
+            ran++;
+            p0[1] = size0; /* out of range: reported */
+            bad = INT64_MIN;
+            fn(total, g, em_tensor_data(got), k->op == EM_OP_INDEX ? em_tensor_data(x) : em_tensor_data(vals), &bad);
+            CHECK_MSG(bad == size0, "%s: the bad index is reported as %lld", name, bad);
+            em_tensor *objs[] = {x, i0, i1, want, got, vals};
+            for (int o = 0; o < 6; o++) em_tensor_release(objs[o]);
+        }
+    printf("%d advanced-indexing runs (index, index_put, with accumulate) match eager to the bit\n", ran);
+    CHECK(ran == 18);
+    dlclose(h);
+}
+
 static bool find_cxx(void) {
     const char *env = getenv("CXX");
     const char *tries[] = {env, "c++", "g++", "clang++", "clang++-19"};
@@ -713,6 +939,8 @@ int main(void) {
     bool quick = q && *q && strcmp(q, "0") != 0;
     random_matches_eager();
     index_matches_eager();
+    windows_match_eager();
+    advanced_indexing_matches_eager();
     reductions_match_eager(quick);
     lines_match_eager(quick);
     elementwise_matches_eager(quick);
