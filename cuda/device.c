@@ -23,12 +23,14 @@
  * 16-byte-vector layout where the operands are contiguous and aligned, any
  * strides and broadcasts otherwise), contiguous(), the views (their
  * geometry is the CPU's), every reduction (var, std and logsumexp after a
- * first one for their centers), the ops along lines (cumsum, cumprod,
- * softmax, log_softmax, layer_norm), gather and scatter (an index out of
- * range raises the CPU's error), matmul through cuBLAS (matmul.c maps it
- * to GEMMs), and the factories and random ops, computed by the CPU's kernels and copied over
- * (the same values as on the CPU, the same numbers for a seed). Every
- * other op says by name that it has no CUDA kernel yet.
+ * first one for their centers; few long ones split across the GPU), the
+ * ops along lines (cumsum, cumprod, softmax, log_softmax, layer_norm),
+ * gather and scatter (an index out of range raises the CPU's error),
+ * matmul through cuBLAS (matmul.c maps it to GEMMs), convolutions and max
+ * pooling (window.c), advanced indexing, index_select and cat
+ * (indexing.c), and the factories and random ops, computed by the CPU's
+ * kernels and copied over (the same values as on the CPU, the same numbers
+ * for a seed). Every other op says by name that it has no CUDA kernel yet.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
@@ -38,15 +40,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "../runtime/cuda/cu.h"
-#include "../runtime/device.h"
+#include "device_internal.h"
 #include "matmul.h"
 #include "stand_in.h"
 #include "ember/codegen_cuda.h"
 #include "ember/cuda.h"
 
 #define MAX_DEVICES 16
-#define THREADS 256
+#define THREADS EM_CUDA_THREADS
 
 typedef struct kernel_entry {
     struct kernel_entry *next;
@@ -56,7 +57,7 @@ typedef struct kernel_entry {
 
 #define KERNEL_BUCKETS 512
 
-typedef struct cuda_dev {
+struct cuda_dev {
     bool ready;
     CUdevice dev;
     CUcontext ctx;
@@ -70,7 +71,7 @@ typedef struct cuda_dev {
     int blas_mode; /* the handle's math mode (0: cuBLAS's default, no TF32) */
     pthread_mutex_t lock; /* the allocator, the kernel table and the handle */
     kernel_entry *kernels[KERNEL_BUCKETS];
-} cuda_dev;
+};
 
 static cuda_dev devs[MAX_DEVICES];
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -386,17 +387,38 @@ static em_status reduce_into(cuda_dev *d, em_op op, em_tensor *x, const em_attrs
         step *= g.k_shape[i];
     }
     if (n_out == 0) return EM_OK;
-    /* one block per output for long reductions, one thread per output for
-     * many short ones */
-    bool block = n_red >= 256 || n_out < (long long)d->sms * 4;
+    long long chunks = 1;
+    em_cuda_reduce_layout layout = em_cuda_reduce_plan(n_out, n_red, d->sms, THREADS, &chunks);
+    bool block = layout != EM_CUDA_REDUCE_THREAD;
     char name[200], other[200];
-    em_cuda_reduce_name(&k, block ? EM_CUDA_REDUCE_BLOCK : EM_CUDA_REDUCE_THREAD, name, sizeof name);
-    em_cuda_reduce_name(&k, block ? EM_CUDA_REDUCE_THREAD : EM_CUDA_REDUCE_BLOCK, other, sizeof other);
+    em_cuda_reduce_name(&k, layout, name, sizeof name);
+    em_cuda_reduce_name(&k, chunks > 1 ? EM_CUDA_REDUCE_JOIN : block ? EM_CUDA_REDUCE_THREAD : EM_CUDA_REDUCE_BLOCK,
+                        other, sizeof other);
     CUfunction fn;
     if ((st = kernel(d, name, other, reduce_ptx, &k, &fn)) != EM_OK) return st;
     CUdeviceptr o = address(out), i = address(x);
-    void *params[] = {&n_out, &n_red, &g, &o, &i, &centers, &p};
-    return launch(d, fn, block ? (n_out < 65535 ? n_out : 65535) : blocks_for(d, n_out), params, name);
+    if (chunks == 1) {
+        void *params[] = {&n_out, &n_red, &g, &o, &i, &centers, &p};
+        return launch(d, fn, block ? (n_out < 65535 ? n_out : 65535) : blocks_for(d, n_out), params, name);
+    }
+    CUfunction join; /* (loaded with the split kernel, as `other`) */
+    uint64_t part = 0;
+    if ((st = kernel(d, other, NULL, reduce_ptx, &k, &join)) != EM_OK) return st;
+    pthread_mutex_lock(&d->lock);
+    st = em_cuda_alloc(d->alloc, (size_t)(n_out * chunks) * EM_CUDA_REDUCE_PARTIAL_BYTES, &part);
+    pthread_mutex_unlock(&d->lock);
+    if (st != EM_OK) return st;
+    CUdeviceptr partials = part;
+    void *split_params[] = {&n_out, &n_red, &g, &partials, &i, &centers, &p, &chunks};
+    void *join_params[] = {&n_out, &n_red, &g, &o, &partials, &centers, &p, &chunks};
+    st = launch(d, fn, n_out * chunks, split_params, name);
+    if (st == EM_OK) st = launch(d, join, n_out, join_params, other);
+    /* (the partials' block is reused only by work queued after the join,
+     * on the same stream) */
+    pthread_mutex_lock(&d->lock);
+    em_cuda_release(d->alloc, part);
+    pthread_mutex_unlock(&d->lock);
+    return st;
 }
 
 /* x as a new device tensor of dtype dt (x itself, retained, when it is). */
@@ -734,7 +756,7 @@ static bool cuda_supports(em_op op) {
     case EM_KIND_RANDOM: return true;
     case EM_KIND_REDUCE: return true;
     case EM_KIND_MATMUL: return op == EM_OP_MATMUL;
-    default: return is_line_op(op) || op == EM_OP_GATHER || op == EM_OP_SCATTER || (info->flags & EM_F_ELEMENTWISE) != 0;
+    default: return is_line_op(op) || em_cuda_window_op(op) || em_cuda_indexing_op(op) || op == EM_OP_GATHER || op == EM_OP_SCATTER || (info->flags & EM_F_ELEMENTWISE) != 0;
     }
 }
 
@@ -755,6 +777,8 @@ static em_status cuda_run(em_op op, em_tensor *const *in, int n_in, const em_att
     case EM_KIND_RANDOM: return run_on_host(d, op, attrs, out[0]);
     default:
         if (op == EM_OP_GATHER || op == EM_OP_SCATTER) return run_index(d, op, in, attrs, out[0]);
+        if (em_cuda_window_op(op)) return em_cuda_run_window(d, op, in, n_in, attrs, out);
+        if (em_cuda_indexing_op(op)) return em_cuda_run_indexing(d, op, in, n_in, attrs, out);
         return is_line_op(op) ? run_lines(d, op, in, n_in, attrs, out[0]) : run_elementwise(d, op, in, n_in, out[0]);
     }
 }
@@ -765,11 +789,67 @@ static em_status cuda_write(em_op op, em_tensor *const *in, int n_in, em_tensor 
     return st == EM_OK ? run_elementwise(d, op, in, n_in, out) : st;
 }
 
+/* ---- what the op files take (device_internal.h) ---- */
+
+em_status em_cuda_dev_kernel(cuda_dev *d, const char *name, const char *also, em_cuda_ptx_fn ptx_of, const void *spec,
+                             CUfunction *fn) {
+    return kernel(d, name, also, ptx_of, spec, fn);
+}
+
+em_status em_cuda_dev_launch(cuda_dev *d, CUfunction fn, long long blocks, void **params, const char *what) {
+    return launch(d, fn, blocks, params, what);
+}
+
+long long em_cuda_dev_blocks_for(const cuda_dev *d, long long n) { return blocks_for(d, n); }
+
+em_status em_cuda_dev_scratch(cuda_dev *d, size_t bytes, uint64_t *ptr) {
+    pthread_mutex_lock(&d->lock);
+    em_status st = em_cuda_alloc(d->alloc, bytes ? bytes : 1, ptr);
+    pthread_mutex_unlock(&d->lock);
+    return st;
+}
+
+void em_cuda_dev_scratch_free(cuda_dev *d, uint64_t ptr) {
+    if (!ptr) return;
+    pthread_mutex_lock(&d->lock);
+    em_cuda_release(d->alloc, ptr);
+    pthread_mutex_unlock(&d->lock);
+}
+
+em_status em_cuda_dev_word(cuda_dev *d, long long value, uint64_t *ptr) {
+    em_status st = em_cuda_dev_scratch(d, sizeof value, ptr);
+    CUresult rc = st == EM_OK ? em_cu()->MemcpyHtoD((CUdeviceptr)*ptr, &value, sizeof value) : EM_CU_SUCCESS;
+    if (rc != EM_CU_SUCCESS) {
+        em_cuda_dev_scratch_free(d, *ptr);
+        *ptr = 0;
+        return cu_fail("a copy from the host (cuMemcpyHtoD)", rc);
+    }
+    return st;
+}
+
+em_status em_cuda_dev_read_word(cuda_dev *d, uint64_t ptr, long long *value) {
+    (void)d;
+    CUresult rc = em_cu()->MemcpyDtoH(value, (CUdeviceptr)ptr, sizeof *value);
+    return rc == EM_CU_SUCCESS ? EM_OK : cu_fail("a copy to the host (cuMemcpyDtoH)", rc);
+}
+
+em_tensor *em_cuda_dev_on_device(em_tensor *t, em_device dev) { return on_device(t, dev); }
+
+em_tensor *em_cuda_dev_converted(cuda_dev *d, em_tensor *x, em_dtype dt) { return converted(d, x, dt); }
+
+em_status em_cuda_dev_ew_into(cuda_dev *d, em_op op, em_tensor *const *in, int n_in, em_tensor *out) {
+    return run_elementwise(d, op, in, n_in, out);
+}
+
+em_status em_cuda_dev_copy_into(cuda_dev *d, em_tensor *out, em_tensor *x) {
+    return run_elementwise(d, EM_OP_CAST, &x, 1, out);
+}
+
 static const em_device_impl cuda_device = {"cuda", &cuda_memory, cuda_supports, cuda_run, cuda_write};
 
 void em_cuda_device_register(void) {
     if (em_cuda_stand_in_wanted())
-        em_cuda_stand_in_register(); /* (tests without a GPU: stand_in.c) */
+        em_cuda_stand_in_register(cuda_supports); /* (tests without a GPU: stand_in.c) */
     else
         em_device_register(EM_DEVICE_CUDA, &cuda_device);
 }

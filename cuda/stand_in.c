@@ -6,7 +6,10 @@
  * DLPack, checkpoints, ember.cuda). With EMBER_CUDA_HOST_STAND_IN=1 in the
  * environment, em_cuda_device_register installs it instead of the CUDA
  * device: tensors on "cuda:0" then live in host memory and run the CPU's
- * kernels. It computes nothing a GPU would; the GPU's kernels are checked
+ * kernels, for the ops the CUDA device has kernels for (its own answer to
+ * `supports`), so an op a GPU would refuse is refused here too, and a test
+ * that passes here fails on a GPU only by a kernel's numbers, not by a
+ * missing kernel. It computes nothing a GPU would; the GPU's kernels are checked
  * on a GPU (tools/gpu_check.sh). CI runs the device tests under it, so the
  * code around the kernels is checked on every change, not only in the
  * rare session that has a GPU.
@@ -21,6 +24,10 @@
 static em_device_memory memory;
 static em_device_impl device;
 
+static bool (*cuda_supports)(em_op);
+
+static bool supports(em_op op) { return cuda_supports(op) && em_cpu_device.supports(op); }
+
 static em_status cpu_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
     return em_cpu_device.run(op, in, n_in, attrs, out);
 }
@@ -30,10 +37,11 @@ bool em_cuda_stand_in_wanted(void) {
     return v && !strcmp(v, "1");
 }
 
-void em_cuda_stand_in_register(void) {
+void em_cuda_stand_in_register(bool (*supported_on_cuda)(em_op)) {
+    cuda_supports = supported_on_cuda;
     memory = em_host_memory; /* (the host's memory, under the name cuda) */
     memory.name = "cuda";
-    device = (em_device_impl){"cuda", &memory, em_cpu_device.supports, cpu_run, em_cpu_device.write};
+    device = (em_device_impl){"cuda", &memory, supports, cpu_run, em_cpu_device.write};
     em_device_register(EM_DEVICE_CUDA, &device);
 }
 

@@ -9,8 +9,9 @@
 
 /* Is EMBER_CUDA_HOST_STAND_IN=1 set? */
 bool em_cuda_stand_in_wanted(void);
-/* Installs the stand-in as the CUDA entry of the device table. */
-void em_cuda_stand_in_register(void);
+/* Installs the stand-in as the CUDA entry of the device table, supporting
+ * the ops the CUDA device does (supported_on_cuda, its `supports`). */
+void em_cuda_stand_in_register(bool (*supported_on_cuda)(em_op));
 /* Is the stand-in the CUDA entry now? */
 bool em_cuda_stand_in_active(void);
 

@@ -1,0 +1,56 @@
+/*
+ * device_internal.h - what the CUDA device's op files (window.c,
+ * indexing.c) take from device.c: a device's kernels (generated, compiled
+ * once, loaded once), launches on its stream, scratch memory from its
+ * allocator, and copies. Not public.
+ */
+#ifndef EMBER_CUDA_DEVICE_INTERNAL_H
+#define EMBER_CUDA_DEVICE_INTERNAL_H
+
+#include "../runtime/cuda/cu.h"
+#include "../runtime/device.h"
+
+#define EM_CUDA_THREADS 256
+
+typedef struct cuda_dev cuda_dev;
+/* The PTX of a module from its generator's spec. */
+typedef em_status (*em_cuda_ptx_fn)(const void *spec, int sm, char **ptx);
+
+/* Function `name` of the module ptx_of makes from spec (also keeping
+ * `also`, another kernel of that module, when not NULL). */
+em_status em_cuda_dev_kernel(cuda_dev *d, const char *name, const char *also, em_cuda_ptx_fn ptx_of, const void *spec,
+                             CUfunction *fn);
+/* Launches fn on `blocks` blocks of EM_CUDA_THREADS threads (capped: the
+ * kernels are grid-stride loops) on the device's stream. */
+em_status em_cuda_dev_launch(cuda_dev *d, CUfunction fn, long long blocks, void **params, const char *what);
+/* Blocks for n threads' work, a few waves of the machine at most. */
+long long em_cuda_dev_blocks_for(const cuda_dev *d, long long n);
+/* Scratch memory from the device's allocator (reused only by work queued
+ * after what uses it, on the same stream), and its return. */
+em_status em_cuda_dev_scratch(cuda_dev *d, size_t bytes, uint64_t *ptr);
+void em_cuda_dev_scratch_free(cuda_dev *d, uint64_t ptr);
+/* A word on the device set to `value`, for a kernel to report into, and
+ * its value read back (which waits for the kernels before it). */
+em_status em_cuda_dev_word(cuda_dev *d, long long value, uint64_t *ptr);
+em_status em_cuda_dev_read_word(cuda_dev *d, uint64_t ptr, long long *value);
+/* t on the device (a host 0-d operand copied over), a new reference. */
+em_tensor *em_cuda_dev_on_device(em_tensor *t, em_device dev);
+/* x as dtype dt on the device (x itself, retained, when it is). */
+em_tensor *em_cuda_dev_converted(cuda_dev *d, em_tensor *x, em_dtype dt);
+/* out = op(in...) elementwise (broadcast to out's shape), in out's strides. */
+em_status em_cuda_dev_ew_into(cuda_dev *d, em_op op, em_tensor *const *in, int n_in, em_tensor *out);
+/* out = x (cast to out's dtype, broadcast to its shape), in out's strides. */
+em_status em_cuda_dev_copy_into(cuda_dev *d, em_tensor *out, em_tensor *x);
+static inline CUdeviceptr em_cuda_address(const em_tensor *t) { return (CUdeviceptr)(uintptr_t)em_tensor_data(t); }
+
+/* The ops of window.c: conv, conv_transpose, conv_weight, max_pool,
+ * max_pool_grad. */
+bool em_cuda_window_op(em_op op);
+em_status em_cuda_run_window(cuda_dev *d, em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
+                             em_tensor **out);
+/* The ops of indexing.c: index, index_put, index_select, cat. */
+bool em_cuda_indexing_op(em_op op);
+em_status em_cuda_run_indexing(cuda_dev *d, em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
+                               em_tensor **out);
+
+#endif
