@@ -17,7 +17,10 @@
  * The GEMMs go through the device's matmul (em_op_run inside a kernel:
  * autograd and the tracer see only the outer op). This is PyTorch's
  * "unfold + GEMM" path; implicit GEMM (no columns in memory) is later
- * work. Float32 and float64, as every device's window ops.
+ * work. Also unfold and fold (the columns themselves), and the pools:
+ * max_pool, adaptive_max_pool and their gradient; avg_pool,
+ * adaptive_avg_pool and their gradients. Float32 and float64, as every
+ * device's window ops.
  */
 #include <string.h>
 
@@ -26,8 +29,21 @@
 #include "ember/codegen_cuda.h"
 
 bool em_cuda_window_op(em_op op) {
-    return op == EM_OP_CONV || op == EM_OP_CONV_TRANSPOSE || op == EM_OP_CONV_WEIGHT || op == EM_OP_MAX_POOL ||
-           op == EM_OP_MAX_POOL_GRAD;
+    switch (op) {
+    case EM_OP_CONV:
+    case EM_OP_CONV_TRANSPOSE:
+    case EM_OP_CONV_WEIGHT:
+    case EM_OP_UNFOLD:
+    case EM_OP_FOLD:
+    case EM_OP_MAX_POOL:
+    case EM_OP_ADAPTIVE_MAX_POOL:
+    case EM_OP_MAX_POOL_GRAD:
+    case EM_OP_AVG_POOL:
+    case EM_OP_AVG_POOL_GRAD:
+    case EM_OP_ADAPTIVE_AVG_POOL:
+    case EM_OP_ADAPTIVE_AVG_POOL_GRAD: return true;
+    default: return false;
+    }
 }
 
 static em_status window_ptx(const void *spec, int sm, char **ptx) {
@@ -46,21 +62,25 @@ static em_status float_only(em_op op, em_dtype dt) {
                     em_op_name(op), em_dtype_long_name(dt));
 }
 
-/* x's columns [N, C*K, L] (a new contiguous device tensor), or NULL. */
-static em_tensor *im2col(cuda_dev *d, em_tensor *x, const em_window_geom *w) {
-    int64_t n = x->shape[0], c = x->shape[1], shape[3] = {n, c * w->k_numel, w->out_numel};
-    em_tensor *cols = em_tensor_empty(shape, 3, x->dtype, x->device);
-    if (!cols || cols->numel == 0) return cols;
+/* cols (contiguous [N, C*K, L]) = x's columns. */
+static em_status im2col_into(cuda_dev *d, em_tensor *x, const em_window_geom *w, em_tensor *cols) {
+    if (cols->numel == 0) return EM_OK;
     em_cuda_window_geometry g;
-    em_cuda_window_geometry_of(w, c, x->strides, &g);
+    em_cuda_window_geometry_of(w, x->shape[1], x->strides, &g);
     char name[64];
     CUfunction fn;
     em_status st = window_kernel(d, "im2col", x->dtype, name, sizeof name, &fn);
     long long count = cols->numel;
     CUdeviceptr o = em_cuda_address(cols), i = em_cuda_address(x);
     void *params[] = {&count, &g, &o, &i};
-    if (st == EM_OK) st = em_cuda_dev_launch(d, fn, em_cuda_dev_blocks_for(d, count), params, name);
-    if (st != EM_OK) {
+    return st == EM_OK ? em_cuda_dev_launch(d, fn, em_cuda_dev_blocks_for(d, count), params, name) : st;
+}
+
+/* x's columns [N, C*K, L] (a new contiguous device tensor), or NULL. */
+static em_tensor *im2col(cuda_dev *d, em_tensor *x, const em_window_geom *w) {
+    int64_t shape[3] = {x->shape[0], x->shape[1] * w->k_numel, w->out_numel};
+    em_tensor *cols = em_tensor_empty(shape, 3, x->dtype, x->device);
+    if (cols && im2col_into(d, x, w, cols) != EM_OK) {
         em_tensor_release(cols);
         return NULL;
     }
@@ -179,26 +199,87 @@ static em_status run_conv_transpose(cuda_dev *d, em_tensor *const *in, int n_in,
     return st;
 }
 
-static em_status run_max_pool(cuda_dev *d, em_tensor *const *in, const em_attrs *a, em_tensor **out) {
-    em_tensor *x = in[0];
-    em_type xt = em_tensor_type(x);
-    em_window_geom geom;
-    int64_t p_hi[EM_MAX_SPATIAL];
-    em_status st = em_pool_strided_geometry(EM_OP_MAX_POOL, &xt, a, NULL, a->ceil_mode ? EM_WIN_CEIL : EM_WIN_FLOOR,
-                                            &geom, p_hi);
+/* A pool's geometry: strided (kernel, stride, padding, dilation,
+ * ceil_mode, p_hi) or adaptive (the small side's size given), over big (the
+ * input's type, or the gradient's result) with the small side `small`
+ * (NULL: from the rule), and avg's divisor rule; into g, reading x's
+ * strides (NULL: none). */
+static em_status pool_geometry(em_op op, const em_type *big, const int64_t *small, const em_attrs *a, bool adaptive,
+                               em_window_rule rule, const int64_t *x_strides, em_cuda_window_geometry *g) {
+    em_window_geom w;
+    int64_t p_hi[EM_MAX_SPATIAL] = {0};
+    em_status st = adaptive ? em_pool_adaptive_geometry(op, big, small, &w)
+                            : em_pool_strided_geometry(op, big, a, small, rule, &w, p_hi);
     if (st != EM_OK) return st;
-    if (!em_tensor_is_contiguous(out[0]) || !em_tensor_is_contiguous(out[1]))
-        return em_error(EM_ERR_INTERNAL, "cuda: max_pool: its results are not contiguous");
-    if (out[0]->numel == 0) return EM_OK;
-    em_cuda_window_geometry g;
-    em_cuda_window_geometry_of(&geom, x->shape[1], x->strides, &g);
+    em_cuda_window_geometry_of(&w, big->shape[1], x_strides, g);
+    for (int i = 0; i < EM_MAX_SPATIAL; i++) g->p_hi[i] = p_hi[i]; /* (padded as the geometry is) */
+    g->adaptive = adaptive;
+    g->include_pad = a->count_include_pad;
+    g->divisor = a->divisor;
+    return EM_OK;
+}
+
+static em_status launch_window(cuda_dev *d, const char *which, em_dtype dt, long long count, void **params) {
+    if (count == 0) return EM_OK;
     char name[64];
     CUfunction fn;
-    if ((st = window_kernel(d, "max_pool", x->dtype, name, sizeof name, &fn)) != EM_OK) return st;
+    em_status st = window_kernel(d, which, dt, name, sizeof name, &fn);
+    return st == EM_OK ? em_cuda_dev_launch(d, fn, em_cuda_dev_blocks_for(d, count), params, name) : st;
+}
+
+/* max_pool and adaptive_max_pool: each window's max and where it was. */
+static em_status run_max_pool(cuda_dev *d, em_op op, em_tensor *const *in, const em_attrs *a, em_tensor **out) {
+    em_tensor *x = in[0];
+    em_type xt = em_tensor_type(x);
+    bool adaptive = op == EM_OP_ADAPTIVE_MAX_POOL;
+    em_cuda_window_geometry g;
+    em_status st = pool_geometry(op, &xt, adaptive ? a->shape + 2 : NULL, a, adaptive,
+                                 a->ceil_mode ? EM_WIN_CEIL : EM_WIN_FLOOR, x->strides, &g);
+    if (st != EM_OK) return st;
+    if (!em_tensor_is_contiguous(out[0]) || !em_tensor_is_contiguous(out[1]))
+        return em_error(EM_ERR_INTERNAL, "cuda: %s: its results are not contiguous", em_op_name(op));
     long long count = out[0]->numel;
     CUdeviceptr y = em_cuda_address(out[0]), iy = em_cuda_address(out[1]), xp = em_cuda_address(x);
     void *params[] = {&count, &g, &y, &iy, &xp};
-    return em_cuda_dev_launch(d, fn, em_cuda_dev_blocks_for(d, count), params, name);
+    return launch_window(d, "max_pool", x->dtype, count, params);
+}
+
+/* avg_pool and adaptive_avg_pool; their gradients (gy in, the input's
+ * shape out), each input element gathering its windows' shares. */
+static em_status run_avg_pool(cuda_dev *d, em_op op, em_tensor *const *in, const em_attrs *a, em_tensor *out) {
+    bool grad = op == EM_OP_AVG_POOL_GRAD || op == EM_OP_ADAPTIVE_AVG_POOL_GRAD;
+    bool adaptive = op == EM_OP_ADAPTIVE_AVG_POOL || op == EM_OP_ADAPTIVE_AVG_POOL_GRAD;
+    if (!em_tensor_is_contiguous(out))
+        return em_error(EM_ERR_INTERNAL, "cuda: %s: its result is not contiguous", em_op_name(op));
+    em_tensor *x = grad ? em_contiguous(in[0]) : in[0];
+    if (!x) return em_last_status();
+    em_type big = em_tensor_type(grad ? out : x);
+    const int64_t *small = grad ? in[0]->shape + 2 : adaptive ? a->shape + 2 : NULL;
+    em_window_rule rule = !grad && a->ceil_mode ? EM_WIN_CEIL : EM_WIN_FLOOR;
+    em_cuda_window_geometry g;
+    em_status st = pool_geometry(op, &big, small, a, adaptive, rule, grad ? NULL : x->strides, &g);
+    long long count = out->numel;
+    CUdeviceptr y = em_cuda_address(out), xp = em_cuda_address(x);
+    void *params[] = {&count, &g, &y, &xp};
+    if (st == EM_OK) st = launch_window(d, grad ? "avg_pool_grad" : "avg_pool", out->dtype, count, params);
+    if (grad) em_tensor_release(x);
+    return st;
+}
+
+/* unfold: x's columns, as F.unfold; fold: columns summed back into an
+ * image, as F.fold. */
+static em_status run_unfold_fold(cuda_dev *d, em_op op, em_tensor *const *in, const em_attrs *a, em_tensor *out) {
+    em_type big = em_tensor_type(op == EM_OP_UNFOLD ? in[0] : out);
+    em_window_geom w;
+    em_status st = em_window_geometry(op, &big, NULL, a, EM_WIN_FLOOR, NULL, &w);
+    if (st != EM_OK) return st;
+    if (!em_tensor_is_contiguous(out))
+        return em_error(EM_ERR_INTERNAL, "cuda: %s: its result is not contiguous", em_op_name(op));
+    if (op == EM_OP_UNFOLD) return im2col_into(d, in[0], &w, out);
+    em_tensor *cols = em_contiguous(in[0]);
+    st = cols ? col2im(d, cols, &w, out) : em_last_status();
+    em_tensor_release(cols);
+    return st;
 }
 
 /* gx (out, the input's shape) from gy and max_pool's indices: one thread
@@ -245,7 +326,11 @@ em_status em_cuda_run_window(cuda_dev *d, em_op op, em_tensor *const *in, int n_
     case EM_OP_CONV: return run_conv(d, in, n_in, attrs, out[0]);
     case EM_OP_CONV_WEIGHT: return run_conv_weight(d, in, attrs, out[0]);
     case EM_OP_CONV_TRANSPOSE: return run_conv_transpose(d, in, n_in, attrs, out[0]);
-    case EM_OP_MAX_POOL: return run_max_pool(d, in, attrs, out);
-    default: return run_max_pool_grad(d, in, out[0]);
+    case EM_OP_UNFOLD:
+    case EM_OP_FOLD: return run_unfold_fold(d, op, in, attrs, out[0]);
+    case EM_OP_MAX_POOL:
+    case EM_OP_ADAPTIVE_MAX_POOL: return run_max_pool(d, op, in, attrs, out);
+    case EM_OP_MAX_POOL_GRAD: return run_max_pool_grad(d, in, out[0]);
+    default: return run_avg_pool(d, op, in, attrs, out[0]);
     }
 }

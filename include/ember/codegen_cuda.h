@@ -244,13 +244,17 @@ typedef struct em_cuda_window_geometry {
     long long in[3], out[3], k[3], s[3], p[3], d[3];
     long long in_numel, out_numel, k_numel, channels;
     long long x_n, x_c, x_s[3];
+    long long p_hi[3];                      /* pools: the padding after */
+    long long adaptive, include_pad, divisor; /* pools: adaptive windows; avg's divisor rule */
 } em_cuda_window_geometry;
 
-/* CUDA C of im2col, col2im, max_pool and max_pool_grad for float32 and
- * float64 (malloc'd), and its PTX. */
+/* CUDA C of im2col, col2im, max_pool, max_pool_grad, avg_pool and
+ * avg_pool_grad (strided or adaptive windows) for float32 and float64
+ * (malloc'd), and its PTX. */
 char *em_cuda_window_source(void);
 em_status em_cuda_window_ptx(int sm, char **ptx);
-/* The name of `kernel` ("im2col", "col2im", "max_pool", "max_pool_grad")
+/* The name of `kernel` ("im2col", "col2im", "max_pool", "max_pool_grad",
+ * "avg_pool", "avg_pool_grad")
  * for dt: em_cuda_im2col_f32, ... */
 void em_cuda_window_name(const char *kernel, em_dtype dt, char *out, size_t n);
 struct em_window_geom;

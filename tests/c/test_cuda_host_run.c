@@ -829,6 +829,113 @@ static void windows_match_eager(void) {
     dlclose(h);
 }
 
+/* Close to the bit: float32 within 1e-6 (relative, plus 1e-7), float64
+ * within 1e-14 (the GPU's average sums in double, the CPU's in a cascade
+ * of its own dtype). */
+static bool near(const em_tensor *a, const em_tensor *b) {
+    if (a->numel != b->numel) return false;
+    double tol = a->dtype == EM_DTYPE_F32 ? 1e-6 : 1e-14;
+    for (int64_t i = 0; i < a->numel; i++) {
+        double x = em_tensor_get_f64(a, i), y = em_tensor_get_f64(b, i);
+        if (!(fabs(x - y) <= tol * fabs(x) + tol / 10)) return false;
+    }
+    return true;
+}
+
+typedef void (*avg_fn)(long long, em_cuda_window_geometry, void *, const void *);
+
+/* avg_pool (with and without the padding in the divisor, a divisor given,
+ * ceil_mode), adaptive_avg_pool and adaptive_max_pool, and the averages'
+ * gradients, against eager: the means within rounding, the rest to the
+ * bit (each input element gathers its windows' shares in the CPU's order). */
+static void pools_match_eager(void) {
+    char *src = em_cuda_window_source();
+    void *h = src ? build(src, "window kernels (pools)") : NULL;
+    free(src);
+    if (!h) return;
+    int ran = 0;
+    static const em_dtype dts[] = {EM_DTYPE_F32, EM_DTYPE_F64};
+    for (int t = 0; t < 2; t++)
+        for (int form = 0; form < 4; form++) { /* avg include_pad, avg divisor + ceil, adaptive avg, adaptive max */
+            em_dtype dt = dts[t];
+            int64_t shape[4] = {2, 3, 7, 6};
+            em_tensor *x = image(dt, 2, shape);
+            bool adaptive = form >= 2, max = form == 3;
+            em_op op = max ? EM_OP_ADAPTIVE_MAX_POOL : adaptive ? EM_OP_ADAPTIVE_AVG_POOL : EM_OP_AVG_POOL;
+            em_attrs a;
+            memset(&a, 0, sizeof a);
+            if (adaptive) {
+                a.n_shape = 4;
+                a.shape[0] = 2, a.shape[1] = 3, a.shape[2] = 3, a.shape[3] = 4;
+            } else {
+                a.n_kernel = a.n_stride = 2;
+                a.n_padding = 4;
+                a.kernel[0] = 3, a.kernel[1] = 2, a.stride[0] = 2, a.stride[1] = 2;
+                a.padding[0] = a.padding[1] = a.padding[2] = a.padding[3] = 1;
+                a.count_include_pad = form == 0;
+                a.divisor = form == 1 ? 5 : 0;
+                a.ceil_mode = form == 1;
+            }
+            em_tensor *want[2] = {NULL, NULL};
+            CHECK_MSG(em_op_run(op, &x, 1, &a, want, max ? 2 : 1) == EM_OK, "%s: %s", em_op_name(op), em_last_error());
+            em_type xt = em_tensor_type(x);
+            em_window_geom w;
+            int64_t p_hi[EM_MAX_SPATIAL] = {0};
+            CHECK(adaptive ? em_pool_adaptive_geometry(op, &xt, a.shape + 2, &w) == EM_OK
+                           : em_pool_strided_geometry(op, &xt, &a, NULL, a.ceil_mode ? EM_WIN_CEIL : EM_WIN_FLOOR, &w,
+                                                      p_hi) == EM_OK);
+            em_cuda_window_geometry g;
+            em_cuda_window_geometry_of(&w, 3, x->strides, &g);
+            for (int i = 0; i < EM_MAX_SPATIAL; i++) g.p_hi[i] = p_hi[i];
+            g.adaptive = adaptive, g.include_pad = a.count_include_pad, g.divisor = a.divisor;
+            char name[64];
+            em_cuda_window_name(max ? "max_pool" : "avg_pool", dt, name, sizeof name);
+            void *fn = dlsym(h, name);
+            em_tensor *got = want[0] ? em_tensor_empty(want[0]->shape, 4, dt, em_cpu()) : NULL;
+            em_tensor *gi = max && want[1] ? em_tensor_empty(want[1]->shape, 4, EM_DTYPE_I64, em_cpu()) : NULL;
+            if (fn && got) {
+                if (max) {
+                    ((pool_fn)(uintptr_t)fn)(got->numel, g, em_tensor_data(got), em_tensor_data(gi), em_tensor_data(x));
+                    CHECK_MSG(same_bits(got, want[0]) && same_bits(gi, want[1]), "%s (adaptive) differs from eager", name);
+                } else {
+                    ((avg_fn)(uintptr_t)fn)(got->numel, g, em_tensor_data(got), em_tensor_data(x));
+                    CHECK_MSG(near(got, want[0]), "%s (form %d) differs from eager", name, form);
+                }
+                ran++;
+            }
+            if (!max && got) { /* the gradient */
+                em_tensor *gy = image(dt, 3, got->shape), *gx = NULL;
+                em_attrs ga = a;
+                ga.n_shape = 4;
+                memcpy(ga.shape, shape, sizeof shape);
+                em_op gop = adaptive ? EM_OP_ADAPTIVE_AVG_POOL_GRAD : EM_OP_AVG_POOL_GRAD;
+                CHECK_MSG(em_op_run(gop, &gy, 1, &ga, &gx, 1) == EM_OK, "%s: %s", em_op_name(gop), em_last_error());
+                em_type bt = em_tensor_type(x);
+                CHECK(adaptive ? em_pool_adaptive_geometry(gop, &bt, gy->shape + 2, &w) == EM_OK
+                               : em_pool_strided_geometry(gop, &bt, &ga, gy->shape + 2, EM_WIN_FLOOR, &w, p_hi) == EM_OK);
+                em_cuda_window_geometry_of(&w, 3, NULL, &g);
+                for (int i = 0; i < EM_MAX_SPATIAL; i++) g.p_hi[i] = adaptive ? 0 : p_hi[i];
+                g.adaptive = adaptive, g.include_pad = a.count_include_pad, g.divisor = a.divisor;
+                em_cuda_window_name("avg_pool_grad", dt, name, sizeof name);
+                avg_fn gf = (avg_fn)(uintptr_t)dlsym(h, name);
+                em_tensor *hx = em_tensor_empty(shape, 4, dt, em_cpu());
+                if (gf && gx) {
+                    gf(hx->numel, g, em_tensor_data(hx), em_tensor_data(gy));
+                    CHECK_MSG(same_bits(hx, gx), "%s (form %d) differs from eager", name, form);
+                    ran++;
+                }
+                em_tensor_release(gy);
+                em_tensor_release(gx);
+                em_tensor_release(hx);
+            }
+            em_tensor *objs[] = {x, want[0], want[1], got, gi};
+            for (int o = 0; o < 5; o++) em_tensor_release(objs[o]);
+        }
+    printf("%d pool kernel runs (avg_pool, adaptive avg and max, the averages' gradients) match eager\n", ran);
+    CHECK(ran == 14);
+    dlclose(h);
+}
+
 /* ---- advanced indexing: index, index_put ---- */
 
 typedef void (*adv_fn)(long long, em_cuda_adv_geometry, void *, const void *, long long *);
@@ -940,6 +1047,7 @@ int main(void) {
     random_matches_eager();
     index_matches_eager();
     windows_match_eager();
+    pools_match_eager();
     advanced_indexing_matches_eager();
     reductions_match_eager(quick);
     lines_match_eager(quick);
