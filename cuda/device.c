@@ -28,7 +28,8 @@
  * gather and scatter (an index out of range raises the CPU's error),
  * matmul through cuBLAS (matmul.c maps it to GEMMs), convolutions and max
  * pooling (window.c), advanced indexing, index_select and cat
- * (indexing.c), and the factories and random ops, computed by the CPU's
+ * (indexing.c), flip, roll, tril, triu, one_hot, nonzero and masked_select
+ * (movement.c), and the factories and random ops, computed by the CPU's
  * kernels and copied over (the same values as on the CPU, the same numbers
  * for a seed). Every other op says by name that it has no CUDA kernel yet.
  */
@@ -756,7 +757,7 @@ static bool cuda_supports(em_op op) {
     case EM_KIND_RANDOM: return true;
     case EM_KIND_REDUCE: return true;
     case EM_KIND_MATMUL: return op == EM_OP_MATMUL;
-    default: return is_line_op(op) || em_cuda_window_op(op) || em_cuda_indexing_op(op) || op == EM_OP_GATHER || op == EM_OP_SCATTER || (info->flags & EM_F_ELEMENTWISE) != 0;
+    default: return is_line_op(op) || em_cuda_window_op(op) || em_cuda_indexing_op(op) || em_cuda_movement_op(op) || op == EM_OP_GATHER || op == EM_OP_SCATTER || (info->flags & EM_F_ELEMENTWISE) != 0;
     }
 }
 
@@ -779,6 +780,7 @@ static em_status cuda_run(em_op op, em_tensor *const *in, int n_in, const em_att
         if (op == EM_OP_GATHER || op == EM_OP_SCATTER) return run_index(d, op, in, attrs, out[0]);
         if (em_cuda_window_op(op)) return em_cuda_run_window(d, op, in, n_in, attrs, out);
         if (em_cuda_indexing_op(op)) return em_cuda_run_indexing(d, op, in, n_in, attrs, out);
+        if (em_cuda_movement_op(op)) return em_cuda_run_movement(d, op, in, n_in, attrs, out);
         return is_line_op(op) ? run_lines(d, op, in, n_in, attrs, out[0]) : run_elementwise(d, op, in, n_in, out[0]);
     }
 }

@@ -53,4 +53,13 @@ bool em_cuda_indexing_op(em_op op);
 em_status em_cuda_run_indexing(cuda_dev *d, em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                                em_tensor **out);
 
+/* cat into out (device-free). */
+em_status em_cuda_cat(em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor *out);
+/* The ops of movement.c: flip, roll, tril, triu, one_hot, nonzero,
+ * masked_select; device-free compositions (d may be NULL; the tensors on
+ * any device with the ops they are made of). */
+bool em_cuda_movement_op(em_op op);
+em_status em_cuda_run_movement(cuda_dev *d, em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
+                               em_tensor **out);
+
 #endif

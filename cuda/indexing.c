@@ -141,8 +141,8 @@ static em_status run_index_select(cuda_dev *d, em_tensor *const *in, const em_at
 }
 
 /* cat: each input into its slice of out along dims[0] (1-d empty inputs,
- * which PyTorch's cat skips, add nothing). */
-static em_status run_cat(cuda_dev *d, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor *out) {
+ * which PyTorch's cat skips, add nothing); device-free. */
+em_status em_cuda_cat(em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor *out) {
     int dim = (int)attrs->dims[0];
     int64_t at = 0;
     for (int i = 0; i < n_in; i++) {
@@ -156,9 +156,7 @@ static em_status run_cat(cuda_dev *d, em_tensor *const *in, int n_in, const em_a
         shape[dim] = t->shape[dim];
         em_tensor *slice = em_tensor_alias(out, out->offset + at * out->strides[dim], shape, out->strides, out->ndim);
         if (!slice) return em_last_status();
-        em_tensor *src = em_cuda_dev_on_device(t, out->device);
-        em_status st = src ? em_cuda_dev_copy_into(d, slice, src) : em_last_status();
-        em_tensor_release(src);
+        em_status st = em_assign_copy(slice, t);
         em_tensor_release(slice);
         if (st != EM_OK) return st;
         at += t->shape[dim];
@@ -170,7 +168,7 @@ em_status em_cuda_run_indexing(cuda_dev *d, em_op op, em_tensor *const *in, int 
                                em_tensor **out) {
     switch (op) {
     case EM_OP_INDEX_SELECT: return run_index_select(d, in, attrs, out[0]);
-    case EM_OP_CAT: return run_cat(d, in, n_in, attrs, out[0]);
+    case EM_OP_CAT: return em_cuda_cat(in, n_in, attrs, out[0]);
     default: return run_index(d, op, in, n_in, attrs, out[0]);
     }
 }
