@@ -43,11 +43,14 @@ em_status em_cuda_dev_ew_into(cuda_dev *d, em_op op, em_tensor *const *in, int n
 em_status em_cuda_dev_copy_into(cuda_dev *d, em_tensor *out, em_tensor *x);
 static inline CUdeviceptr em_cuda_address(const em_tensor *t) { return (CUdeviceptr)(uintptr_t)em_tensor_data(t); }
 
-/* The ops of window.c: conv, conv_transpose, conv_weight, max_pool,
- * max_pool_grad. */
+/* The ops of window.c (and conv.c): convolutions, unfold, fold, the pools
+ * and their gradients. */
 bool em_cuda_window_op(em_op op);
 em_status em_cuda_run_window(cuda_dev *d, em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                              em_tensor **out);
+/* conv, conv_weight, conv_transpose as unfold/fold plus matmul (conv.c;
+ * device-free). */
+em_status em_cuda_conv(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor *out);
 /* The ops of indexing.c: index, index_put, index_select, cat. */
 bool em_cuda_indexing_op(em_op op);
 em_status em_cuda_run_indexing(cuda_dev *d, em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,

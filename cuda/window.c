@@ -1,26 +1,15 @@
 /*
- * window.c - the CUDA device's sliding-window ops: convolution and its two
- * adjoints as im2col (or col2im) plus cuBLAS, and max pooling with its
- * gradient, over the window geometry every device shares
- * (runtime/infer/window.h, pool.h); the kernels are
- * codegen_cuda/window_source.c's.
+ * window.c - the CUDA device's sliding-window kernels, over the window
+ * geometry every device shares (runtime/infer/window.h, pool.h); the
+ * kernels are codegen_cuda/window_source.c's:
  *
- *   conv(x, w[, b])            columns = im2col(x) [N, C*K, L]; per group
- *                              y = W_g @ columns_g (one batched GEMM; a
- *                              single group's weights are one matrix for
- *                              every sample), + b;
- *   conv_weight(x, gy)         dW_g = gy_g @ columns_g^T, the samples'
- *                              positions one long inner dimension;
- *   conv_transpose(x, w[, b])  columns = W_g^T @ x_g, y = col2im(columns)
- *                              (+ b): conv's input gradient.
+ *   unfold and fold      im2col and col2im: a convolution's columns, and
+ *                        their sum back into an image;
+ *   max_pool, adaptive_max_pool, max_pool_grad;
+ *   avg_pool, adaptive_avg_pool, and both averages' gradients.
  *
- * The GEMMs go through the device's matmul (em_op_run inside a kernel:
- * autograd and the tracer see only the outer op). This is PyTorch's
- * "unfold + GEMM" path; implicit GEMM (no columns in memory) is later
- * work. Also unfold and fold (the columns themselves), and the pools:
- * max_pool, adaptive_max_pool and their gradient; avg_pool,
- * adaptive_avg_pool and their gradients. Float32 and float64, as every
- * device's window ops.
+ * Convolution and its two adjoints are unfold (or fold) plus cuBLAS,
+ * composed in conv.c. Float32 and float64, as every device's window ops.
  */
 #include <string.h>
 
@@ -76,17 +65,6 @@ static em_status im2col_into(cuda_dev *d, em_tensor *x, const em_window_geom *w,
     return st == EM_OK ? em_cuda_dev_launch(d, fn, em_cuda_dev_blocks_for(d, count), params, name) : st;
 }
 
-/* x's columns [N, C*K, L] (a new contiguous device tensor), or NULL. */
-static em_tensor *im2col(cuda_dev *d, em_tensor *x, const em_window_geom *w) {
-    int64_t shape[3] = {x->shape[0], x->shape[1] * w->k_numel, w->out_numel};
-    em_tensor *cols = em_tensor_empty(shape, 3, x->dtype, x->device);
-    if (cols && im2col_into(d, x, w, cols) != EM_OK) {
-        em_tensor_release(cols);
-        return NULL;
-    }
-    return cols;
-}
-
 /* y (contiguous [N, C, big...]) = col2im(cols [N, C*K, L]). */
 static em_status col2im(cuda_dev *d, em_tensor *cols, const em_window_geom *w, em_tensor *y) {
     if (y->numel == 0) return EM_OK;
@@ -99,104 +77,6 @@ static em_status col2im(cuda_dev *d, em_tensor *cols, const em_window_geom *w, e
     CUdeviceptr o = em_cuda_address(y), i = em_cuda_address(cols);
     void *params[] = {&count, &g, &o, &i};
     return st == EM_OK ? em_cuda_dev_launch(d, fn, em_cuda_dev_blocks_for(d, count), params, name) : st;
-}
-
-static em_tensor *matmul(em_tensor *a, em_tensor *b) {
-    em_attrs at;
-    memset(&at, 0, sizeof at);
-    em_tensor *pair[2] = {a, b}, *z = NULL;
-    return em_op_run(EM_OP_MATMUL, pair, 2, &at, &z, 1) == EM_OK ? z : NULL;
-}
-
-static em_tensor *reshaped(em_tensor *t, int n, const int64_t *shape) { return t ? em_reshape(t, shape, n) : NULL; }
-
-/* out = y (+ b along dim 1), y in out's shape (a view of it made here). */
-static em_status finish(cuda_dev *d, em_tensor *y, em_tensor *b, em_tensor *out) {
-    em_tensor *view = reshaped(y, out->ndim, out->shape), *bias = NULL;
-    em_status st = view ? EM_OK : em_last_status();
-    if (st == EM_OK && b) {
-        int64_t shape[EM_MAX_DIMS];
-        shape[0] = b->numel;
-        for (int i = 1; i + 1 < out->ndim; i++) shape[i] = 1;
-        if (!(bias = reshaped(b, out->ndim - 1, shape))) st = em_last_status();
-    }
-    em_tensor *pair[2] = {view, bias};
-    if (st == EM_OK) st = b ? em_cuda_dev_ew_into(d, EM_OP_ADD, pair, 2, out) : em_cuda_dev_copy_into(d, out, view);
-    em_tensor_release(view);
-    em_tensor_release(bias);
-    return st;
-}
-
-static int64_t groups_of(const em_attrs *a) { return a->groups > 0 ? a->groups : 1; }
-
-static em_status run_conv(cuda_dev *d, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor *out) {
-    em_tensor *x = in[0], *w = in[1], *b = n_in > 2 ? in[2] : NULL;
-    em_type xt = em_tensor_type(x);
-    em_window_geom geom;
-    em_status st = em_window_geometry(EM_OP_CONV, &xt, w->shape + 2, a, EM_WIN_FLOOR, NULL, &geom);
-    if (st != EM_OK) return st;
-    int64_t n = x->shape[0], c = x->shape[1], o = w->shape[0], g = groups_of(a), k = geom.k_numel, l = geom.out_numel;
-    em_tensor *cols = im2col(d, x, &geom), *wm = NULL, *y = NULL, *c4 = NULL;
-    if (g == 1) {
-        int64_t ws[2] = {o, c * k};
-        wm = reshaped(w, 2, ws);
-        y = cols && wm ? matmul(wm, cols) : NULL; /* [N, O, L] */
-    } else {
-        int64_t ws[3] = {g, o / g, c / g * k}, cs[4] = {n, g, c / g * k, l};
-        wm = reshaped(w, 3, ws);
-        c4 = reshaped(cols, 4, cs);
-        y = c4 && wm ? matmul(wm, c4) : NULL; /* [N, G, O/G, L] */
-    }
-    st = y ? finish(d, y, b, out) : em_last_status();
-    em_tensor *objs[] = {cols, wm, y, c4};
-    for (int i = 0; i < 4; i++) em_tensor_release(objs[i]);
-    return st;
-}
-
-static em_status run_conv_weight(cuda_dev *d, em_tensor *const *in, const em_attrs *a, em_tensor *out) {
-    em_tensor *x = in[0], *gy = in[1];
-    em_type xt = em_tensor_type(x);
-    em_window_geom geom;
-    em_status st = em_window_geometry(EM_OP_CONV_WEIGHT, &xt, a->shape + 2, a, EM_WIN_TRANSPOSED, gy->shape + 2, &geom);
-    if (st != EM_OK) return st;
-    int64_t n = x->shape[0], c = x->shape[1], o = a->shape[0], g = groups_of(a), k = geom.k_numel, l = geom.out_numel;
-    int64_t cs[4] = {n, g, c / g * k, l}, gs[4] = {n, g, o / g, l};
-    int64_t cperm[4] = {1, 0, 3, 2}, gperm[4] = {1, 2, 0, 3};
-    int64_t bs[3] = {g, n * l, c / g * k}, as[3] = {g, o / g, n * l};
-    em_tensor *cols = im2col(d, x, &geom), *c4 = reshaped(cols, 4, cs), *cp = c4 ? em_permute(c4, cperm, 4) : NULL;
-    em_tensor *cc = cp ? em_contiguous(cp) : NULL, *bm = reshaped(cc, 3, bs);
-    em_tensor *g4 = reshaped(gy, 4, gs), *gp = g4 ? em_permute(g4, gperm, 4) : NULL;
-    em_tensor *gc = gp ? em_contiguous(gp) : NULL, *am = reshaped(gc, 3, as);
-    em_tensor *dw = am && bm ? matmul(am, bm) : NULL; /* [G, O/G, C/G*K] */
-    st = dw ? finish(d, dw, NULL, out) : em_last_status();
-    em_tensor *objs[] = {cols, c4, cp, cc, bm, g4, gp, gc, am, dw};
-    for (int i = 0; i < 10; i++) em_tensor_release(objs[i]);
-    return st;
-}
-
-static em_status run_conv_transpose(cuda_dev *d, em_tensor *const *in, int n_in, const em_attrs *a, em_tensor *out) {
-    em_tensor *x = in[0], *w = in[1], *b = n_in > 2 ? in[2] : NULL;
-    em_type yt = em_tensor_type(out);
-    em_window_geom geom;
-    em_status st = em_window_geometry(EM_OP_CONV_TRANSPOSE, &yt, w->shape + 2, a, EM_WIN_TRANSPOSED, x->shape + 2, &geom);
-    if (st != EM_OK) return st;
-    int64_t n = x->shape[0], cin = x->shape[1], g = groups_of(a), cog = w->shape[1], k = geom.k_numel;
-    int64_t l = geom.out_numel;
-    int64_t ws[3] = {g, cin / g, cog * k}, wperm[3] = {0, 2, 1}, xs[4] = {n, g, cin / g, l};
-    em_tensor *w3 = reshaped(w, 3, ws), *wt = w3 ? em_permute(w3, wperm, 3) : NULL; /* [G, Cout/G*K, Cin/G] */
-    em_tensor *x4 = reshaped(x, 4, xs);
-    em_tensor *cols = wt && x4 ? matmul(wt, x4) : NULL; /* [N, G, Cout/G*K, L]: [N, Cout*K, L] */
-    em_tensor *y = NULL;
-    if (!cols) st = em_last_status();
-    bool direct = !b && em_tensor_is_contiguous(out);
-    if (st == EM_OK && !(y = direct ? (em_tensor_retain(out), out)
-                                    : em_tensor_empty(out->shape, out->ndim, out->dtype, out->device)))
-        st = em_last_status();
-    if (st == EM_OK) st = col2im(d, cols, &geom, y);
-    if (st == EM_OK && !direct) st = finish(d, y, b, out);
-    em_tensor *objs[] = {w3, wt, x4, cols, y};
-    for (int i = 0; i < 5; i++) em_tensor_release(objs[i]);
-    return st;
 }
 
 /* A pool's geometry: strided (kernel, stride, padding, dilation,
@@ -323,9 +203,9 @@ em_status em_cuda_run_window(cuda_dev *d, em_op op, em_tensor *const *in, int n_
     em_status st = float_only(op, out[0]->dtype);
     if (st != EM_OK) return st;
     switch (op) {
-    case EM_OP_CONV: return run_conv(d, in, n_in, attrs, out[0]);
-    case EM_OP_CONV_WEIGHT: return run_conv_weight(d, in, attrs, out[0]);
-    case EM_OP_CONV_TRANSPOSE: return run_conv_transpose(d, in, n_in, attrs, out[0]);
+    case EM_OP_CONV:
+    case EM_OP_CONV_WEIGHT:
+    case EM_OP_CONV_TRANSPOSE: return em_cuda_conv(op, in, n_in, attrs, out[0]);
     case EM_OP_UNFOLD:
     case EM_OP_FOLD: return run_unfold_fold(d, op, in, attrs, out[0]);
     case EM_OP_MAX_POOL:

@@ -1,13 +1,15 @@
 /*
  * test_cuda_compositions.c - the CUDA device's ops that are compositions
  * of other ops (cuda/movement.c: flip, roll, tril, triu, one_hot, nonzero,
- * masked_select; cuda/indexing.c: cat), run on CPU tensors, where every op
+ * masked_select; cuda/indexing.c: cat; cuda/conv.c: conv, conv_weight,
+ * conv_transpose), run on CPU tensors, where every op
  * they are made of is the CPU's, against the CPU's own kernels for them.
  * They are device-free (they go through dispatch, not a device's kernels),
  * so what runs here is what runs on a GPU, over the GPU's kernels for the
  * parts, which tools/gpu_check.sh checks. To the bit: every part moves or
  * selects values.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,11 +34,19 @@ static em_tensor *filled(em_dtype dt, const int64_t *shape, int nd, int seed) {
     return c;
 }
 
+static double tolerance;
+
 static bool same(const em_tensor *a, const em_tensor *b) {
     if (!a || !b || a->dtype != b->dtype || !em_shape_eq(a->shape, a->ndim, b->shape, b->ndim)) return false;
-    for (int64_t i = 0; i < a->numel; i++)
-        if (em_tensor_get_f64(a, i) != em_tensor_get_f64(b, i)) return false;
-    return true;
+    em_tensor *ac = em_contiguous((em_tensor *)a), *bc = em_contiguous((em_tensor *)b);
+    bool ok = true;
+    for (int64_t i = 0; i < a->numel && ok; i++) {
+        double x = em_tensor_get_f64(ac, i), y = em_tensor_get_f64(bc, i);
+        ok = x == y || fabs(x - y) <= tolerance * (1 + fabs(x));
+    }
+    em_tensor_release(ac);
+    em_tensor_release(bc);
+    return ok;
 }
 
 /* op through the composition and through the CPU's kernel: equal? */
@@ -53,11 +63,79 @@ static void compare(const char *what, em_op op, em_tensor *const *in, int n_in, 
         for (int i = 0; i < n_in; i++) in_types[i] = em_tensor_type(in[i]);
         CHECK(em_op_infer(op, in_types, n_in, a, &t, 1) == EM_OK);
         got = em_tensor_empty(t.shape, t.ndim, t.dtype, em_cpu());
-        sg = op == EM_OP_CAT ? em_cuda_cat(in, n_in, a, got) : em_cuda_run_movement(NULL, op, in, n_in, a, &got);
+        sg = op == EM_OP_CAT                                                          ? em_cuda_cat(in, n_in, a, got)
+             : op == EM_OP_CONV || op == EM_OP_CONV_WEIGHT || op == EM_OP_CONV_TRANSPOSE ? em_cuda_conv(op, in, n_in, a, got)
+                                                                                     : em_cuda_run_movement(NULL, op, in, n_in, a, &got);
     }
     CHECK_MSG(sg == EM_OK && same(got, want), "%s: %s", what, sg == EM_OK ? "differs from the CPU's" : em_last_error());
     em_tensor_release(want);
     em_tensor_release(got);
+}
+
+/* conv (groups 1 and 2, stride, padding, dilation, bias; a channels-last
+ * input), its weight gradient, and conv_transpose (output padding), in
+ * float64, 2-d and 1-d. */
+static void convolutions(void) {
+    tolerance = 1e-12;
+    for (int groups = 1; groups <= 2; groups++)
+        for (int last = 0; last < 2; last++) {
+            int64_t xs[4] = {2, 4, 9, 8}, ws[4] = {6, 4 / groups, 3, 2}, bs[1] = {6};
+            em_tensor *x = filled(EM_DTYPE_F64, xs, 4, 1), *w = filled(EM_DTYPE_F64, ws, 4, 2),
+                      *b = filled(EM_DTYPE_F64, bs, 1, 3);
+            if (last) { /* the same values, channels-last in memory */
+                int64_t ls[4] = {2, 9, 8, 4}, perm[4] = {0, 3, 1, 2};
+                em_tensor *base = em_tensor_empty(ls, 4, EM_DTYPE_F64, em_cpu()), *p = em_permute(base, perm, 4);
+                em_copy_into(p, x);
+                em_tensor_release(base);
+                em_tensor_release(x);
+                x = p;
+            }
+            em_attrs a;
+            memset(&a, 0, sizeof a);
+            a.n_stride = a.n_dilation = 2;
+            a.n_padding = 4;
+            a.stride[0] = 2, a.stride[1] = 1, a.dilation[0] = 1, a.dilation[1] = 2;
+            a.padding[0] = a.padding[1] = a.padding[2] = a.padding[3] = 1;
+            a.groups = groups;
+            em_tensor *in3[3] = {x, w, b};
+            compare("conv", EM_OP_CONV, in3, 3, &a);
+            compare("conv without bias", EM_OP_CONV, in3, 2, &a);
+            em_tensor *y = NULL;
+            CHECK(em_op_run(EM_OP_CONV, in3, 2, &a, &y, 1) == EM_OK);
+            em_tensor *gy = y ? filled(EM_DTYPE_F64, y->shape, 4, 4) : NULL;
+            em_attrs wa = a;
+            wa.n_shape = 4;
+            memcpy(wa.shape, ws, sizeof ws);
+            em_tensor *pair[2] = {x, gy};
+            if (gy) compare("conv_weight", EM_OP_CONV_WEIGHT, pair, 2, &wa);
+            /* conv_transpose: gy back to x's shape through w (output padding 1 along dim 0) */
+            em_attrs ta = a;
+            ta.n_shape = 4;
+            int64_t big[4] = {2, 4, 10, 8};
+            memcpy(ta.shape, big, sizeof big);
+            em_tensor *wt = filled(EM_DTYPE_F64, (int64_t[4]){6, 4 / groups, 3, 2}, 4, 5), *tin[3] = {gy, wt, NULL};
+            em_tensor *tb = filled(EM_DTYPE_F64, (int64_t[1]){4}, 1, 6);
+            tin[2] = tb;
+            if (gy && gy->shape[1] == 6) {
+                compare("conv_transpose", EM_OP_CONV_TRANSPOSE, tin, 3, &ta);
+                compare("conv_transpose without bias", EM_OP_CONV_TRANSPOSE, tin, 2, &ta);
+            }
+            em_tensor *objs[] = {x, w, b, y, gy, wt, tb};
+            for (int i = 0; i < 7; i++) em_tensor_release(objs[i]);
+        }
+    /* 1-d */
+    int64_t xs[3] = {3, 2, 11}, ws[3] = {5, 2, 4};
+    em_tensor *x = filled(EM_DTYPE_F64, xs, 3, 7), *w = filled(EM_DTYPE_F64, ws, 3, 8), *in2[2] = {x, w};
+    em_attrs a;
+    memset(&a, 0, sizeof a);
+    a.n_stride = a.n_dilation = 1;
+    a.n_padding = 2;
+    a.stride[0] = 3, a.dilation[0] = 1, a.padding[0] = a.padding[1] = 2;
+    a.groups = 1;
+    compare("conv1d", EM_OP_CONV, in2, 2, &a);
+    em_tensor_release(x);
+    em_tensor_release(w);
+    tolerance = 0;
 }
 
 int main(void) {
@@ -112,7 +190,8 @@ int main(void) {
               em_last_error());
     em_tensor_release(out);
     em_tensor_release(cls);
-    printf("flip, roll, tril, triu, nonzero, masked_select, cat and one_hot as the CUDA device composes them: "
-           "the CPU's results\n");
+    convolutions();
+    printf("flip, roll, tril, triu, nonzero, masked_select, cat, one_hot and the convolutions as the CUDA device "
+           "composes them: the CPU's results\n");
     return check_report();
 }
