@@ -793,6 +793,8 @@ static em_status cuda_write(em_op op, em_tensor *const *in, int n_in, em_tensor 
 
 /* ---- what the op files take (device_internal.h) ---- */
 
+em_status em_cuda_dev_enter(int index, cuda_dev **d) { return enter(index, d); }
+
 em_status em_cuda_dev_kernel(cuda_dev *d, const char *name, const char *also, em_cuda_ptx_fn ptx_of, const void *spec,
                              CUfunction *fn) {
     return kernel(d, name, also, ptx_of, spec, fn);
@@ -847,7 +849,7 @@ em_status em_cuda_dev_copy_into(cuda_dev *d, em_tensor *out, em_tensor *x) {
     return run_elementwise(d, EM_OP_CAST, &x, 1, out);
 }
 
-static const em_device_impl cuda_device = {"cuda", &cuda_memory, cuda_supports, cuda_run, cuda_write};
+static const em_device_impl cuda_device = {"cuda", &cuda_memory, cuda_supports, cuda_run, cuda_write, &em_cuda_optim};
 
 void em_cuda_device_register(void) {
     if (em_cuda_stand_in_wanted())

@@ -16,6 +16,8 @@ typedef struct cuda_dev cuda_dev;
 /* The PTX of a module from its generator's spec. */
 typedef em_status (*em_cuda_ptx_fn)(const void *spec, int sm, char **ptx);
 
+/* Device `index` (-1: cuda:0), started and current on this thread. */
+em_status em_cuda_dev_enter(int index, cuda_dev **d);
 /* Function `name` of the module ptx_of makes from spec (also keeping
  * `also`, another kernel of that module, when not NULL). */
 em_status em_cuda_dev_kernel(cuda_dev *d, const char *name, const char *also, em_cuda_ptx_fn ptx_of, const void *spec,
@@ -64,5 +66,8 @@ em_status em_cuda_cat(em_tensor *const *in, int n_in, const em_attrs *attrs, em_
 bool em_cuda_movement_op(em_op op);
 em_status em_cuda_run_movement(cuda_dev *d, em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                                em_tensor **out);
+
+/* The fused optimizer steps (optim.c). */
+extern const em_device_optim em_cuda_optim;
 
 #endif

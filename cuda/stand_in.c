@@ -9,7 +9,8 @@
  * kernels, for the ops the CUDA device has kernels for (its own answer to
  * `supports`), so an op a GPU would refuse is refused here too, and a test
  * that passes here fails on a GPU only by a kernel's numbers, not by a
- * missing kernel. It computes nothing a GPU would; the GPU's kernels are checked
+ * missing kernel; the optimizers take their fused steps as on a GPU (here
+ * the CPU's loops). It computes nothing a GPU would; the GPU's kernels are checked
  * on a GPU (tools/gpu_check.sh). CI runs the device tests under it, so the
  * code around the kernels is checked on every change, not only in the
  * rare session that has a GPU.
@@ -41,7 +42,7 @@ void em_cuda_stand_in_register(bool (*supported_on_cuda)(em_op)) {
     cuda_supports = supported_on_cuda;
     memory = em_host_memory; /* (the host's memory, under the name cuda) */
     memory.name = "cuda";
-    device = (em_device_impl){"cuda", &memory, supports, cpu_run, em_cpu_device.write};
+    device = (em_device_impl){"cuda", &memory, supports, cpu_run, em_cpu_device.write, &em_cpu_optim};
     em_device_register(EM_DEVICE_CUDA, &device);
 }
 

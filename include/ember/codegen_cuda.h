@@ -263,6 +263,21 @@ struct em_window_geom;
 void em_cuda_window_geometry_of(const struct em_window_geom *w, int64_t channels, const int64_t *x_strides,
                                 em_cuda_window_geometry *g);
 
+/* ---- fused optimizer steps (codegen_cuda/optim_source.c) ---- */
+
+/* The options of one step (as doubles, cast to the parameter's dtype in
+ * the kernel, as the CPU casts them) and Adam's per-step constants. */
+typedef struct em_cuda_optim_args {
+    double lr, momentum, dampening, weight_decay, beta1, beta2, eps, alpha;
+    double step_size, bias2_sqrt;
+    int maximize, nesterov, first, decoupled, centered;
+} em_cuda_optim_args;
+
+/* CUDA C of em_cuda_sgd_<T>, em_cuda_adam_<T> and em_cuda_rmsprop_<T> for
+ * float32 and float64 (malloc'd), and its PTX. */
+char *em_cuda_optim_source(void);
+em_status em_cuda_optim_ptx(int sm, char **ptx);
+
 /* ---- rand and randn (codegen_cuda/random_source.c) ---- */
 
 /* CUDA C of em_cuda_<name>(n, seed, offset, out) for each random kernel:

@@ -49,6 +49,10 @@ em_status em_rmsprop_step(em_tensor *const *params, em_tensor *const *grads, em_
                           em_tensor *const *grad_avg, em_tensor *const *momentum_buf, int n,
                           const em_rmsprop_options *o);
 
+/* Has the device fused steps (the CPU and meta: these; another device:
+ * its own, when its entry in the device table provides them)? */
+bool em_device_has_fused_steps(em_device d);
+
 #ifdef __cplusplus
 }
 #endif

@@ -140,7 +140,16 @@ static PyObject *f_rmsprop_step(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* _fused_steps_on(tensor) -> whether its device has fused optimizer steps
+ * (the CPU, meta, and a device whose table entry provides them) */
+static PyObject *f_fused_steps_on(PyObject *self, PyObject *arg) {
+    (void)self;
+    if (!em_py_is_tensor(arg)) return em_py_error(PyExc_TypeError, "_fused_steps_on: expected a tensor");
+    return PyBool_FromLong(em_device_has_fused_steps(em_py_tensor_of(arg)->device));
+}
+
 static PyMethodDef optim_methods[] = {
+    {"_fused_steps_on", f_fused_steps_on, METH_O, "_fused_steps_on(tensor) -> bool"},
     {"_sgd_step", f_sgd_step, METH_VARARGS,
      "_sgd_step(params, grads, bufs, firsts, lr, momentum, dampening, weight_decay, nesterov, maximize)"},
     {"_adam_step", f_adam_step, METH_VARARGS,

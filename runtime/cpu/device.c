@@ -38,4 +38,4 @@ static em_status cpu_write(em_op op, em_tensor *const *in, int n_in, em_tensor *
     return em_op_get(op)->kind == EM_KIND_CAST ? em_copy_into(out, in[0]) : em_elementwise_into(op, in, out);
 }
 
-const em_device_impl em_cpu_device = {"cpu", &em_host_memory, cpu_supports, cpu_run, cpu_write};
+const em_device_impl em_cpu_device = {"cpu", &em_host_memory, cpu_supports, cpu_run, cpu_write, NULL};

@@ -13,6 +13,7 @@
 #include "ember/optim.h"
 #include "ember/parallel.h"
 #include "ember/types.h"
+#include "../device.h"
 
 #define GRAIN 16384
 
@@ -40,10 +41,32 @@ static em_status check_param(const char *what, const em_tensor *p) {
         return em_error(EM_ERR_DTYPE, "%s: parameters must be float32 or float64, got %s", what,
                         em_dtype_long_name(p->dtype));
     if (!em_tensor_is_contiguous(p)) return em_error(EM_ERR_VALUE, "%s: parameters must be contiguous", what);
-    if (p->device.type != EM_DEVICE_CPU && p->device.type != EM_DEVICE_META) {
+    if (p->device.type != EM_DEVICE_CPU && p->device.type != EM_DEVICE_META && !em_device_has_fused_steps(p->device)) {
         char d[16];
         return em_error(EM_ERR_NOT_IMPLEMENTED, "%s: no fused step on %s yet", what, em_device_str(p->device, d));
     }
+    return EM_OK;
+}
+
+bool em_device_has_fused_steps(em_device d) {
+    if (d.type == EM_DEVICE_CPU || d.type == EM_DEVICE_META) return true;
+    const em_device_impl *impl = em_device_impl_of(d);
+    return impl && impl->optim;
+}
+
+/* The fused steps of the device the parameters are on (NULL: the CPU's
+ * loops here, also for meta, whose step is its checks); an error when
+ * they are on more than one device. */
+static em_status device_steps(const char *what, em_tensor *const *params, int n, const em_device_optim **out) {
+    *out = NULL;
+    for (int i = 1; i < n; i++)
+        if (!em_device_eq(params[i]->device, params[0]->device)) {
+            char a[16], b[16];
+            return em_error(EM_ERR_DEVICE, "%s: the parameters are on %s and %s: one fused step takes one device's",
+                            what, em_device_str(params[0]->device, a), em_device_str(params[i]->device, b));
+        }
+    if (n > 0 && params[0]->device.type != EM_DEVICE_CPU && params[0]->device.type != EM_DEVICE_META)
+        *out = em_device_impl_of(params[0]->device)->optim;
     return EM_OK;
 }
 
@@ -90,6 +113,17 @@ typedef struct {
 SGD_LOOP(float)
 SGD_LOOP(double)
 
+static em_status cpu_sgd(em_tensor *const *params, em_tensor *const *grads, em_tensor *const *momentum_buf,
+                         const bool *first, int n, const em_sgd_options *o) {
+    for (int i = 0; i < n; i++) {
+        sgd_job j = {params[i], grads[i], o->momentum != 0 ? momentum_buf[i] : NULL, first && first[i], o};
+        if (em_tensor_has_data(params[i])) /* (a meta parameter's step is its checks) */
+            em_parallel_for(params[i]->numel, GRAIN, params[i]->dtype == EM_DTYPE_F32 ? sgd_float : sgd_double, &j);
+        __atomic_fetch_add(&params[i]->storage->version, 1, __ATOMIC_RELAXED);
+    }
+    return EM_OK;
+}
+
 em_status em_sgd_step(em_tensor *const *params, em_tensor *const *grads, em_tensor *const *momentum_buf,
                       const bool *first, int n, const em_sgd_options *o) {
     for (int i = 0; i < n; i++) {
@@ -98,13 +132,10 @@ em_status em_sgd_step(em_tensor *const *params, em_tensor *const *grads, em_tens
         if (st == EM_OK && o->momentum != 0) st = check("sgd", params[i], momentum_buf[i], "momentum buffer");
         if (st != EM_OK) return st;
     }
-    for (int i = 0; i < n; i++) {
-        sgd_job j = {params[i], grads[i], o->momentum != 0 ? momentum_buf[i] : NULL, first && first[i], o};
-        if (em_tensor_has_data(params[i])) /* (a meta parameter's step is its checks) */
-            em_parallel_for(params[i]->numel, GRAIN, params[i]->dtype == EM_DTYPE_F32 ? sgd_float : sgd_double, &j);
-        __atomic_fetch_add(&params[i]->storage->version, 1, __ATOMIC_RELAXED);
-    }
-    return EM_OK;
+    const em_device_optim *dev;
+    em_status st = device_steps("sgd", params, n, &dev);
+    if (st != EM_OK || dev) return st != EM_OK ? st : dev->sgd(params, grads, momentum_buf, first, n, o);
+    return cpu_sgd(params, grads, momentum_buf, first, n, o);
 }
 
 /* ---- Adam, AdamW ---- */
@@ -145,6 +176,21 @@ ADAM_LOOP(double, sqrt, adam_double, 0)
 ADAM_LOOP(float, sqrtf, amsgrad_float, 1)
 ADAM_LOOP(double, sqrt, amsgrad_double, 1)
 
+static em_status cpu_adam(em_tensor *const *params, em_tensor *const *grads, em_tensor *const *exp_avg,
+                          em_tensor *const *exp_avg_sq, em_tensor *const *max_exp_avg_sq, const int64_t *step, int n,
+                          const em_adam_options *o) {
+    for (int i = 0; i < n; i++) {
+        double bias1 = 1 - pow(o->beta1, (double)step[i]), bias2 = 1 - pow(o->beta2, (double)step[i]);
+        adam_job j = {params[i], grads[i], exp_avg[i], exp_avg_sq[i],
+                      o->amsgrad ? max_exp_avg_sq[i] : NULL, o->lr / bias1, sqrt(bias2), o};
+        bool f32 = params[i]->dtype == EM_DTYPE_F32;
+        em_parallel_fn fn = o->amsgrad ? (f32 ? amsgrad_float : amsgrad_double) : (f32 ? adam_float : adam_double);
+        if (em_tensor_has_data(params[i])) em_parallel_for(params[i]->numel, GRAIN, fn, &j);
+        __atomic_fetch_add(&params[i]->storage->version, 1, __ATOMIC_RELAXED);
+    }
+    return EM_OK;
+}
+
 em_status em_adam_step(em_tensor *const *params, em_tensor *const *grads, em_tensor *const *exp_avg,
                        em_tensor *const *exp_avg_sq, em_tensor *const *max_exp_avg_sq,
                        const int64_t *step, int n, const em_adam_options *o) {
@@ -158,16 +204,11 @@ em_status em_adam_step(em_tensor *const *params, em_tensor *const *grads, em_ten
         if (st == EM_OK && step[i] < 1) st = em_error(EM_ERR_VALUE, "%s: step must be at least 1", what);
         if (st != EM_OK) return st;
     }
-    for (int i = 0; i < n; i++) {
-        double bias1 = 1 - pow(o->beta1, (double)step[i]), bias2 = 1 - pow(o->beta2, (double)step[i]);
-        adam_job j = {params[i], grads[i], exp_avg[i], exp_avg_sq[i],
-                      o->amsgrad ? max_exp_avg_sq[i] : NULL, o->lr / bias1, sqrt(bias2), o};
-        bool f32 = params[i]->dtype == EM_DTYPE_F32;
-        em_parallel_fn fn = o->amsgrad ? (f32 ? amsgrad_float : amsgrad_double) : (f32 ? adam_float : adam_double);
-        if (em_tensor_has_data(params[i])) em_parallel_for(params[i]->numel, GRAIN, fn, &j);
-        __atomic_fetch_add(&params[i]->storage->version, 1, __ATOMIC_RELAXED);
-    }
-    return EM_OK;
+    const em_device_optim *dev;
+    em_status st = device_steps(what, params, n, &dev);
+    if (st != EM_OK || dev)
+        return st != EM_OK ? st : dev->adam(params, grads, exp_avg, exp_avg_sq, max_exp_avg_sq, step, n, o);
+    return cpu_adam(params, grads, exp_avg, exp_avg_sq, max_exp_avg_sq, step, n, o);
 }
 
 /* ---- RMSprop ---- */
@@ -220,17 +261,9 @@ RMS_LOOP(double, sqrt, rms_d_c, 1, 0)
 RMS_LOOP(double, sqrt, rms_d_m, 0, 1)
 RMS_LOOP(double, sqrt, rms_d_cm, 1, 1)
 
-em_status em_rmsprop_step(em_tensor *const *params, em_tensor *const *grads, em_tensor *const *square_avg,
-                          em_tensor *const *grad_avg, em_tensor *const *momentum_buf, int n,
-                          const em_rmsprop_options *o) {
-    for (int i = 0; i < n; i++) {
-        em_status st = check_param("rmsprop", params[i]);
-        if (st == EM_OK) st = check("rmsprop", params[i], grads[i], "gradient");
-        if (st == EM_OK) st = check("rmsprop", params[i], square_avg[i], "square_avg");
-        if (st == EM_OK && o->centered) st = check("rmsprop", params[i], grad_avg[i], "grad_avg");
-        if (st == EM_OK && o->momentum > 0) st = check("rmsprop", params[i], momentum_buf[i], "momentum buffer");
-        if (st != EM_OK) return st;
-    }
+static em_status cpu_rmsprop(em_tensor *const *params, em_tensor *const *grads, em_tensor *const *square_avg,
+                             em_tensor *const *grad_avg, em_tensor *const *momentum_buf, int n,
+                             const em_rmsprop_options *o) {
     for (int i = 0; i < n; i++) {
         rms_job j = {params[i], grads[i], square_avg[i], o->centered ? grad_avg[i] : NULL,
                      o->momentum > 0 ? momentum_buf[i] : NULL, o};
@@ -242,3 +275,23 @@ em_status em_rmsprop_step(em_tensor *const *params, em_tensor *const *grads, em_
     }
     return EM_OK;
 }
+
+em_status em_rmsprop_step(em_tensor *const *params, em_tensor *const *grads, em_tensor *const *square_avg,
+                          em_tensor *const *grad_avg, em_tensor *const *momentum_buf, int n,
+                          const em_rmsprop_options *o) {
+    for (int i = 0; i < n; i++) {
+        em_status st = check_param("rmsprop", params[i]);
+        if (st == EM_OK) st = check("rmsprop", params[i], grads[i], "gradient");
+        if (st == EM_OK) st = check("rmsprop", params[i], square_avg[i], "square_avg");
+        if (st == EM_OK && o->centered) st = check("rmsprop", params[i], grad_avg[i], "grad_avg");
+        if (st == EM_OK && o->momentum > 0) st = check("rmsprop", params[i], momentum_buf[i], "momentum buffer");
+        if (st != EM_OK) return st;
+    }
+    const em_device_optim *dev;
+    em_status st = device_steps("rmsprop", params, n, &dev);
+    if (st != EM_OK || dev)
+        return st != EM_OK ? st : dev->rmsprop(params, grads, square_avg, grad_avg, momentum_buf, n, o);
+    return cpu_rmsprop(params, grads, square_avg, grad_avg, momentum_buf, n, o);
+}
+
+const em_device_optim em_cpu_optim = {cpu_sgd, cpu_adam, cpu_rmsprop};

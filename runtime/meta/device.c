@@ -53,4 +53,4 @@ static em_status meta_run(em_op op, em_tensor *const *in, int n_in, const em_att
     return EM_OK; /* (dispatch made the results: their types are all there is) */
 }
 
-const em_device_impl em_meta_device = {"meta", &em_meta_memory, meta_supports, meta_run, NULL};
+const em_device_impl em_meta_device = {"meta", &em_meta_memory, meta_supports, meta_run, NULL, NULL};

@@ -44,6 +44,7 @@
 #include "check.h"
 #include "ember/codegen_cuda.h"
 #include "ember/ops.h"
+#include "ember/optim.h"
 #include "ember/random.h"
 #include "ember/tensor.h"
 #include "../../runtime/infer/index.h"
@@ -936,6 +937,117 @@ static void pools_match_eager(void) {
     dlclose(h);
 }
 
+/* ---- fused optimizer steps ---- */
+
+typedef void (*optim3_fn)(long long, em_cuda_optim_args, void *, const void *, void *);
+typedef void (*optim5_fn)(long long, em_cuda_optim_args, void *, const void *, void *, void *, void *);
+
+static em_tensor *vec(em_dtype dt, int which, int64_t n, bool positive) {
+    em_tensor *t = em_tensor_empty(&n, 1, dt, em_cpu());
+    fill(dt, which, em_tensor_data(t), (int)n);
+    for (int64_t i = 0; positive && i < n; i++) { /* (second moments: not negative) */
+        if (dt == EM_DTYPE_F32) ((float *)em_tensor_data(t))[i] = fabsf(((float *)em_tensor_data(t))[i]) + 0.5f;
+        else ((double *)em_tensor_data(t))[i] = fabs(((double *)em_tensor_data(t))[i]) + 0.5;
+    }
+    return t;
+}
+
+/* SGD (plain, momentum's first and later steps, nesterov, weight decay,
+ * maximize), Adam and AdamW (amsgrad), RMSprop (plain, centered, momentum,
+ * both) against the CPU's fused steps: the parameter and every state to
+ * the bit, float32 and float64. */
+static void optim_matches_eager(void) {
+    char *src = em_cuda_optim_source();
+    void *h = src ? build(src, "optimizer steps") : NULL;
+    free(src);
+    if (!h) return;
+    int ran = 0;
+    const int64_t n = 37;
+    static const em_dtype dts[] = {EM_DTYPE_F32, EM_DTYPE_F64};
+    for (int t = 0; t < 2; t++)
+        for (int form = 0; form < 4; form++) {
+            em_dtype dt = dts[t];
+            const char *sfx = dt == EM_DTYPE_F32 ? "f32" : "f64";
+            char name[64];
+            /* SGD */
+            {
+                em_tensor *p = vec(dt, 0, n, false), *g = vec(dt, 1, n, false), *b = vec(dt, 2, n, false);
+                em_tensor *p2 = em_clone(p), *b2 = em_clone(b);
+                em_sgd_options o = {0.1, form ? 0.9 : 0, form == 3 ? 0.25 : 0, form >= 2 ? 0.01 : 0, form == 2,
+                                    form == 3};
+                bool first = form == 1;
+                CHECK(em_sgd_step(&p, &g, &b, &first, 1, &o) == EM_OK);
+                em_cuda_optim_args a = {.lr = o.lr, .momentum = o.momentum, .dampening = o.dampening,
+                                        .weight_decay = o.weight_decay, .maximize = o.maximize,
+                                        .nesterov = o.nesterov, .first = first};
+                snprintf(name, sizeof name, "em_cuda_sgd_%s", sfx);
+                optim3_fn fn = (optim3_fn)(uintptr_t)dlsym(h, name);
+                if (fn) {
+                    fn(n, a, em_tensor_data(p2), em_tensor_data(g), form ? em_tensor_data(b2) : NULL);
+                    CHECK_MSG(same_bits(p, p2) && same_bits(b, b2), "%s (form %d) differs from the CPU's step", name,
+                              form);
+                    ran++;
+                }
+                em_tensor *objs[] = {p, g, b, p2, b2};
+                for (int i = 0; i < 5; i++) em_tensor_release(objs[i]);
+            }
+            /* Adam / AdamW */
+            {
+                em_tensor *p = vec(dt, 0, n, false), *g = vec(dt, 1, n, false), *m = vec(dt, 2, n, false),
+                          *v = vec(dt, 3, n, true), *vm = vec(dt, 4, n, true);
+                em_tensor *p2 = em_clone(p), *m2 = em_clone(m), *v2 = em_clone(v), *vm2 = em_clone(vm);
+                em_adam_options o = {1e-3, 0.9, 0.999, 1e-8, form >= 2 ? 0.01 : 0, form == 3, form == 1, form == 2};
+                int64_t step = 3;
+                CHECK(em_adam_step(&p, &g, &m, &v, &vm, &step, 1, &o) == EM_OK);
+                double bias1 = 1 - pow(o.beta1, 3.0), bias2 = 1 - pow(o.beta2, 3.0);
+                em_cuda_optim_args a = {.lr = o.lr, .weight_decay = o.weight_decay, .beta1 = o.beta1,
+                                        .beta2 = o.beta2, .eps = o.eps, .step_size = o.lr / bias1,
+                                        .bias2_sqrt = sqrt(bias2), .maximize = o.maximize, .decoupled = o.decoupled};
+                snprintf(name, sizeof name, "em_cuda_adam_%s", sfx);
+                optim5_fn fn = (optim5_fn)(uintptr_t)dlsym(h, name);
+                if (fn) {
+                    fn(n, a, em_tensor_data(p2), em_tensor_data(g), em_tensor_data(m2), em_tensor_data(v2),
+                       o.amsgrad ? em_tensor_data(vm2) : NULL);
+                    CHECK_MSG(same_bits(p, p2) && same_bits(m, m2) && same_bits(v, v2) && same_bits(vm, vm2),
+                              "%s (form %d) differs from the CPU's step", name, form);
+                    ran++;
+                }
+                em_tensor *objs[] = {p, g, m, v, vm, p2, m2, v2, vm2};
+                for (int i = 0; i < 9; i++) em_tensor_release(objs[i]);
+            }
+            /* RMSprop */
+            {
+                em_tensor *p = vec(dt, 0, n, false), *g = vec(dt, 1, n, false), *sq = vec(dt, 3, n, true),
+                          *ga = vec(dt, 5, n, false), *b = vec(dt, 2, n, false);
+                /* (centered: the average's square stays below the square average) */
+                for (int64_t i = 0; i < n; i++) {
+            if (dt == EM_DTYPE_F32) ((float *)em_tensor_data(ga))[i] *= 0.01f;
+            else ((double *)em_tensor_data(ga))[i] *= 0.01;
+        }
+                em_tensor *p2 = em_clone(p), *sq2 = em_clone(sq), *ga2 = em_clone(ga), *b2 = em_clone(b);
+                em_rmsprop_options o = {0.01, 0.99, 1e-8, form == 3 ? 0.01 : 0, form >= 2 ? 0.9 : 0, form & 1, form == 3};
+                CHECK(em_rmsprop_step(&p, &g, &sq, &ga, &b, 1, &o) == EM_OK);
+                em_cuda_optim_args a = {.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay,
+                                        .eps = o.eps, .alpha = o.alpha, .maximize = o.maximize,
+                                        .centered = o.centered};
+                snprintf(name, sizeof name, "em_cuda_rmsprop_%s", sfx);
+                optim5_fn fn = (optim5_fn)(uintptr_t)dlsym(h, name);
+                if (fn) {
+                    fn(n, a, em_tensor_data(p2), em_tensor_data(g), em_tensor_data(sq2),
+                       o.centered ? em_tensor_data(ga2) : NULL, o.momentum > 0 ? em_tensor_data(b2) : NULL);
+                    CHECK_MSG(same_bits(p, p2) && same_bits(sq, sq2) && same_bits(ga, ga2) && same_bits(b, b2),
+                              "%s (form %d) differs from the CPU's step", name, form);
+                    ran++;
+                }
+                em_tensor *objs[] = {p, g, sq, ga, b, p2, sq2, ga2, b2};
+                for (int i = 0; i < 9; i++) em_tensor_release(objs[i]);
+            }
+        }
+    printf("%d fused optimizer steps (sgd, adam, rmsprop; their options) match the CPU's to the bit\n", ran);
+    CHECK(ran == 24);
+    dlclose(h);
+}
+
 /* ---- advanced indexing: index, index_put ---- */
 
 typedef void (*adv_fn)(long long, em_cuda_adv_geometry, void *, const void *, long long *);
@@ -1048,6 +1160,7 @@ int main(void) {
     index_matches_eager();
     windows_match_eager();
     pools_match_eager();
+    optim_matches_eager();
     advanced_indexing_matches_eager();
     reductions_match_eager(quick);
     lines_match_eager(quick);

@@ -5,6 +5,8 @@ from .optimizer import Optimizer, _step_tensor
 
 
 class Adam(Optimizer):
+    _fused_steps = True
+
     _decoupled = False
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,

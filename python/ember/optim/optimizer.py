@@ -77,6 +77,10 @@ class Optimizer:
     def zero_grad(self, set_to_none=True):
         _zero_grads((p for g in self.param_groups for p in g["params"]), set_to_none)
 
+    # Does _update take the fused steps (include/ember/optim.h), which a
+    # device other than the CPU may have too (the CUDA device does)?
+    _fused_steps = False
+
     @staticmethod
     def _fused_step(step, ps, *rest):
         """step(ps, *rest), a fused kernel over flat memory, on parameters
@@ -116,9 +120,10 @@ class Optimizer:
             if traced:
                 _C._trace_guard_items(group, [k for k in group if k not in ("params", "lr")])
                 self._update_traced(group, _C._trace_scalar_input(group, "lr"))
-            elif any(not (p.is_cpu or p.is_meta) for p in group["params"]):
-                # the fused steps are the CPU's kernels: on a GPU the update
-                # runs as its ember ops (the traced form), each on the device
+            elif any(not (p.is_cpu or p.is_meta) for p in group["params"]) and not (
+                    self._fused_steps and all(_C._fused_steps_on(p) for p in group["params"])):
+                # no fused step for this device (or this optimizer): the
+                # update runs as its ember ops (the traced form), on the device
                 self._update_traced(group, _C.full((), float(group["lr"]), dtype=_C.float64))
             else:
                 self._update(group)

@@ -5,6 +5,8 @@ from .optimizer import Optimizer, _step_tensor
 
 
 class RMSprop(Optimizer):
+    _fused_steps = True
+
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, foreach=None, maximize=False, differentiable=False):
         if not 0.0 <= lr:

@@ -5,6 +5,8 @@ from .optimizer import Optimizer, required
 
 
 class SGD(Optimizer):
+    _fused_steps = True
+
     def __init__(self, params, lr=required, momentum=0, dampening=0, weight_decay=0,
                  nesterov=False, *, maximize=False, foreach=None, differentiable=False):
         if lr is not required and lr < 0.0:
