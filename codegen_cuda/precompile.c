@@ -8,8 +8,8 @@
  * sources the device asks for (one kernel spec per module, exactly as
  * cuda/device.c makes them, so the cache keys are the same) are compiled
  * by a pool of threads: elementwise ops and casts, reductions, ops along
- * lines, gather/scatter, advanced indexing, the window kernels and the
- * optimizers' steps. NVRTC's calls are thread-safe, the PTX cache's
+ * lines, gather/scatter, advanced indexing, the window kernels, the
+ * optimizers' steps and sorting. NVRTC's calls are thread-safe, the PTX cache's
  * table takes a lock, and the disk cache writes whole entries by rename.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -19,7 +19,7 @@
 
 #include "ember/codegen_cuda.h"
 
-typedef enum { JOB_EW, JOB_REDUCE, JOB_LINE, JOB_INDEX, JOB_ADV, JOB_WINDOW, JOB_OPTIM } job_kind;
+typedef enum { JOB_EW, JOB_REDUCE, JOB_LINE, JOB_INDEX, JOB_ADV, JOB_WINDOW, JOB_OPTIM, JOB_SORT } job_kind;
 
 typedef struct {
     job_kind kind;
@@ -77,6 +77,7 @@ static job *list_jobs(int *n) {
     for (int i = 0; i < m && i < MOST_PER_DTYPE && count < cap; i++) jobs[count++] = (job){JOB_ADV, {.adv = ak[i]}};
     if (count < cap) jobs[count++] = (job){JOB_WINDOW, {.index = {0}}};
     if (count < cap) jobs[count++] = (job){JOB_OPTIM, {.index = {0}}};
+    if (count < cap) jobs[count++] = (job){JOB_SORT, {.index = {0}}};
     free(ks);
     *n = count;
     return jobs;
@@ -90,7 +91,8 @@ static em_status compile_one(const job *j, int sm, char **ptx) {
     case JOB_INDEX: return em_cuda_index_ptx(&j->k.index, 1, sm, ptx);
     case JOB_ADV: return em_cuda_adv_ptx(&j->k.adv, 1, sm, ptx);
     case JOB_WINDOW: return em_cuda_window_ptx(sm, ptx);
-    default: return em_cuda_optim_ptx(sm, ptx);
+    case JOB_OPTIM: return em_cuda_optim_ptx(sm, ptx);
+    default: return em_cuda_sort_ptx(sm, ptx);
     }
 }
 

@@ -278,6 +278,17 @@ typedef struct em_cuda_optim_args {
 char *em_cuda_optim_source(void);
 em_status em_cuda_optim_ptx(int sm, char **ptx);
 
+/* ---- sorting along lines (codegen_cuda/sort_source.c) ---- */
+
+/* CUDA C of em_cuda_sort_<T>(n_lines, g, P, descending, values, indices,
+ * x, keys, idx) for every stored dtype (malloc'd), and its PTX: each line
+ * of x (em_cuda_line_geometry; out_step for both results) in the CPU's
+ * stable order, through per-block scratch of P (a power of two, at least
+ * the line's length) keys and indices. */
+char *em_cuda_sort_source(void);
+em_status em_cuda_sort_ptx(int sm, char **ptx);
+void em_cuda_sort_name(em_dtype dt, char *out, size_t n);
+
 /* ---- rand and randn (codegen_cuda/random_source.c) ---- */
 
 /* CUDA C of em_cuda_<name>(n, seed, offset, out) for each random kernel:

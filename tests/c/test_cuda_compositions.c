@@ -42,7 +42,7 @@ static bool same(const em_tensor *a, const em_tensor *b) {
     bool ok = true;
     for (int64_t i = 0; i < a->numel && ok; i++) {
         double x = em_tensor_get_f64(ac, i), y = em_tensor_get_f64(bc, i);
-        ok = x == y || fabs(x - y) <= tolerance * (1 + fabs(x));
+        ok = x == y || (x != x && y != y) || fabs(x - y) <= tolerance * (1 + fabs(x));
     }
     em_tensor_release(ac);
     em_tensor_release(bc);
@@ -63,13 +63,51 @@ static void compare(const char *what, em_op op, em_tensor *const *in, int n_in, 
         for (int i = 0; i < n_in; i++) in_types[i] = em_tensor_type(in[i]);
         CHECK(em_op_infer(op, in_types, n_in, a, &t, 1) == EM_OK);
         got = em_tensor_empty(t.shape, t.ndim, t.dtype, em_cpu());
-        sg = op == EM_OP_CAT                                                          ? em_cuda_cat(in, n_in, a, got)
+        sg = op == EM_OP_TOPK || op == EM_OP_KTHVALUE ? EM_OK : op == EM_OP_CAT ? em_cuda_cat(in, n_in, a, got)
              : op == EM_OP_CONV || op == EM_OP_CONV_WEIGHT || op == EM_OP_CONV_TRANSPOSE ? em_cuda_conv(op, in, n_in, a, got)
                                                                                      : em_cuda_run_movement(NULL, op, in, n_in, a, &got);
     }
     CHECK_MSG(sg == EM_OK && same(got, want), "%s: %s", what, sg == EM_OK ? "differs from the CPU's" : em_last_error());
     em_tensor_release(want);
     em_tensor_release(got);
+}
+
+/* topk (largest and smallest, sorted and in input order) and kthvalue
+ * (keepdim or not) composed from sort, against the CPU's selection: the
+ * same values and indices, NaNs and ties included. */
+static void selections(void) {
+    int64_t shape[2] = {6, 11};
+    em_dtype dts[2] = {EM_DTYPE_F32, EM_DTYPE_I64};
+    for (int t = 0; t < 2; t++) {
+        em_tensor *x = filled(dts[t], shape, 2, 5);
+        if (t == 0)
+            for (int64_t j = 0; j < x->numel; j += 7) ((float *)em_tensor_data(x))[j] = j % 2 ? 1.0f : NAN;
+        for (int dim = 0; dim < 2; dim++)
+            for (int form = 0; form < 6; form++) {
+                em_attrs a;
+                memset(&a, 0, sizeof a);
+                a.n_dims = 1;
+                a.dims[0] = dim;
+                a.k = form < 4 ? 3 : 2;
+                a.descending = form == 0 || form == 2;
+                a.sorted = form < 2;
+                a.keepdim = form == 5;
+                em_op op = form < 4 ? EM_OP_TOPK : EM_OP_KTHVALUE;
+                em_tensor *want[2] = {NULL, NULL};
+                CHECK_MSG(em_op_run(op, &x, 1, &a, want, 2) == EM_OK, "%s on the CPU: %s", em_op_name(op),
+                          em_last_error());
+                if (!want[0]) continue;
+                em_tensor *got[2] = {em_tensor_empty(want[0]->shape, want[0]->ndim, want[0]->dtype, em_cpu()),
+                                     em_tensor_empty(want[1]->shape, want[1]->ndim, EM_DTYPE_I64, em_cpu())};
+                em_status st = em_cuda_select(op, &x, &a, got);
+                CHECK_MSG(st == EM_OK && same(got[0], want[0]) && same(got[1], want[1]),
+                          "%s (form %d, dim %d, %s): %s", em_op_name(op), form, dim, em_dtype_name(dts[t]),
+                          st == EM_OK ? "differs from the CPU's" : em_last_error());
+                em_tensor *objs[] = {want[0], want[1], got[0], got[1]};
+                for (int o = 0; o < 4; o++) em_tensor_release(objs[o]);
+            }
+        em_tensor_release(x);
+    }
 }
 
 /* conv (groups 1 and 2, stride, padding, dilation, bias; a channels-last
@@ -191,7 +229,8 @@ int main(void) {
     em_tensor_release(out);
     em_tensor_release(cls);
     convolutions();
-    printf("flip, roll, tril, triu, nonzero, masked_select, cat, one_hot and the convolutions as the CUDA device "
+    selections();
+    printf("flip, roll, tril, triu, nonzero, masked_select, cat, one_hot, the convolutions, topk and kthvalue as the CUDA device "
            "composes them: the CPU's results\n");
     return check_report();
 }
