@@ -133,12 +133,22 @@ def _rebuilt_type(dtype, shape):
     return dt, shape
 
 
-def _rebuild_tensor(data, dtype, shape):
+def _rebuild_tensor(data, dtype, shape, device=None):
     """The inverse of Tensor.__reduce__ (pickle calls it by this module-level
     name, so keep it): a new contiguous tensor of dtype `dtype` (a name such
     as 'float32') and `shape` holding `data`, its elements' raw little-endian
-    bytes in row-major order. Checks everything before touching memory."""
+    bytes in row-major order, on `device` (a name such as 'cuda:0'; absent:
+    the CPU), as PyTorch restores a tensor on the device it was pickled from.
+    Checks everything before touching memory."""
     dt, shape = _rebuilt_type(dtype, shape)
+    if device is not None:
+        if not isinstance(device, str) or not device.startswith("cuda"):
+            raise ValueError(f"cannot rebuild a tensor on device {device!r}: only 'cuda' tensors pickle with a device")
+        from . import cuda
+        if not cuda.is_available():
+            raise RuntimeError(f"Attempting to deserialize a tensor on {device}, but CUDA is not available "
+                               f"({cuda.why_unavailable()}); load it with ember.load(..., map_location='cpu')")
+        return _rebuild_tensor(data, dtype, shape).to(device)
     data = bytes(memoryview(data).cast("B"))
     numel = 1
     for n in shape:
@@ -184,16 +194,17 @@ class Tensor(_C._TensorBase):
     def __reduce__(self):
         """Pickles as (_rebuild_tensor, (bytes, dtype name, shape)): the raw
         little-endian bytes of a contiguous copy, so every dtype (bfloat16
-        included), 0-d, empty and non-contiguous tensors round-trip exactly.
+        included), 0-d, empty and non-contiguous tensors round-trip exactly;
+        a CUDA tensor adds its device's name and unpickles on it.
         The result never shares memory with this tensor."""
         if self.is_meta:  # (nothing but its type to keep)
             return (_rebuild_meta_tensor, (_dtype_name(self.dtype), tuple(self.shape)))
         c = self.contiguous() if self.is_cpu else self.detach().cpu()  # (a device's: its values, on the CPU)
         nbytes = c.numel() * c.element_size()
         raw = _ctypes.string_at(c._address("pickling"), nbytes) if nbytes else b""
-        return (_rebuild_tensor,
-                (_byteswap_to_little(raw, c.element_size()), _dtype_name(self.dtype),
-                 tuple(self.shape)))
+        args = (_byteswap_to_little(raw, c.element_size()), _dtype_name(self.dtype), tuple(self.shape))
+        # (a device's tensor names its device, and unpickles there)
+        return (_rebuild_tensor, args if self.is_cpu else args + (str(self.device),))
 
     def tolist(self):
         """The values as (nested) Python lists of numbers."""

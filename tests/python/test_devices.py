@@ -191,7 +191,8 @@ def test_values_reach_python_from_the_device(device):
     text = repr(a)
     assert "3.2500" in text and (("device='cuda:0'" in text) == (device == "cuda"))
     import pickle
-    assert pickle.loads(pickle.dumps(a)).tolist() == a.tolist()
+    back = pickle.loads(pickle.dumps(a))  # (on the device it came from, as PyTorch's)
+    assert back.tolist() == a.tolist() and back.device == a.device
     if device == "cuda":
         with pytest.raises(TypeError, match="cpu"):
             a.numpy()

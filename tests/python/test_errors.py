@@ -354,3 +354,21 @@ def test_int_overflow():
     raises(RuntimeError, lambda: ember.tensor([1, 2]) + 2**64, "overflow")
     raises(RuntimeError, lambda: ember.full((2,), float("nan"), dtype=ember.int64), "int64")
     raises(RuntimeError, lambda: ember.tensor(float("inf"), dtype=ember.int64), "overflow")
+
+
+def test_a_pickled_cuda_tensor_needs_cuda_to_unpickle():
+    """A tensor pickled on "cuda" names its device; where CUDA is missing,
+    unpickling says so and how to load it on the CPU, rather than putting
+    it elsewhere silently (PyTorch raises likewise)."""
+    import pickle
+
+    from ember._tensor import _rebuild_tensor
+    data = pickle.dumps((_rebuild_tensor, (b"\x00\x00\x80\x3f", "float32", (1,), "cuda:0")))
+    fn, args = pickle.loads(data)
+    if ember.cuda.is_available():
+        assert fn(*args).device.type == "cuda"
+    else:
+        with pytest.raises(RuntimeError, match="map_location='cpu'"):
+            fn(*args)
+    with pytest.raises(ValueError, match="only 'cuda' tensors"):
+        fn(b"\x00\x00\x80\x3f", "float32", (1,), "tpu")
