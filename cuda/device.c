@@ -29,7 +29,7 @@
  * matmul through cuBLAS (matmul.c maps it to GEMMs), convolutions and max
  * pooling (window.c), advanced indexing, index_select and cat
  * (indexing.c), flip, roll, tril, triu, one_hot, nonzero and masked_select
- * (movement.c), sort, topk and kthvalue (sort.c), and the factories and random ops, computed by the CPU's
+ * (movement.c), sort, topk, kthvalue, median and nanmedian (sort.c), and the factories and random ops, computed by the CPU's
  * kernels and copied over (the same values as on the CPU, the same numbers
  * for a seed). Every other op says by name that it has no CUDA kernel yet.
  */
@@ -758,7 +758,8 @@ static bool cuda_supports(em_op op) {
     case EM_KIND_REDUCE: return true;
     case EM_KIND_MATMUL: return op == EM_OP_MATMUL;
     default: return is_line_op(op) || em_cuda_window_op(op) || em_cuda_indexing_op(op) || em_cuda_movement_op(op) ||
-                      op == EM_OP_SORT || op == EM_OP_TOPK || op == EM_OP_KTHVALUE || op == EM_OP_GATHER || op == EM_OP_SCATTER || (info->flags & EM_F_ELEMENTWISE) != 0;
+                      op == EM_OP_SORT || op == EM_OP_TOPK || op == EM_OP_KTHVALUE || op == EM_OP_MEDIAN ||
+                      op == EM_OP_NANMEDIAN || op == EM_OP_GATHER || op == EM_OP_SCATTER || (info->flags & EM_F_ELEMENTWISE) != 0;
     }
 }
 
@@ -783,7 +784,8 @@ static em_status cuda_run(em_op op, em_tensor *const *in, int n_in, const em_att
         if (em_cuda_indexing_op(op)) return em_cuda_run_indexing(d, op, in, n_in, attrs, out);
         if (em_cuda_movement_op(op)) return em_cuda_run_movement(d, op, in, n_in, attrs, out);
         if (op == EM_OP_SORT) return em_cuda_run_sort(d, in[0], attrs, out);
-        if (op == EM_OP_TOPK || op == EM_OP_KTHVALUE) return em_cuda_select(op, in, attrs, out);
+        if (op == EM_OP_TOPK || op == EM_OP_KTHVALUE || op == EM_OP_MEDIAN || op == EM_OP_NANMEDIAN)
+            return em_cuda_select(op, in, attrs, out);
         return is_line_op(op) ? run_lines(d, op, in, n_in, attrs, out[0]) : run_elementwise(d, op, in, n_in, out[0]);
     }
 }

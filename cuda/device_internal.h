@@ -67,8 +67,9 @@ bool em_cuda_movement_op(em_op op);
 em_status em_cuda_run_movement(cuda_dev *d, em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                                em_tensor **out);
 
-/* sort (the kernel) into out[0] (values) and out[1] (indices), and topk
- * and kthvalue composed from sort through dispatch (device-free). */
+/* sort (the kernel) into out[0] (values) and out[1] (indices), and topk,
+ * kthvalue, median and nanmedian composed from sort through dispatch
+ * (device-free). */
 em_status em_cuda_run_sort(cuda_dev *d, em_tensor *x, const em_attrs *a, em_tensor **out);
 em_status em_cuda_select(em_op op, em_tensor *const *in, const em_attrs *a, em_tensor **out);
 /* The fused optimizer steps (optim.c). */

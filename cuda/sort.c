@@ -9,7 +9,11 @@
  *                   `sorted`: those k put back in input order, by sorting
  *                   their indices and gathering the values that way;
  *   kthvalue(x, k)  the k-th of an ascending sort (NaN last, ties in input
- *                   order, as the CPU's selection).
+ *                   order, as the CPU's selection);
+ *   median          the lower median of that sort, or, where a line holds a
+ *                   NaN, its first NaN (PyTorch's: the median of NaN is NaN);
+ *   nanmedian       the lower median of the numbers (a line of NaNs: its
+ *                   first); the position per line comes from a NaN count.
  *
  * Sorting a whole line per block is PyTorch's segmented-sort shape; one
  * line's network of P log^2 P / 2 compare-exchanges in global memory is
@@ -95,8 +99,106 @@ static em_status sorted_copy(em_tensor *x, int dim, bool descending, em_tensor *
     return em_op_run(EM_OP_SORT, &x, 1, &s, out, 2);
 }
 
+/* a op b elementwise, b a number (an int64 0-d tensor on a's device). */
+static em_tensor *with_number(em_op op, em_tensor *a, int64_t b) {
+    em_tensor *n = em_tensor_scalar((double)b, EM_DTYPE_I64), *nd = n ? em_to_device(n, a->device) : NULL, *r = NULL;
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    em_tensor *pair[2] = {a, nd};
+    if (nd && em_op_run(op, pair, 2, &at, &r, 1) != EM_OK) r = NULL;
+    em_tensor_release(n);
+    em_tensor_release(nd);
+    return r;
+}
+
+static em_tensor *where(em_tensor *cond, em_tensor *a, em_tensor *b) {
+    em_attrs at;
+    memset(&at, 0, sizeof at);
+    em_tensor *ops[3] = {cond, a, b}, *r = NULL;
+    return cond && a && b && em_op_run(EM_OP_WHERE, ops, 3, &at, &r, 1) == EM_OK ? r : NULL;
+}
+
+/* median and nanmedian: each line's position in the ascending sort (a
+ * keepdim int64 tensor) from its NaN count, then the values and indices
+ * gathered there. */
+static em_status medians(em_op op, em_tensor *x, const em_attrs *a, em_tensor **out) {
+    if (x->ndim == 0) { /* (one element: itself, at 0) */
+        em_tensor *zero = em_tensor_scalar(0.0, EM_DTYPE_I64);
+        em_status st = zero ? em_assign_copy(out[0], x) : em_last_status();
+        if (st == EM_OK) st = em_assign_copy(out[1], zero);
+        em_tensor_release(zero);
+        return st;
+    }
+    int dim = (int)a->dims[0];
+    int64_t n = x->shape[dim];
+    em_tensor *full[2] = {NULL, NULL}, *nans = NULL, *isnan = NULL;
+    em_status st = sorted_copy(x, dim, false, full);
+    em_attrs r;
+    memset(&r, 0, sizeof r);
+    r.n_dims = 1;
+    r.dims[0] = dim;
+    r.keepdim = true;
+    r.dtype = EM_DTYPE_I64;
+    if (st == EM_OK && em_dtype_is_float(x->dtype)) {
+        em_attrs e;
+        memset(&e, 0, sizeof e);
+        st = em_op_run(EM_OP_ISNAN, &x, 1, &e, &isnan, 1);
+        if (st == EM_OK) st = em_op_run(EM_OP_SUM, &isnan, 1, &r, &nans, 1);
+    } else if (st == EM_OK) { /* (no NaNs: a count of zeros) */
+        int64_t shape[EM_MAX_DIMS];
+        memcpy(shape, x->shape, sizeof shape);
+        shape[dim] = 1;
+        em_tensor *zero = em_tensor_scalar(0.0, EM_DTYPE_I64);
+        nans = em_tensor_empty(shape, x->ndim, EM_DTYPE_I64, x->device);
+        st = nans && zero ? em_assign_copy(nans, zero) : em_last_status();
+        em_tensor_release(zero);
+    }
+    em_tensor *pos = NULL;
+    if (st == EM_OK) {
+        em_tensor *neg = op == EM_OP_MEDIAN ? NULL : with_number(EM_OP_MUL, nans, -1);
+        em_tensor *m = neg ? with_number(EM_OP_ADD, neg, n) : NULL; /* n - nans */
+        em_tensor_release(neg);
+        if (op == EM_OP_MEDIAN) { /* a NaN: the first of them, at n - nans; else (n - 1) / 2 */
+            em_tensor *has = with_number(EM_OP_GT, nans, 0), *first_nan = with_number(EM_OP_SUB, nans, n);
+            em_tensor *at_nan = first_nan ? with_number(EM_OP_MUL, first_nan, -1) : NULL;
+            em_tensor *mid = with_number(EM_OP_MUL, nans, 0), *midv = mid ? with_number(EM_OP_ADD, mid, (n - 1) / 2) : NULL;
+            pos = where(has, at_nan, midv);
+            em_tensor *objs[] = {has, first_nan, at_nan, mid, midv};
+            for (int i = 0; i < 5; i++) em_tensor_release(objs[i]);
+        } else { /* m = n - nans numbers: (m - 1) / 2, or 0 when none */
+            em_tensor *none = m ? with_number(EM_OP_EQ, m, 0) : NULL, *m1 = m ? with_number(EM_OP_SUB, m, 1) : NULL;
+            em_tensor *half = m1 ? with_number(EM_OP_FLOOR_DIVIDE, m1, 2) : NULL;
+            em_tensor *zero = m ? with_number(EM_OP_MUL, m, 0) : NULL;
+            pos = where(none, zero, half);
+            em_tensor *objs[] = {none, m1, half, zero};
+            for (int i = 0; i < 4; i++) em_tensor_release(objs[i]);
+        }
+        em_tensor_release(m);
+        if (!pos) st = em_last_status();
+    }
+    em_tensor *v = NULL, *i = NULL;
+    if (st == EM_OK) {
+        em_attrs g;
+        memset(&g, 0, sizeof g);
+        g.n_dims = 1;
+        g.dims[0] = dim;
+        em_tensor *pv[2] = {full[0], pos}, *pi[2] = {full[1], pos};
+        st = em_op_run(EM_OP_GATHER, pv, 2, &g, &v, 1);
+        if (st == EM_OK) st = em_op_run(EM_OP_GATHER, pi, 2, &g, &i, 1);
+    }
+    em_tensor *vr = v ? em_reshape(v, out[0]->shape, out[0]->ndim) : NULL;
+    em_tensor *ir = i ? em_reshape(i, out[1]->shape, out[1]->ndim) : NULL;
+    if (st == EM_OK && (!vr || !ir)) st = em_last_status();
+    if (st == EM_OK) st = em_assign_copy(out[0], vr);
+    if (st == EM_OK) st = em_assign_copy(out[1], ir);
+    em_tensor *objs[] = {full[0], full[1], nans, isnan, pos, v, i, vr, ir};
+    for (int j = 0; j < 9; j++) em_tensor_release(objs[j]);
+    return st;
+}
+
 em_status em_cuda_select(em_op op, em_tensor *const *in, const em_attrs *a, em_tensor **out) {
     em_tensor *x = in[0];
+    if (op == EM_OP_MEDIAN || op == EM_OP_NANMEDIAN) return medians(op, x, a, out);
     int dim = x->ndim ? (int)a->dims[0] : 0;
     bool top = op == EM_OP_TOPK;
     em_tensor *full[2] = {NULL, NULL};

@@ -72,9 +72,10 @@ static void compare(const char *what, em_op op, em_tensor *const *in, int n_in, 
     em_tensor_release(got);
 }
 
-/* topk (largest and smallest, sorted and in input order) and kthvalue
- * (keepdim or not) composed from sort, against the CPU's selection: the
- * same values and indices, NaNs and ties included. */
+/* topk (largest and smallest, sorted and in input order), kthvalue,
+ * median and nanmedian (keepdim or not) composed from sort, against the
+ * CPU's selection: the same values and indices, NaNs (lines of them too)
+ * and ties included. */
 static void selections(void) {
     int64_t shape[2] = {6, 11};
     em_dtype dts[2] = {EM_DTYPE_F32, EM_DTYPE_I64};
@@ -82,8 +83,12 @@ static void selections(void) {
         em_tensor *x = filled(dts[t], shape, 2, 5);
         if (t == 0)
             for (int64_t j = 0; j < x->numel; j += 7) ((float *)em_tensor_data(x))[j] = j % 2 ? 1.0f : NAN;
+        if (t == 0) /* (a line of NaNs along dim 1, and one along dim 0) */
+            for (int64_t j = 0; j < 11; j++) ((float *)em_tensor_data(x))[2 * 11 + j] = NAN;
+        if (t == 0)
+            for (int64_t j = 0; j < 6; j++) ((float *)em_tensor_data(x))[j * 11 + 4] = NAN;
         for (int dim = 0; dim < 2; dim++)
-            for (int form = 0; form < 6; form++) {
+            for (int form = 0; form < 10; form++) {
                 em_attrs a;
                 memset(&a, 0, sizeof a);
                 a.n_dims = 1;
@@ -92,7 +97,8 @@ static void selections(void) {
                 a.descending = form == 0 || form == 2;
                 a.sorted = form < 2;
                 a.keepdim = form == 5;
-                em_op op = form < 4 ? EM_OP_TOPK : EM_OP_KTHVALUE;
+                em_op op = form < 4 ? EM_OP_TOPK : form < 6 ? EM_OP_KTHVALUE : form < 8 ? EM_OP_MEDIAN : EM_OP_NANMEDIAN;
+                a.keepdim = form == 5 || form == 7 || form == 9;
                 em_tensor *want[2] = {NULL, NULL};
                 CHECK_MSG(em_op_run(op, &x, 1, &a, want, 2) == EM_OK, "%s on the CPU: %s", em_op_name(op),
                           em_last_error());
@@ -230,7 +236,7 @@ int main(void) {
     em_tensor_release(cls);
     convolutions();
     selections();
-    printf("flip, roll, tril, triu, nonzero, masked_select, cat, one_hot, the convolutions, topk and kthvalue as the CUDA device "
+    printf("flip, roll, tril, triu, nonzero, masked_select, cat, one_hot, the convolutions, topk, kthvalue and the medians as the CUDA device "
            "composes them: the CPU's results\n");
     return check_report();
 }
