@@ -919,6 +919,42 @@ em_status em_cuda_synchronize(int index) {
     return em_cuda_stand_in_active() ? stand_in_index(index) : cuda_synchronize(index);
 }
 
+em_status em_cuda_stream_handle(int index, uint64_t *stream) {
+    *stream = 0;
+    if (em_cuda_stand_in_active()) return stand_in_index(index);
+    cuda_dev *d;
+    em_status st = enter(index, &d);
+    if (st == EM_OK) *stream = (uint64_t)(uintptr_t)d->stream;
+    return st;
+}
+
+em_status em_cuda_wait_stream(uint64_t stream) {
+    if (em_cuda_stand_in_active()) return EM_OK;
+    cuda_dev *d;
+    em_status st = enter(-1, &d); /* (a context current on this thread) */
+    if (st != EM_OK) return st;
+    CUresult rc = em_cu()->StreamSynchronize((CUstream)(uintptr_t)stream);
+    return rc == EM_CU_SUCCESS ? EM_OK : cu_fail("waiting for the producer's stream (cuStreamSynchronize)", rc);
+}
+
+em_status em_cuda_pointer_device(uint64_t ptr, int *index) {
+    *index = 0;
+    if (em_cuda_stand_in_active()) return EM_OK;
+    cuda_dev *d;
+    em_status st = enter(-1, &d);
+    if (st != EM_OK) return st;
+    unsigned type = 0;
+    int ordinal = -1;
+    CUresult rc = em_cu()->PointerGetAttribute(&type, EM_CU_POINTER_MEMORY_TYPE, (CUdeviceptr)ptr);
+    if (rc == EM_CU_SUCCESS && type == EM_CU_MEMORYTYPE_DEVICE)
+        rc = em_cu()->PointerGetAttribute(&ordinal, EM_CU_POINTER_DEVICE_ORDINAL, (CUdeviceptr)ptr);
+    if (rc != EM_CU_SUCCESS || type != EM_CU_MEMORYTYPE_DEVICE || ordinal < 0)
+        return em_error(EM_ERR_VALUE, "the CUDA array interface's pointer 0x%llx is not CUDA device memory",
+                        (unsigned long long)ptr);
+    *index = ordinal;
+    return EM_OK;
+}
+
 /* Devices never started have no allocator and hold nothing: zeros. */
 em_status em_cuda_memory_stats_of(int index, em_cuda_memory_stats *out) {
     memset(out, 0, sizeof *out);

@@ -68,6 +68,14 @@ em_status em_cuda_event_elapsed_ms(em_cuda_event *start, em_cuda_event *end, dou
 void em_cuda_event_free(em_cuda_event *e);
 /* Waits for everything queued on device `index`. */
 em_status em_cuda_synchronize(int index);
+/* The stream device `index` runs its work on, as an integer (the CUDA array
+ * interface's "stream"); 0 under the host stand-in, which has none. */
+em_status em_cuda_stream_handle(int index, uint64_t *stream);
+/* Waits for another library's stream (an integer CUstream) to finish what
+ * it queued: before reading memory it hands over. */
+em_status em_cuda_wait_stream(uint64_t stream);
+/* The CUDA device that allocated `ptr` (device memory), or an error. */
+em_status em_cuda_pointer_device(uint64_t ptr, int *index);
 
 /* ---- the caching allocator (runtime/cuda/caching_allocator.c) ---- */
 

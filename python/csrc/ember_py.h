@@ -114,6 +114,7 @@ int em_py_distributed_init(PyObject *module);
 PyObject *em_py_tensor_dlpack(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *em_py_tensor_dlpack_device(PyObject *self, PyObject *unused);
 PyObject *em_py_from_dlpack(PyObject *self, PyObject *obj);
+PyObject *em_py_from_cuda_array_interface(PyObject *self, PyObject *obj);
 extern PyBufferProcs em_py_tensor_buffer;
 
 /* ---- autograd (autograd.c) ---- */

@@ -488,3 +488,176 @@ static void releasebuffer(PyObject *self, Py_buffer *view) {
 }
 
 PyBufferProcs em_py_tensor_buffer = {getbuffer, releasebuffer};
+
+/* ---- the CUDA array interface (Numba's, version 2 and 3: CuPy, PyTorch) ---- */
+
+static void release_pyobject(void *ctx, void *data, size_t nbytes) {
+    (void)data;
+    (void)nbytes;
+    PyGILState_STATE gs = PyGILState_Ensure();
+    Py_DECREF((PyObject *)ctx);
+    PyGILState_Release(gs);
+}
+
+/* The ember dtype of a typestr ("<f4", "|b1", ...): false if none. */
+static bool dtype_of_typestr(const char *s, em_dtype *dt) {
+    if (!s || strlen(s) != 3 || (s[0] != '<' && s[0] != '|' && s[0] != '=')) return false;
+    static const struct {
+        const char *code;
+        em_dtype dt;
+    } codes[] = {{"f2", EM_DTYPE_F16}, {"f4", EM_DTYPE_F32}, {"f8", EM_DTYPE_F64}, {"i1", EM_DTYPE_I8},
+                 {"i2", EM_DTYPE_I16}, {"i4", EM_DTYPE_I32}, {"i8", EM_DTYPE_I64}, {"u1", EM_DTYPE_U8},
+                 {"b1", EM_DTYPE_BOOL}};
+    for (size_t i = 0; i < sizeof codes / sizeof *codes; i++)
+        if (!strcmp(s + 1, codes[i].code)) {
+            *dt = codes[i].dt;
+            return true;
+        }
+    return false;
+}
+
+/* Reads n int64 values from a tuple of ints into out; -1 with an error. */
+static int int_tuple(PyObject *t, const char *what, int64_t *out, int *n) {
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) > EM_MAX_DIMS) {
+        em_py_error(PyExc_TypeError, "__cuda_array_interface__: %s must be a tuple of at most %d ints", what,
+                    EM_MAX_DIMS);
+        return -1;
+    }
+    *n = (int)PyTuple_GET_SIZE(t);
+    for (int i = 0; i < *n; i++) {
+        long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(t, i));
+        if (v == -1 && PyErr_Occurred()) return -1;
+        out[i] = v;
+    }
+    return 0;
+}
+
+/* _from_cuda_array_interface(obj) -> a tensor over obj's CUDA memory
+ * (obj.__cuda_array_interface__), holding obj alive; its stream (version
+ * 3) waited for first. */
+PyObject *em_py_from_cuda_array_interface(PyObject *self, PyObject *obj) {
+    (void)self;
+    PyObject *cai = PyObject_GetAttrString(obj, "__cuda_array_interface__");
+    if (!cai) return NULL;
+    PyObject *result = NULL;
+    if (!PyDict_Check(cai)) {
+        em_py_error(PyExc_TypeError, "__cuda_array_interface__ must be a dict, got %s", Py_TYPE(cai)->tp_name);
+        goto done;
+    }
+    PyObject *shape_o = PyDict_GetItemString(cai, "shape"), *typestr = PyDict_GetItemString(cai, "typestr");
+    PyObject *data = PyDict_GetItemString(cai, "data"), *strides_o = PyDict_GetItemString(cai, "strides");
+    PyObject *version = PyDict_GetItemString(cai, "version"), *mask = PyDict_GetItemString(cai, "mask");
+    PyObject *stream = PyDict_GetItemString(cai, "stream");
+    if (!shape_o || !typestr || !data || !version) {
+        em_py_error(PyExc_ValueError, "__cuda_array_interface__ needs shape, typestr, data and version");
+        goto done;
+    }
+    long ver = PyLong_AsLong(version);
+    if (ver == -1 && PyErr_Occurred()) goto done;
+    if (ver < 2) {
+        em_py_error(PyExc_ValueError, "__cuda_array_interface__ version %ld: ember reads versions 2 and 3", ver);
+        goto done;
+    }
+    if (mask && mask != Py_None) {
+        em_py_error(PyExc_NotImplementedError, "__cuda_array_interface__ with a mask: ember has no masked tensors");
+        goto done;
+    }
+    em_dtype dt;
+    const char *ts = PyUnicode_Check(typestr) ? PyUnicode_AsUTF8(typestr) : NULL;
+    if (!ts || !dtype_of_typestr(ts, &dt)) {
+        em_py_error(PyExc_TypeError, "__cuda_array_interface__: unsupported typestr %R (ember reads float16/32/64, "
+                                     "int8/16/32/64, uint8 and bool)", typestr);
+        goto done;
+    }
+    int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS];
+    int nd = 0, ns = 0;
+    if (int_tuple(shape_o, "shape", shape, &nd) < 0) goto done;
+    size_t item = em_dtype_size(dt);
+    if (strides_o && strides_o != Py_None) {
+        if (int_tuple(strides_o, "strides", strides, &ns) < 0) goto done;
+        if (ns != nd) {
+            em_py_error(PyExc_ValueError, "__cuda_array_interface__: %d strides for %d dims", ns, nd);
+            goto done;
+        }
+        for (int i = 0; i < nd; i++)
+            if (strides[i] % (int64_t)item) {
+                em_py_error(PyExc_ValueError, "__cuda_array_interface__: stride %lld bytes is not a multiple of "
+                                              "the %zu-byte elements", (long long)strides[i], item);
+                goto done;
+            }
+        for (int i = 0; i < nd; i++) strides[i] /= (int64_t)item;
+    } else {
+        em_contiguous_strides(shape, nd, strides);
+    }
+    if (!PyTuple_Check(data) || PyTuple_GET_SIZE(data) != 2) {
+        em_py_error(PyExc_TypeError, "__cuda_array_interface__: data must be (pointer, read_only)");
+        goto done;
+    }
+    unsigned long long ptr = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(data, 0));
+    if (ptr == (unsigned long long)-1 && PyErr_Occurred()) goto done;
+    /* the memory spanned, from the lowest element to the highest */
+    int64_t lo = 0, hi = 0, numel = 1;
+    for (int i = 0; i < nd; i++) {
+        if (shape[i] < 0) {
+            em_py_error(PyExc_ValueError, "__cuda_array_interface__: negative size in shape");
+            goto done;
+        }
+        numel *= shape[i];
+    }
+    for (int i = 0; numel && i < nd; i++) {
+        int64_t reach = (shape[i] - 1) * strides[i];
+        if (reach < 0) lo += reach;
+        else hi += reach;
+    }
+    if (lo < 0) {
+        em_py_error(PyExc_ValueError, "__cuda_array_interface__: negative strides are not supported by ember");
+        goto done;
+    }
+    if (numel && !ptr) {
+        em_py_error(PyExc_ValueError, "__cuda_array_interface__: a null pointer for %lld elements", (long long)numel);
+        goto done;
+    }
+    if (numel && ptr % item) {
+        em_py_error(PyExc_ValueError, "__cuda_array_interface__: the data is not aligned to its %zu-byte elements",
+                    item);
+        goto done;
+    }
+    int index = 0;
+    if (numel && em_cuda_pointer_device(ptr, &index) != EM_OK) {
+        em_py_raise();
+        goto done;
+    }
+    if (stream && stream != Py_None) { /* (version 3: wait for the producer's work) */
+        unsigned long long s = PyLong_AsUnsignedLongLong(stream);
+        if (s == (unsigned long long)-1 && PyErr_Occurred()) goto done;
+        if (s == 0) {
+            em_py_error(PyExc_ValueError, "__cuda_array_interface__: stream 0 is ambiguous (the spec disallows it)");
+            goto done;
+        }
+        /* (1 and 2, the legacy and per-thread default streams, ember's
+         * blocking streams wait for already) */
+        if (s > 2 && em_cuda_wait_stream(s) != EM_OK) {
+            em_py_raise();
+            goto done;
+        }
+    }
+    size_t nbytes = numel ? (size_t)(hi + 1) * item : 0;
+    Py_INCREF(obj); /* (the storage holds the producer alive) */
+    em_storage *st = em_storage_wrap((void *)(uintptr_t)ptr, nbytes, (em_device){EM_DEVICE_CUDA, (int8_t)index},
+                                     release_pyobject, obj);
+    if (!st) {
+        Py_DECREF(obj);
+        em_py_raise();
+        goto done;
+    }
+    em_tensor *t = em_tensor_from_storage(st, dt, 0, shape, strides, nd);
+    em_storage_release(st);
+    if (!t) {
+        em_py_raise();
+        goto done;
+    }
+    result = em_py_wrap(t);
+done:
+    Py_DECREF(cai);
+    return result;
+}

@@ -361,6 +361,16 @@ static void event_destructor(PyObject *capsule) {
     em_cuda_event_free(PyCapsule_GetPointer(capsule, EVENT_CAPSULE));
 }
 
+/* _cuda_stream_handle(index) -> the device's stream as an int (0: none) */
+static PyObject *f_cuda_stream_handle(PyObject *self, PyObject *arg) {
+    (void)self;
+    long index = PyLong_AsLong(arg);
+    if (index == -1 && PyErr_Occurred()) return NULL;
+    uint64_t stream = 0;
+    if (em_cuda_stream_handle((int)index, &stream) != EM_OK) return em_py_raise();
+    return PyLong_FromUnsignedLongLong(stream);
+}
+
 /* _cuda_precompile(sm, threads) -> kernels compiled or found in the disk
  * cache (em_cuda_precompile; NVRTC runs without the GIL) */
 static PyObject *f_cuda_precompile(PyObject *self, PyObject *args) {
@@ -583,6 +593,9 @@ static PyMethodDef module_methods[] = {
     {"from_numpy", em_py_from_numpy, METH_O, "a tensor sharing a NumPy array's memory"},
     {"_storage_view", em_py_storage_view, METH_VARARGS, "_storage_view(base, offset, size, stride)"},
     {"from_dlpack", em_py_from_dlpack, METH_O, "a tensor sharing a DLPack producer's memory"},
+    {"_from_cuda_array_interface", em_py_from_cuda_array_interface, METH_O,
+     "a tensor sharing the memory of an object with __cuda_array_interface__"},
+    {"_cuda_stream_handle", f_cuda_stream_handle, METH_O, "_cuda_stream_handle(index) -> int (0: none)"},
     {"manual_seed", f_manual_seed, METH_O, "seed the random generator"},
     {"_rng_state", f_rng_state, METH_NOARGS, "(seed, offset) of the global random stream"},
     {"_set_rng_state", f_set_rng_state, METH_VARARGS, "_set_rng_state(seed, offset)"},

@@ -109,7 +109,16 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
     d = _check_options("tensor", device)
     if isinstance(data, range):  # (a sequence, as PyTorch reads it)
         data = list(data)
+    if _cuda_array(data):  # (a copy of another library's CUDA array)
+        t = _C._from_cuda_array_interface(data).clone()
+        t = t if dtype is None else t.to(dtype)
+        return _requiring_grad(t if d is None else t.to(d), requires_grad)
     return _requiring_grad(_C.tensor(data, dtype=dtype, device=d), requires_grad)
+
+
+def _cuda_array(data):
+    """Is data another library's CUDA array (CuPy's, Numba's, PyTorch's)?"""
+    return not isinstance(data, _C._TensorBase) and hasattr(type(data), "__cuda_array_interface__")
 
 
 @_export
@@ -121,6 +130,10 @@ def as_tensor(data, dtype=None, device=None):
         placed = device is not None or _factory_device() is not None  # (else it stays where it is)
         t = data if dtype is None or data.dtype == dtype else data.to(dtype)
         return t.to(d or "cpu") if placed else t
+    if _cuda_array(data):  # (its memory shared, where it is)
+        t = _C._from_cuda_array_interface(data)
+        t = t if dtype is None or t.dtype == dtype else t.to(dtype)
+        return t if d is None else t.to(d)
     if d is not None:
         return _C.tensor(data, dtype=dtype, device=d)
     if type(data).__module__ == "numpy" and type(data).__name__ == "ndarray":

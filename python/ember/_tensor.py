@@ -206,6 +206,30 @@ class Tensor(_C._TensorBase):
         # (a device's tensor names its device, and unpickles there)
         return (_rebuild_tensor, args if self.is_cpu else args + (str(self.device),))
 
+    @property
+    def __cuda_array_interface__(self):
+        """Numba's CUDA array interface (version 3), as CuPy, Numba and
+        PyTorch read it: a CUDA tensor's shape, typestr, data pointer, byte
+        strides (None when contiguous) and the stream its work is queued on
+        (consumers wait for it). Other tensors have none (hasattr is False),
+        as PyTorch's CPU tensors."""
+        if not self.is_cuda:
+            raise AttributeError(f"Can't get __cuda_array_interface__ on non-CUDA tensor type: {self.type()} "
+                                 "If CUDA data is required use tensor.cuda() to copy tensor to device memory.")
+        if self.requires_grad:
+            raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad. If gradients "
+                               "aren't required, use var.detach() to get Variable that doesn't require grad.")
+        codes = {_C.float16: "<f2", _C.float32: "<f4", _C.float64: "<f8", _C.int8: "|i1", _C.int16: "<i2",
+                 _C.int32: "<i4", _C.int64: "<i8", _C.uint8: "|u1", _C.bool: "|b1"}
+        if self.dtype not in codes:
+            raise TypeError(f"dtype {self.dtype} is not supported by __cuda_array_interface__ (it has no typestr)")
+        size = self.element_size()
+        strides = None if self.is_contiguous() else tuple(s * size for s in self.stride())
+        stream = _C._cuda_stream_handle(self.device.index or 0)
+        return {"shape": tuple(self.shape), "typestr": codes[self.dtype],
+                "data": (self.data_ptr() if self.numel() else 0, False), "strides": strides,
+                "stream": stream or None, "version": 3}
+
     def tolist(self):
         """The values as (nested) Python lists of numbers."""
         # NumPy has no bfloat16; its values are exactly float32 values. (Of a

@@ -29,6 +29,10 @@ enum {
     EM_CU_ATTR_MULTIPROCESSOR_COUNT = 16,
     EM_CU_ATTR_COMPUTE_CAPABILITY_MAJOR = 75,
     EM_CU_ATTR_COMPUTE_CAPABILITY_MINOR = 76,
+    /* cuPointerGetAttribute */
+    EM_CU_POINTER_MEMORY_TYPE = 2,    /* a CUmemorytype: */
+    EM_CU_MEMORYTYPE_DEVICE = 2,
+    EM_CU_POINTER_DEVICE_ORDINAL = 9,
 };
 
 /* The entry points, loaded once (em_cu); NULL members never: a driver
@@ -63,6 +67,7 @@ typedef struct em_cu_api {
     CUresult (*EventQuery)(CUevent event);
     CUresult (*EventElapsedTime)(float *ms, CUevent start, CUevent end);
     CUresult (*EventDestroy)(CUevent event);
+    CUresult (*PointerGetAttribute)(void *data, int attribute, CUdeviceptr ptr);
 } em_cu_api;
 
 /* The driver's entry points once cuInit succeeded and a device exists;

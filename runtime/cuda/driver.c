@@ -37,7 +37,8 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
     X(LaunchKernel, "cuLaunchKernel") X(GetErrorString, "cuGetErrorString")                      \
     X(EventCreate, "cuEventCreate") X(EventRecord, "cuEventRecord")                              \
     X(EventSynchronize, "cuEventSynchronize") X(EventQuery, "cuEventQuery")                      \
-    X(EventElapsedTime, "cuEventElapsedTime") X(EventDestroy, "cuEventDestroy_v2")
+    X(EventElapsedTime, "cuEventElapsedTime") X(EventDestroy, "cuEventDestroy_v2")               \
+    X(PointerGetAttribute, "cuPointerGetAttribute")
 
 static void probe(void) {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);

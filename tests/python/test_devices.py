@@ -326,3 +326,60 @@ def test_anomaly_mode_reads_a_devices_gradients(device):
         with pytest.raises(RuntimeError, match="nan"):
             y.sqrt().sum().backward()
     check(x.grad, 0.5 / np.sqrt([1.0, 4.0]), device)
+
+
+class _Producer:
+    """Another library's CUDA array: only its __cuda_array_interface__."""
+
+    def __init__(self, interface):
+        self.interface = interface
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.interface
+
+
+def test_cuda_array_interface_both_ways(device):
+    """A CUDA tensor exports Numba's CUDA array interface (version 3: shape,
+    typestr, pointer, byte strides, its stream), and ember.as_tensor shares
+    another library's CUDA array through it (ember.tensor copies); with
+    PyTorch on the GPU, both ways against torch's CUDA tensors."""
+    if device != "cuda":
+        assert not hasattr(on(device, np.ones(2, np.float32)), "__cuda_array_interface__")
+        return
+    a = on(device, np.arange(12, dtype=np.float32).reshape(3, 4))
+    i = a.__cuda_array_interface__
+    assert i["shape"] == (3, 4) and i["typestr"] == "<f4" and i["version"] == 3 and i["strides"] is None
+    assert i["data"] == (a.data_ptr(), False)
+    assert a.t().__cuda_array_interface__["strides"] == (4, 16)
+    shared = ember.as_tensor(_Producer(a.t().__cuda_array_interface__))
+    assert shared.device.type == "cuda" and shared.shape == (4, 3)
+    a.add_(1)  # (one memory: the change shows through the other)
+    np.testing.assert_array_equal(shared.cpu().numpy(), a.t().cpu().numpy())
+    copied = ember.tensor(_Producer(a.__cuda_array_interface__))
+    a.zero_()
+    assert copied.sum().item() == sum(range(1, 13))
+    with pytest.raises(RuntimeError, match="requires grad"):
+        a.clone().requires_grad_().__cuda_array_interface__
+    with pytest.raises(TypeError, match="bfloat16"):
+        a.bfloat16().__cuda_array_interface__
+    base = dict(a.__cuda_array_interface__)
+    for change, err, match in (({"mask": object()}, NotImplementedError, "mask"),
+                               ({"version": 1}, ValueError, "version 1"),
+                               ({"stream": 0}, ValueError, "stream 0"),
+                               ({"typestr": "<c8"}, TypeError, "typestr"),
+                               ({"strides": (4, 3)}, ValueError, "multiple")):
+        with pytest.raises(err, match=match):
+            ember.as_tensor(_Producer({**base, **change}))
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        return
+    tt = torch.as_tensor(a, device="cuda")  # (torch reads ember's interface: shared)
+    a.fill_(3.0)
+    torch.cuda.synchronize()
+    assert tt.data_ptr() == a.data_ptr() and tt.sum().item() == 36.0
+    src = torch.arange(6, dtype=torch.float64, device="cuda").reshape(2, 3)
+    e = ember.as_tensor(src)  # (ember reads torch's: shared)
+    src.mul_(2)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(e.cpu().numpy(), src.cpu().numpy())
