@@ -43,6 +43,9 @@ def cases(lib, F_, dev):
     a, b = lib.randn(n, device=dev), lib.randn(n, device=dev)
     rows = lib.randn(8192, 4096, device=dev)
     w, bias = lib.ones(4096, device=dev), lib.zeros(4096, device=dev)
+    img, k = lib.randn(32, 64, 56, 56, device=dev), lib.randn(64, 64, 3, 3, device=dev)
+    vocab, ids = lib.randn(50304, 768, device=dev), lib.randint(0, 50304, (8, 1024), device=dev)
+    logits = lib.randn(8, 50304, device=dev)
     return [
         ("add 2^26 f32", lambda: a + b, 3 * 4 * n),
         ("exp 2^26 f32", lambda: a.exp(), 2 * 4 * n),
@@ -52,6 +55,13 @@ def cases(lib, F_, dev):
         ("softmax rows 8192x4096", lambda: F_.softmax(rows, dim=1), 2 * 4 * rows.numel()),
         ("layer_norm rows 8192x4096", lambda: F_.layer_norm(rows, (4096,), w, bias), 2 * 4 * rows.numel()),
         ("transpose copy 8192x4096", lambda: rows.t().contiguous(), 2 * 4 * rows.numel()),
+        # (below: ember's first versions of these kernels; the "limit" is
+        # one read and write of the data, which none of them reaches)
+        ("conv 3x3 32x64x56x56", lambda: F_.conv2d(img, k, padding=1), 2 * 4 * img.numel()),
+        ("max_pool 2x2 32x64x56x56", lambda: F_.max_pool2d(img, 2), 4 * img.numel() * 5 // 4),
+        ("embedding 8x1024 of 50304x768", lambda: F_.embedding(ids, vocab), 2 * 4 * 8 * 1024 * 768),
+        ("sort rows 8192x4096", lambda: rows.sort(dim=1), 3 * 4 * rows.numel()),
+        ("topk 50 of 8x50304", lambda: logits.topk(50, dim=1), 4 * logits.numel()),
     ]
 
 

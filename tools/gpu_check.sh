@@ -64,4 +64,4 @@ timeout -s INT 170 "$py" -m pytest -q -rfE -p no:cacheprovider --tb=line \
     "tests/python/test_op_harness.py::test_cuda_against_eager" >"$out/pytest.log" 2>&1
 grep -E "^(FAILED|ERROR)|passed|failed" "$out/pytest.log" | cut -c1-300 | tail -40
 echo "== eager CUDA figures (bench/bench_cuda.py)"
-timeout -s INT 45 "$py" bench/bench_cuda.py 2>&1 | tee "$out/bench_cuda.txt"
+timeout -s INT 60 "$py" bench/bench_cuda.py 2>&1 | tee "$out/bench_cuda.txt"
