@@ -37,18 +37,20 @@ em_status em_cuda_adv_check(const em_cuda_adv_kernel *k) {
     if (k->op != EM_OP_INDEX && k->op != EM_OP_INDEX_PUT)
         return em_error(EM_ERR_NOT_IMPLEMENTED, "cuda: %s is not index or index_put",
                         (unsigned)k->op < EM_OP_COUNT ? em_op_name(k->op) : "(bad op)");
-    if (k->dtype < 0 || k->dtype >= EM_DTYPE_COUNT) return em_error(EM_ERR_VALUE, "cuda: index: bad dtype");
+    if (k->dtype < 0 || k->dtype >= EM_DTYPE_COUNT)
+        return em_error(EM_ERR_VALUE, "cuda: index: bad dtype");
     if (k->accumulate && (k->op != EM_OP_INDEX_PUT || !adds_atomically(k->dtype)))
-        return em_error(EM_ERR_NOT_IMPLEMENTED,
-                        "index_put with accumulate: no kernel for it on cuda yet for %s (atomic adds: float32, "
-                        "float64, int32, int64)",
-                        em_dtype_long_name(k->dtype));
+        return em_error(
+            EM_ERR_NOT_IMPLEMENTED,
+            "index_put with accumulate: no kernel for it on cuda yet for %s (atomic adds: float32, "
+            "float64, int32, int64)",
+            em_dtype_long_name(k->dtype));
     return EM_OK;
 }
 
 void em_cuda_adv_name(const em_cuda_adv_kernel *k, char *out, size_t n) {
-    snprintf(out, n, "em_cuda_%s%s_%s", k->op == EM_OP_INDEX ? "index" : "index_put", k->accumulate ? "_add" : "",
-             em_cuda_sfx(k->dtype));
+    snprintf(out, n, "em_cuda_%s%s_%s", k->op == EM_OP_INDEX ? "index" : "index_put",
+             k->accumulate ? "_add" : "", em_cuda_sfx(k->dtype));
 }
 
 static void kernel(em_strbuf *s, const em_cuda_adv_kernel *k) {
@@ -56,12 +58,14 @@ static void kernel(em_strbuf *s, const em_cuda_adv_kernel *k) {
     em_cuda_adv_name(k, name, sizeof name);
     const char *T = em_cuda_ctype(k->dtype);
     bool get = k->op == EM_OP_INDEX;
-    em_strbuf_printf(s,
-                     "extern \"C\" __global__ void %s(long long n, em_cuda_adv_geometry g, %s *out, "
-                     "const %s *__restrict__ from, long long *bad) {\n",
-                     name, T, T);
+    em_strbuf_printf(
+        s,
+        "extern \"C\" __global__ void %s(long long n, em_cuda_adv_geometry g, %s *out, "
+        "const %s *__restrict__ from, long long *bad) {\n",
+        name, T, T);
     em_strbuf_puts(s, "    long long step = (long long)gridDim.x * blockDim.x;\n"
-                      "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {\n"
+                      "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i "
+                      "< n; i += step) {\n"
                       "        long long rem = i, at_x = 0, at_other = 0, at_ix[EM_ADV_MAX];\n"
                       "        for (int j = 0; j < g.k; j++) at_ix[j] = 0;\n"
                       "        for (int d = g.nd - 1; d >= 0; d--) {\n"
@@ -76,7 +80,8 @@ static void kernel(em_strbuf *s, const em_cuda_adv_kernel *k) {
                       "            long long v = ((const long long *)g.ptr[j])[at_ix[j]], w = v;\n"
                       "            if (w < 0 && g.wrap) w += g.size[j];\n"
                       "            if (w < 0 || w >= g.size[j]) {\n"
-                      "                atomicCAS((unsigned long long *)bad, 0x8000000000000000ull, (unsigned long long)v);\n"
+                      "                atomicCAS((unsigned long long *)bad, 0x8000000000000000ull, "
+                      "(unsigned long long)v);\n"
                       "                inside = false;\n"
                       "            }\n"
                       "            at_x += w * g.step[j];\n"
@@ -87,7 +92,8 @@ static void kernel(em_strbuf *s, const em_cuda_adv_kernel *k) {
     else if (!k->accumulate)
         em_strbuf_puts(s, "        out[at_x] = from[at_other];\n");
     else if (k->dtype == EM_DTYPE_I64)
-        em_strbuf_puts(s, "        atomicAdd((unsigned long long *)&out[at_x], (unsigned long long)from[at_other]);\n");
+        em_strbuf_puts(s, "        atomicAdd((unsigned long long *)&out[at_x], (unsigned long "
+                          "long)from[at_other]);\n");
     else
         em_strbuf_puts(s, "        atomicAdd(&out[at_x], from[at_other]);\n");
     em_strbuf_puts(s, "    }\n}\n");
@@ -109,8 +115,8 @@ char *em_cuda_adv_source(const em_cuda_adv_kernel *ks, int n) {
                      "    long long step[%d], size[%d];\n"
                      "    unsigned long long ptr[%d];\n"
                      "};\n",
-                     EM_MAX_DIMS, EM_MAX_DIMS, EM_MAX_DIMS, EM_MAX_DIMS, EM_MAX_DIMS, EM_MAX_DIMS, EM_MAX_DIMS,
-                     EM_MAX_DIMS, EM_MAX_DIMS);
+                     EM_MAX_DIMS, EM_MAX_DIMS, EM_MAX_DIMS, EM_MAX_DIMS, EM_MAX_DIMS, EM_MAX_DIMS,
+                     EM_MAX_DIMS, EM_MAX_DIMS, EM_MAX_DIMS);
     for (int i = 0; i < n; i++) kernel(&s, &ks[i]);
     return em_cuda_source_take(&s);
 }
@@ -120,8 +126,9 @@ em_status em_cuda_adv_ptx(const em_cuda_adv_kernel *ks, int n, int sm, char **pt
 }
 
 int em_cuda_adv_all(em_cuda_adv_kernel *ks, int max) {
-    static const em_dtype dts[] = {EM_DTYPE_F32, EM_DTYPE_F64, EM_DTYPE_F16, EM_DTYPE_BF16, EM_DTYPE_I64,
-                                   EM_DTYPE_I32, EM_DTYPE_I16,  EM_DTYPE_I8,  EM_DTYPE_U8,   EM_DTYPE_BOOL};
+    static const em_dtype dts[] = {EM_DTYPE_F32, EM_DTYPE_F64, EM_DTYPE_F16, EM_DTYPE_BF16,
+                                   EM_DTYPE_I64, EM_DTYPE_I32, EM_DTYPE_I16, EM_DTYPE_I8,
+                                   EM_DTYPE_U8,  EM_DTYPE_BOOL};
     int n = 0;
     for (size_t d = 0; d < sizeof dts / sizeof *dts; d++)
         for (int form = 0; form < 3; form++) {
@@ -133,9 +140,10 @@ int em_cuda_adv_all(em_cuda_adv_kernel *ks, int max) {
     return n;
 }
 
-void em_cuda_adv_geometry_of(const struct em_tensor *x, const struct em_tensor *const *ix, int k, const int64_t *dims,
-                             int nb, int pos, const int64_t *shape, const int *rest_dim, int nd,
-                             const int64_t *other_strides, bool wrap, em_cuda_adv_geometry *g) {
+void em_cuda_adv_geometry_of(const struct em_tensor *x, const struct em_tensor *const *ix, int k,
+                             const int64_t *dims, int nb, int pos, const int64_t *shape,
+                             const int *rest_dim, int nd, const int64_t *other_strides, bool wrap,
+                             em_cuda_adv_geometry *g) {
     memset(g, 0, sizeof *g);
     g->nd = nd;
     g->wrap = wrap;

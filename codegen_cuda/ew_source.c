@@ -25,7 +25,6 @@
  * them all.
  */
 #define _POSIX_C_SOURCE 200809L
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,28 +83,6 @@ int em_cuda_ew_uniform(em_dtype dt, em_cuda_ew_kernel *ks, int max) {
         n++;
     }
     return n;
-}
-
-/* ---- the headers, embedded at build time ---- */
-
-extern const unsigned char em_cuda_ops_math_h[], em_cuda_trig_table_h[], em_cuda_ops_random_h[];
-extern const size_t em_cuda_ops_math_h_size, em_cuda_trig_table_h_size, em_cuda_ops_random_h_size;
-static char *header_text[3];
-static const char *const header_names[3] = {"ember/ops_math.h", "ops_math_trig_table.h", "ember/ops_random.h"};
-static pthread_once_t headers_once = PTHREAD_ONCE_INIT;
-
-static void make_headers(void) {
-    header_text[0] = strndup((const char *)em_cuda_ops_math_h, em_cuda_ops_math_h_size);
-    header_text[1] = strndup((const char *)em_cuda_trig_table_h, em_cuda_trig_table_h_size);
-    header_text[2] = strndup((const char *)em_cuda_ops_random_h, em_cuda_ops_random_h_size);
-}
-
-int em_cuda_headers(const char *const **texts, const char *const **names) {
-    pthread_once(&headers_once, make_headers);
-    if (!header_text[0] || !header_text[1] || !header_text[2]) return -1;
-    *texts = (const char *const *)header_text;
-    *names = header_names;
-    return 3;
 }
 
 /* ---- the source ---- */

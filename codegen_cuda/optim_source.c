@@ -38,7 +38,8 @@ static const char body[] =
     "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \\\n"
     "         i += (long long)gridDim.x * blockDim.x)\n"
     "template <class T>\n"
-    "static __device__ __forceinline__ void sgd(long long n, const em_cuda_optim_args &a, T *p, const T *g, T *buf) {\n"
+    "static __device__ __forceinline__ void sgd(long long n, const em_cuda_optim_args &a, T *p, "
+    "const T *g, T *buf) {\n"
     "    const T lr = (T)a.lr, wd = (T)a.weight_decay, mom = (T)a.momentum;\n"
     "    const T damp = (T)(1 - a.dampening), sign = a.maximize ? (T)-1 : (T)1;\n"
     "    const bool decay = a.weight_decay != 0;\n"
@@ -55,13 +56,15 @@ static const char body[] =
     "    }\n"
     "}\n"
     "template <class T>\n"
-    "static __device__ __forceinline__ void adam(long long n, const em_cuda_optim_args &a, T *p, const T *g, T *m,\n"
+    "static __device__ __forceinline__ void adam(long long n, const em_cuda_optim_args &a, T *p, "
+    "const T *g, T *m,\n"
     "                                            T *v, T *vmax) {\n"
     "    const T b1 = (T)a.beta1, b2 = (T)a.beta2, eps = (T)a.eps, wd = (T)a.weight_decay;\n"
     "    const T omb1 = (T)(1 - a.beta1), omb2 = (T)(1 - a.beta2);\n"
     "    const T decay = (T)(1 - a.lr * a.weight_decay), step = (T)a.step_size;\n"
     "    const T c2 = (T)a.bias2_sqrt, sign = a.maximize ? (T)-1 : (T)1;\n"
-    "    const bool coupled = a.weight_decay != 0 && !a.decoupled, decoupled = a.weight_decay != 0 && a.decoupled;\n"
+    "    const bool coupled = a.weight_decay != 0 && !a.decoupled, decoupled = a.weight_decay != 0 "
+    "&& a.decoupled;\n"
     "    EM_EACH(i, n) {\n"
     "        T gi = sign * g[i];\n"
     "        if (decoupled) p[i] = p[i] * decay;\n"
@@ -75,9 +78,11 @@ static const char body[] =
     "    }\n"
     "}\n"
     "template <class T>\n"
-    "static __device__ __forceinline__ void rmsprop(long long n, const em_cuda_optim_args &a, T *p, const T *g, T *sq,\n"
+    "static __device__ __forceinline__ void rmsprop(long long n, const em_cuda_optim_args &a, T "
+    "*p, const T *g, T *sq,\n"
     "                                               T *ga, T *buf) {\n"
-    "    const T alpha = (T)a.alpha, eps = (T)a.eps, wd = (T)a.weight_decay, oma = (T)(1 - a.alpha);\n"
+    "    const T alpha = (T)a.alpha, eps = (T)a.eps, wd = (T)a.weight_decay, oma = (T)(1 - "
+    "a.alpha);\n"
     "    const T lr = (T)a.lr, mom = (T)a.momentum, sign = a.maximize ? (T)-1 : (T)1;\n"
     "    const bool decay = a.weight_decay != 0;\n"
     "    EM_EACH(i, n) {\n"
@@ -104,18 +109,21 @@ static const char body[] =
     "}\n";
 
 static void wrappers(em_strbuf *s, const char *T, const char *sfx) {
-    em_strbuf_printf(s,
-                     "extern \"C\" __global__ void em_cuda_sgd_%s(long long n, em_cuda_optim_args a, %s *p, "
-                     "const %s *g, %s *buf) { sgd(n, a, p, g, buf); }\n",
-                     sfx, T, T, T);
-    em_strbuf_printf(s,
-                     "extern \"C\" __global__ void em_cuda_adam_%s(long long n, em_cuda_optim_args a, %s *p, "
-                     "const %s *g, %s *m, %s *v, %s *vmax) { adam(n, a, p, g, m, v, vmax); }\n",
-                     sfx, T, T, T, T, T);
-    em_strbuf_printf(s,
-                     "extern \"C\" __global__ void em_cuda_rmsprop_%s(long long n, em_cuda_optim_args a, %s *p, "
-                     "const %s *g, %s *sq, %s *ga, %s *buf) { rmsprop(n, a, p, g, sq, ga, buf); }\n",
-                     sfx, T, T, T, T, T);
+    em_strbuf_printf(
+        s,
+        "extern \"C\" __global__ void em_cuda_sgd_%s(long long n, em_cuda_optim_args a, %s *p, "
+        "const %s *g, %s *buf) { sgd(n, a, p, g, buf); }\n",
+        sfx, T, T, T);
+    em_strbuf_printf(
+        s,
+        "extern \"C\" __global__ void em_cuda_adam_%s(long long n, em_cuda_optim_args a, %s *p, "
+        "const %s *g, %s *m, %s *v, %s *vmax) { adam(n, a, p, g, m, v, vmax); }\n",
+        sfx, T, T, T, T, T);
+    em_strbuf_printf(
+        s,
+        "extern \"C\" __global__ void em_cuda_rmsprop_%s(long long n, em_cuda_optim_args a, %s *p, "
+        "const %s *g, %s *sq, %s *ga, %s *buf) { rmsprop(n, a, p, g, sq, ga, buf); }\n",
+        sfx, T, T, T, T, T);
 }
 
 char *em_cuda_optim_source(void) {

@@ -19,7 +19,16 @@
 
 #include "ember/codegen_cuda.h"
 
-typedef enum { JOB_EW, JOB_REDUCE, JOB_LINE, JOB_INDEX, JOB_ADV, JOB_WINDOW, JOB_OPTIM, JOB_SORT } job_kind;
+typedef enum {
+    JOB_EW,
+    JOB_REDUCE,
+    JOB_LINE,
+    JOB_INDEX,
+    JOB_ADV,
+    JOB_WINDOW,
+    JOB_OPTIM,
+    JOB_SORT
+} job_kind;
 
 typedef struct {
     job_kind kind;
@@ -40,16 +49,18 @@ typedef struct {
     pthread_mutex_t lock;
 } pool;
 
-static const em_dtype stored[] = {EM_DTYPE_F32, EM_DTYPE_F64, EM_DTYPE_I64,  EM_DTYPE_I32, EM_DTYPE_I16,
-                                  EM_DTYPE_I8,  EM_DTYPE_U8,  EM_DTYPE_BOOL, EM_DTYPE_F16, EM_DTYPE_BF16};
-#define N_STORED ((int)(sizeof stored / sizeof *stored))
+static const em_dtype stored[] = {EM_DTYPE_F32, EM_DTYPE_F64, EM_DTYPE_I64, EM_DTYPE_I32,
+                                  EM_DTYPE_I16, EM_DTYPE_I8,  EM_DTYPE_U8,  EM_DTYPE_BOOL,
+                                  EM_DTYPE_F16, EM_DTYPE_BF16};
+#define N_STORED       ((int)(sizeof stored / sizeof *stored))
 #define MOST_PER_DTYPE (8 * EM_OP_COUNT)
 
 /* Every job, or NULL when out of memory; *n their count. */
 static job *list_jobs(int *n) {
     int cap = N_STORED * (3 * MOST_PER_DTYPE + N_STORED) + 8 * EM_OP_COUNT, count = 0;
     job *jobs = calloc((size_t)cap, sizeof *jobs);
-    void *ks = malloc(MOST_PER_DTYPE * sizeof(em_cuda_ew_kernel) + MOST_PER_DTYPE * sizeof(em_cuda_reduce_kernel));
+    void *ks = malloc(MOST_PER_DTYPE * sizeof(em_cuda_ew_kernel) +
+                      MOST_PER_DTYPE * sizeof(em_cuda_reduce_kernel));
     if (!jobs || !ks) {
         free(jobs);
         free(ks);
@@ -58,7 +69,8 @@ static job *list_jobs(int *n) {
     for (int d = 0; d < N_STORED; d++) {
         em_cuda_ew_kernel *ew = ks;
         int m = em_cuda_ew_uniform(stored[d], ew, MOST_PER_DTYPE);
-        for (int i = 0; i < m && i < MOST_PER_DTYPE && count < cap; i++) jobs[count++] = (job){JOB_EW, {.ew = ew[i]}};
+        for (int i = 0; i < m && i < MOST_PER_DTYPE && count < cap; i++)
+            jobs[count++] = (job){JOB_EW, {.ew = ew[i]}};
         for (int to = 0; to < N_STORED && count < cap; to++) /* (casts, contiguous() and copies) */
             jobs[count++] = (job){JOB_EW, {.ew = {EM_OP_CAST, 1, {stored[d]}, stored[to]}}};
         em_cuda_reduce_kernel *rk = ks;
@@ -67,14 +79,17 @@ static job *list_jobs(int *n) {
             jobs[count++] = (job){JOB_REDUCE, {.reduce = rk[i]}};
         em_cuda_line_kernel *lk = ks;
         m = em_cuda_line_all(stored[d], lk, MOST_PER_DTYPE);
-        for (int i = 0; i < m && i < MOST_PER_DTYPE && count < cap; i++) jobs[count++] = (job){JOB_LINE, {.line = lk[i]}};
+        for (int i = 0; i < m && i < MOST_PER_DTYPE && count < cap; i++)
+            jobs[count++] = (job){JOB_LINE, {.line = lk[i]}};
     }
     em_cuda_index_kernel *ik = ks;
     int m = em_cuda_index_all(ik, MOST_PER_DTYPE);
-    for (int i = 0; i < m && i < MOST_PER_DTYPE && count < cap; i++) jobs[count++] = (job){JOB_INDEX, {.index = ik[i]}};
+    for (int i = 0; i < m && i < MOST_PER_DTYPE && count < cap; i++)
+        jobs[count++] = (job){JOB_INDEX, {.index = ik[i]}};
     em_cuda_adv_kernel *ak = ks;
     m = em_cuda_adv_all(ak, MOST_PER_DTYPE);
-    for (int i = 0; i < m && i < MOST_PER_DTYPE && count < cap; i++) jobs[count++] = (job){JOB_ADV, {.adv = ak[i]}};
+    for (int i = 0; i < m && i < MOST_PER_DTYPE && count < cap; i++)
+        jobs[count++] = (job){JOB_ADV, {.adv = ak[i]}};
     if (count < cap) jobs[count++] = (job){JOB_WINDOW, {.index = {0}}};
     if (count < cap) jobs[count++] = (job){JOB_OPTIM, {.index = {0}}};
     if (count < cap) jobs[count++] = (job){JOB_SORT, {.index = {0}}};
@@ -85,14 +100,22 @@ static job *list_jobs(int *n) {
 
 static em_status compile_one(const job *j, int sm, char **ptx) {
     switch (j->kind) {
-    case JOB_EW: return em_cuda_ew_ptx(&j->k.ew, 1, sm, ptx);
-    case JOB_REDUCE: return em_cuda_reduce_ptx(&j->k.reduce, 1, sm, ptx);
-    case JOB_LINE: return em_cuda_line_ptx(&j->k.line, 1, sm, ptx);
-    case JOB_INDEX: return em_cuda_index_ptx(&j->k.index, 1, sm, ptx);
-    case JOB_ADV: return em_cuda_adv_ptx(&j->k.adv, 1, sm, ptx);
-    case JOB_WINDOW: return em_cuda_window_ptx(sm, ptx);
-    case JOB_OPTIM: return em_cuda_optim_ptx(sm, ptx);
-    default: return em_cuda_sort_ptx(sm, ptx);
+    case JOB_EW:
+        return em_cuda_ew_ptx(&j->k.ew, 1, sm, ptx);
+    case JOB_REDUCE:
+        return em_cuda_reduce_ptx(&j->k.reduce, 1, sm, ptx);
+    case JOB_LINE:
+        return em_cuda_line_ptx(&j->k.line, 1, sm, ptx);
+    case JOB_INDEX:
+        return em_cuda_index_ptx(&j->k.index, 1, sm, ptx);
+    case JOB_ADV:
+        return em_cuda_adv_ptx(&j->k.adv, 1, sm, ptx);
+    case JOB_WINDOW:
+        return em_cuda_window_ptx(sm, ptx);
+    case JOB_OPTIM:
+        return em_cuda_optim_ptx(sm, ptx);
+    default:
+        return em_cuda_sort_ptx(sm, ptx);
     }
 }
 
@@ -124,13 +147,15 @@ static void *worker(void *arg) {
 
 em_status em_cuda_precompile(int sm, int threads, em_cuda_precompile_counts *counts) {
     memset(counts, 0, sizeof *counts);
-    if (sm < 50 || sm > 1000) return em_error(EM_ERR_VALUE, "cuda precompile: compute capability %d is not one", sm);
+    if (sm < 50 || sm > 1000)
+        return em_error(EM_ERR_VALUE, "cuda precompile: compute capability %d is not one", sm);
     if (threads < 1) threads = 1;
     if (threads > 64) threads = 64;
     pool p;
     memset(&p, 0, sizeof p);
     p.sm = sm;
-    if (!(p.jobs = list_jobs(&p.n))) return em_error(EM_ERR_NOMEM, "out of memory listing the CUDA kernels");
+    if (!(p.jobs = list_jobs(&p.n)))
+        return em_error(EM_ERR_NOMEM, "out of memory listing the CUDA kernels");
     pthread_mutex_init(&p.lock, NULL);
     pthread_t tids[64];
     int started = 0;
@@ -145,7 +170,8 @@ em_status em_cuda_precompile(int sm, int threads, em_cuda_precompile_counts *cou
     /* (the process keeps only what it uses: the disk has them all) */
     em_cuda_ptx_forget();
     if (p.failed)
-        return em_error(EM_ERR_RUNTIME, "cuda precompile: %d of %d kernels failed to compile; the first: %s", p.failed,
-                        p.n - p.skipped, p.first_error);
+        return em_error(EM_ERR_RUNTIME,
+                        "cuda precompile: %d of %d kernels failed to compile; the first: %s",
+                        p.failed, p.n - p.skipped, p.first_error);
     return EM_OK;
 }

@@ -15,6 +15,29 @@
 #include "ember/codegen_cuda.h"
 #include "ember/disk_cache.h"
 
+/* ---- the headers every generated source may include, embedded at build
+ * time (the cache key covers them) ---- */
+
+extern const unsigned char em_cuda_ops_math_h[], em_cuda_trig_table_h[], em_cuda_ops_random_h[];
+extern const size_t em_cuda_ops_math_h_size, em_cuda_trig_table_h_size, em_cuda_ops_random_h_size;
+static char *header_text[3];
+static const char *const header_names[3] = {"ember/ops_math.h", "ops_math_trig_table.h", "ember/ops_random.h"};
+static pthread_once_t headers_once = PTHREAD_ONCE_INIT;
+
+static void make_headers(void) {
+    header_text[0] = strndup((const char *)em_cuda_ops_math_h, em_cuda_ops_math_h_size);
+    header_text[1] = strndup((const char *)em_cuda_trig_table_h, em_cuda_trig_table_h_size);
+    header_text[2] = strndup((const char *)em_cuda_ops_random_h, em_cuda_ops_random_h_size);
+}
+
+int em_cuda_headers(const char *const **texts, const char *const **names) {
+    pthread_once(&headers_once, make_headers);
+    if (!header_text[0] || !header_text[1] || !header_text[2]) return -1;
+    *texts = (const char *const *)header_text;
+    *names = header_names;
+    return 3;
+}
+
 typedef struct cached {
     char key[EM_CACHE_KEY_LEN + 1];
     char *ptx;

@@ -50,22 +50,31 @@ static const char body[] =
     "    em_key u = v != v ? 0x7ff8000000000000ull : v == 0.0 ? 0ull : c.u;\n"
     "    return (u >> 63) ? ~u : (u | 0x8000000000000000ull);\n"
     "}\n"
-    "static __device__ __forceinline__ em_key em_key_f16(em_sc_f16 v) { return em_key_f32(sc_cast_f16_f32(v)); }\n"
-    "static __device__ __forceinline__ em_key em_key_bf16(em_sc_bf16 v) { return em_key_f32(sc_cast_bf16_f32(v)); }\n"
-    "static __device__ __forceinline__ em_key em_key_i64(em_sc_i64 v) { return (em_key)v ^ 0x8000000000000000ull; }\n"
-    "static __device__ __forceinline__ em_key em_key_i32(em_sc_i32 v) { return (em_key)((unsigned)v ^ 0x80000000u); }\n"
-    "static __device__ __forceinline__ em_key em_key_i16(em_sc_i16 v) { return em_key_i32((em_sc_i32)v); }\n"
-    "static __device__ __forceinline__ em_key em_key_i8(em_sc_i8 v) { return em_key_i32((em_sc_i32)v); }\n"
+    "static __device__ __forceinline__ em_key em_key_f16(em_sc_f16 v) { return "
+    "em_key_f32(sc_cast_f16_f32(v)); }\n"
+    "static __device__ __forceinline__ em_key em_key_bf16(em_sc_bf16 v) { return "
+    "em_key_f32(sc_cast_bf16_f32(v)); }\n"
+    "static __device__ __forceinline__ em_key em_key_i64(em_sc_i64 v) { return (em_key)v ^ "
+    "0x8000000000000000ull; }\n"
+    "static __device__ __forceinline__ em_key em_key_i32(em_sc_i32 v) { return "
+    "(em_key)((unsigned)v ^ 0x80000000u); }\n"
+    "static __device__ __forceinline__ em_key em_key_i16(em_sc_i16 v) { return "
+    "em_key_i32((em_sc_i32)v); }\n"
+    "static __device__ __forceinline__ em_key em_key_i8(em_sc_i8 v) { return "
+    "em_key_i32((em_sc_i32)v); }\n"
     "static __device__ __forceinline__ em_key em_key_u8(em_sc_u8 v) { return (em_key)v; }\n"
     "static __device__ __forceinline__ em_key em_key_b8(bool v) { return (em_key)v; }\n"
     "/* does pair a come after pair b? (padding: index -1, after everything) */\n"
-    "static __device__ __forceinline__ bool em_after(em_key ka, long long ia, em_key kb, long long ib) {\n"
+    "static __device__ __forceinline__ bool em_after(em_key ka, long long ia, em_key kb, long long "
+    "ib) {\n"
     "    if (ia < 0 || ib < 0) return ia < 0 && ib >= 0;\n"
     "    return ka > kb || (ka == kb && ia > ib);\n"
     "}\n"
     "template <class T, em_key (*KEY)(T)>\n"
-    "static __device__ __forceinline__ void sort_lines(long long n_lines, const em_cuda_line_geometry &g, long long P,\n"
-    "                                                  int descending, T *values, long long *indices, const T *x,\n"
+    "static __device__ __forceinline__ void sort_lines(long long n_lines, const "
+    "em_cuda_line_geometry &g, long long P,\n"
+    "                                                  int descending, T *values, long long "
+    "*indices, const T *x,\n"
     "                                                  em_key *keys, long long *idx) {\n"
     "    em_key *k = keys + (long long)blockIdx.x * P;\n"
     "    long long *ix = idx + (long long)blockIdx.x * P;\n"
@@ -90,7 +99,8 @@ static const char body[] =
     "                    long long j = i ^ stride;\n"
     "                    if (j <= i) continue;\n"
     "                    bool up = (i & size) == 0; /* this run ascends */\n"
-    "                    bool out_of_order = up ? em_after(k[i], ix[i], k[j], ix[j]) : em_after(k[j], ix[j], k[i], ix[i]);\n"
+    "                    bool out_of_order = up ? em_after(k[i], ix[i], k[j], ix[j]) : "
+    "em_after(k[j], ix[j], k[i], ix[i]);\n"
     "                    if (out_of_order) {\n"
     "                        em_key tk = k[i];\n"
     "                        k[i] = k[j];\n"
@@ -110,8 +120,9 @@ static const char body[] =
     "    }\n"
     "}\n";
 
-static const em_dtype sorted_dtypes[] = {EM_DTYPE_F32, EM_DTYPE_F64, EM_DTYPE_F16, EM_DTYPE_BF16, EM_DTYPE_I64,
-                                         EM_DTYPE_I32, EM_DTYPE_I16, EM_DTYPE_I8,  EM_DTYPE_U8,   EM_DTYPE_BOOL};
+static const em_dtype sorted_dtypes[] = {EM_DTYPE_F32, EM_DTYPE_F64, EM_DTYPE_F16, EM_DTYPE_BF16,
+                                         EM_DTYPE_I64, EM_DTYPE_I32, EM_DTYPE_I16, EM_DTYPE_I8,
+                                         EM_DTYPE_U8,  EM_DTYPE_BOOL};
 
 char *em_cuda_sort_source(void) {
     em_strbuf s;
@@ -125,10 +136,13 @@ char *em_cuda_sort_source(void) {
     for (size_t i = 0; i < sizeof sorted_dtypes / sizeof *sorted_dtypes; i++) {
         const char *T = em_cuda_ctype(sorted_dtypes[i]);
         em_strbuf_printf(&s,
-                         "extern \"C\" __global__ void em_cuda_sort_%s(long long n_lines, em_cuda_line_geometry g, "
-                         "long long P, int descending, %s *values, long long *indices, const %s *__restrict__ x, "
+                         "extern \"C\" __global__ void em_cuda_sort_%s(long long n_lines, "
+                         "em_cuda_line_geometry g, "
+                         "long long P, int descending, %s *values, long long *indices, const %s "
+                         "*__restrict__ x, "
                          "em_key *keys, long long *idx) {\n"
-                         "    sort_lines<%s, em_key_%s>(n_lines, g, P, descending, values, indices, x, keys, idx);\n}\n",
+                         "    sort_lines<%s, em_key_%s>(n_lines, g, P, descending, values, "
+                         "indices, x, keys, idx);\n}\n",
                          em_cuda_sfx(sorted_dtypes[i]), T, T, T, em_cuda_sfx(sorted_dtypes[i]));
     }
     return em_cuda_source_take(&s);
@@ -138,4 +152,6 @@ em_status em_cuda_sort_ptx(int sm, char **ptx) {
     return em_cuda_source_ptx(em_cuda_sort_source(), "ember_sort.cu", sm, ptx);
 }
 
-void em_cuda_sort_name(em_dtype dt, char *out, size_t n) { snprintf(out, n, "em_cuda_sort_%s", em_cuda_sfx(dt)); }
+void em_cuda_sort_name(em_dtype dt, char *out, size_t n) {
+    snprintf(out, n, "em_cuda_sort_%s", em_cuda_sfx(dt));
+}

@@ -48,8 +48,10 @@ static const char body[] =
     "/* Window of small-side position o along dim a (pools): taps [*lo, *hi) of\n"
     " * the big side, *step apart; *span what it covers with the padding. The\n"
     " * CPU's window_of (runtime/cpu/pool.c). */\n"
-    "static __device__ __forceinline__ void em_window(const em_cuda_window_geometry &g, int a, long long o,\n"
-    "                                                 long long *lo, long long *hi, long long *step, long long *span) {\n"
+    "static __device__ __forceinline__ void em_window(const em_cuda_window_geometry &g, int a, "
+    "long long o,\n"
+    "                                                 long long *lo, long long *hi, long long "
+    "*step, long long *span) {\n"
     "    if (g.adaptive) {\n"
     "        *lo = o * g.in[a] / g.out[a];\n"
     "        *hi = ((o + 1) * g.in[a] + g.out[a] - 1) / g.out[a];\n"
@@ -66,32 +68,42 @@ static const char body[] =
     "    *step = d;\n"
     "}\n"
     "template <class T>\n"
-    "static __device__ __forceinline__ void im2col(long long n, const em_cuda_window_geometry &g, T *col,\n"
+    "static __device__ __forceinline__ void im2col(long long n, const em_cuda_window_geometry &g, "
+    "T *col,\n"
     "                                              const T *x) {\n"
     "    long long step = (long long)gridDim.x * blockDim.x, L = g.out_numel, K = g.k_numel;\n"
     "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {\n"
-    "        long long l = i % L, r = i / L, tap = r % K, nc = r / K, c = nc % g.channels, s = nc / g.channels;\n"
-    "        long long o2 = l % g.out[2], o1 = l / g.out[2] % g.out[1], o0 = l / (g.out[2] * g.out[1]);\n"
-    "        long long k2 = tap % g.k[2], k1 = tap / g.k[2] % g.k[1], k0 = tap / (g.k[2] * g.k[1]);\n"
-    "        long long j0 = o0 * g.s[0] - g.p[0] + k0 * g.d[0], j1 = o1 * g.s[1] - g.p[1] + k1 * g.d[1];\n"
+    "        long long l = i % L, r = i / L, tap = r % K, nc = r / K, c = nc % g.channels, s = nc "
+    "/ g.channels;\n"
+    "        long long o2 = l % g.out[2], o1 = l / g.out[2] % g.out[1], o0 = l / (g.out[2] * "
+    "g.out[1]);\n"
+    "        long long k2 = tap % g.k[2], k1 = tap / g.k[2] % g.k[1], k0 = tap / (g.k[2] * "
+    "g.k[1]);\n"
+    "        long long j0 = o0 * g.s[0] - g.p[0] + k0 * g.d[0], j1 = o1 * g.s[1] - g.p[1] + k1 * "
+    "g.d[1];\n"
     "        long long j2 = o2 * g.s[2] - g.p[2] + k2 * g.d[2];\n"
-    "        bool inside = j0 >= 0 && j0 < g.in[0] && j1 >= 0 && j1 < g.in[1] && j2 >= 0 && j2 < g.in[2];\n"
-    "        col[i] = inside ? x[s * g.x_n + c * g.x_c + j0 * g.x_s[0] + j1 * g.x_s[1] + j2 * g.x_s[2]] : (T)0;\n"
+    "        bool inside = j0 >= 0 && j0 < g.in[0] && j1 >= 0 && j1 < g.in[1] && j2 >= 0 && j2 < "
+    "g.in[2];\n"
+    "        col[i] = inside ? x[s * g.x_n + c * g.x_c + j0 * g.x_s[0] + j1 * g.x_s[1] + j2 * "
+    "g.x_s[2]] : (T)0;\n"
     "    }\n"
     "}\n"
     "/* the small-side position o along dim a whose window reads j at tap t, or -1 */\n"
-    "static __device__ __forceinline__ long long em_window_at(const em_cuda_window_geometry &g, int a, long long j,\n"
+    "static __device__ __forceinline__ long long em_window_at(const em_cuda_window_geometry &g, "
+    "int a, long long j,\n"
     "                                                       long long t) {\n"
     "    long long u = j + g.p[a] - t * g.d[a];\n"
     "    if (u < 0 || u % g.s[a] != 0 || u / g.s[a] >= g.out[a]) return -1;\n"
     "    return u / g.s[a];\n"
     "}\n"
     "template <class T>\n"
-    "static __device__ __forceinline__ void col2im(long long n, const em_cuda_window_geometry &g, T *x,\n"
+    "static __device__ __forceinline__ void col2im(long long n, const em_cuda_window_geometry &g, "
+    "T *x,\n"
     "                                              const T *col) {\n"
     "    long long step = (long long)gridDim.x * blockDim.x, L = g.out_numel, K = g.k_numel;\n"
     "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {\n"
-    "        long long j2 = i % g.in[2], j1 = i / g.in[2] % g.in[1], j0 = i / (g.in[2] * g.in[1]) % g.in[0];\n"
+    "        long long j2 = i % g.in[2], j1 = i / g.in[2] % g.in[1], j0 = i / (g.in[2] * g.in[1]) "
+    "% g.in[0];\n"
     "        long long nc = i / g.in_numel;\n"
     "        T sum = (T)0;\n"
     "        for (long long k0 = 0; k0 < g.k[0]; k0++) {\n"
@@ -103,7 +115,8 @@ static const char body[] =
     "                for (long long k2 = 0; k2 < g.k[2]; k2++) {\n"
     "                    long long o2 = em_window_at(g, 2, j2, k2);\n"
     "                    if (o2 < 0) continue;\n"
-    "                    long long tap = (k0 * g.k[1] + k1) * g.k[2] + k2, l = (o0 * g.out[1] + o1) * g.out[2] + o2;\n"
+    "                    long long tap = (k0 * g.k[1] + k1) * g.k[2] + k2, l = (o0 * g.out[1] + "
+    "o1) * g.out[2] + o2;\n"
     "                    sum += col[(nc * K + tap) * L + l];\n"
     "                }\n"
     "            }\n"
@@ -112,7 +125,8 @@ static const char body[] =
     "    }\n"
     "}\n"
     "template <class T>\n"
-    "static __device__ __forceinline__ void max_pool(long long n, const em_cuda_window_geometry &g, T *y,\n"
+    "static __device__ __forceinline__ void max_pool(long long n, const em_cuda_window_geometry "
+    "&g, T *y,\n"
     "                                                long long *idx, const T *x) {\n"
     "    long long step = (long long)gridDim.x * blockDim.x, L = g.out_numel;\n"
     "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {\n"
@@ -142,10 +156,13 @@ static const char body[] =
     "}\n"
     "/* an index outside its plane goes into *bad (the caller set it to -1) */\n"
     "template <class T>\n"
-    "static __device__ __forceinline__ void max_pool_grad(long long planes, const em_cuda_window_geometry &g, T *gx,\n"
-    "                                                     const T *gy, const long long *idx, long long *bad) {\n"
+    "static __device__ __forceinline__ void max_pool_grad(long long planes, const "
+    "em_cuda_window_geometry &g, T *gx,\n"
+    "                                                     const T *gy, const long long *idx, long "
+    "long *bad) {\n"
     "    long long step = (long long)gridDim.x * blockDim.x;\n"
-    "    for (long long pl = (long long)blockIdx.x * blockDim.x + threadIdx.x; pl < planes; pl += step) {\n"
+    "    for (long long pl = (long long)blockIdx.x * blockDim.x + threadIdx.x; pl < planes; pl += "
+    "step) {\n"
     "        T *x = gx + pl * g.in_numel;\n"
     "        for (long long j = 0; j < g.in_numel; j++) x[j] = (T)0;\n"
     "        for (long long o = 0; o < g.out_numel; o++) {\n"
@@ -160,16 +177,20 @@ static const char body[] =
     "    }\n"
     "}\n"
     "/* the divisor of window o's average, and its element count */\n"
-    "static __device__ __forceinline__ long long em_avg_divisor(const em_cuda_window_geometry &g, const long long *o,\n"
-    "                                                         long long *lo, long long *hi, long long *count) {\n"
+    "static __device__ __forceinline__ long long em_avg_divisor(const em_cuda_window_geometry &g, "
+    "const long long *o,\n"
+    "                                                         long long *lo, long long *hi, long "
+    "long *count) {\n"
     "    long long st, span[3];\n"
     "    for (int a = 0; a < 3; a++) em_window(g, a, o[a], &lo[a], &hi[a], &st, &span[a]);\n"
     "    *count = (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]);\n"
-    "    return g.divisor ? g.divisor : g.include_pad && !g.adaptive ? span[0] * span[1] * span[2] : *count;\n"
+    "    return g.divisor ? g.divisor : g.include_pad && !g.adaptive ? span[0] * span[1] * span[2] "
+    ": *count;\n"
     "}\n"
     "/* each window's mean (summed in double: within the CPU's rounding, not its bits) */\n"
     "template <class T>\n"
-    "static __device__ __forceinline__ void avg_pool(long long n, const em_cuda_window_geometry &g, T *y, const T *x) {\n"
+    "static __device__ __forceinline__ void avg_pool(long long n, const em_cuda_window_geometry "
+    "&g, T *y, const T *x) {\n"
     "    long long step = (long long)gridDim.x * blockDim.x, L = g.out_numel;\n"
     "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {\n"
     "        long long l = i % L, nc = i / L, c = nc % g.channels, s = nc / g.channels;\n"
@@ -190,7 +211,8 @@ static const char body[] =
     "}\n"
     "/* the small-side positions [*first, *last] along dim a whose windows\n"
     " * may hold big-side position j (a superset: callers check) */\n"
-    "static __device__ __forceinline__ void em_windows_over(const em_cuda_window_geometry &g, int a, long long j,\n"
+    "static __device__ __forceinline__ void em_windows_over(const em_cuda_window_geometry &g, int "
+    "a, long long j,\n"
     "                                                       long long *first, long long *last) {\n"
     "    long long f, l;\n"
     "    if (g.adaptive) {\n"
@@ -207,11 +229,13 @@ static const char body[] =
     "/* gx[j] = the sum, over the windows holding j in the CPU's order (the\n"
     " * small side's, ascending), of gy[o] / divisor: the CPU's bits */\n"
     "template <class T>\n"
-    "static __device__ __forceinline__ void avg_pool_grad(long long n, const em_cuda_window_geometry &g, T *gx,\n"
+    "static __device__ __forceinline__ void avg_pool_grad(long long n, const "
+    "em_cuda_window_geometry &g, T *gx,\n"
     "                                                     const T *gy) {\n"
     "    long long step = (long long)gridDim.x * blockDim.x;\n"
     "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {\n"
-    "        long long j[3] = {i / (g.in[2] * g.in[1]) % g.in[0], i / g.in[2] % g.in[1], i % g.in[2]};\n"
+    "        long long j[3] = {i / (g.in[2] * g.in[1]) % g.in[0], i / g.in[2] % g.in[1], i % "
+    "g.in[2]};\n"
     "        long long nc = i / g.in_numel, f[3], e[3];\n"
     "        for (int a = 0; a < 3; a++) em_windows_over(g, a, j[a], &f[a], &e[a]);\n"
     "        const T *plane = gy + nc * g.out_numel;\n"
@@ -220,8 +244,10 @@ static const char body[] =
     "        for (o[0] = f[0]; o[0] <= e[0]; o[0]++)\n"
     "            for (o[1] = f[1]; o[1] <= e[1]; o[1]++)\n"
     "                for (o[2] = f[2]; o[2] <= e[2]; o[2]++) {\n"
-    "                    long long lo[3], hi[3], count, div = em_avg_divisor(g, o, lo, hi, &count);\n"
-    "                    if (count <= 0 || j[0] < lo[0] || j[0] >= hi[0] || j[1] < lo[1] || j[1] >= hi[1] ||\n"
+    "                    long long lo[3], hi[3], count, div = em_avg_divisor(g, o, lo, hi, "
+    "&count);\n"
+    "                    if (count <= 0 || j[0] < lo[0] || j[0] >= hi[0] || j[1] < lo[1] || j[1] "
+    ">= hi[1] ||\n"
     "                        j[2] < lo[2] || j[2] >= hi[2])\n"
     "                        continue;\n"
     "                    sum += plane[(o[0] * g.out[1] + o[1]) * g.out[2] + o[2]] / (T)div;\n"
@@ -232,30 +258,37 @@ static const char body[] =
 
 static void wrappers(em_strbuf *s, const char *T, const char *sfx) {
     em_strbuf_printf(s,
-                     "extern \"C\" __global__ void em_cuda_im2col_%s(long long n, em_cuda_window_geometry g, %s *col, "
+                     "extern \"C\" __global__ void em_cuda_im2col_%s(long long n, "
+                     "em_cuda_window_geometry g, %s *col, "
                      "const %s *__restrict__ x) { im2col(n, g, col, x); }\n",
                      sfx, T, T);
     em_strbuf_printf(s,
-                     "extern \"C\" __global__ void em_cuda_col2im_%s(long long n, em_cuda_window_geometry g, %s *x, "
+                     "extern \"C\" __global__ void em_cuda_col2im_%s(long long n, "
+                     "em_cuda_window_geometry g, %s *x, "
                      "const %s *__restrict__ col) { col2im(n, g, x, col); }\n",
                      sfx, T, T);
     em_strbuf_printf(s,
-                     "extern \"C\" __global__ void em_cuda_max_pool_%s(long long n, em_cuda_window_geometry g, %s *y, "
+                     "extern \"C\" __global__ void em_cuda_max_pool_%s(long long n, "
+                     "em_cuda_window_geometry g, %s *y, "
                      "long long *idx, const %s *__restrict__ x) { max_pool(n, g, y, idx, x); }\n",
                      sfx, T, T);
     em_strbuf_printf(s,
-                     "extern \"C\" __global__ void em_cuda_avg_pool_%s(long long n, em_cuda_window_geometry g, %s *y, "
+                     "extern \"C\" __global__ void em_cuda_avg_pool_%s(long long n, "
+                     "em_cuda_window_geometry g, %s *y, "
                      "const %s *__restrict__ x) { avg_pool(n, g, y, x); }\n",
                      sfx, T, T);
     em_strbuf_printf(s,
-                     "extern \"C\" __global__ void em_cuda_avg_pool_grad_%s(long long n, em_cuda_window_geometry g, "
+                     "extern \"C\" __global__ void em_cuda_avg_pool_grad_%s(long long n, "
+                     "em_cuda_window_geometry g, "
                      "%s *gx, const %s *__restrict__ gy) { avg_pool_grad(n, g, gx, gy); }\n",
                      sfx, T, T);
-    em_strbuf_printf(s,
-                     "extern \"C\" __global__ void em_cuda_max_pool_grad_%s(long long planes, em_cuda_window_geometry g, "
-                     "%s *gx, const %s *__restrict__ gy, const long long *__restrict__ idx, long long *bad) "
-                     "{ max_pool_grad(planes, g, gx, gy, idx, bad); }\n",
-                     sfx, T, T);
+    em_strbuf_printf(
+        s,
+        "extern \"C\" __global__ void em_cuda_max_pool_grad_%s(long long planes, "
+        "em_cuda_window_geometry g, "
+        "%s *gx, const %s *__restrict__ gy, const long long *__restrict__ idx, long long *bad) "
+        "{ max_pool_grad(planes, g, gx, gy, idx, bad); }\n",
+        sfx, T, T);
 }
 
 char *em_cuda_window_source(void) {
@@ -277,8 +310,8 @@ void em_cuda_window_name(const char *kernel, em_dtype dt, char *out, size_t n) {
     snprintf(out, n, "em_cuda_%s_%s", kernel, dt == EM_DTYPE_F64 ? "f64" : "f32");
 }
 
-void em_cuda_window_geometry_of(const struct em_window_geom *w, int64_t channels, const int64_t *x_strides,
-                                em_cuda_window_geometry *g) {
+void em_cuda_window_geometry_of(const struct em_window_geom *w, int64_t channels,
+                                const int64_t *x_strides, em_cuda_window_geometry *g) {
     memset(g, 0, sizeof *g);
     for (int a = 0; a < 3; a++) {
         g->in[a] = w->in[a];
@@ -295,5 +328,6 @@ void em_cuda_window_geometry_of(const struct em_window_geom *w, int64_t channels
     if (!x_strides) return;
     g->x_n = x_strides[0];
     g->x_c = x_strides[1];
-    for (int i = 0; i < w->n; i++) g->x_s[3 - w->n + i] = x_strides[2 + i]; /* (leading dims: size 1) */
+    for (int i = 0; i < w->n; i++)
+        g->x_s[3 - w->n + i] = x_strides[2 + i]; /* (leading dims: size 1) */
 }

@@ -18,7 +18,7 @@
  */
 #include <string.h>
 
-#include "device_internal.h"
+#include "internal.h"
 
 static em_tensor *matmul(em_tensor *a, em_tensor *b) {
     em_attrs at;
@@ -27,7 +27,9 @@ static em_tensor *matmul(em_tensor *a, em_tensor *b) {
     return a && b && em_op_run(EM_OP_MATMUL, pair, 2, &at, &z, 1) == EM_OK ? z : NULL;
 }
 
-static em_tensor *reshaped(em_tensor *t, int n, const int64_t *shape) { return t ? em_reshape(t, shape, n) : NULL; }
+static em_tensor *reshaped(em_tensor *t, int n, const int64_t *shape) {
+    return t ? em_reshape(t, shape, n) : NULL;
+}
 
 static em_tensor *permuted(em_tensor *t, int n, const int64_t *perm) {
     em_tensor *p = t ? em_permute(t, perm, n) : NULL, *c = p ? em_contiguous(p) : NULL;
@@ -76,7 +78,9 @@ static em_status finish(em_tensor *y, em_tensor *b, em_tensor *out) {
     return st;
 }
 
-static int64_t groups_of(const em_attrs *a) { return a->groups > 0 ? a->groups : 1; }
+static int64_t groups_of(const em_attrs *a) {
+    return a->groups > 0 ? a->groups : 1;
+}
 
 static em_status conv(em_tensor *const *in, int n_in, const em_attrs *a, em_tensor *out) {
     em_tensor *x = in[0], *w = in[1], *b = n_in > 2 ? in[2] : NULL;
@@ -110,11 +114,13 @@ static em_status conv_weight(em_tensor *const *in, const em_attrs *a, em_tensor 
     if (cols->shape[2] != l) {
         em_tensor_release(cols);
         return em_error(EM_ERR_NOT_IMPLEMENTED,
-                        "conv_weight: no kernel for it on cuda yet where the input's windows (%lld) outnumber the "
+                        "conv_weight: no kernel for it on cuda yet where the input's windows "
+                        "(%lld) outnumber the "
                         "gradient's positions (%lld)",
                         (long long)cols->shape[2], (long long)l);
     }
-    int64_t cs[4] = {n, g, ck / g, l}, gs[4] = {n, g, o / g, l}, cperm[4] = {1, 0, 3, 2}, gperm[4] = {1, 2, 0, 3};
+    int64_t cs[4] = {n, g, ck / g, l}, gs[4] = {n, g, o / g, l}, cperm[4] = {1, 0, 3, 2},
+            gperm[4] = {1, 2, 0, 3};
     int64_t bs[3] = {g, n * l, ck / g}, as[3] = {g, o / g, n * l};
     em_tensor *c4 = reshaped(cols, 4, cs), *cp = permuted(c4, 4, cperm), *bm = reshaped(cp, 3, bs);
     em_tensor *g4 = reshaped(gy, 4, gs), *gp = permuted(g4, 4, gperm), *am = reshaped(gp, 3, as);
@@ -130,10 +136,12 @@ static em_status conv_transpose(em_tensor *const *in, int n_in, const em_attrs *
     int64_t n = x->shape[0], cin = x->shape[1], g = groups_of(a), k = 1, l = 1;
     for (int i = 2; i < w->ndim; i++) k *= w->shape[i];
     for (int i = 2; i < x->ndim; i++) l *= x->shape[i];
-    int64_t cog = w->shape[1], ws[3] = {g, cin / g, cog * k}, wperm[3] = {0, 2, 1}, xs[4] = {n, g, cin / g, l};
+    int64_t cog = w->shape[1], ws[3] = {g, cin / g, cog * k}, wperm[3] = {0, 2, 1},
+            xs[4] = {n, g, cin / g, l};
     int64_t cols_shape[3] = {n, g * cog * k, l};
-    em_tensor *w3 = reshaped(w, 3, ws), *wt = w3 ? em_permute(w3, wperm, 3) : NULL; /* [G, Cout/G*K, Cin/G] */
-    em_tensor *x4 = reshaped(x, 4, xs), *prod = matmul(wt, x4);                    /* [N, G, Cout/G*K, L] */
+    em_tensor *w3 = reshaped(w, 3, ws),
+              *wt = w3 ? em_permute(w3, wperm, 3) : NULL;       /* [G, Cout/G*K, Cin/G] */
+    em_tensor *x4 = reshaped(x, 4, xs), *prod = matmul(wt, x4); /* [N, G, Cout/G*K, L] */
     em_tensor *cols = reshaped(prod, 3, cols_shape), *y = NULL;
     em_status st = cols ? EM_OK : em_last_status();
     if (st == EM_OK) {
@@ -148,10 +156,14 @@ static em_status conv_transpose(em_tensor *const *in, int n_in, const em_attrs *
     return st;
 }
 
-em_status em_cuda_conv(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor *out) {
+em_status em_cuda_conv(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
+                       em_tensor *out) {
     switch (op) {
-    case EM_OP_CONV: return conv(in, n_in, attrs, out);
-    case EM_OP_CONV_WEIGHT: return conv_weight(in, attrs, out);
-    default: return conv_transpose(in, n_in, attrs, out);
+    case EM_OP_CONV:
+        return conv(in, n_in, attrs, out);
+    case EM_OP_CONV_WEIGHT:
+        return conv_weight(in, attrs, out);
+    default:
+        return conv_transpose(in, n_in, attrs, out);
     }
 }

@@ -14,14 +14,17 @@
 #include <string.h>
 
 #include "../runtime/infer/index.h"
-#include "device_internal.h"
+#include "internal.h"
 #include "ember/codegen_cuda.h"
 
 bool em_cuda_indexing_op(em_op op) {
-    return op == EM_OP_INDEX || op == EM_OP_INDEX_PUT || op == EM_OP_INDEX_SELECT || op == EM_OP_CAT;
+    return op == EM_OP_INDEX || op == EM_OP_INDEX_PUT || op == EM_OP_INDEX_SELECT ||
+           op == EM_OP_CAT;
 }
 
-static em_status adv_ptx(const void *spec, int sm, char **ptx) { return em_cuda_adv_ptx(spec, 1, sm, ptx); }
+static em_status adv_ptx(const void *spec, int sm, char **ptx) {
+    return em_cuda_adv_ptx(spec, 1, sm, ptx);
+}
 
 /* The failing index tensor's dim for value v: the first whose range v
  * misses (every index was checked on the device; this only names it). */
@@ -36,8 +39,9 @@ static int failing_dim(const em_cuda_adv_geometry *g, const int64_t *dims, long 
 /* Runs advanced indexing: get (out[p] = x[at(p)], out contiguous over the
  * plan's shape) or put (out[at(p)] = from[p], where x is out, already a
  * copy of the input) over the k int64 index tensors ix along dims. */
-static em_status run_adv(cuda_dev *d, const char *op_name, em_op op, em_tensor *x, em_tensor *const *ix, int k,
-                         const int64_t *dims, bool wrap, bool accumulate, em_tensor *out, em_tensor *from) {
+static em_status run_adv(cuda_dev *d, const char *op_name, em_op op, em_tensor *x,
+                         em_tensor *const *ix, int k, const int64_t *dims, bool wrap,
+                         bool accumulate, em_tensor *out, em_tensor *from) {
     em_type xt = em_tensor_type(x), it[EM_MAX_DIMS];
     for (int j = 0; j < k; j++) it[j] = em_tensor_type(ix[j]);
     em_attrs a;
@@ -61,15 +65,16 @@ static em_status run_adv(cuda_dev *d, const char *op_name, em_op op, em_tensor *
         }
     }
     em_cuda_adv_geometry g;
-    em_cuda_adv_geometry_of(x, (const em_tensor *const *)ix, k, dims, p.nb, p.pos, p.shape, p.rest_dim, p.nd, other,
-                            wrap, &g);
+    em_cuda_adv_geometry_of(x, (const em_tensor *const *)ix, k, dims, p.nb, p.pos, p.shape,
+                            p.rest_dim, p.nd, other, wrap, &g);
     char name[96];
     em_cuda_adv_name(&kk, name, sizeof name);
     CUfunction fn;
     if ((st = em_cuda_dev_kernel(d, name, NULL, adv_ptx, &kk, &fn)) != EM_OK) return st;
     uint64_t bad = 0;
     if ((st = em_cuda_dev_word(d, (long long)INT64_MIN, &bad)) != EM_OK) return st;
-    CUdeviceptr o = em_cuda_address(out), f = op == EM_OP_INDEX ? em_cuda_address(x) : em_cuda_address(from), w = bad;
+    CUdeviceptr o = em_cuda_address(out),
+                f = op == EM_OP_INDEX ? em_cuda_address(x) : em_cuda_address(from), w = bad;
     long long count = n;
     void *params[] = {&count, &g, &o, &f, &w};
     st = em_cuda_dev_launch(d, fn, em_cuda_dev_blocks_for(d, count), params, name);
@@ -78,8 +83,9 @@ static em_status run_adv(cuda_dev *d, const char *op_name, em_op op, em_tensor *
     em_cuda_dev_scratch_free(d, bad);
     if (st == EM_OK && seen != (long long)INT64_MIN) {
         int dim = failing_dim(&g, dims, seen);
-        st = em_error(EM_ERR_INDEX, "%s: index %lld is out of bounds for dimension %d with size %lld", op_name, seen,
-                      dim, (long long)x->shape[dim]);
+        st = em_error(EM_ERR_INDEX,
+                      "%s: index %lld is out of bounds for dimension %d with size %lld", op_name,
+                      seen, dim, (long long)x->shape[dim]);
     }
     return st;
 }
@@ -99,12 +105,13 @@ static bool int64_indices(cuda_dev *d, em_tensor *const *in, int k, em_device de
     return true;
 }
 
-static em_status run_index(cuda_dev *d, em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
-                           em_tensor *out) {
+static em_status run_index(cuda_dev *d, em_op op, em_tensor *const *in, int n_in,
+                           const em_attrs *attrs, em_tensor *out) {
     bool put = op == EM_OP_INDEX_PUT;
     int k = put ? n_in - 2 : n_in - 1;
     if (k < 1 || k > EM_MAX_DIMS)
-        return em_error(EM_ERR_INDEX, "%s: 1 to %d index tensors, got %d", em_op_name(op), EM_MAX_DIMS, k);
+        return em_error(EM_ERR_INDEX, "%s: 1 to %d index tensors, got %d", em_op_name(op),
+                        EM_MAX_DIMS, k);
     em_tensor *ix[EM_MAX_DIMS] = {NULL}, *values = NULL, *moved = NULL;
     if (!int64_indices(d, in + 1, k, out->device, ix)) return em_last_status();
     em_status st = EM_OK;
@@ -115,8 +122,8 @@ static em_status run_index(cuda_dev *d, em_op op, em_tensor *const *in, int n_in
         if (st == EM_OK) st = em_cuda_dev_copy_into(d, out, in[0]); /* (out starts as x) */
     }
     if (st == EM_OK)
-        st = run_adv(d, em_op_name(op), op, put ? out : in[0], ix, k, attrs->dims, true, put && attrs->accumulate, out,
-                     values);
+        st = run_adv(d, em_op_name(op), op, put ? out : in[0], ix, k, attrs->dims, true,
+                     put && attrs->accumulate, out, values);
     for (int j = 0; j < k; j++) em_tensor_release(ix[j]);
     em_tensor_release(values);
     em_tensor_release(moved);
@@ -125,16 +132,20 @@ static em_status run_index(cuda_dev *d, em_op op, em_tensor *const *in, int n_in
 
 /* x.index_select(dim, i): x[..., i, ...] with i flattened, negative
  * values out of range (as the CPU's). */
-static em_status run_index_select(cuda_dev *d, em_tensor *const *in, const em_attrs *attrs, em_tensor *out) {
+static em_status run_index_select(cuda_dev *d, em_tensor *const *in, const em_attrs *attrs,
+                                  em_tensor *out) {
     em_tensor *x = in[0];
     if (x->ndim == 0)
-        return em_error(EM_ERR_NOT_IMPLEMENTED, "index_select: no kernel for it on cuda yet for a 0-d input");
+        return em_error(EM_ERR_NOT_IMPLEMENTED,
+                        "index_select: no kernel for it on cuda yet for a 0-d input");
     em_tensor *ix = NULL;
     if (!int64_indices(d, in + 1, 1, out->device, &ix)) return em_last_status();
     int64_t flat = ix->numel;
     em_tensor *line = em_reshape(ix, &flat, 1);
     em_status st = line ? EM_OK : em_last_status();
-    if (st == EM_OK) st = run_adv(d, "index_select", EM_OP_INDEX, x, &line, 1, attrs->dims, false, false, out, NULL);
+    if (st == EM_OK)
+        st = run_adv(d, "index_select", EM_OP_INDEX, x, &line, 1, attrs->dims, false, false, out,
+                     NULL);
     em_tensor_release(line);
     em_tensor_release(ix);
     return st;
@@ -154,7 +165,8 @@ em_status em_cuda_cat(em_tensor *const *in, int n_in, const em_attrs *attrs, em_
         int64_t shape[EM_MAX_DIMS];
         memcpy(shape, out->shape, sizeof shape);
         shape[dim] = t->shape[dim];
-        em_tensor *slice = em_tensor_alias(out, out->offset + at * out->strides[dim], shape, out->strides, out->ndim);
+        em_tensor *slice = em_tensor_alias(out, out->offset + at * out->strides[dim], shape,
+                                           out->strides, out->ndim);
         if (!slice) return em_last_status();
         em_status st = em_assign_copy(slice, t);
         em_tensor_release(slice);
@@ -164,11 +176,71 @@ em_status em_cuda_cat(em_tensor *const *in, int n_in, const em_attrs *attrs, em_
     return EM_OK;
 }
 
-em_status em_cuda_run_indexing(cuda_dev *d, em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
-                               em_tensor **out) {
+em_status em_cuda_run_indexing(cuda_dev *d, em_op op, em_tensor *const *in, int n_in,
+                               const em_attrs *attrs, em_tensor **out) {
     switch (op) {
-    case EM_OP_INDEX_SELECT: return run_index_select(d, in, attrs, out[0]);
-    case EM_OP_CAT: return em_cuda_cat(in, n_in, attrs, out[0]);
-    default: return run_index(d, op, in, n_in, attrs, out[0]);
+    case EM_OP_INDEX_SELECT:
+        return run_index_select(d, in, attrs, out[0]);
+    case EM_OP_CAT:
+        return em_cuda_cat(in, n_in, attrs, out[0]);
+    default:
+        return run_index(d, op, in, n_in, attrs, out[0]);
     }
+}
+
+/* ---- gather and scatter ---- */
+
+static em_status index_ptx(const void *spec, int sm, char **ptx) {
+    return em_cuda_index_ptx(spec, 1, sm, ptx);
+}
+
+/* out = gather(x, d, index), or x with src scattered into it along d
+ * (added with accumulate). A word on the device catches the first index
+ * out of range; it is read back (which waits for the kernel), and such an
+ * index raises the CPU's error. */
+em_status em_cuda_run_gather_scatter(cuda_dev *d, em_op op, em_tensor *const *in,
+                                     const em_attrs *attrs, em_tensor *out) {
+    bool scatter = op == EM_OP_SCATTER;
+    int dim = (int)attrs->dims[0];
+    em_tensor *x = in[0];
+    em_cuda_index_kernel k = {op, x->dtype, in[1]->dtype, scatter && attrs->accumulate};
+    em_status st = em_cuda_index_check(&k);
+    if (st != EM_OK) return st;
+    em_tensor *ix = em_cuda_dev_on_device(in[1], out->device);
+    em_tensor *moved = scatter ? em_cuda_dev_on_device(in[2], out->device) : NULL;
+    em_tensor *src = moved ? em_cuda_dev_converted(d, moved, x->dtype) : NULL;
+    if (!ix || (scatter && !src)) st = em_last_status();
+    if (st == EM_OK && scatter)
+        st = em_cuda_run_elementwise(d, EM_OP_CAST, &x, 1, out); /* (out starts as x) */
+    uint64_t bad = 0;
+    long long seen = INT64_MIN;
+    if (st == EM_OK && ix->numel > 0) {
+        st = em_cuda_dev_word(d, seen, &bad);
+        em_cuda_index_geometry g;
+        if (scatter)
+            em_cuda_scatter_geometry(out, ix, src, dim, &g);
+        else
+            em_cuda_gather_geometry(x, ix, out, dim, &g);
+        char name[96];
+        em_cuda_index_name(&k, name, sizeof name);
+        CUfunction fn;
+        if (st == EM_OK) st = em_cuda_dev_kernel(d, name, NULL, index_ptx, &k, &fn);
+        long long n = ix->numel;
+        CUdeviceptr o = em_cuda_address(out), a = em_cuda_address(ix);
+        CUdeviceptr b = scatter ? em_cuda_address(src) : em_cuda_address(x), w = bad;
+        /* (gather: out, x, index; scatter: out, index, src) */
+        void *params[] = {
+            &n, &g, &o, scatter ? (void *)&a : (void *)&b, scatter ? (void *)&b : (void *)&a, &w};
+        if (st == EM_OK) st = em_cuda_dev_launch(d, fn, em_cuda_dev_blocks_for(d, n), params, name);
+        if (st == EM_OK) st = em_cuda_dev_read_word(d, bad, &seen);
+        if (st == EM_OK && seen != INT64_MIN)
+            st = em_error(EM_ERR_RUNTIME,
+                          "%s: index %lld is out of bounds for dimension %d with size %lld",
+                          em_op_name(op), seen, dim, (long long)(x->ndim ? x->shape[dim] : 1));
+        em_cuda_dev_scratch_free(d, bad);
+    }
+    em_tensor_release(ix);
+    em_tensor_release(moved);
+    em_tensor_release(src);
+    return st;
 }

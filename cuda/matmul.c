@@ -37,20 +37,27 @@ static em_tensor *ready(em_tensor *t, int nb, const int64_t *zbatch, int zb, boo
     return c;
 }
 
-static bool fits_int(int64_t v) { return v >= 0 && v <= 0x7fffffff; }
+static bool fits_int(int64_t v) {
+    return v >= 0 && v <= 0x7fffffff;
+}
 
-em_status em_cuda_matmul(em_tensor *x, em_tensor *y, em_tensor *z, double alpha, em_cuda_gemm_fn gemm, void *ctx) {
+em_status em_cuda_matmul(em_tensor *x, em_tensor *y, em_tensor *z, double alpha,
+                         em_cuda_gemm_fn gemm, void *ctx) {
     em_dtype dt = z->dtype;
-    bool floating = dt == EM_DTYPE_F32 || dt == EM_DTYPE_F64 || dt == EM_DTYPE_F16 || dt == EM_DTYPE_BF16;
+    bool floating =
+        dt == EM_DTYPE_F32 || dt == EM_DTYPE_F64 || dt == EM_DTYPE_F16 || dt == EM_DTYPE_BF16;
     if (!floating || x->dtype != dt || y->dtype != dt)
         return em_error(EM_ERR_NOT_IMPLEMENTED,
-                        "matmul: no kernel for it on cuda yet for %s @ %s (cuBLAS takes float32, float64, float16 "
+                        "matmul: no kernel for it on cuda yet for %s @ %s (cuBLAS takes float32, "
+                        "float64, float16 "
                         "and bfloat16 operands of one dtype)",
                         em_dtype_long_name(x->dtype), em_dtype_long_name(y->dtype));
-    if (x->ndim < 1 || y->ndim < 1) return em_error(EM_ERR_SHAPE, "matmul: both operands need at least one dim");
+    if (x->ndim < 1 || y->ndim < 1)
+        return em_error(EM_ERR_SHAPE, "matmul: both operands need at least one dim");
     int64_t m = x->ndim >= 2 ? x->shape[x->ndim - 2] : 1, k = x->shape[x->ndim - 1];
     int64_t n = y->ndim >= 2 ? y->shape[y->ndim - 1] : 1;
-    int xb = x->ndim > 2 ? x->ndim - 2 : 0, yb = y->ndim > 2 ? y->ndim - 2 : 0, zb = xb > yb ? xb : yb;
+    int xb = x->ndim > 2 ? x->ndim - 2 : 0, yb = y->ndim > 2 ? y->ndim - 2 : 0,
+        zb = xb > yb ? xb : yb;
     int64_t batches = prod(z->shape, zb);
     if (z->numel == 0) return EM_OK;
     if (k == 0) { /* (a sum of nothing) */
@@ -61,14 +68,16 @@ em_status em_cuda_matmul(em_tensor *x, em_tensor *y, em_tensor *z, double alpha,
     }
     /* batches of x: the result's (as rows, or a stride), one for all, or
      * partly broadcast (expanded) */
-    bool x_all = xb == zb && prod(x->shape, xb) == batches, y_all = yb == zb && prod(y->shape, yb) == batches;
+    bool x_all = xb == zb && prod(x->shape, xb) == batches,
+         y_all = yb == zb && prod(y->shape, yb) == batches;
     bool x_one = prod(x->shape, xb) == 1, y_one = prod(y->shape, yb) == 1;
     bool rows = yb == 0 && x_all; /* x's batches are more rows */
     em_tensor *xc = ready(x, xb, z->shape, zb, !x_all && !x_one);
     em_tensor *yc = xc ? ready(y, yb, z->shape, zb, !y_all && !y_one) : NULL;
-    em_tensor *zc = yc ? (em_tensor_is_contiguous(z) ? (em_tensor_retain(z), z)
-                                                    : em_tensor_empty(z->shape, z->ndim, dt, z->device))
-                       : NULL;
+    em_tensor *zc =
+        yc ? (em_tensor_is_contiguous(z) ? (em_tensor_retain(z), z)
+                                         : em_tensor_empty(z->shape, z->ndim, dt, z->device))
+           : NULL;
     em_status st = zc ? EM_OK : em_last_status();
     int64_t M = rows ? batches * m : m;
     if (st == EM_OK && !(fits_int(M) && fits_int(n) && fits_int(k) && fits_int(batches)))

@@ -33,6 +33,7 @@ typedef em_status (*em_cuda_gemm_fn)(void *ctx, const em_cuda_gemm *g);
  * by the device's own ops, a result that is not contiguous written
  * through a temporary. Dtypes other than float32/64 and float16/bfloat16
  * of one dtype: NOT_IMPLEMENTED, naming them. */
-em_status em_cuda_matmul(em_tensor *x, em_tensor *y, em_tensor *z, double alpha, em_cuda_gemm_fn gemm, void *ctx);
+em_status em_cuda_matmul(em_tensor *x, em_tensor *y, em_tensor *z, double alpha,
+                         em_cuda_gemm_fn gemm, void *ctx);
 
 #endif

@@ -19,12 +19,12 @@
  */
 #include <string.h>
 
-#include "device_internal.h"
+#include "internal.h"
 #include "ember/codegen_cuda.h"
 
 bool em_cuda_movement_op(em_op op) {
-    return op == EM_OP_FLIP || op == EM_OP_ROLL || op == EM_OP_TRIL || op == EM_OP_TRIU || op == EM_OP_ONE_HOT ||
-           op == EM_OP_NONZERO || op == EM_OP_MASKED_SELECT;
+    return op == EM_OP_FLIP || op == EM_OP_ROLL || op == EM_OP_TRIL || op == EM_OP_TRIU ||
+           op == EM_OP_ONE_HOT || op == EM_OP_NONZERO || op == EM_OP_MASKED_SELECT;
 }
 
 static em_status run_flip(em_tensor *x, const em_attrs *a, em_tensor *out) {
@@ -70,15 +70,18 @@ static em_status run_roll(em_tensor *x, const em_attrs *a, em_tensor *out) {
 
 /* tril keeps j <= i + k, triu j >= i + k, of the last two dims. */
 static em_status run_triangle(em_op op, em_tensor *x, const em_attrs *a, em_tensor *out) {
-    int64_t rows = x->shape[x->ndim - 2], cols = x->shape[x->ndim - 1], k = a->diagonal, shape[2] = {rows, cols};
+    int64_t rows = x->shape[x->ndim - 2], cols = x->shape[x->ndim - 1], k = a->diagonal,
+            shape[2] = {rows, cols};
     if (x->numel == 0) return EM_OK;
-    em_tensor *keep = em_tensor_empty(shape, 2, EM_DTYPE_BOOL, em_cpu()), *zero = em_tensor_scalar(0.0, x->dtype);
+    em_tensor *keep = em_tensor_empty(shape, 2, EM_DTYPE_BOOL, em_cpu()),
+              *zero = em_tensor_scalar(0.0, x->dtype);
     em_tensor *keep_there = NULL, *zero_there = NULL, *kept = NULL;
     em_status st = keep && zero ? EM_OK : em_last_status();
     if (st == EM_OK) {
         bool *kp = em_tensor_data(keep);
         for (int64_t i = 0; i < rows; i++)
-            for (int64_t j = 0; j < cols; j++) kp[i * cols + j] = op == EM_OP_TRIL ? j <= i + k : j >= i + k;
+            for (int64_t j = 0; j < cols; j++)
+                kp[i * cols + j] = op == EM_OP_TRIL ? j <= i + k : j >= i + k;
         keep_there = em_to_device(keep, x->device);
         zero_there = em_to_device(zero, x->device);
         if (!keep_there || !zero_there) st = em_last_status();
@@ -122,14 +125,17 @@ static em_status run_one_hot(em_tensor *x, em_tensor *out) {
     em_tensor_release(hi);
     if (st != EM_OK) return st;
     if (vlo < 0 || vhi >= classes)
-        return em_error(EM_ERR_VALUE, "one_hot: index %lld is out of bounds for dimension %d with size %lld",
+        return em_error(EM_ERR_VALUE,
+                        "one_hot: index %lld is out of bounds for dimension %d with size %lld",
                         vlo < 0 ? vlo : vhi, x->ndim, (long long)classes);
-    em_tensor *zero = em_tensor_scalar(0.0, EM_DTYPE_I64), *one = em_tensor_scalar(1.0, EM_DTYPE_I64);
+    em_tensor *zero = em_tensor_scalar(0.0, EM_DTYPE_I64),
+              *one = em_tensor_scalar(1.0, EM_DTYPE_I64);
     st = zero && one ? em_assign_copy(out, zero) : em_last_status();
     int64_t shape[EM_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim] = 1;
-    em_tensor *column = st == EM_OK ? em_reshape(x, shape, x->ndim + 1) : NULL, *ones = NULL, *put = NULL;
+    em_tensor *column = st == EM_OK ? em_reshape(x, shape, x->ndim + 1) : NULL, *ones = NULL,
+              *put = NULL;
     if (st == EM_OK && !column) st = em_last_status();
     if (st == EM_OK && !(ones = em_to_device(one, out->device))) st = em_last_status();
     if (st == EM_OK) {
@@ -181,8 +187,10 @@ static em_status run_masked_select(em_tensor *const *in, em_tensor **out) {
     }
     em_tensor *xr = x->ndim ? (em_tensor_retain(x), x) : em_reshape(x, &one, 1);
     em_tensor *mr = m->ndim ? (em_tensor_retain(m), m) : em_reshape(m, &one, 1);
-    em_tensor *xb = xr ? em_expand(xr, shape, nd) : NULL, *mb = mr ? em_expand(mr, shape, nd) : NULL;
-    em_tensor *pos = xb && mb ? positions_on_host(mb) : NULL, *dpos = pos ? em_to_device(pos, x->device) : NULL;
+    em_tensor *xb = xr ? em_expand(xr, shape, nd) : NULL,
+              *mb = mr ? em_expand(mr, shape, nd) : NULL;
+    em_tensor *pos = xb && mb ? positions_on_host(mb) : NULL,
+              *dpos = pos ? em_to_device(pos, x->device) : NULL;
     em_status st = dpos ? EM_OK : em_last_status();
     em_tensor *cols[EM_MAX_DIMS + 1] = {xb};
     for (int i = 0; i < nd && st == EM_OK; i++) { /* column i of the positions */
@@ -206,17 +214,23 @@ static em_status run_masked_select(em_tensor *const *in, em_tensor **out) {
     return st;
 }
 
-em_status em_cuda_run_movement(cuda_dev *d, em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
-                               em_tensor **out) {
+em_status em_cuda_run_movement(cuda_dev *d, em_op op, em_tensor *const *in, int n_in,
+                               const em_attrs *attrs, em_tensor **out) {
     (void)d;
     (void)n_in;
     switch (op) {
-    case EM_OP_FLIP: return run_flip(in[0], attrs, out[0]);
-    case EM_OP_ROLL: return run_roll(in[0], attrs, out[0]);
+    case EM_OP_FLIP:
+        return run_flip(in[0], attrs, out[0]);
+    case EM_OP_ROLL:
+        return run_roll(in[0], attrs, out[0]);
     case EM_OP_TRIL:
-    case EM_OP_TRIU: return run_triangle(op, in[0], attrs, out[0]);
-    case EM_OP_ONE_HOT: return run_one_hot(in[0], out[0]);
-    case EM_OP_NONZERO: return run_nonzero(in[0], out);
-    default: return run_masked_select(in, out);
+    case EM_OP_TRIU:
+        return run_triangle(op, in[0], attrs, out[0]);
+    case EM_OP_ONE_HOT:
+        return run_one_hot(in[0], out[0]);
+    case EM_OP_NONZERO:
+        return run_nonzero(in[0], out);
+    default:
+        return run_masked_select(in, out);
     }
 }

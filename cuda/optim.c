@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "device_internal.h"
+#include "internal.h"
 #include "ember/codegen_cuda.h"
 
 static em_status optim_ptx(const void *spec, int sm, char **ptx) {
@@ -20,7 +20,8 @@ static em_status optim_ptx(const void *spec, int sm, char **ptx) {
 
 /* Launches em_cuda_<which>_<T> over p's elements with the pointers ptrs
  * (NULL tensors: NULL pointers). */
-static em_status step_one(const char *which, em_tensor *p, em_cuda_optim_args *a, em_tensor *const *ts, int n_ts) {
+static em_status step_one(const char *which, em_tensor *p, em_cuda_optim_args *a,
+                          em_tensor *const *ts, int n_ts) {
     cuda_dev *d;
     em_status st = em_cuda_dev_enter(p->device.index, &d);
     if (st != EM_OK) return st;
@@ -43,8 +44,9 @@ static em_status step_one(const char *which, em_tensor *p, em_cuda_optim_args *a
     return st;
 }
 
-static em_status sgd(em_tensor *const *params, em_tensor *const *grads, em_tensor *const *momentum_buf,
-                     const bool *first, int n, const em_sgd_options *o) {
+static em_status sgd(em_tensor *const *params, em_tensor *const *grads,
+                     em_tensor *const *momentum_buf, const bool *first, int n,
+                     const em_sgd_options *o) {
     for (int i = 0; i < n; i++) {
         em_cuda_optim_args a = {.lr = o->lr,
                                 .momentum = o->momentum,
@@ -61,11 +63,12 @@ static em_status sgd(em_tensor *const *params, em_tensor *const *grads, em_tenso
 }
 
 static em_status adam(em_tensor *const *params, em_tensor *const *grads, em_tensor *const *exp_avg,
-                      em_tensor *const *exp_avg_sq, em_tensor *const *max_exp_avg_sq, const int64_t *step, int n,
-                      const em_adam_options *o) {
+                      em_tensor *const *exp_avg_sq, em_tensor *const *max_exp_avg_sq,
+                      const int64_t *step, int n, const em_adam_options *o) {
     for (int i = 0; i < n; i++) {
         /* (the per-step constants in double, as the CPU's em_adam_step) */
-        double bias1 = 1 - pow(o->beta1, (double)step[i]), bias2 = 1 - pow(o->beta2, (double)step[i]);
+        double bias1 = 1 - pow(o->beta1, (double)step[i]),
+               bias2 = 1 - pow(o->beta2, (double)step[i]);
         em_cuda_optim_args a = {.lr = o->lr,
                                 .weight_decay = o->weight_decay,
                                 .beta1 = o->beta1,
@@ -75,16 +78,17 @@ static em_status adam(em_tensor *const *params, em_tensor *const *grads, em_tens
                                 .bias2_sqrt = sqrt(bias2),
                                 .maximize = o->maximize,
                                 .decoupled = o->decoupled};
-        em_tensor *ts[5] = {params[i], grads[i], exp_avg[i], exp_avg_sq[i], o->amsgrad ? max_exp_avg_sq[i] : NULL};
+        em_tensor *ts[5] = {params[i], grads[i], exp_avg[i], exp_avg_sq[i],
+                            o->amsgrad ? max_exp_avg_sq[i] : NULL};
         em_status st = step_one("adam", params[i], &a, ts, 5);
         if (st != EM_OK) return st;
     }
     return EM_OK;
 }
 
-static em_status rmsprop(em_tensor *const *params, em_tensor *const *grads, em_tensor *const *square_avg,
-                         em_tensor *const *grad_avg, em_tensor *const *momentum_buf, int n,
-                         const em_rmsprop_options *o) {
+static em_status rmsprop(em_tensor *const *params, em_tensor *const *grads,
+                         em_tensor *const *square_avg, em_tensor *const *grad_avg,
+                         em_tensor *const *momentum_buf, int n, const em_rmsprop_options *o) {
     for (int i = 0; i < n; i++) {
         em_cuda_optim_args a = {.lr = o->lr,
                                 .momentum = o->momentum,

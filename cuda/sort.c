@@ -22,7 +22,7 @@
  */
 #include <string.h>
 
-#include "device_internal.h"
+#include "internal.h"
 #include "ember/codegen_cuda.h"
 
 static em_status sort_ptx(const void *spec, int sm, char **ptx) {
@@ -55,7 +55,8 @@ em_status em_cuda_run_sort(cuda_dev *d, em_tensor *x, const em_attrs *a, em_tens
     if (lines == 0 || g.len == 0) return EM_OK;
     long long P = 1;
     while (P < g.len) P <<= 1;
-    long long blocks = em_cuda_dev_blocks_for(d, lines * EM_CUDA_THREADS), most = SCRATCH_BYTES / (P * 16);
+    long long blocks = em_cuda_dev_blocks_for(d, lines * EM_CUDA_THREADS),
+              most = SCRATCH_BYTES / (P * 16);
     if (blocks > lines) blocks = lines;
     if (blocks > most) blocks = most > 0 ? most : 1;
     char name[64];
@@ -67,7 +68,8 @@ em_status em_cuda_run_sort(cuda_dev *d, em_tensor *x, const em_attrs *a, em_tens
     if (st == EM_OK) st = em_cuda_dev_scratch(d, (size_t)(blocks * P) * 8, &idx);
     if (st == EM_OK) {
         int descending = a->descending;
-        CUdeviceptr vp = em_cuda_address(v), ip = em_cuda_address(iv), xp = em_cuda_address(x), kp = keys, xi = idx;
+        CUdeviceptr vp = em_cuda_address(v), ip = em_cuda_address(iv), xp = em_cuda_address(x),
+                    kp = keys, xi = idx;
         void *params[] = {&lines, &g, &P, &descending, &vp, &ip, &xp, &kp, &xi};
         st = em_cuda_dev_launch(d, fn, blocks, params, name);
     }
@@ -86,7 +88,8 @@ static em_tensor *along(em_tensor *t, int dim, int64_t start, int64_t k, bool dr
         shape[nd] = i == dim ? k : t->shape[i];
         strides[nd++] = t->strides[i];
     }
-    return em_tensor_alias(t, t->offset + (t->ndim ? start * t->strides[dim] : 0), shape, strides, nd);
+    return em_tensor_alias(t, t->offset + (t->ndim ? start * t->strides[dim] : 0), shape, strides,
+                           nd);
 }
 
 static em_status sorted_copy(em_tensor *x, int dim, bool descending, em_tensor **out) {
@@ -101,7 +104,8 @@ static em_status sorted_copy(em_tensor *x, int dim, bool descending, em_tensor *
 
 /* a op b elementwise, b a number (an int64 0-d tensor on a's device). */
 static em_tensor *with_number(em_op op, em_tensor *a, int64_t b) {
-    em_tensor *n = em_tensor_scalar((double)b, EM_DTYPE_I64), *nd = n ? em_to_device(n, a->device) : NULL, *r = NULL;
+    em_tensor *n = em_tensor_scalar((double)b, EM_DTYPE_I64),
+              *nd = n ? em_to_device(n, a->device) : NULL, *r = NULL;
     em_attrs at;
     memset(&at, 0, sizeof at);
     em_tensor *pair[2] = {a, nd};
@@ -159,14 +163,17 @@ static em_status medians(em_op op, em_tensor *x, const em_attrs *a, em_tensor **
         em_tensor *m = neg ? with_number(EM_OP_ADD, neg, n) : NULL; /* n - nans */
         em_tensor_release(neg);
         if (op == EM_OP_MEDIAN) { /* a NaN: the first of them, at n - nans; else (n - 1) / 2 */
-            em_tensor *has = with_number(EM_OP_GT, nans, 0), *first_nan = with_number(EM_OP_SUB, nans, n);
+            em_tensor *has = with_number(EM_OP_GT, nans, 0),
+                      *first_nan = with_number(EM_OP_SUB, nans, n);
             em_tensor *at_nan = first_nan ? with_number(EM_OP_MUL, first_nan, -1) : NULL;
-            em_tensor *mid = with_number(EM_OP_MUL, nans, 0), *midv = mid ? with_number(EM_OP_ADD, mid, (n - 1) / 2) : NULL;
+            em_tensor *mid = with_number(EM_OP_MUL, nans, 0),
+                      *midv = mid ? with_number(EM_OP_ADD, mid, (n - 1) / 2) : NULL;
             pos = where(has, at_nan, midv);
             em_tensor *objs[] = {has, first_nan, at_nan, mid, midv};
             for (int i = 0; i < 5; i++) em_tensor_release(objs[i]);
         } else { /* m = n - nans numbers: (m - 1) / 2, or 0 when none */
-            em_tensor *none = m ? with_number(EM_OP_EQ, m, 0) : NULL, *m1 = m ? with_number(EM_OP_SUB, m, 1) : NULL;
+            em_tensor *none = m ? with_number(EM_OP_EQ, m, 0) : NULL,
+                      *m1 = m ? with_number(EM_OP_SUB, m, 1) : NULL;
             em_tensor *half = m1 ? with_number(EM_OP_FLOOR_DIVIDE, m1, 2) : NULL;
             em_tensor *zero = m ? with_number(EM_OP_MUL, m, 0) : NULL;
             pos = where(none, zero, half);
@@ -206,7 +213,8 @@ em_status em_cuda_select(em_op op, em_tensor *const *in, const em_attrs *a, em_t
     if (st != EM_OK) return st;
     int64_t start = top ? 0 : a->k - 1, count = top ? a->k : 1;
     bool drop = !top && !a->keepdim && x->ndim;
-    em_tensor *v = along(full[0], dim, start, count, drop), *i = along(full[1], dim, start, count, drop);
+    em_tensor *v = along(full[0], dim, start, count, drop),
+              *i = along(full[1], dim, start, count, drop);
     if (!v || !i) st = em_last_status();
     if (st == EM_OK && top && !a->sorted && x->ndim) {
         /* those k in input order: their indices sorted, the values gathered by that order */

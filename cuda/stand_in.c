@@ -27,9 +27,12 @@ static em_device_impl device;
 
 static bool (*cuda_supports)(em_op);
 
-static bool supports(em_op op) { return cuda_supports(op) && em_cpu_device.supports(op); }
+static bool supports(em_op op) {
+    return cuda_supports(op) && em_cpu_device.supports(op);
+}
 
-static em_status cpu_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
+static em_status cpu_run(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
+                         em_tensor **out) {
     return em_cpu_device.run(op, in, n_in, attrs, out);
 }
 
@@ -42,8 +45,11 @@ void em_cuda_stand_in_register(bool (*supported_on_cuda)(em_op)) {
     cuda_supports = supported_on_cuda;
     memory = em_host_memory; /* (the host's memory, under the name cuda) */
     memory.name = "cuda";
-    device = (em_device_impl){"cuda", &memory, supports, cpu_run, em_cpu_device.write, &em_cpu_optim};
+    device =
+        (em_device_impl){"cuda", &memory, supports, cpu_run, em_cpu_device.write, &em_cpu_optim};
     em_device_register(EM_DEVICE_CUDA, &device);
 }
 
-bool em_cuda_stand_in_active(void) { return em_device_impl_of((em_device){EM_DEVICE_CUDA, 0}) == &device; }
+bool em_cuda_stand_in_active(void) {
+    return em_device_impl_of((em_device){EM_DEVICE_CUDA, 0}) == &device;
+}

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../cuda/device_internal.h"
+#include "../../cuda/internal.h"
 #include "check.h"
 #include "ember/ops.h"
 #include "ember/tensor.h"
