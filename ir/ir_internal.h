@@ -6,6 +6,10 @@
 
 #include "ember/ir.h"
 
+/* A graph's arena (arena.c): made empty, and freed with all it holds. */
+struct em_ir_arena *em_ir_arena_new(void);
+void em_ir_arena_free(struct em_ir_arena *a);
+
 /* Calls fn(node, ctx) for every node of `b`, regions included (pre-order). */
 void em_ir_walk(const em_ir_block *b, void (*fn)(const em_ir_node *, void *), void *ctx);
 
