@@ -33,6 +33,7 @@ import contextlib
 import functools
 
 from . import _C
+from .nn.modules.module import Module
 
 
 def compile(fn=None, *, cache_limit=None, passes=None, dynamic=None, fullgraph=False):
@@ -60,9 +61,7 @@ def compile(fn=None, *, cache_limit=None, passes=None, dynamic=None, fullgraph=F
     if fn is None:
         return functools.partial(compile, cache_limit=cache_limit, passes=passes, dynamic=dynamic,
                                  fullgraph=fullgraph)
-    from .nn import Module
     if isinstance(fn, Module):
-        from .nn.modules.compiled import CompiledModule
         return CompiledModule(fn, cache_limit, passes, dynamic, fullgraph)
     cf = _C.CompiledFunction(fn, -1 if cache_limit is None else int(cache_limit), passes,
                              None if dynamic is None else bool(dynamic), bool(fullgraph))
@@ -219,7 +218,6 @@ def explain(fn, *args, print_report=True, **kwargs):
     """Calls fn(*args, **kwargs) once (fn compiled, a module
     ember.compile returned, or a plain function to compile) and reports what
     that call did; returns an Explanation."""
-    from .nn.modules.compiled import CompiledModule
     if isinstance(fn, CompiledModule):
         call, cf = fn, fn._compiled  # (the module's call supplies its training modes)
     else:
@@ -307,3 +305,47 @@ def explain(fn, *args, print_report=True, **kwargs):
         print(text)
     return Explanation(text, result, event, spec, last["reason"] if event == "eager" else
                        (spec["reason"] if spec else ""), stats)
+
+
+# ---- what ember.compile(model) returns ----
+
+class CompiledModule(Module):
+    """Calls run model.forward compiled. The wrapper holds the model itself
+    (parameters, buffers and state dict are the model's, under the prefix
+    `_orig_mod.` as in PyTorch), and the training mode of every submodule
+    is one of the guards, so train() and eval() each get their own
+    specialisation."""
+
+    def __init__(self, module, cache_limit=None, passes=None, dynamic=None, fullgraph=False):
+        super().__init__()
+        self._orig_mod = module
+        forward = module.forward
+
+        def compiled_forward(training_modes, *args, **kwargs):
+            return forward(*args, **kwargs)
+        compiled_forward.__name__ = compiled_forward.__qualname__ = \
+            f"{type(module).__name__}.forward"
+        object.__setattr__(self, "_compiled", compile(compiled_forward, cache_limit=cache_limit, passes=passes,
+                                                      dynamic=dynamic, fullgraph=fullgraph))
+
+    def forward(self, *args, **kwargs):
+        # the modes as an argument: a string is guarded by its value
+        modes = "".join("t" if m.training else "e" for m in self._orig_mod.modules())
+        return self._compiled(modes, *args, **kwargs)
+
+    def train(self, mode=True):
+        self._orig_mod.train(mode)
+        object.__setattr__(self, "training", mode)
+        return self
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._orig_mod, name)
+
+    def _specializations(self):
+        return self._compiled._specializations()
+
+    def _stats(self):
+        return self._compiled._stats()
