@@ -36,6 +36,8 @@ extern PyTypeObject em_py_CompiledFunction;
 
 /* The Python class instances are created as (ember.Tensor, set at import). */
 extern PyTypeObject *em_py_tensor_class;
+/* _TensorBase itself, for the type checks of the files below tensor.c (wrap.c). */
+extern PyTypeObject *em_py_tensor_base;
 
 /* ---- tensors (tensor.c) ---- */
 bool em_py_is_tensor(PyObject *o);

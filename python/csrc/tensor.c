@@ -10,32 +10,6 @@
  */
 #include "ember_py.h"
 
-PyTypeObject *em_py_tensor_class = &em_py_TensorBase;
-
-bool em_py_is_tensor(PyObject *o) { return PyObject_TypeCheck(o, &em_py_TensorBase); }
-
-PyObject *em_py_wrap_new(PyTypeObject *type, em_tensor *t) {
-    PyObject *o = type->tp_alloc(type, 0);
-    if (!o) {
-        em_tensor_release(t);
-        return NULL;
-    }
-    ((em_py_tensor *)o)->t = t;
-    em_py_set_object(t, o);
-    return o;
-}
-
-PyObject *em_py_wrap(em_tensor *t) {
-    if (!t) return em_py_raise();
-    if (em_py_object_of(t)) {
-        PyObject *o = em_py_object_of(t);
-        Py_INCREF(o);
-        em_tensor_release(t); /* the Python object already holds one */
-        return o;
-    }
-    return em_py_wrap_new(em_py_tensor_class, t);
-}
-
 static void tensor_dealloc(PyObject *self) {
     em_py_tensor *p = (em_py_tensor *)self;
     if (p->weakreflist) PyObject_ClearWeakRefs(self);
@@ -808,6 +782,7 @@ PyTypeObject em_py_TensorBase = {
 int em_py_tensor_type_init(PyObject *module) {
     em_py_Size.tp_base = &PyTuple_Type;
     if (PyType_Ready(&em_py_TensorBase) < 0 || PyType_Ready(&em_py_Size) < 0) return -1;
+    em_py_tensor_base = em_py_tensor_class = &em_py_TensorBase; /* (wrap.c's: the type it wraps in) */
     Py_INCREF(&em_py_TensorBase);
     Py_INCREF(&em_py_Size);
     if (PyModule_AddObject(module, "_TensorBase", (PyObject *)&em_py_TensorBase) < 0) return -1;
