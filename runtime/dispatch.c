@@ -302,19 +302,12 @@ static void abort_inplace(const em_interceptor *const *ics, void *const *state, 
 
 static em_status run_inplace(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor *out);
 
-/* x.copy_(y) between devices that hold data reads y on x's device: y is
- * copied over first (PyTorch's copy_ crosses devices; no other op does). */
+/* (An in-place op's operands are on its target's device, as any op's. A
+ * copy_ across devices moves its source first, above dispatch:
+ * em_copy_source, em_assign_copy, the Python layer's copy_.) */
 em_status em_op_run_inplace(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs,
                             em_tensor *out) {
-    if (em_op_get(op)->kind != EM_KIND_CAST || n_in != 1 || !in[0] || em_device_eq(in[0]->device, out->device) ||
-        !em_tensor_has_data(in[0]) || !em_tensor_has_data(out) || host_scalar(in[0]) ||
-        !em_device_memory_of(in[0]->device) || !em_device_memory_of(out->device))
-        return run_inplace(op, in, n_in, attrs, out); /* (which refuses devices this build lacks) */
-    em_tensor *moved = em_to_device_recorded(in[0], out->device); /* (y's gradient goes back to its device) */
-    if (!moved) return em_last_status();
-    em_status st = run_inplace(op, &moved, 1, attrs, out);
-    em_tensor_release(moved);
-    return st;
+    return run_inplace(op, in, n_in, attrs, out); /* (which refuses devices this build lacks) */
 }
 
 static em_status run_inplace(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor *out) {

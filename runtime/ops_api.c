@@ -282,6 +282,15 @@ em_status em_assign(em_tensor *target, em_tensor *value) {
     return em_assign_copy(target, value);
 }
 
+em_tensor *em_copy_source(em_tensor *value, em_tensor *target) {
+    bool here = em_device_eq(value->device, target->device) || !em_tensor_has_data(value) ||
+                !em_tensor_has_data(target) || (value->ndim == 0 && value->device.type == EM_DEVICE_CPU) ||
+                !em_device_memory_of(value->device) || !em_device_memory_of(target->device);
+    if (!here) return em_to_device(value, target->device);
+    em_tensor_retain(value);
+    return value;
+}
+
 em_status em_assign_copy(em_tensor *target, em_tensor *value) {
     if (value == target || same_memory(target, value)) {
         __atomic_fetch_add(&target->storage->version, 1, __ATOMIC_RELAXED);
@@ -290,7 +299,11 @@ em_status em_assign_copy(em_tensor *target, em_tensor *value) {
     em_attrs at;
     memset(&at, 0, sizeof at);
     at.dtype = target->dtype;
-    return em_op_run_inplace(EM_OP_CAST, &value, 1, &at, target); /* target.copy_(value) */
+    em_tensor *src = em_copy_source(value, target);
+    if (!src) return em_last_status();
+    em_status st = em_op_run_inplace(EM_OP_CAST, &src, 1, &at, target); /* target.copy_(value) */
+    em_tensor_release(src);
+    return st;
 }
 
 /* The device factories make their results on, per thread: the CPU unless

@@ -555,6 +555,11 @@ em_tensor *em_to_device(em_tensor *t, em_device d);
 /* em_to_device as autograd records it (PyTorch's ToCopyBackward0): a copy
  * to another device whose gradient goes back to t's device. */
 em_tensor *em_to_device_recorded(em_tensor *t, em_device d);
+/* The source of target.copy_(value) on target's device: value itself where
+ * it already is (or is a 0-d host scalar, or either side holds no data),
+ * else its copy there (PyTorch's copy_ crosses devices; no other op does).
+ * A new reference, or NULL with the error. */
+em_tensor *em_copy_source(em_tensor *value, em_tensor *target);
 /* Same dtype, shape and values, bit for bit (so a NaN equals itself):
  * how a value guard compares what a run computed with what a trace saw. */
 bool em_equal_bits(em_tensor *a, em_tensor *b);

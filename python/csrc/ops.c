@@ -108,7 +108,16 @@ PyObject *em_py_inplace(em_op op, PyObject *out, PyObject *const *objs, int n) {
     em_attrs at;
     memset(&at, 0, sizeof at);
     if (is_copy) at.dtype = em_py_tensor_of(out)->dtype;
-    em_status st = em_op_run_inplace(op, t, n, &at, em_py_tensor_of(out));
+    em_tensor *dst = em_py_tensor_of(out);
+    if (is_copy && n == 1 && !em_device_eq(t[0]->device, dst->device)) {
+        /* x.copy_(y) across devices: y copied over first, by a recorded
+         * copy where it needs a gradient (which goes back to y's device) */
+        bool record = em_grad_enabled() && em_requires_grad(t[0]) && t[0]->ndim > 0 && em_tensor_has_data(dst);
+        em_tensor *moved = record ? em_to_device_recorded(t[0], dst->device) : em_copy_source(t[0], dst);
+        em_tensor_release(t[0]);
+        if (!(t[0] = moved)) return em_py_raise();
+    }
+    em_status st = em_op_run_inplace(op, t, n, &at, dst);
     for (int i = 0; i < n; i++) em_tensor_release(t[i]);
     if (st != EM_OK) return em_py_raise();
     Py_INCREF(out);
