@@ -6,7 +6,7 @@
  * NVRTC call each (a tenth of a second or more), and keeps the PTX in the
  * disk cache, so a new machine pays for every kernel once. Here the same
  * sources the device asks for (one kernel spec per module, exactly as
- * cuda/device.c makes them, so the cache keys are the same) are compiled
+ * the CUDA device makes them (cuda/), so the cache keys are the same) are compiled
  * by a pool of threads: elementwise ops and casts, reductions, ops along
  * lines, gather/scatter, advanced indexing, the window kernels, the
  * optimizers' steps and sorting. NVRTC's calls are thread-safe, the PTX cache's

@@ -2,7 +2,7 @@
  * matmul.h - matmul on the CUDA device as GEMM calls (matmul.c): how a
  * row-major ember matmul (batched, broadcast, 1-d operands) becomes
  * column-major strided-batched GEMMs, separate from the library that runs
- * them (cuBLAS on a GPU: device.c), so the mapping is tested on the host
+ * them (cuBLAS on a GPU: blas.c), so the mapping is tested on the host
  * with a reference GEMM (tests/c/test_cuda_matmul.c). Not public.
  */
 #ifndef EMBER_CUDA_MATMUL_H

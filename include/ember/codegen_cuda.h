@@ -6,7 +6,7 @@
  * time with dlopen (no CUDA library is linked), so every machine with the
  * CUDA Toolkit compiles the generated kernels to PTX, and the tests check
  * the PTX with ptxas. Running them is the CUDA device's
- * (cuda/device.c), which loads the PTX into a GPU's context.
+ * (cuda/: context.c loads the PTX into a GPU's context).
  */
 #ifndef EMBER_CODEGEN_CUDA_H
 #define EMBER_CODEGEN_CUDA_H
