@@ -38,9 +38,12 @@ extern PyTypeObject em_py_CompiledFunction;
 extern PyTypeObject *em_py_tensor_class;
 /* _TensorBase itself, for the type checks of the files below tensor.c (wrap.c). */
 extern PyTypeObject *em_py_tensor_base;
+/* Is o a tensor (an instance of _TensorBase or a subclass)? Inline: every
+ * operand of every op asks. */
+static inline bool em_py_is_tensor(PyObject *o) { return PyObject_TypeCheck(o, em_py_tensor_base); }
 
 /* ---- tensors (tensor.c) ---- */
-bool em_py_is_tensor(PyObject *o);
+
 static inline em_tensor *em_py_tensor_of(PyObject *o) { return ((em_py_tensor *)o)->t; }
 /* Wraps t (stolen), reusing its live Python object if it has one. NULL
  * (with the pending ember error raised) if t is NULL. */

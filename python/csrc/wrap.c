@@ -11,8 +11,6 @@
 PyTypeObject *em_py_tensor_base;  /* ember._C._TensorBase */
 PyTypeObject *em_py_tensor_class; /* what new results are: ember.Tensor once set */
 
-bool em_py_is_tensor(PyObject *o) { return PyObject_TypeCheck(o, em_py_tensor_base); }
-
 PyObject *em_py_wrap_new(PyTypeObject *type, em_tensor *t) {
     PyObject *o = type->tp_alloc(type, 0);
     if (!o) {
