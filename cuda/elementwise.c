@@ -102,26 +102,8 @@ em_tensor *em_cuda_dev_converted(cuda_dev *d, em_tensor *x, em_dtype dt) {
 
 em_status em_cuda_run_view(em_op op, em_tensor *const *in, const em_attrs *attrs, em_tensor **out,
                            cuda_dev *d) {
-    int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS], off;
-    int nd;
-    em_tensor *src = in[0], *copy = NULL;
-    if (!em_view_geometry(op, src->shape, src->strides, src->ndim, attrs, shape, strides, &nd,
-                          &off)) {
-        if (op != EM_OP_RESHAPE)
-            return em_error(EM_ERR_INTERNAL, "%s: no view geometry", em_op_name(op));
-        /* reshape of strides that allow no view: of a copy, as on the CPU */
-        if (!(src = copy = em_tensor_empty(in[0]->shape, in[0]->ndim, in[0]->dtype, in[0]->device)))
-            return em_last_status();
-        em_status st = em_cuda_run_elementwise(d, EM_OP_CAST, in, 1, copy);
-        if (st != EM_OK) {
-            em_tensor_release(copy);
-            return st;
-        }
-        em_view_geometry(op, src->shape, src->strides, src->ndim, attrs, shape, strides, &nd, &off);
-    }
-    out[0] = em_tensor_alias(src, src->offset + off, shape, strides, nd);
-    em_tensor_release(copy);
-    return out[0] ? EM_OK : em_last_status();
+    (void)d;
+    return em_view_apply(op, in[0], attrs, em_contiguous, out); /* (the copy: this device's contiguous()) */
 }
 
 em_status em_cuda_run_contiguous(cuda_dev *d, em_tensor *x, em_tensor **out) {

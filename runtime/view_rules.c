@@ -274,3 +274,20 @@ bool em_view_geometry(em_op op, const int64_t *shape, const int64_t *strides, in
     *offset_delta = r.offset;
     return true;
 }
+
+em_status em_view_apply(em_op op, em_tensor *src, const em_attrs *attrs, em_tensor *(*dense_copy)(em_tensor *),
+                        em_tensor **out) {
+    int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS], off = 0;
+    int nd = 0;
+    em_tensor *copy = NULL;
+    if (!em_view_geometry(op, src->shape, src->strides, src->ndim, attrs, shape, strides, &nd, &off)) {
+        if (op != EM_OP_RESHAPE) return em_error(EM_ERR_INTERNAL, "%s: no view geometry", em_op_name(op));
+        /* a reshape of strides that allow no view: of a copy, made dense first */
+        if (!(copy = dense_copy(src))) return em_last_status();
+        src = copy;
+        em_view_geometry(op, src->shape, src->strides, src->ndim, attrs, shape, strides, &nd, &off);
+    }
+    out[0] = em_tensor_alias(src, src->offset + off, shape, strides, nd);
+    em_tensor_release(copy);
+    return out[0] ? EM_OK : em_last_status();
+}

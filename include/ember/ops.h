@@ -645,6 +645,12 @@ em_tensor *em_randn(const int64_t *shape, int n, em_dtype dtype);
 bool em_view_geometry(em_op op, const int64_t *shape, const int64_t *strides, int ndim,
                       const em_attrs *attrs, int64_t *out_shape, int64_t *out_strides,
                       int *out_ndim, int64_t *offset_delta);
+/* *out = view op `op` of src, on any device: an alias by the op's rule, or,
+ * for a reshape whose strides allow no view, an alias of dense_copy(src)
+ * (the device's own contiguous copy: a new reference, or NULL with the
+ * error), as PyTorch's reshape copies. */
+em_status em_view_apply(em_op op, em_tensor *src, const em_attrs *attrs, em_tensor *(*dense_copy)(em_tensor *),
+                        em_tensor **out);
 
 /* Strides (in any unit) of an operand of the given shape read over a
  * to_ndim-dim iteration space it broadcasts to: right-aligned, 0 where the

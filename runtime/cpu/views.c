@@ -24,23 +24,14 @@ static em_status copy_contiguous(em_tensor *in, em_tensor **out) {
     return EM_OK;
 }
 
+static em_tensor *dense_copy(em_tensor *t) {
+    em_tensor *c = NULL;
+    return copy_contiguous(t, &c) == EM_OK ? c : NULL;
+}
+
 em_status cpu_view(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
-    int64_t shape[EM_MAX_DIMS], strides[EM_MAX_DIMS], off;
-    int nd;
-    em_tensor *src = in[0], *copy = NULL;
-    if (!em_view_geometry(op, src->shape, src->strides, src->ndim, attrs, shape, strides, &nd,
-                          &off)) {
-        if (op != EM_OP_RESHAPE)
-            return em_error(EM_ERR_INTERNAL, "%s: no view geometry", em_op_name(op));
-        /* reshape of a tensor whose strides do not allow a view: copy first. */
-        em_status st = copy_contiguous(src, &copy);
-        if (st != EM_OK) return st;
-        src = copy;
-        em_view_geometry(op, src->shape, src->strides, src->ndim, attrs, shape, strides, &nd, &off);
-    }
-    out[0] = em_tensor_alias(src, src->offset + off, shape, strides, nd);
-    em_tensor_release(copy);
-    return out[0] ? EM_OK : em_last_status();
+    (void)n_in;
+    return em_view_apply(op, in[0], attrs, dense_copy, out);
 }
 
 em_status cpu_contiguous(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
