@@ -44,7 +44,7 @@ typedef struct {
 typedef struct {
     job *jobs;
     int n, next, sm;
-    int skipped, failed;
+    int skipped, compiled, failed;
     char first_error[512];
     pthread_mutex_t lock;
 } pool;
@@ -136,9 +136,12 @@ static void *worker(void *arg) {
             continue;
         }
         char *ptx = NULL;
+        long before = em_cuda_ptx_compiles();
         em_status st = compile_one(j, p->sm, &ptx);
+        long compiled = em_cuda_ptx_compiles() - before;
         free(ptx);
         pthread_mutex_lock(&p->lock);
+        p->compiled += (int)compiled;
         if (st != EM_OK && p->failed++ == 0)
             strncpy(p->first_error, em_last_error(), sizeof p->first_error - 1);
         pthread_mutex_unlock(&p->lock);
@@ -166,6 +169,7 @@ em_status em_cuda_precompile(int sm, int threads, em_cuda_precompile_counts *cou
     pthread_mutex_destroy(&p.lock);
     free(p.jobs);
     counts->kernels = p.n - p.skipped - p.failed;
+    counts->compiled = p.compiled;
     counts->failed = p.failed;
     /* (the process keeps only what it uses: the disk has them all) */
     em_cuda_ptx_forget();

@@ -45,6 +45,9 @@ typedef struct cached {
 } cached;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local long compiled_here; /* (NVRTC compiles on this thread: em_cuda_ptx_compiles) */
+
+long em_cuda_ptx_compiles(void) { return compiled_here; }
 static cached *kept;
 
 /* The PTX kept under key in this process (a copy), or NULL. */
@@ -117,6 +120,7 @@ em_status em_cuda_ptx(const char *source, const char *name, int sm, char **ptx, 
     }
     free(stored);
     if ((st = em_nvrtc_compile(source, name, n_headers, texts, names, sm, ptx, NULL)) != EM_OK) return st;
+    compiled_here++;
     keep(key, *ptx);
     em_disk_cache_put(key, "ptx", *ptx, strlen(*ptx));
     if (from) *from = EM_PTX_COMPILED;

@@ -308,11 +308,14 @@ typedef enum em_cuda_ptx_source { EM_PTX_COMPILED, EM_PTX_FROM_MEMORY, EM_PTX_FR
 em_status em_cuda_ptx(const char *source, const char *name, int sm, char **ptx, em_cuda_ptx_source *from);
 /* Drops this process's copies (the disk cache keeps its entries). */
 void em_cuda_ptx_forget(void);
+/* How many sources NVRTC has compiled on this thread (neither copy had them). */
+long em_cuda_ptx_compiles(void);
 
 /* ---- ahead of first use (codegen_cuda/precompile.c) ---- */
 
 typedef struct em_cuda_precompile_counts {
-    int kernels; /* compiled (or found in the disk cache) */
+    int kernels;  /* ready: compiled, or found in the disk cache */
+    int compiled; /* of those, compiled by NVRTC now */
     int failed;
 } em_cuda_precompile_counts;
 /* Compiles every eager kernel the CUDA device generates (elementwise ops

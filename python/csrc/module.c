@@ -371,8 +371,8 @@ static PyObject *f_cuda_stream_handle(PyObject *self, PyObject *arg) {
     return PyLong_FromUnsignedLongLong(stream);
 }
 
-/* _cuda_precompile(sm, threads) -> kernels compiled or found in the disk
- * cache (em_cuda_precompile; NVRTC runs without the GIL) */
+/* _cuda_precompile(sm, threads) -> (kernels ready, of them compiled now)
+ * (em_cuda_precompile; NVRTC runs without the GIL) */
 static PyObject *f_cuda_precompile(PyObject *self, PyObject *args) {
     (void)self;
     int sm = 0, threads = 1;
@@ -381,7 +381,7 @@ static PyObject *f_cuda_precompile(PyObject *self, PyObject *args) {
     em_status st;
     Py_BEGIN_ALLOW_THREADS st = em_cuda_precompile(sm, threads, &c);
     Py_END_ALLOW_THREADS if (st != EM_OK) return em_py_raise();
-    return PyLong_FromLong(c.kernels);
+    return Py_BuildValue("(ii)", c.kernels, c.compiled);
 }
 
 /* _cuda_event_new(index, timing) -> capsule */
@@ -614,7 +614,7 @@ static PyMethodDef module_methods[] = {
     {"_cuda_status", f_cuda_status, METH_NOARGS, "(devices the driver reports, why ember cannot use CUDA)"},
     {"_cuda_device", f_cuda_device, METH_O, "_cuda_device(index) -> (name, (major, minor), memory, multiprocessors)"},
     {"_cuda_allow_tf32", f_cuda_allow_tf32, METH_O, "_cuda_allow_tf32(on or None) -> bool"},
-    {"_cuda_precompile", f_cuda_precompile, METH_VARARGS, "_cuda_precompile(sm, threads) -> kernels"},
+    {"_cuda_precompile", f_cuda_precompile, METH_VARARGS, "_cuda_precompile(sm, threads) -> (kernels, compiled now)"},
     {"_cuda_event_new", f_cuda_event_new, METH_VARARGS, "_cuda_event_new(index, timing) -> capsule"},
     {"_cuda_event", f_cuda_event, METH_VARARGS, "_cuda_event(capsule, 'record'|'synchronize'|'query')"},
     {"_cuda_event_elapsed", f_cuda_event_elapsed, METH_VARARGS, "_cuda_event_elapsed(start, end) -> ms"},

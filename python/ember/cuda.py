@@ -195,7 +195,7 @@ def precompile(device=None, capability=None, threads=None):
         raise ValueError(f"cuda.precompile: compute capability {major}.{minor} is not one (a GPU's, as (9, 0))")
     if threads is None:
         threads = os.cpu_count() or 1
-    return _C._cuda_precompile(int(major) * 10 + int(minor), int(threads))
+    return _C._cuda_precompile(int(major) * 10 + int(minor), int(threads))[0]
 
 
 # ---- streams and events, in torch.cuda's words ----
