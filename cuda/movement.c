@@ -4,9 +4,8 @@
  * dispatch, so each is device-free: tests/c/test_cuda_compositions.c runs
  * them on CPU tensors against the CPU's own kernels.
  *
- *   flip           a copy of a view with negative strides (the CPU's way);
- *   roll           2^k block copies, each rolled dim split in two (the
- *                  CPU's way: one pass over memory);
+ *   flip, roll     the CPU's moves (em_flip_apply, em_roll_apply in
+ *                  runtime/view_rules.c) over em_assign_copy;
  *   tril, triu     where(keep, x, 0), keep the [rows, cols] triangle made
  *                  on the host and broadcast over the batch;
  *   one_hot        zeros, then ones scattered along the new last dim; the
@@ -25,47 +24,6 @@
 bool em_cuda_movement_op(em_op op) {
     return op == EM_OP_FLIP || op == EM_OP_ROLL || op == EM_OP_TRIL || op == EM_OP_TRIU ||
            op == EM_OP_ONE_HOT || op == EM_OP_NONZERO || op == EM_OP_MASKED_SELECT;
-}
-
-static em_status run_flip(em_tensor *x, const em_attrs *a, em_tensor *out) {
-    int64_t strides[EM_MAX_DIMS], offset = x->offset;
-    memcpy(strides, x->strides, sizeof strides);
-    for (int i = 0; i < a->n_dims && x->ndim; i++) {
-        int dim = (int)a->dims[i];
-        if (x->shape[dim] == 0) return EM_OK;
-        offset += (x->shape[dim] - 1) * strides[dim];
-        strides[dim] = -strides[dim];
-    }
-    em_tensor *v = em_tensor_alias(x, offset, x->shape, strides, x->ndim);
-    em_status st = v ? em_assign_copy(out, v) : em_last_status();
-    em_tensor_release(v);
-    return st;
-}
-
-static em_status run_roll(em_tensor *x, const em_attrs *a, em_tensor *out) {
-    if (x->numel == 0) return EM_OK;
-    int k = a->n_dims;
-    for (int mask = 0; mask < (1 << k); mask++) {
-        int64_t soff = x->offset, doff = out->offset, shape[EM_MAX_DIMS];
-        memcpy(shape, x->shape, sizeof shape);
-        for (int i = 0; i < k; i++) {
-            int dim = (int)a->dims[i];
-            int64_t n = x->shape[dim], s = ((a->shifts[i] % n) + n) % n;
-            /* block 0: out[s, n) <- in[0, n-s); block 1: out[0, s) <- in[n-s, n) */
-            bool second = (mask >> i) & 1;
-            shape[dim] = second ? s : n - s;
-            soff += (second ? n - s : 0) * x->strides[dim];
-            doff += (second ? 0 : s) * out->strides[dim];
-        }
-        if (em_shape_numel(shape, x->ndim) == 0) continue;
-        em_tensor *src = em_tensor_alias(x, soff, shape, x->strides, x->ndim);
-        em_tensor *dst = src ? em_tensor_alias(out, doff, shape, out->strides, x->ndim) : NULL;
-        em_status st = dst ? em_assign_copy(dst, src) : em_last_status();
-        em_tensor_release(src);
-        em_tensor_release(dst);
-        if (st != EM_OK) return st;
-    }
-    return EM_OK;
 }
 
 /* tril keeps j <= i + k, triu j >= i + k, of the last two dims. */
@@ -220,9 +178,9 @@ em_status em_cuda_run_movement(cuda_dev *d, em_op op, em_tensor *const *in, int 
     (void)n_in;
     switch (op) {
     case EM_OP_FLIP:
-        return run_flip(in[0], attrs, out[0]);
+        return em_flip_apply(in[0], attrs, out[0], em_assign_copy);
     case EM_OP_ROLL:
-        return run_roll(in[0], attrs, out[0]);
+        return em_roll_apply(in[0], attrs, out[0], em_assign_copy);
     case EM_OP_TRIL:
     case EM_OP_TRIU:
         return run_triangle(op, in[0], attrs, out[0]);

@@ -291,3 +291,44 @@ em_status em_view_apply(em_op op, em_tensor *src, const em_attrs *attrs, em_tens
     em_tensor_release(copy);
     return out[0] ? EM_OK : em_last_status();
 }
+
+em_status em_flip_apply(em_tensor *x, const em_attrs *a, em_tensor *out, em_status (*copy)(em_tensor *, em_tensor *)) {
+    int64_t strides[EM_MAX_DIMS], offset = x->offset;
+    memcpy(strides, x->strides, sizeof strides);
+    for (int i = 0; i < a->n_dims && x->ndim; i++) { /* (a negative-stride view, read in order) */
+        int d = (int)a->dims[i];
+        if (x->shape[d] == 0) return EM_OK;
+        offset += (x->shape[d] - 1) * strides[d];
+        strides[d] = -strides[d];
+    }
+    em_tensor *v = em_tensor_alias(x, offset, x->shape, strides, x->ndim);
+    em_status st = v ? copy(out, v) : em_last_status();
+    em_tensor_release(v);
+    return st;
+}
+
+em_status em_roll_apply(em_tensor *x, const em_attrs *a, em_tensor *out, em_status (*copy)(em_tensor *, em_tensor *)) {
+    if (x->numel == 0) return EM_OK;
+    int k = a->n_dims;
+    for (int mask = 0; mask < (1 << k); mask++) {
+        int64_t soff = x->offset, doff = out->offset, shape[EM_MAX_DIMS];
+        memcpy(shape, x->shape, sizeof shape);
+        for (int i = 0; i < k; i++) {
+            int d = (int)a->dims[i];
+            int64_t n = x->shape[d], s = ((a->shifts[i] % n) + n) % n;
+            /* block 0: out[s, n) <- in[0, n-s); block 1: out[0, s) <- in[n-s, n) */
+            bool second = (mask >> i) & 1;
+            shape[d] = second ? s : n - s;
+            soff += (second ? n - s : 0) * x->strides[d];
+            doff += (second ? 0 : s) * out->strides[d];
+        }
+        if (em_shape_numel(shape, x->ndim) == 0) continue;
+        em_tensor *src = em_tensor_alias(x, soff, shape, x->strides, x->ndim);
+        em_tensor *dst = src ? em_tensor_alias(out, doff, shape, out->strides, x->ndim) : NULL;
+        em_status st = dst ? copy(dst, src) : em_last_status();
+        em_tensor_release(src);
+        em_tensor_release(dst);
+        if (st != EM_OK) return st;
+    }
+    return EM_OK;
+}

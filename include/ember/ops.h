@@ -651,6 +651,11 @@ bool em_view_geometry(em_op op, const int64_t *shape, const int64_t *strides, in
  * error), as PyTorch's reshape copies. */
 em_status em_view_apply(em_op op, em_tensor *src, const em_attrs *attrs, em_tensor *(*dense_copy)(em_tensor *),
                         em_tensor **out);
+/* out = flip(x) (a copy of x's view with negative strides) and out =
+ * roll(x) (2^k block copies, each rolled dim split in two: one pass over
+ * memory), on any device, through the device's copy(dst, src). */
+em_status em_flip_apply(em_tensor *x, const em_attrs *a, em_tensor *out, em_status (*copy)(em_tensor *, em_tensor *));
+em_status em_roll_apply(em_tensor *x, const em_attrs *a, em_tensor *out, em_status (*copy)(em_tensor *, em_tensor *));
 
 /* Strides (in any unit) of an operand of the given shape read over a
  * to_ndim-dim iteration space it broadcasts to: right-aligned, 0 where the

@@ -29,56 +29,18 @@ static em_status copy_block(em_tensor *dst, int d, int64_t dstart, const em_tens
     return st;
 }
 
-/* ---- flip ---- */
+/* ---- flip, roll: their moves (view_rules.c) over the CPU's copy ---- */
 
-/* A negative-stride view read in order, copied. */
 em_status cpu_flip(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
     (void)op;
-    const em_tensor *x = in[0];
-    int64_t strides[EM_MAX_DIMS], offset = x->offset;
-    memcpy(strides, x->strides, sizeof strides);
-    for (int i = 0; i < attrs->n_dims && x->ndim; i++) {
-        int d = (int)attrs->dims[i];
-        if (x->shape[d] == 0) return EM_OK;
-        offset += (x->shape[d] - 1) * strides[d];
-        strides[d] = -strides[d];
-    }
-    em_tensor *v = em_tensor_alias(x, offset, x->shape, strides, x->ndim);
-    em_status st = v ? em_copy_into(out[0], v) : em_last_status();
-    em_tensor_release(v);
-    return st;
+    (void)n_in;
+    return em_flip_apply(in[0], attrs, out[0], em_copy_into);
 }
 
-/* ---- roll ---- */
-
-/* out = in shifted by s along each rolled dim: every rolled dim splits into
- * two blocks, so 2^k block copies do it in one pass over memory. */
 em_status cpu_roll(em_op op, em_tensor *const *in, int n_in, const em_attrs *attrs, em_tensor **out) {
     (void)op;
-    const em_tensor *x = in[0];
-    if (x->numel == 0) return EM_OK;
-    int k = attrs->n_dims;
-    for (int mask = 0; mask < (1 << k); mask++) {
-        int64_t soff = x->offset, doff = out[0]->offset, shape[EM_MAX_DIMS];
-        memcpy(shape, x->shape, sizeof shape);
-        for (int i = 0; i < k; i++) {
-            int d = (int)attrs->dims[i];
-            int64_t n = x->shape[d], s = ((attrs->shifts[i] % n) + n) % n;
-            /* block 0: out[s, n) <- in[0, n-s); block 1: out[0, s) <- in[n-s, n) */
-            bool second = (mask >> i) & 1;
-            shape[d] = second ? s : n - s;
-            soff += (second ? n - s : 0) * x->strides[d];
-            doff += (second ? 0 : s) * out[0]->strides[d];
-        }
-        if (em_shape_numel(shape, x->ndim) == 0) continue;
-        em_tensor *src = em_tensor_alias(x, soff, shape, x->strides, x->ndim);
-        em_tensor *dst = src ? em_tensor_alias(out[0], doff, shape, out[0]->strides, x->ndim) : NULL;
-        em_status st = dst ? em_copy_into(dst, src) : em_last_status();
-        em_tensor_release(src);
-        em_tensor_release(dst);
-        if (st != EM_OK) return st;
-    }
-    return EM_OK;
+    (void)n_in;
+    return em_roll_apply(in[0], attrs, out[0], em_copy_into);
 }
 
 /* ---- cat ---- */
